@@ -44,3 +44,9 @@ proto_lang_toolchain(
     command_line = "--cpp_out=$(OUT)",
     runtime = ":protobuf",
 )
+
+# The well-known types' .proto files, for tools that run protoc themselves.
+filegroup(
+    name = "well_known_protos",
+    srcs = glob(["include/google/protobuf/*.proto"]),
+)

@@ -3,6 +3,7 @@
 In api/berth/<concern>/v1/BUILD.bazel it emits, from the directory's .proto
 files (imported as "berth/<concern>/v1/<file>.proto"):
   <concern>_proto     proto_library
+  <concern>_proto_files  the .proto files themselves
   <concern>_cc_proto  cc_proto_library
   <concern>_cc_grpc   cc_grpc_library (C++ gRPC stubs)
 """
@@ -36,6 +37,11 @@ def berth_api_package(api_deps = [], well_known = [], proto_deps = [], strip_imp
         deps = [api_proto_label(dep) for dep in api_deps] +
                ["@com_google_protobuf//:%s_proto" % name for name in well_known] +
                proto_deps,
+        visibility = ["//visibility:public"],
+    )
+    native.filegroup(
+        name = concern + "_proto_files",
+        srcs = native.glob(["*.proto"]),
         visibility = ["//visibility:public"],
     )
     native.cc_proto_library(
