@@ -1,0 +1,410 @@
+#include "services/common/grpc_server.h"
+
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/client_callback.h"
+#include "grpcpp/support/slice.h"
+#include "grpcpp/support/status.h"
+#include "gtest/gtest.h"
+#include "services/common/dial.h"
+#include "services/common/test_service.grpc.pb.h"
+#include "services/common/test_util.h"
+#include "services/common/unix_socket.h"
+
+namespace berth {
+namespace {
+
+using ::berth::testing::FileMode;
+using ::berth::testing::PathExists;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+// grpc.health.v1.HealthCheckResponse.ServingStatus.
+constexpr int kServing = 1;
+constexpr int kNotServing = 2;
+
+// grpc.health.v1 messages by hand: this package has no copy of health.proto.
+// HealthCheckRequest { string service = 1; }
+std::string EncodeHealthCheckRequest(const std::string& service) {
+  if (service.empty()) return "";
+  EXPECT_LT(service.size(), 128u);
+  return absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())),
+                      service);
+}
+
+// HealthCheckResponse { ServingStatus status = 1; } -> status (0 if absent).
+int DecodeHealthCheckResponse(const std::string& bytes) {
+  if (bytes.empty()) return 0;
+  EXPECT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes[0], '\x08');
+  return bytes.size() == 2 ? bytes[1] : -1;
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+// A unary call by method name, with raw bytes.
+grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, const std::string& request,
+                          std::string* response) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+  grpc::ByteBuffer request_buffer = ToByteBuffer(request);
+  grpc::ByteBuffer response_buffer;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request_buffer,
+                 &response_buffer, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (status.ok() && response != nullptr) {
+    *response = FromByteBuffer(response_buffer);
+  }
+  return status;
+}
+
+// grpc.health.v1.Health/Check: the serving status, or the call's error.
+absl::StatusOr<int> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service) {
+  std::string response;
+  grpc::Status status =
+      RawUnaryCall(channel, "/grpc.health.v1.Health/Check",
+                   EncodeHealthCheckRequest(service), &response);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  return DecodeHealthCheckResponse(response);
+}
+
+// grpc.health.v1.Health/Watch, recording every status it streams.
+class HealthWatcher
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  HealthWatcher(const std::shared_ptr<grpc::Channel>& channel,
+                const std::string& service)
+      : stub_(channel),
+        request_(ToByteBuffer(EncodeHealthCheckRequest(service))) {
+    stub_.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch",
+                                   grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&response_);
+    StartCall();
+  }
+
+  ~HealthWatcher() override {
+    Cancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+  void Cancel() { context_.TryCancel(); }
+
+  // Whether `status` was streamed within kTimeout.
+  bool WaitForStatus(int status) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [this, status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (int s : statuses_) {
+        if (s == status) return true;
+      }
+      return false;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), kTimeout);
+  }
+
+  // Whether the call ended within kTimeout.
+  bool WaitDone() {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&done_), kTimeout);
+  }
+
+  void OnWriteDone(bool) override {}
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    {
+      absl::MutexLock lock(&mu_);
+      statuses_.push_back(DecodeHealthCheckResponse(FromByteBuffer(response_)));
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status&) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  absl::Mutex mu_;
+  std::vector<int> statuses_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Block returns when released, or CANCELLED when its call is cancelled.
+class BlockingService final : public common::test::TestService::Service {
+ public:
+  grpc::Status Block(grpc::ServerContext* context,
+                     const common::test::BlockRequest*,
+                     common::test::BlockResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++entered_;
+    while (!released_) {
+      if (context->IsCancelled()) {
+        ++cancelled_;
+        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      }
+      // Polls IsCancelled: a sync handler has no cancellation callback.
+      mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(5));
+    }
+    response->set_released(true);
+    return grpc::Status::OK;
+  }
+
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+  bool WaitEntered() {
+    absl::MutexLock lock(&mu_);
+    auto entered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return entered_ > 0;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&entered), kTimeout);
+  }
+
+  int cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Calls Block on a thread of its own.
+class BlockCall {
+ public:
+  explicit BlockCall(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(common::test::TestService::NewStub(channel)), thread_([this] {
+          context_.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+          status_ = stub_->Block(&context_, {}, &response_);
+        }) {}
+  ~BlockCall() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Waits for the call to end.
+  grpc::Status Finish() {
+    thread_.join();
+    return status_;
+  }
+  const common::test::BlockResponse& response() const { return response_; }
+
+ private:
+  std::unique_ptr<common::test::TestService::Stub> stub_;
+  grpc::ClientContext context_;
+  common::test::BlockResponse response_;
+  grpc::Status status_;
+  std::thread thread_;
+};
+
+bool ListenerClosed(const std::string& path) {
+  absl::StatusOr<SocketPathState> state = ProbeSocketPath(path);
+  return state.ok() && *state != SocketPathState::kLive;
+}
+
+TEST(UnixGrpcServerTest, ServesHealthAndShutsDown) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("run/s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->socket_path(), path);
+
+  struct stat st = {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660);
+  EXPECT_EQ(FileMode(dir.Join("run")), 0750);
+
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(CheckHealth(*channel, "").value(), kServing);
+  EXPECT_EQ(CheckHealth(*channel, "no.such.Service").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(RawUnaryCall(*channel, "/no.such.Service/Method", "", nullptr)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+
+  (*server)->Shutdown(absl::Seconds(1));
+  EXPECT_FALSE(PathExists(path));
+  EXPECT_EQ(FileMode(dir.Join("run")), 0750) << "the directory stays";
+  (*server)->Shutdown(absl::Seconds(1));  // no-op
+  (*server)->Wait();                      // returns at once
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(UnixGrpcServerTest, ServesGivenServices) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  BlockingService service;
+  service.Release();
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {&service}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  BlockCall call(*channel);
+  EXPECT_TRUE(call.Finish().ok());
+  EXPECT_TRUE(call.response().released());
+  EXPECT_EQ(CheckHealth(*channel, "").value(), kServing);
+}
+
+TEST(UnixGrpcServerTest, HealthCanBeLeftOut) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, /*enable_health=*/false});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(CheckHealth(*channel, "").status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(UnixGrpcServerTest, DestructorShutsDownAndRemovesSocket) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  {
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start({path, {}, true});
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_TRUE(PathExists(path));
+  }
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(UnixGrpcServerTest, StartFailureNamesThePath) {
+  ShortTempDir dir;
+  const std::string too_long = dir.Join(std::string(120, 's'));
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({too_long, {}, true});
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(server.status().message(), HasSubstr(too_long));
+}
+
+TEST(UnixGrpcServerTest, BindFailureNamesThePath) {
+  // Nobody, root included, can make a socket in /proc/self.
+  const std::string path = "/proc/self/berth-test.sock";
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(server.status().message(), HasSubstr(path));
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(UnixGrpcServerTest, ShutdownMarksNotServingThenGivesCallsTheirGrace) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  BlockingService service;
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {&service}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+
+  HealthWatcher watcher(*channel, "");
+  ASSERT_TRUE(watcher.WaitForStatus(kServing));
+  BlockCall call(*channel);
+  ASSERT_TRUE(service.WaitEntered());
+
+  std::thread stopper([&] { (*server)->Shutdown(absl::Hours(1)); });
+  EXPECT_TRUE(watcher.WaitForStatus(kNotServing));
+  // Shutting down: no new connections, the call in flight goes on.
+  EXPECT_TRUE(WaitFor([&] { return ListenerClosed(path); }));
+  // gRPC's health service keeps Watch open through shutdown (see
+  // UnixGrpcServer::Shutdown); a watching client lets go on NOT_SERVING.
+  watcher.Cancel();
+  EXPECT_TRUE(watcher.WaitDone());
+
+  service.Release();
+  grpc::Status status = call.Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(call.response().released());
+  stopper.join();
+  EXPECT_EQ(service.cancelled(), 0);
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(UnixGrpcServerTest, ShutdownCancelsCallsStillRunningAfterGrace) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  BlockingService service;
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {&service}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  BlockCall call(*channel);
+  ASSERT_TRUE(service.WaitEntered());
+
+  (*server)->Shutdown(absl::Milliseconds(1));
+  EXPECT_EQ(service.cancelled(), 1);
+  EXPECT_FALSE(call.Finish().ok());
+  EXPECT_FALSE(call.response().released());
+  EXPECT_FALSE(PathExists(path));
+}
+
+}  // namespace
+}  // namespace berth

@@ -1,0 +1,152 @@
+#include "services/common/service_main.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "glog/logging.h"
+
+// Not "v": glog (built with gflags) already defines FLAGS_v.
+ABSL_FLAG(int, verbosity, 0,
+          "Log VLOG(n) messages for every n up to this level (glog's -v).");
+
+namespace berth {
+namespace {
+
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// The threads of this process, from /proc/self/task; -1 if unknown.
+int CountThreads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int threads = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++threads;
+  }
+  closedir(dir);
+  return threads;
+}
+
+// Flags that absl itself defines (--flagfile, --helpfull, ...), which --help
+// leaves to --helpfull. Their file names look like "./absl/flags/parse.cc".
+bool IsAbseilFile(absl::string_view filename) {
+  absl::ConsumePrefix(&filename, "./");
+  return absl::StartsWith(filename, "absl/") ||
+         absl::StrContains(filename, "/absl/");
+}
+
+absl::string_view Basename(absl::string_view path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+namespace internal {
+
+std::vector<char*> NormalizeFlagSpellings(int argc, char** argv) {
+  static char help[] = "--help";
+  std::vector<char*> args(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    // Positional arguments and "-" (stdin, by convention) stay as they are.
+    if (arg == nullptr || arg[0] != '-' || arg[1] == '\0') continue;
+    if (std::strcmp(arg, "--") == 0) break;  // the rest is positional
+    if (std::strcmp(arg, "-h") == 0) {
+      args[i] = help;
+      continue;
+    }
+    for (char* c = arg + (arg[1] == '-' ? 2 : 1); *c != '\0' && *c != '=';
+         ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+  return args;
+}
+
+}  // namespace internal
+
+std::vector<char*> InitService(int argc, char** argv, absl::string_view usage,
+                               absl::string_view version) {
+  // First, while this is (meant to be) the only thread.
+  const sigset_t signals = ShutdownSignals();
+  const int mask_error = pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const int threads = CountThreads();
+
+  const char* program = argc > 0 && argv[0] != nullptr ? argv[0] : "berth";
+  absl::SetProgramUsageMessage(usage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view filename) {
+    return !IsAbseilFile(filename);
+  };
+  config.version_string = [line = absl::StrCat(Basename(program), " ", version,
+                                               "\n")] { return line; };
+  absl::SetFlagsUsageConfig(config);
+
+  // absl's ParseCommandLine handles the usage flags itself and exits 1 after
+  // --help (0 after --version); we handle them after parsing and exit 0, like
+  // other tools. That takes absl::flags_internal's ParseCommandLineImpl and
+  // HandleUsageFlags (exported by Abseil 20220623; recheck on an upgrade).
+  std::vector<char*> normalized = internal::NormalizeFlagSpellings(argc, argv);
+  const int normalized_argc = static_cast<int>(normalized.size());
+  normalized.push_back(nullptr);
+  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
+      normalized_argc, normalized.data(),
+      absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (absl::flags_internal::HandleUsageFlags(
+          std::cout, absl::ProgramUsageMessage()) != -1) {
+    std::cout.flush();
+    std::exit(0);
+  }
+
+  FLAGS_logtostderr = true;
+  FLAGS_v = absl::GetFlag(FLAGS_verbosity);
+  google::InitGoogleLogging(program);
+  CHECK_EQ(mask_error, 0) << "cannot block SIGTERM and SIGINT: "
+                          << std::strerror(mask_error);
+  LOG_IF(WARNING, threads > 1)
+      << "InitService was called with " << threads
+      << " threads running; those do not have SIGTERM and SIGINT blocked";
+  return positional;
+}
+
+int WaitForShutdownSignal() {
+  const sigset_t signals = ShutdownSignals();
+  sigset_t blocked;
+  CHECK_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &blocked), 0);
+  CHECK(sigismember(&blocked, SIGTERM) == 1 &&
+        sigismember(&blocked, SIGINT) == 1)
+      << "WaitForShutdownSignal needs SIGTERM and SIGINT blocked: call "
+         "InitService first in main()";
+  int signal = 0;
+  const int error = sigwait(&signals, &signal);
+  CHECK_EQ(error, 0) << "sigwait: " << std::strerror(error);
+  LOG(INFO) << "received " << (signal == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ", shutting down";
+  return signal;
+}
+
+}  // namespace berth

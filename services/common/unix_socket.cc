@@ -1,0 +1,169 @@
+#include "services/common/unix_socket.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace berth {
+namespace {
+
+static_assert(sizeof(sockaddr_un::sun_path) == kMaxSocketPathLength + 1,
+              "kMaxSocketPathLength must match sockaddr_un.sun_path");
+
+// The directory part of a path: "/a/b/c.sock" -> "/a/b", "c.sock" -> "",
+// "/c.sock" -> "/".
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// mkdir -p with mode 0750 for the directories it creates.
+absl::Status MakeDirectories(const std::string& dir) {
+  if (dir.empty() || dir == "/") return absl::OkStatus();
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists and is not a directory"));
+  }
+  if (errno != ENOENT) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", dir));
+  }
+  if (absl::Status parent = MakeDirectories(Dirname(dir)); !parent.ok()) {
+    return parent;
+  }
+  if (mkdir(dir.c_str(), kSocketDirMode) != 0) {
+    const int err = errno;
+    if (err == EEXIST) {  // made by someone else meanwhile
+      if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        return absl::OkStatus();
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat(dir, " exists and is not a directory"));
+    }
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("cannot create directory ", dir));
+  }
+  // mkdir's mode is filtered through the umask; ours is not meant to be.
+  if (chmod(dir.c_str(), kSocketDirMode) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("cannot chmod directory ", dir));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckSocketPathLength(const std::string& socket_path) {
+  if (socket_path.empty()) {
+    return absl::InvalidArgumentError("socket path is empty");
+  }
+  if (socket_path.size() > kMaxSocketPathLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket path ", socket_path, " is ", socket_path.size(),
+                     " bytes long; a Unix socket path can be at most ",
+                     kMaxSocketPathLength, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SocketPathState> ProbeSocketPath(
+    const std::string& socket_path) {
+  if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
+    return length;
+  }
+  struct stat st;
+  if (lstat(socket_path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return SocketPathState::kAbsent;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", socket_path));
+  }
+  if (!S_ISSOCK(st.st_mode)) return SocketPathState::kNotSocket;
+
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("cannot create a socket to probe ", socket_path));
+  }
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  int err = 0;
+  while (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
+         0) {
+    err = errno;
+    if (err != EINTR) break;
+    err = 0;
+  }
+  close(fd);
+  switch (err) {
+    case 0:
+    case EAGAIN:  // the listen backlog is full: someone listens
+    case EINPROGRESS:
+      return SocketPathState::kLive;
+    case ECONNREFUSED:
+      return SocketPathState::kStale;
+    case ENOENT:  // removed between lstat and connect
+      return SocketPathState::kAbsent;
+    default:
+      return absl::ErrnoToStatus(
+          err, absl::StrCat("cannot probe socket ", socket_path));
+  }
+}
+
+absl::Status MakeSocketDirectory(const std::string& socket_path) {
+  if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
+    return length;
+  }
+  if (absl::Status dirs = MakeDirectories(Dirname(socket_path)); !dirs.ok()) {
+    return absl::Status(dirs.code(),
+                        absl::StrCat("cannot prepare the directory of socket ",
+                                     socket_path, ": ", dirs.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareSocketPath(const std::string& socket_path) {
+  if (absl::Status dir = MakeSocketDirectory(socket_path); !dir.ok()) {
+    return dir;
+  }
+  absl::StatusOr<SocketPathState> state = ProbeSocketPath(socket_path);
+  if (!state.ok()) return state.status();
+  switch (*state) {
+    case SocketPathState::kAbsent:
+      return absl::OkStatus();
+    case SocketPathState::kLive:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "socket ", socket_path, " is in use by another process"));
+    case SocketPathState::kNotSocket:
+      return absl::FailedPreconditionError(absl::StrCat(
+          socket_path, " exists and is not a socket; not removing it"));
+    case SocketPathState::kStale:
+      if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
+        const int err = errno;
+        return absl::ErrnoToStatus(
+            err, absl::StrCat("cannot remove stale socket ", socket_path));
+      }
+      LOG(INFO) << "removed stale socket " << socket_path
+                << " (nobody was listening on it)";
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace berth
