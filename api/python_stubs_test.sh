@@ -23,6 +23,11 @@ for concern in concerns:
         getattr(pb2_grpc, name + "Servicer")
     print(f"ok: berth.{concern}.v1: {', '.join(services)}")
 
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+health_pb2_grpc.HealthStub(channel)
+assert health_pb2.DESCRIPTOR.package == "grpc.health.v1"
+print("ok: grpc.health.v1 as grpc_health.v1 (does not shadow grpc)")
+
 from berth.driver.v1 import driver_pb2
 request = driver_pb2.ExecTaskStreamingRequest(stdin=b"hello")
 assert request.WhichOneof("frame") == "stdin"

@@ -14,7 +14,7 @@ failures=0
 # generate_from PROTO_ROOT OUT: runs generate.sh over every .proto under PROTO_ROOT.
 generate_from() {
   local files
-  files=$(cd "$1" && find berth -name '*.proto' | sort)
+  files=$(cd "$1" && find berth grpc_health -name '*.proto' | sort)
   # shellcheck disable=SC2086
   bash "$generate" --protoc="$protoc" --grpc_cpp_plugin="$cpp_plugin" \
     --grpc_python_plugin="$python_plugin" --out="$2" -I"$1" -I"$wkt" $files
@@ -32,7 +32,7 @@ expect() {
 }
 
 mkdir -p "$work/src"
-cp -RL api/berth "$work/src/"
+cp -RL api/berth third_party/grpc_health "$work/src/"
 chmod -R u+w "$work/src"
 
 # 1. Unchanged .proto files: in sync.

@@ -16,17 +16,20 @@ def api_proto_label(concern):
     """The proto_library of one API package: "stats" -> //api/berth/stats/v1:stats_proto."""
     return "//api/berth/%s/v1:%s_proto" % (concern, concern)
 
-def berth_api_package(api_deps = [], well_known = [], proto_deps = [], strip_import_prefix = "/api"):
+def berth_api_package(concern = None, api_deps = [], well_known = [], proto_deps = [], strip_import_prefix = "/api"):
     """Emits the proto, C++ proto and C++ gRPC targets of this directory.
 
     Args:
+      concern: prefix of the target names; by default the directory above
+        v1 ("driver" for api/berth/driver/v1).
       api_deps: other berth API packages imported, by concern ("stats").
       well_known: google/protobuf types imported, by file stem ("timestamp").
       proto_deps: any other proto_library labels imported.
       strip_import_prefix: the directory the import paths are relative to.
     """
     package = native.package_name()
-    concern = package.split("/")[-2] if package.startswith("api/berth/") else package.split("/")[-1]
+    if concern == None:
+        concern = package.split("/")[-2]
     for name in well_known:
         if name not in _WELL_KNOWN:
             fail("berth_api_package: unknown well-known type %r; expected one of %s" % (name, _WELL_KNOWN))
