@@ -1,0 +1,104 @@
+#include "plugins/host/process_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace berth::plugin::host::internal {
+
+absl::StatusOr<ProcStat> ParseProcStat(absl::string_view content) {
+  // "PID (COMM) STATE PPID ...": COMM may hold anything, so the fields after
+  // it start after the last ')'.
+  const size_t paren = content.rfind(')');
+  if (paren == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed /proc stat line \"", content, "\""));
+  }
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(content.substr(paren + 1), ' ', absl::SkipEmpty());
+  // fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+  ProcStat stat;
+  if (fields.size() < 20 || fields[0].size() != 1 ||
+      !absl::SimpleAtoi(fields[19], &stat.start_time)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed /proc stat line \"", content, "\""));
+  }
+  stat.state = fields[0][0];
+  return stat;
+}
+
+absl::StatusOr<ProcStat> ReadProcStat(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ESRCH) {
+      return absl::NotFoundError(absl::StrCat("no process ", pid));
+    }
+    return ErrnoError(err, absl::StrCat("cannot open ", path));
+  }
+  std::string content;
+  char buffer[1024];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      content.append(buffer, n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int err = errno;
+    close(fd);
+    if (n < 0) {
+      // A process that went between open and read gives ESRCH.
+      if (err == ESRCH) {
+        return absl::NotFoundError(absl::StrCat("no process ", pid));
+      }
+      return ErrnoError(err, absl::StrCat("cannot read ", path));
+    }
+    break;
+  }
+  return ParseProcStat(content);
+}
+
+int PidfdOpen(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+int PidfdSendSignal(int pidfd, int signal) {
+  return static_cast<int>(
+      syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
+}
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    const int signal = WTERMSIG(wait_status);
+    const char* name = strsignal(signal);
+    return absl::StrCat("was killed by signal ", signal, " (",
+                        name != nullptr ? name : "unknown", ")");
+  }
+  return absl::StrCat("ended with wait status ", wait_status);
+}
+
+absl::Status ErrnoError(int err, absl::string_view what) {
+  // Appends ": " and strerror(err) itself.
+  return absl::ErrnoToStatus(err, what);
+}
+
+}  // namespace berth::plugin::host::internal
