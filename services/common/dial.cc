@@ -42,8 +42,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DialUnix(
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
     return length;
   }
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
-      absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials());
+  // A channel of its own subchannel pool: with gRPC's global pool, a new
+  // channel to a socket whose server was killed and started again reuses the
+  // dead connection and its first calls fail with "Broken pipe".
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials(),
+      arguments);
   if (channel->WaitForConnected(absl::ToChronoTime(
           absl::Now() + std::max(timeout, absl::ZeroDuration())))) {
     return channel;
