@@ -1,0 +1,57 @@
+// mock_driver: the mock task driver plugin (mock_driver.h), served with the
+// plugin SDK. Started by a host (berth-node, the conformance suite, a test)
+// with the plugin handshake's environment; see plugins/sdk/handshake.h.
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "glog/logging.h"
+#include "plugins/examples/mock_driver/mock_driver.h"
+#include "plugins/sdk/handshake.h"
+#include "plugins/sdk/serve.h"
+
+ABSL_FLAG(std::string, state_dir, "",
+          "Where task exit files and output go until SetConfig names the "
+          "node's state directory (then <state dir>/mock). Default: "
+          "<parent of $BERTH_PLUGIN_SOCKET_DIR>/mock-state.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "the mock berth task driver: runs a configurable command as a plain host "
+    "process, for tests\n"
+    "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
+    "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR]";
+
+// <parent of the socket directory>/mock-state; empty without one.
+std::string DefaultStateDir() {
+  const char* socket_dir = std::getenv(berth::plugin::kSocketDirEnv);
+  if (socket_dir == nullptr || socket_dir[0] != '/') return "";
+  absl::string_view dir = socket_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  const size_t slash = dir.find_last_of('/');
+  const absl::string_view parent = slash == 0 ? "" : dir.substr(0, slash);
+  return absl::StrCat(parent, "/mock-state");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = berth::plugin::InitPlugin(
+      argc, argv, kUsage, berth::mock::kDriverVersion);
+  if (args.size() > 1) {
+    LOG(ERROR) << "unexpected argument " << args[1] << "; see --help";
+    return 2;
+  }
+  berth::mock::MockDriverOptions options;
+  options.default_state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (options.default_state_dir.empty()) {
+    options.default_state_dir = DefaultStateDir();
+  }
+  berth::mock::MockDriver driver(options);
+  return berth::plugin::Serve(driver);
+}

@@ -1,0 +1,134 @@
+// The mock driver: a configurable task driver for tests, built on the plugin
+// SDK like any third-party driver (it depends on //plugins/sdk and the API
+// only).
+//
+// A task is a real, unisolated process on the host, started through a
+// monitor process (launcher.h) so that it and its exit status survive the
+// plugin. TaskConfig.driver_config:
+//   command    string, required: the program (looked up on the task's PATH)
+//   args       list of strings: its arguments
+//   exit_code  integer 0-255: report this exit code instead of the
+//              process's when it exits (or when run_for ends it)
+//   run_for    duration ("2s"): kill the process after this long; it is
+//              then reported as exited with exit_code (default 0)
+//   fake_stats {"cpu_percent": x, "rss_bytes": n}: TaskStats reports these
+//              instead of what /proc says
+// The task's environment is PATH (a default), HOME=/, BERTH_TASK_ID and
+// TaskConfig.env; its directory is TaskConfig.task_dir or "/"; its stdin is
+// /dev/null and its stdout and stderr go to <state dir>/<task id>.stdout and
+// .stderr.
+//
+// State directory: <NodeContext.state_dir>/mock once SetConfig gave one,
+// before that MockDriverOptions.default_state_dir (main.cc: --state_dir, by
+// default <parent of $BERTH_PLUGIN_SOCKET_DIR>/mock-state). It holds
+// <task id>.exit (the raw wait status, written by the monitor), .stdout and
+// .stderr; DestroyTask removes them. A task keeps the directory it started
+// in (it is recorded in its handle).
+//
+// Exec (ExecTask, ExecTaskStreaming) runs the command on the host with the
+// task's environment and directory, in a session of its own, with a
+// terminal (TERM=xterm unless the task's env sets TERM) or pipes. When the
+// command exits, what is left of its process group is killed; cancelling
+// kills it.
+
+#ifndef PLUGINS_EXAMPLES_MOCK_DRIVER_MOCK_DRIVER_H_
+#define PLUGINS_EXAMPLES_MOCK_DRIVER_MOCK_DRIVER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "plugins/sdk/driver.h"
+#include "plugins/sdk/exec.h"
+
+namespace berth::mock {
+
+inline constexpr char kDriverName[] = "mock";
+inline constexpr char kDriverVersion[] = "0.1.0";
+
+struct MockDriverOptions {
+  // Where task files go until SetConfig names the node's state directory.
+  std::string default_state_dir;
+};
+
+class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
+ public:
+  explicit MockDriver(MockDriverOptions options);
+  // Stops watching the tasks; they keep running (a new instance recovers
+  // them from their handles).
+  ~MockDriver() override;
+
+  plugin::DriverInfo Info() const override;
+  plugin::v1::ConfigSchema TaskConfigSchema() const override;
+  absl::Status SetConfig(const google::protobuf::Struct& config,
+                         const plugin::v1::NodeContext& node) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  driver::v1::DriverCapabilities Capabilities() const override;
+  absl::StatusOr<driver::v1::StartTaskResponse> StartTask(
+      const driver::v1::TaskConfig& task) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::ExitResult> WaitTask(
+      const std::string& task_id, const plugin::CancelToken& cancel) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StopTask(const std::string& task_id, absl::Duration timeout,
+                        int signal) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DestroyTask(const std::string& task_id, bool force) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::TaskStatus> InspectTask(
+      const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
+      const driver::v1::TaskHandle& handle) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SignalTask(const std::string& task_id, int signal) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
+      const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::ExecTaskResponse> ExecTask(
+      const std::string& task_id, const std::vector<std::string>& command,
+      absl::Duration timeout, const plugin::CancelToken& cancel) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
+      const plugin::ExecOptions& options) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The directory new tasks put their files in.
+  std::string state_dir() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Task;
+
+  // The task, or NOT_FOUND naming the id.
+  absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  driver::v1::TaskStatus StatusOf(const Task& task)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Adds a running task and starts watching it.
+  void Adopt(std::shared_ptr<Task> task, absl::string_view event)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Watch(std::shared_ptr<Task> task) ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkExited(Task& task, const driver::v1::ExitResult& result)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends `signal` to the task's process group while its leader is not
+  // reaped; false if it already exited.
+  bool SignalGroup(Task& task, int signal) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits up to `timeout` for the task to exit; whether it did.
+  bool AwaitExit(const Task& task, absl::Duration timeout);
+  // The exec'd command's spec for a running task.
+  absl::StatusOr<std::shared_ptr<Task>> FindRunning(const std::string& task_id,
+                                                    absl::string_view what)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Serializes StartTask and RecoverTask, so that a task id is taken once.
+  absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  std::string state_dir_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace berth::mock
+
+#endif  // PLUGINS_EXAMPLES_MOCK_DRIVER_MOCK_DRIVER_H_

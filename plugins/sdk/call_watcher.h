@@ -1,0 +1,60 @@
+// Internal to the SDK: turns gRPC's cancellation of a synchronous call into a
+// CancelToken.
+
+#ifndef PLUGINS_SDK_CALL_WATCHER_H_
+#define PLUGINS_SDK_CALL_WATCHER_H_
+
+#include <list>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/server_context.h"
+#include "plugins/sdk/cancel.h"
+
+namespace berth::plugin::internal {
+
+// Cancels the token of each registered call once gRPC says the call is
+// cancelled (its caller cancelled or went away, or the server's shutdown
+// grace ran out). gRPC's sync API has no cancellation callback, so one thread
+// polls ServerContext::IsCancelled() of the registered calls every 10 ms
+// while there are any.
+class CallWatcher {
+ public:
+  CallWatcher();
+  ~CallWatcher();
+  CallWatcher(const CallWatcher&) = delete;
+  CallWatcher& operator=(const CallWatcher&) = delete;
+
+  // Watches `context` for `token` while it lives. Destroy it before the
+  // handler returns (the context dies then).
+  class Registration {
+   public:
+    Registration(CallWatcher& watcher, grpc::ServerContext* context,
+                 CancelToken* token);
+    ~Registration();
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+
+   private:
+    struct Entry {
+      grpc::ServerContext* context;
+      CancelToken* token;
+    };
+    friend class CallWatcher;
+    CallWatcher& watcher_;
+    std::list<Entry>::iterator entry_;
+  };
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Mutex mu_;
+  std::list<Registration::Entry> entries_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace berth::plugin::internal
+
+#endif  // PLUGINS_SDK_CALL_WATCHER_H_
