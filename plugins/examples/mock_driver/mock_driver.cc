@@ -571,7 +571,10 @@ void MockDriver::Adopt(std::shared_ptr<Task> task, absl::string_view event) {
   {
     absl::MutexLock lock(&mu_);
     tasks_[task->config.id()] = task;
-    if (!task->exited) {
+    if (task->exited) {
+      // Recovered after its exit: WaitTask must return at once.
+      Notify(task->exited_fd);
+    } else {
       task->watcher = std::thread([this, task] { Watch(task); });
     }
   }
