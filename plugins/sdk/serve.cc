@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -152,10 +153,15 @@ int Serve(Driver& driver, const ServeOptions& options) {
               << server_options.socket_path;
   }
 
+  // Even a zero grace period lets the reply of the Shutdown call that asked
+  // for it go out: gRPC cancels every call still in flight at the deadline,
+  // and that one may not have sent its reply yet. Calls that finish sooner
+  // end the wait sooner.
+  constexpr absl::Duration kShutdownReplyGrace = absl::Milliseconds(250);
   const absl::Duration grace = (*server)->WaitForShutdownRequest();
   LOG(INFO) << "shutting down (grace period " << absl::FormatDuration(grace)
             << ")";
-  (*server)->Shutdown(grace);
+  (*server)->Shutdown(std::max(grace, kShutdownReplyGrace));
   {
     absl::MutexLock lock(&serving_mu);
     serving = nullptr;

@@ -1,7 +1,6 @@
 #include "plugins/sdk/testing.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -11,8 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,115 +18,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "plugins/sdk/handshake.h"
+#include "services/common/dial.h"
 
 extern char** environ;
 
 namespace berth::plugin::testing {
-namespace {
-
-int RemoveOne(const char* path, const struct stat*, int, struct FTW*) {
-  if (remove(path) != 0) {
-    ADD_FAILURE() << "cannot remove " << path << ": " << std::strerror(errno);
-  }
-  return 0;
-}
-
-}  // namespace
-
-ShortTempDir::ShortTempDir() {
-  char templ[] = "/tmp/berth-XXXXXX";
-  if (mkdtemp(templ) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
-    return;
-  }
-  path_ = templ;
-}
-
-ShortTempDir::~ShortTempDir() {
-  if (path_.empty()) return;
-  nftw(
-      path_.c_str(),
-      [](const char* path, const struct stat*, int type, struct FTW*) {
-        if (type == FTW_D || type == FTW_DP) chmod(path, 0700);
-        return 0;
-      },
-      16, FTW_PHYS);
-  nftw(path_.c_str(), RemoveOne, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-std::string ShortTempDir::Join(absl::string_view name) const {
-  return absl::StrCat(path_, "/", name);
-}
-
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0;
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-std::string RunfilePath(absl::string_view workspace_path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
-                      workspace != nullptr ? workspace : "berth", "/",
-                      workspace_path);
-}
-
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const std::string& path,
                                                     absl::Duration timeout) {
-  // Not DialUnix: its channels share gRPC's global subchannel pool, so a
-  // channel to a plugin launched again on the same socket path can get the
-  // dead connection to the previous one ("Broken pipe").
-  grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(absl::StrCat("unix:", path),
-                                grpc::InsecureChannelCredentials(), arguments);
-  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to ", path, " within ", absl::FormatDuration(timeout)));
-  }
-  return channel;
-}
-
-CapturingLogSink::CapturingLogSink(google::LogSeverity min_severity)
-    : min_severity_(min_severity) {
-  google::AddLogSink(this);
-}
-
-CapturingLogSink::~CapturingLogSink() { google::RemoveLogSink(this); }
-
-std::vector<CapturingLogSink::Entry> CapturingLogSink::entries() const {
-  absl::MutexLock lock(&mu_);
-  return entries_;
-}
-
-void CapturingLogSink::send(google::LogSeverity severity, const char*,
-                            const char*, int, const google::LogMessageTime&,
-                            const char* message, size_t message_len) {
-  if (severity < min_severity_) return;
-  absl::MutexLock lock(&mu_);
-  entries_.push_back({severity, std::string(message, message_len)});
+  return DialUnix(path, timeout);
 }
 
 absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(

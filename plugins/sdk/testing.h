@@ -18,68 +18,21 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "grpcpp/channel.h"
+#include "services/common/test_util.h"
 
 namespace berth::plugin::testing {
 
-// A directory with a short path ("/tmp/berth-XXXXXX"): Bazel's TEST_TMPDIR
-// is too long for a Unix socket path. Removed with everything in it when the
-// object goes.
-class ShortTempDir {
- public:
-  ShortTempDir();
-  ~ShortTempDir();
-  ShortTempDir(const ShortTempDir&) = delete;
-  ShortTempDir& operator=(const ShortTempDir&) = delete;
+// The generic helpers live in //services/common:test_util.
+using ::berth::testing::CapturingLogSink;
+using ::berth::testing::PathExists;
+using ::berth::testing::ReadFileOrEmpty;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
 
-  const std::string& path() const { return path_; }
-  std::string Join(absl::string_view name) const;
-
- private:
-  std::string path_;
-};
-
-// Polls `condition` every few milliseconds until it is true (true) or
-// `timeout` passed (false).
-bool WaitFor(const std::function<bool()>& condition,
-             absl::Duration timeout = absl::Seconds(30));
-
-bool PathExists(const std::string& path);
-
-// The whole content of a file; empty if it cannot be read.
-std::string ReadFileOrEmpty(const std::string& path);
-
-// A file of the test's runfiles, by its path in the workspace
-// ("plugins/examples/mock_driver/mock_driver").
-std::string RunfilePath(absl::string_view workspace_path);
-
-// An insecure channel to the Unix socket `path`, once connected, with a
-// subchannel pool of its own (see testing.cc).
+// An insecure channel to the Unix socket `path`, once connected (DialUnix).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(
     const std::string& path, absl::Duration timeout = absl::Seconds(30));
-
-// Captures the glog messages of at least `min_severity` while it lives.
-class CapturingLogSink : public google::LogSink {
- public:
-  struct Entry {
-    google::LogSeverity severity;
-    std::string message;
-  };
-  explicit CapturingLogSink(google::LogSeverity min_severity);
-  ~CapturingLogSink() override;
-
-  std::vector<Entry> entries() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  using google::LogSink::send;
-  void send(google::LogSeverity severity, const char* full_filename,
-            const char* base_filename, int line,
-            const google::LogMessageTime& time, const char* message,
-            size_t message_len) override ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  const google::LogSeverity min_severity_;
-  mutable absl::Mutex mu_;
-  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
-};
 
 // A plugin binary launched the way a host launches it: the magic cookie (if
 // `with_cookie`), BERTH_PLUGIN_SOCKET_DIR and BERTH_PLUGIN_PROTOCOL_VERSIONS=1

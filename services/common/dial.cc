@@ -47,9 +47,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DialUnix(
   // dead connection and its first calls fail with "Broken pipe".
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials(),
-      arguments);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
+                                grpc::InsecureChannelCredentials(), arguments);
   if (channel->WaitForConnected(absl::ToChronoTime(
           absl::Now() + std::max(timeout, absl::ZeroDuration())))) {
     return channel;

@@ -1,5 +1,6 @@
 #include "services/common/test_util.h"
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,18 @@ std::string ShortTempDir::Join(absl::string_view name) const {
   return absl::StrCat(path_, "/", name);
 }
 
+std::vector<std::string> ShortTempDir::Entries() const {
+  std::vector<std::string> entries;
+  DIR* dir = opendir(path_.c_str());
+  if (dir == nullptr) return entries;
+  while (struct dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") entries.push_back(name);
+  }
+  closedir(dir);
+  return entries;
+}
+
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!condition()) {
@@ -78,6 +93,21 @@ bool PathExists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+std::string RunfilePath(absl::string_view workspace_path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
+                      workspace != nullptr ? workspace : "berth", "/",
+                      workspace_path);
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream content;
+  content << file.rdbuf();
+  return content.str();
+}
+
 CapturingLogSink::CapturingLogSink(google::LogSeverity min_severity)
     : min_severity_(min_severity) {
   google::AddLogSink(this);
@@ -88,6 +118,13 @@ CapturingLogSink::~CapturingLogSink() { google::RemoveLogSink(this); }
 std::vector<CapturingLogSink::Entry> CapturingLogSink::entries() const {
   absl::MutexLock lock(&mu_);
   return entries_;
+}
+
+std::vector<std::string> CapturingLogSink::messages() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> messages;
+  for (const Entry& entry : entries_) messages.push_back(entry.message);
+  return messages;
 }
 
 void CapturingLogSink::send(google::LogSeverity severity, const char*,

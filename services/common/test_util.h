@@ -1,4 +1,5 @@
-// Helpers for the tests of //services/common.
+// Helpers for the tests of berth's services and plugins (testonly): short
+// temporary directories for sockets, bounded waits and a glog capture.
 
 #ifndef SERVICES_COMMON_TEST_UTIL_H_
 #define SERVICES_COMMON_TEST_UTIL_H_
@@ -29,6 +30,8 @@ class ShortTempDir {
   const std::string& path() const { return path_; }
   // path() + "/" + name.
   std::string Join(absl::string_view name) const;
+  // The names of the entries in the directory (not "." and "..").
+  std::vector<std::string> Entries() const;
 
  private:
   std::string path_;
@@ -45,6 +48,13 @@ int FileMode(const std::string& path);
 // Whether something is at `path` (lstat).
 bool PathExists(const std::string& path);
 
+// A file of the test's runfiles, by its path in the workspace
+// ("plugins/examples/mock_driver/mock_driver").
+std::string RunfilePath(absl::string_view workspace_path);
+
+// The whole content of a file; empty if it cannot be read.
+std::string ReadFileOrEmpty(const std::string& path);
+
 // Captures the glog messages of at least `min_severity` while it lives.
 class CapturingLogSink : public google::LogSink {
  public:
@@ -57,6 +67,8 @@ class CapturingLogSink : public google::LogSink {
   ~CapturingLogSink() override;
 
   std::vector<Entry> entries() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The messages, one per entry.
+  std::vector<std::string> messages() const ABSL_LOCKS_EXCLUDED(mu_);
 
   using google::LogSink::send;
   void send(google::LogSeverity severity, const char* full_filename,

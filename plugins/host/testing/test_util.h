@@ -13,26 +13,13 @@
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 #include "plugins/host/plugin_process.h"
+#include "services/common/test_util.h"
 
 namespace berth::plugin::host::testing {
 
-// A directory with a short path ("/tmp/berth-XXXXXX"), short enough for Unix
-// sockets; removed with everything in it when the object goes.
-class ShortTempDir {
- public:
-  ShortTempDir();
-  ~ShortTempDir();
-  ShortTempDir(const ShortTempDir&) = delete;
-  ShortTempDir& operator=(const ShortTempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Join(absl::string_view name) const;
-  // The names of the entries in the directory (not "." and "..").
-  std::vector<std::string> Entries() const;
-
- private:
-  std::string path_;
-};
+// The generic helpers live in //services/common:test_util.
+using ::berth::testing::CapturingLogSink;
+using ::berth::testing::ShortTempDir;
 
 // The fake plugin binary (//plugins/host/testing:fake_plugin) in runfiles.
 std::string FakePluginPath();
@@ -48,33 +35,6 @@ std::vector<pid_t> ChildProcesses();
 
 // Whether /proc/PID exists.
 bool ProcessExists(pid_t pid);
-
-// Captures the glog messages of at least `min_severity` while it lives.
-class CapturingLogSink : public google::LogSink {
- public:
-  struct Entry {
-    google::LogSeverity severity;
-    std::string message;
-  };
-
-  explicit CapturingLogSink(google::LogSeverity min_severity);
-  ~CapturingLogSink() override;
-
-  std::vector<Entry> entries() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The messages, one per entry.
-  std::vector<std::string> messages() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  using google::LogSink::send;
-  void send(google::LogSeverity severity, const char* full_filename,
-            const char* base_filename, int line,
-            const google::LogMessageTime& time, const char* message,
-            size_t message_len) override ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  const google::LogSeverity min_severity_;
-  mutable absl::Mutex mu_;
-  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace berth::plugin::host::testing
 
