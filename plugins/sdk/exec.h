@@ -21,11 +21,9 @@
 //         const ExecOptions& options) override { ... }
 //   };
 //
-// The end of a call: after the driver returns and the exit frame is sent, the
-// SDK waits for the caller to half-close the stream (every client does once
-// it has the exit frame: WritesDone/CloseSend, or its request iterator
-// ending); a caller that keeps it open longer than 5 seconds has the call
-// cancelled.
+// The end of a call: once the driver returned and the exit frame is written,
+// the SDK ends the call (OK) without waiting for the caller to half-close
+// the stream; requests the caller sends after that are dropped.
 
 #ifndef PLUGINS_SDK_EXEC_H_
 #define PLUGINS_SDK_EXEC_H_

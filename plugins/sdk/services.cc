@@ -405,13 +405,15 @@ grpc::Status DriverServiceImpl::ExecTask(
   return grpc::Status::OK;
 }
 
-grpc::Status DriverServiceImpl::ExecTaskStreaming(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<driver::v1::ExecTaskStreamingResponse,
-                             driver::v1::ExecTaskStreamingRequest>* stream) {
-  return End("ExecTaskStreaming",
-             ServeExecTaskStreaming(driver_, context, stream, watcher_),
-             context);
+grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                        driver::v1::ExecTaskStreamingResponse>*
+DriverServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
+  return NewExecTaskStreamingReactor(
+      driver_, context, [](const grpc::Status& status, bool caller_cancelled) {
+        // Below WARNING when cancelled.
+        LogStreamEnd(absl::StrCat(kDriverService, "ExecTaskStreaming"), status,
+                     caller_cancelled);
+      });
 }
 
 grpc::Status DriverServiceImpl::CreateNetwork(

@@ -52,7 +52,11 @@ class PluginServiceImpl final : public v1::PluginService::Service {
   const std::function<void(absl::Duration)> on_shutdown_;
 };
 
-class DriverServiceImpl final : public driver::v1::DriverService::Service {
+// ExecTaskStreaming is served with gRPC's callback API (exec_adapter.h), every
+// other method with the sync API.
+class DriverServiceImpl final
+    : public driver::v1::DriverService::WithCallbackMethod_ExecTaskStreaming<
+          driver::v1::DriverService::Service> {
  public:
   DriverServiceImpl(Driver& driver, CallWatcher& watcher);
 
@@ -95,11 +99,9 @@ class DriverServiceImpl final : public driver::v1::DriverService::Service {
   grpc::Status ExecTask(grpc::ServerContext* context,
                         const driver::v1::ExecTaskRequest* request,
                         driver::v1::ExecTaskResponse* response) override;
-  grpc::Status ExecTaskStreaming(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<driver::v1::ExecTaskStreamingResponse,
-                               driver::v1::ExecTaskStreamingRequest>* stream)
-      override;
+  grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                          driver::v1::ExecTaskStreamingResponse>*
+  ExecTaskStreaming(grpc::CallbackServerContext* context) override;
   grpc::Status CreateNetwork(
       grpc::ServerContext* context,
       const driver::v1::CreateNetworkRequest* request,
