@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
-#include <functional>
 #include <thread>
 #include <utility>
 
@@ -378,8 +378,7 @@ grpc::Status CancelledStatus(const std::string& task_id) {
 // the call is done (OnDone) and the driver's thread is through with it.
 class ExecCall final : public ExecReactor, public FrameSink {
  public:
-  ExecCall(Driver& driver, grpc::CallbackServerContext* context,
-           ExecEnd on_end)
+  ExecCall(Driver& driver, grpc::CallbackServerContext* context, ExecEnd on_end)
       : driver_(driver),
         context_(context),
         on_end_(std::move(on_end)),
