@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,26 +18,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "plugins/host/process_util.h"
 
 extern char** environ;
 
 namespace berth::conformance {
 namespace {
 
+using plugin::host::internal::ErrnoError;
+
 constexpr size_t kMaxCapture = 1 << 20;
-
-absl::Status ErrnoError(int err, absl::string_view what) {
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(what, ": ", std::strerror(err)));
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  result.reserve(strings.size() + 1);
-  for (std::string& s : strings) result.push_back(s.data());
-  result.push_back(nullptr);
-  return result;
-}
 
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
@@ -101,44 +90,18 @@ absl::StatusOr<ProcessResult> RunProcess(const std::string& binary,
     return ErrnoError(err, "pipe");
   }
 
-  std::vector<std::string> argv_strings = {binary};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<std::string> env_strings = env;
-  std::vector<char*> argv = CStrings(argv_strings);
-  std::vector<char*> envp = CStrings(env_strings);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigset_t all;
-  sigfillset(&all);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-                                      POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  const int spawn_error = posix_spawn(&pid, binary.c_str(), &actions, &attr,
-                                      argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
+  absl::StatusOr<pid_t> spawned = plugin::host::internal::Spawn(
+      binary, args, env, out_pipe[1], err_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   int out_fd = out_pipe[0];
   int err_fd = err_pipe[0];
-  if (spawn_error != 0) {
+  if (!spawned.ok()) {
     CloseFd(out_fd);
     CloseFd(err_fd);
-    return ErrnoError(spawn_error, absl::StrCat("cannot run ", binary));
+    return spawned.status();
   }
+  const pid_t pid = *spawned;
 
   // The exit is seen through a pidfd; without one (an old kernel), by
   // polling waitpid every 10 ms.

@@ -1,5 +1,6 @@
-// Small Linux process helpers of the plugin host: pidfds, /proc/PID/stat and
-// wait statuses. Internal to //plugins/host.
+// Small Linux process helpers of the plugin host: spawning, pidfds,
+// /proc/PID/stat and wait statuses. Internal to //plugins/host (and the
+// conformance suite, which runs plugins without the cookie).
 
 #ifndef PLUGINS_HOST_PROCESS_UTIL_H_
 #define PLUGINS_HOST_PROCESS_UTIL_H_
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +42,14 @@ std::string DescribeWaitStatus(int wait_status);
 
 // An error of code `code` (from errno `err`) saying "WHAT: strerror(err)".
 absl::Status ErrnoError(int err, absl::string_view what);
+
+// Starts `binary` with stdout and stderr into the write ends given, stdin
+// /dev/null, its own process group, default signal dispositions and mask, and
+// no other file descriptor.
+absl::StatusOr<pid_t> Spawn(const std::string& binary,
+                            const std::vector<std::string>& args,
+                            std::vector<std::string> env, int stdout_fd,
+                            int stderr_fd);
 
 }  // namespace berth::plugin::host::internal
 
