@@ -1,0 +1,1012 @@
+#include "services/driver/exec/exec_driver.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/algorithm/container.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+#include "grpcpp/client_context.h"
+#include "plugins/host/process_util.h"
+#include "plugins/sdk/proto_time.h"
+#include "plugins/sdk/signals.h"
+#include "services/common/dial.h"
+#include "services/common/status.h"
+#include "services/driver/exec/exec_session.h"
+#include "services/driver/exec/exec_state.pb.h"
+#include "services/driver/exec/launcher.h"
+#include "services/driver/exec/task_cgroup.h"
+#include "services/driver/exec/task_spec.h"
+#include "services/stats/collector.h"
+#include "services/stats/host_info.h"
+
+namespace berth::exec_driver {
+
+namespace dv1 = ::berth::driver::v1;
+using ::berth::plugin::host::internal::PidfdOpen;
+using ::berth::plugin::host::internal::PidfdSendSignal;
+using ::berth::plugin::host::internal::ReadProcStat;
+
+namespace {
+
+constexpr uint32_t kStateVersion = 1;
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// Makes `path` and its missing parents; true if `path` itself was made.
+absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " exists and is not a directory"));
+    }
+    return false;
+  }
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    absl::StatusOr<bool> parent = MakeDirs(path.substr(0, slash), 0755);
+    if (!parent.ok()) return parent.status();
+  }
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
+  }
+  return true;
+}
+
+// rm -rf without following symbolic links or crossing mounts.
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus()
+                           : absl::ErrnoToStatus(errno, path);
+  }
+  const int result = nftw(
+      path.c_str(),
+      [](const char* entry, const struct stat*, int, struct FTW*) {
+        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
+      },
+      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (result != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
+  }
+  return absl::OkStatus();
+}
+
+std::string ExitFile(const std::string& task_dir) {
+  return absl::StrCat(task_dir, "/.berth/exit");
+}
+
+std::string DescribeExit(const dv1::ExitResult& result) {
+  if (result.oom_killed()) return "was killed for lack of memory (OOM)";
+  if (result.signal() != 0) {
+    return absl::StrCat("was killed by ", plugin::SignalName(result.signal()));
+  }
+  return absl::StrCat("exited with code ", result.exit_code());
+}
+
+std::string LayoutName(stats::v1::CgroupLayout layout) {
+  switch (layout) {
+    case stats::v1::CGROUP_LAYOUT_V1:
+      return "v1";
+    case stats::v1::CGROUP_LAYOUT_V2:
+      return "v2";
+    case stats::v1::CGROUP_LAYOUT_HYBRID:
+      return "hybrid";
+    default:
+      return "none";
+  }
+}
+
+// The status of a failed init start, naming the field at fault.
+absl::Status NameTheField(const std::string& task_id,
+                          const absl::Status& status) {
+  const absl::string_view message = status.message();
+  std::string field;
+  absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  if (absl::StartsWith(message, "executing")) {
+    field = "driver_config.command";
+  } else if (absl::StartsWith(message, "changing to working directory")) {
+    field = "driver_config.work_dir";
+  } else if (absl::StartsWith(message, "setting user") ||
+             absl::StartsWith(message, "setting group") ||
+             absl::StartsWith(message, "setting supplementary")) {
+    field = "user";
+  } else if (absl::StrContains(message, "network namespace")) {
+    field = "network.namespace_path";
+  } else {
+    code = absl::StatusCode::kFailedPrecondition;
+  }
+  return absl::Status(
+      code,
+      absl::StrCat("task ", task_id, ": ",
+                   field.empty() ? "" : absl::StrCat(field, ": "), message));
+}
+
+}  // namespace
+
+struct ExecDriver::Task {
+  std::string id;
+  dv1::TaskConfig config;
+  ExecTaskState state;
+  TaskCgroup cgroup;
+  pid_t init_pid = -1;
+  // The init is this process's child (started, not recovered): reap it.
+  bool our_child = false;
+  absl::Time started_at;
+
+  mutable absl::Mutex mu;
+  int pidfd ABSL_GUARDED_BY(mu) = -1;
+  bool exited ABSL_GUARDED_BY(mu) = false;
+  dv1::ExitResult result ABSL_GUARDED_BY(mu);
+  absl::Time completed_at ABSL_GUARDED_BY(mu);
+
+  absl::Mutex stats_mu;
+  std::unique_ptr<stats::Collector> collector ABSL_GUARDED_BY(stats_mu);
+
+  Task(std::string id, TaskCgroup cgroup)
+      : id(std::move(id)), cgroup(std::move(cgroup)) {}
+  ~Task() {
+    absl::MutexLock lock(&mu);
+    if (pidfd >= 0) close(pidfd);
+  }
+  bool IsExited() const {
+    absl::MutexLock lock(&mu);
+    return exited;
+  }
+  // A dup of the init's pidfd (for a call that outlives the lock), or -1.
+  int DupPidfd() const {
+    absl::MutexLock lock(&mu);
+    return pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+  }
+};
+
+ExecDriver::ExecDriver(ExecDriverOptions options)
+    : options_(std::move(options)),
+      mounts_([this]() -> stats::CgroupMounts {
+        absl::StatusOr<stats::CgroupMounts> mounts =
+            stats::DetectCgroupLayout(options_.cgroup_root);
+        return mounts.ok() ? *mounts : stats::CgroupMounts();
+      }()),
+      mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
+      cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
+      state_dir_(options_.state_dir),
+      stats_socket_(options_.stats_socket) {
+  PublishFingerprint(Probe());
+}
+
+ExecDriver::~ExecDriver() = default;
+
+plugin::DriverInfo ExecDriver::Info() const {
+  return {kDriverName, kDriverVersion,
+          "runs tasks as processes in their own namespaces and cgroup"};
+}
+
+plugin::v1::ConfigSchema ExecDriver::TaskConfigSchema() const {
+  plugin::v1::ConfigSchema schema;
+  auto add = [&](const char* name, plugin::v1::ConfigFieldType type,
+                 bool required, const char* description) {
+    plugin::v1::ConfigField* field = schema.add_fields();
+    field->set_name(name);
+    field->set_type(type);
+    field->set_required(required);
+    field->set_description(description);
+  };
+  add("command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
+      "The program: a path, or a name looked up on the task's PATH.");
+  add("args", plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
+      "Its arguments.");
+  add("work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
+      "Working directory, inside the task directory (relative to it, or "
+      "absolute below it); made if missing. Default: the task directory.");
+  return schema;
+}
+
+absl::Status ExecDriver::SetConfig(const google::protobuf::Struct&,
+                                   const plugin::v1::NodeContext& node) {
+  if (!node.state_dir().empty()) {
+    if (node.state_dir()[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
+    }
+    const std::string dir = absl::StrCat(node.state_dir(), "/", kDriverName);
+    absl::StatusOr<bool> made = MakeDirs(dir, 0700);
+    if (!made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node.state_dir: ", made.status().message()));
+    }
+    absl::MutexLock lock(&mu_);
+    state_dir_ = dir;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (node.stats_socket() != stats_socket_) {
+      stats_socket_ = node.stats_socket();
+      stats_stub_.reset();
+    }
+  }
+  PublishFingerprint(Probe());
+  return absl::OkStatus();
+}
+
+dv1::DriverCapabilities ExecDriver::Capabilities() const {
+  dv1::DriverCapabilities capabilities;
+  capabilities.set_send_signals(true);
+  capabilities.set_exec(true);
+  capabilities.set_exec_streaming(true);
+  capabilities.set_exec_tty(true);
+  capabilities.set_fs_isolation(dv1::FS_ISOLATION_NONE);
+  capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_HOST);
+  capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
+  capabilities.set_recover(true);
+  capabilities.set_stats(true);
+  return capabilities;
+}
+
+dv1::FingerprintResponse ExecDriver::Probe() const {
+  dv1::FingerprintResponse fingerprint;
+  auto& attributes = *fingerprint.mutable_attributes();
+  struct utsname uts;
+  if (uname(&uts) == 0) attributes["kernel.version"] = uts.release;
+  attributes["cgroup.layout"] = LayoutName(mounts_.layout);
+  attributes["cgroup.root"] = options_.cgroup_root;
+  attributes["driver.exec.init"] = options_.init_path;
+
+  std::vector<std::string> namespaces, missing_namespaces;
+  for (const char* ns : {"ipc", "mnt", "net", "pid", "uts"}) {
+    struct stat st;
+    (stat(absl::StrCat("/proc/self/ns/", ns).c_str(), &st) == 0
+         ? namespaces
+         : missing_namespaces)
+        .push_back(ns);
+  }
+  attributes["namespaces"] = absl::StrJoin(namespaces, ",");
+
+  std::vector<std::string> controllers, missing_controllers;
+  std::string v2_controllers;
+  if (mounts_.layout == stats::v1::CGROUP_LAYOUT_V2) {
+    v2_controllers = ReadSmallFile(mounts_.v2 + "/cgroup.controllers");
+  }
+  for (const char* controller : {"cpu", "memory", "pids"}) {
+    const bool present =
+        mounts_.layout == stats::v1::CGROUP_LAYOUT_V2
+            ? absl::c_linear_search(std::vector<std::string>(absl::StrSplit(
+                                        v2_controllers, absl::ByAnyChar(" \n"),
+                                        absl::SkipEmpty())),
+                                    controller)
+            : !mounts_.V1Mount(controller).empty();
+    (present ? controllers : missing_controllers).push_back(controller);
+  }
+  attributes["cgroup.controllers"] = absl::StrJoin(controllers, ",");
+
+  auto set = [&](dv1::HealthState health, std::string description) {
+    fingerprint.set_health(health);
+    fingerprint.set_health_description(std::move(description));
+    return fingerprint;
+  };
+  if (!mounts_status_.ok()) {
+    return set(dv1::HEALTH_STATE_UNDETECTED,
+               absl::StrCat("cannot read the cgroup mounts: ",
+                            mounts_status_.message()));
+  }
+  if (mounts_.layout == stats::v1::CGROUP_LAYOUT_NONE) {
+    return set(dv1::HEALTH_STATE_UNDETECTED,
+               absl::StrCat("no cgroup file system is mounted at or below ",
+                            options_.cgroup_root));
+  }
+  if (!missing_namespaces.empty()) {
+    return set(dv1::HEALTH_STATE_UNDETECTED,
+               absl::StrCat("the kernel lacks namespaces: ",
+                            absl::StrJoin(missing_namespaces, ",")));
+  }
+  if (!missing_controllers.empty()) {
+    return set(
+        dv1::HEALTH_STATE_UNHEALTHY,
+        absl::StrCat("cgroup controllers missing (", LayoutName(mounts_.layout),
+                     " layout at ", options_.cgroup_root,
+                     "): ", absl::StrJoin(missing_controllers, ",")));
+  }
+  if (geteuid() != 0) {
+    return set(dv1::HEALTH_STATE_UNHEALTHY,
+               absl::StrCat("berth-driver-exec runs as uid ", geteuid(),
+                            " and needs root to make namespaces and cgroups"));
+  }
+  if (access(options_.init_path.c_str(), X_OK) != 0) {
+    return set(dv1::HEALTH_STATE_UNHEALTHY,
+               absl::StrCat(
+                   "the task init ", options_.init_path,
+                   " is not executable (--init_path): ", std::strerror(errno)));
+  }
+  return set(dv1::HEALTH_STATE_HEALTHY,
+             absl::StrCat("namespaces and cgroups (",
+                          LayoutName(mounts_.layout), ") usable"));
+}
+
+std::string ExecDriver::state_dir() const {
+  absl::MutexLock lock(&mu_);
+  return state_dir_;
+}
+
+absl::StatusOr<std::shared_ptr<ExecDriver::Task>> ExecDriver::Find(
+    const std::string& task_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second == nullptr) {
+    return absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
+    const dv1::TaskConfig& task) {
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, state_dir());
+  if (!spec.ok()) return spec.status();
+  const std::string& id = spec->id;
+  const std::string prefix = absl::StrCat("task ", id, ": ");
+  if (!mounts_status_.ok() || mounts_.layout == stats::v1::CGROUP_LAYOUT_NONE) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "no usable cgroups at ", options_.cgroup_root, " (",
+        mounts_status_.ok() ? "none mounted" : mounts_status_.message(), ")"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (tasks_.count(id) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("task ", id, " already exists"));
+    }
+    tasks_[id] = nullptr;  // reserved while it starts
+  }
+  // Everything made from here on is undone unless the start succeeds.
+  std::vector<std::function<void()>> undo;
+  absl::Cleanup rollback = [&] {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(id);
+  };
+
+  // The task directory: made (and owned by the task's user) if missing.
+  absl::StatusOr<bool> made_dir = MakeDirs(spec->task_dir, 0755);
+  if (!made_dir.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "task_dir: ", made_dir.status().message()));
+  }
+  const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
+  const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
+  if (*made_dir) {
+    undo.push_back([dir = spec->task_dir] { (void)RemoveTree(dir); });
+    if (chown(spec->task_dir.c_str(), spec->uid, spec->gid) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat(prefix, "chown ", spec->task_dir));
+    }
+  } else {
+    undo.push_back([private_dir, log_dir] {
+      (void)RemoveTree(private_dir);
+      (void)RemoveTree(log_dir);
+    });
+  }
+  for (const auto& [dir, mode] :
+       {std::pair<std::string, mode_t>{private_dir, 0700}, {log_dir, 0755}}) {
+    absl::StatusOr<bool> made = MakeDirs(dir, mode);
+    if (!made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, made.status().message()));
+    }
+  }
+  absl::StatusOr<bool> made_work_dir = MakeDirs(spec->work_dir, 0755);
+  if (!made_work_dir.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "driver_config.work_dir: ", made_work_dir.status().message()));
+  }
+  if (*made_work_dir) {
+    chown(spec->work_dir.c_str(), spec->uid, spec->gid);
+  }
+
+  absl::StatusOr<TaskCgroup> cgroup =
+      TaskCgroup::Create(mounts_, options_.cgroup_parent, id, spec->limits);
+  if (!cgroup.ok()) {
+    return absl::Status(cgroup.status().code(),
+                        absl::StrCat(prefix, cgroup.status().message()));
+  }
+  undo.push_back([cgroup = *cgroup, prefix] {
+    absl::Status status = cgroup.KillAll(absl::Seconds(5));
+    if (status.ok()) status = cgroup.Remove(absl::Seconds(5));
+    if (!status.ok()) LOG(ERROR) << prefix << "rolling back: " << status;
+  });
+
+  const int init_log = open(absl::StrCat(private_dir, "/init.log").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (init_log < 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
+  }
+  absl::Cleanup close_log = [init_log] { close(init_log); };
+
+  InitSpec init;
+  init.path = spec->path;
+  init.args = spec->args;
+  init.env = spec->env;
+  init.uid = spec->uid;
+  init.gid = spec->gid;
+  init.groups = spec->groups;
+  init.cwd = spec->work_dir;
+  init.hostname = spec->hostname;
+  init.netns = spec->netns_path;
+  init.cgroup_procs = cgroup->ProcsFiles();
+  init.log_dir = log_dir;
+  init.log_max_bytes = spec->log_max_bytes;
+  init.log_max_files = spec->log_max_files;
+  init.exit_file = ExitFile(spec->task_dir);
+  const absl::Time started_at = absl::Now();
+  absl::StatusOr<StartedInit> started =
+      StartInit(options_.init_path, init, init_log, options_.start_timeout);
+  if (!started.ok()) return NameTheField(id, started.status());
+
+  auto record = std::make_shared<Task>(id, *cgroup);
+  record->config = task;
+  record->init_pid = started->pid;
+  record->our_child = true;
+  record->started_at = started_at;
+  {
+    absl::MutexLock lock(&record->mu);
+    record->pidfd = started->pidfd;
+  }
+  ExecTaskState& state = record->state;
+  state.set_init_pid(started->pid);
+  absl::StatusOr<plugin::host::internal::ProcStat> stat =
+      ReadProcStat(started->pid);
+  if (stat.ok()) state.set_init_start_ticks(stat->start_time);
+  state.set_cgroup_parent(options_.cgroup_parent);
+  state.set_task_dir(spec->task_dir);
+  state.set_work_dir(spec->work_dir);
+  state.set_uid(spec->uid);
+  state.set_gid(spec->gid);
+  for (gid_t group : spec->groups) state.add_groups(group);
+  for (const std::string& env : spec->env) state.add_env(env);
+  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
+
+  std::move(rollback).Cancel();
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_[id] = record;
+  }
+  Watch(record);
+  RegisterStats(*record);
+
+  dv1::TaskEventsResponse event;
+  event.set_task_id(id);
+  event.set_allocation_id(task.allocation_id());
+  event.set_message(absl::StrCat("started (init pid ", started->pid, ")"));
+  (*event.mutable_annotations())["pid"] = absl::StrCat(started->pid);
+  PublishTaskEvent(std::move(event));
+
+  dv1::StartTaskResponse response;
+  dv1::TaskHandle* handle = response.mutable_handle();
+  handle->set_version(kStateVersion);
+  *handle->mutable_config() = task;
+  handle->set_state(dv1::TASK_STATE_RUNNING);
+  handle->set_driver_state(state.SerializeAsString());
+  return response;
+}
+
+void ExecDriver::Watch(const std::shared_ptr<Task>& task) {
+  absl::MutexLock lock(&task->mu);
+  if (task->pidfd < 0) return;
+  absl::Status status =
+      watcher_.Watch(task->pidfd, [this, task] { OnInitExited(task); });
+  if (!status.ok()) {
+    LOG(ERROR) << "task " << task->id << ": cannot watch its init: " << status;
+  }
+}
+
+void ExecDriver::OnInitExited(const std::shared_ptr<Task>& task) {
+  if (task->our_child) {
+    const int pidfd = task->DupPidfd();
+    siginfo_t info;
+    waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED | WNOHANG);
+    close(pidfd);
+  }
+  dv1::ExitResult result;
+  ExitRecord record;
+  if (DecodeExitRecord(ReadSmallFile(ExitFile(task->state.task_dir())),
+                       &record)) {
+    result.set_exit_code(record.exit_code);
+    result.set_signal(record.signal);
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+        absl::FromUnixNanos(record.exited_at_unix_nanos));
+  } else {
+    // Only SIGKILL stops the init before it records the exit; the kernel
+    // then killed everything in its pid namespace, the program with it.
+    result.set_signal(SIGKILL);
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+  }
+  absl::StatusOr<uint64_t> ooms = task->cgroup.OomKillCount();
+  if (ooms.ok() && *ooms > 0 && result.signal() == SIGKILL) {
+    result.set_oom_killed(true);
+  }
+  {
+    absl::MutexLock lock(&task->mu);
+    task->exited = true;
+    task->result = result;
+    task->completed_at = absl::FromUnixNanos(
+        result.exited_at().seconds() * 1000000000 + result.exited_at().nanos());
+  }
+  dv1::TaskEventsResponse event;
+  event.set_task_id(task->id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message(DescribeExit(result));
+  (*event.mutable_annotations())["exit_code"] =
+      absl::StrCat(result.exit_code());
+  (*event.mutable_annotations())["signal"] = absl::StrCat(result.signal());
+  if (result.oom_killed())
+    (*event.mutable_annotations())["oom_killed"] = "true";
+  PublishTaskEvent(std::move(event));
+}
+
+bool ExecDriver::WaitExited(const std::shared_ptr<Task>& task,
+                            absl::Duration timeout) {
+  absl::MutexLock lock(&task->mu);
+  return task->mu.AwaitWithTimeout(absl::Condition(&task->exited), timeout);
+}
+
+absl::StatusOr<dv1::ExitResult> ExecDriver::WaitTask(
+    const std::string& task_id, const plugin::CancelToken& cancel) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  while (!WaitExited(*task, absl::Milliseconds(100))) {
+    if (cancel.IsCancelled()) return absl::CancelledError("wait cancelled");
+  }
+  absl::MutexLock lock(&(*task)->mu);
+  return (*task)->result;
+}
+
+absl::Status ExecDriver::KillTask(const std::shared_ptr<Task>& task,
+                                  absl::Duration timeout) {
+  {
+    absl::MutexLock lock(&task->mu);
+    // Killing the init kills its whole pid namespace.
+    if (!task->exited && task->pidfd >= 0) {
+      PidfdSendSignal(task->pidfd, SIGKILL);
+    }
+  }
+  // Exec'd commands may linger outside the pid namespace: sweep the cgroup.
+  absl::Status status = task->cgroup.KillAll(timeout);
+  if (!status.ok()) {
+    LOG(WARNING) << "task " << task->id << ": " << status;
+  }
+  if (!WaitExited(task, timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("task ", task->id, " did not exit within ",
+                     absl::FormatDuration(timeout), " of SIGKILL"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExecDriver::SignalTask(const std::string& task_id, int signal) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  absl::MutexLock lock(&task->mu);
+  if (task->exited) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " has exited"));
+  }
+  if (signal != SIGKILL && signal != SIGSTOP) {
+    // The init passes it on to the program.
+    if (PidfdSendSignal(task->pidfd, signal) != 0 && errno != ESRCH) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("task ", task_id, ": signalling its init"));
+    }
+    return absl::OkStatus();
+  }
+  // KILL and STOP cannot be caught, so the init cannot pass them on: send
+  // them to the program itself, the init's only child it started.
+  const std::string children = ReadSmallFile(absl::StrCat(
+      "/proc/", task->init_pid, "/task/", task->init_pid, "/children"));
+  std::vector<std::string> pids =
+      absl::StrSplit(children, ' ', absl::SkipWhitespace());
+  int program = 0;
+  if (pids.empty() || !absl::SimpleAtoi(pids[0], &program)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, ": its program is not running"));
+  }
+  const int pidfd = PidfdOpen(program);
+  if (pidfd < 0) return absl::OkStatus();  // it just exited
+  const int result = PidfdSendSignal(pidfd, signal);
+  const int err = errno;
+  close(pidfd);
+  if (result != 0 && err != ESRCH) {
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("task ", task_id, ": signalling pid ", program));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExecDriver::StopTask(const std::string& task_id,
+                                  absl::Duration timeout, int signal) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  if ((*task)->IsExited()) return absl::OkStatus();
+  absl::Status sent = SignalTask(task_id, signal);
+  if (!sent.ok() && !(*task)->IsExited()) {
+    LOG(WARNING) << sent << "; killing it";
+  }
+  if (WaitExited(*task, timeout)) return absl::OkStatus();
+  return KillTask(*task, absl::Seconds(10));
+}
+
+absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (!task->IsExited()) {
+    if (!force) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id,
+                       " is running: stop it first, or destroy it with force"));
+    }
+    if (absl::Status status = KillTask(task, absl::Seconds(10)); !status.ok()) {
+      return status;
+    }
+  }
+  {
+    absl::MutexLock lock(&task->mu);
+    if (task->pidfd >= 0) {
+      watcher_.Forget(task->pidfd);
+      close(task->pidfd);
+      task->pidfd = -1;
+    }
+  }
+  absl::Status status = task->cgroup.KillAll(absl::Seconds(5));
+  if (status.ok()) status = task->cgroup.Remove(absl::Seconds(10));
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("task ", task_id, ": ", status.message()));
+  }
+  UnregisterStats(task_id);
+  if (absl::Status removed = RemoveTree(task->state.task_dir());
+      !removed.ok()) {
+    return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
+                                                     removed.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(task_id);
+  }
+  dv1::TaskEventsResponse event;
+  event.set_task_id(task_id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message("destroyed");
+  PublishTaskEvent(std::move(event));
+  return absl::OkStatus();
+}
+
+dv1::TaskStatus ExecDriver::StatusOf(const Task& task) const {
+  dv1::TaskStatus status;
+  status.set_id(task.id);
+  status.set_name(task.config.name());
+  *status.mutable_started_at() = plugin::ToProtoTimestamp(task.started_at);
+  {
+    absl::MutexLock lock(&task.mu);
+    status.set_state(task.exited ? dv1::TASK_STATE_EXITED
+                                 : dv1::TASK_STATE_RUNNING);
+    if (task.exited) {
+      *status.mutable_exit_result() = task.result;
+      *status.mutable_completed_at() =
+          plugin::ToProtoTimestamp(task.completed_at);
+    }
+  }
+  auto& attributes = *status.mutable_driver_attributes();
+  attributes["pid"] = absl::StrCat(task.init_pid);
+  attributes["cgroup"] = task.cgroup.path();
+  attributes["task_dir"] = task.state.task_dir();
+  attributes["stdout"] =
+      absl::StrCat(task.state.task_dir(), "/logs/stdout.log");
+  attributes["stderr"] =
+      absl::StrCat(task.state.task_dir(), "/logs/stderr.log");
+  return status;
+}
+
+absl::StatusOr<dv1::TaskStatus> ExecDriver::InspectTask(
+    const std::string& task_id) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  return StatusOf(**task);
+}
+
+absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
+    const dv1::TaskHandle& handle) {
+  const std::string& id = handle.config().id();
+  if (absl::Status status = CheckTaskId(id); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handle.config.id: ", status.message()));
+  }
+  const std::string prefix = absl::StrCat("task ", id, ": ");
+  ExecTaskState state;
+  if (handle.version() != kStateVersion ||
+      !state.ParseFromString(handle.driver_state()) || state.init_pid() <= 0 ||
+      state.task_dir().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "handle.driver_state is not an exec driver handle of version ",
+        kStateVersion));
+  }
+  if (absl::StatusOr<std::shared_ptr<Task>> known = Find(id); known.ok()) {
+    return StatusOf(**known);
+  }
+  absl::StatusOr<TaskCgroup> cgroup =
+      TaskCgroup::Open(mounts_, state.cgroup_parent(), id);
+  if (!cgroup.ok()) {
+    return absl::Status(cgroup.status().code(),
+                        absl::StrCat(prefix, cgroup.status().message()));
+  }
+  auto task = std::make_shared<Task>(id, *cgroup);
+  task->config = handle.config();
+  task->state = state;
+  task->init_pid = state.init_pid();
+  task->started_at = absl::FromUnixNanos(state.started_at_unix_nanos());
+
+  // Is the init still the process the handle names?
+  auto same_process = [&]() {
+    absl::StatusOr<plugin::host::internal::ProcStat> stat =
+        ReadProcStat(state.init_pid());
+    return stat.ok() && stat->start_time == state.init_start_ticks() &&
+           stat->state != 'Z' && stat->state != 'X';
+  };
+  int pidfd = -1;
+  if (same_process()) {
+    pidfd = PidfdOpen(state.init_pid());
+    // Opened after the check: check again, so the pidfd is surely the init.
+    if (pidfd >= 0 && !same_process()) {
+      close(pidfd);
+      pidfd = -1;
+    }
+  }
+  if (pidfd >= 0) {
+    absl::MutexLock lock(&task->mu);
+    task->pidfd = pidfd;
+  } else {
+    const std::string exit_file = ExitFile(state.task_dir());
+    ExitRecord record;
+    if (!DecodeExitRecord(ReadSmallFile(exit_file), &record)) {
+      absl::StatusOr<plugin::host::internal::ProcStat> stat =
+          ReadProcStat(state.init_pid());
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, "its init (pid ", state.init_pid(), ") ",
+          stat.ok() ? "was replaced: that pid now belongs to another process"
+                    : "is gone",
+          ", and it left no exit record in ", exit_file));
+    }
+    dv1::ExitResult result;
+    result.set_exit_code(record.exit_code);
+    result.set_signal(record.signal);
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+        absl::FromUnixNanos(record.exited_at_unix_nanos));
+    absl::StatusOr<uint64_t> ooms = task->cgroup.OomKillCount();
+    if (ooms.ok() && *ooms > 0 && record.signal == SIGKILL) {
+      result.set_oom_killed(true);
+    }
+    absl::MutexLock lock(&task->mu);
+    task->exited = true;
+    task->result = result;
+    task->completed_at = absl::FromUnixNanos(record.exited_at_unix_nanos);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = tasks_.emplace(id, task);
+    if (!inserted) {
+      if (it->second == nullptr) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("task ", id, " is being started"));
+      }
+      return StatusOf(*it->second);
+    }
+  }
+  Watch(task);
+  if (!task->IsExited()) RegisterStats(*task);
+  dv1::TaskEventsResponse event;
+  event.set_task_id(id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message(task->IsExited() ? "recovered (already exited)"
+                                     : "recovered");
+  PublishTaskEvent(std::move(event));
+  return StatusOf(*task);
+}
+
+stats::v1::StatsService::Stub* ExecDriver::stats_stub() {
+  absl::MutexLock lock(&mu_);
+  if (stats_socket_.empty()) return nullptr;
+  if (stats_stub_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(stats_socket_, absl::Seconds(1));
+    if (!channel.ok()) {
+      LOG(WARNING) << "berth-stats: " << channel.status()
+                   << "; measuring in-process meanwhile";
+      return nullptr;
+    }
+    stats_stub_ = stats::v1::StatsService::NewStub(*channel);
+  }
+  return stats_stub_.get();
+}
+
+void ExecDriver::RegisterStats(const Task& task) {
+  stats::v1::StatsService::Stub* stub = stats_stub();
+  if (stub == nullptr) return;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(2));
+  stats::v1::RegisterTaskRequest request;
+  request.set_task_id(task.id);
+  request.set_cgroup_path(task.cgroup.path());
+  stats::v1::RegisterTaskResponse response;
+  grpc::Status status = stub->RegisterTask(&context, request, &response);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+    LOG(WARNING) << "task " << task.id << ": registering with berth-stats: "
+                 << status.error_message();
+  }
+}
+
+void ExecDriver::UnregisterStats(const std::string& task_id) {
+  stats::v1::StatsService::Stub* stub = stats_stub();
+  if (stub == nullptr) return;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(2));
+  stats::v1::UnregisterTaskRequest request;
+  request.set_task_id(task_id);
+  stats::v1::UnregisterTaskResponse response;
+  grpc::Status status = stub->UnregisterTask(&context, request, &response);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
+    LOG(WARNING) << "task " << task_id << ": unregistering from berth-stats: "
+                 << status.error_message();
+  }
+}
+
+absl::StatusOr<stats::v1::TaskResourceUsage> ExecDriver::TaskStats(
+    const std::string& task_id) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (stats::v1::StatsService::Stub* stub = stats_stub(); stub != nullptr) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(2));
+      stats::v1::GetTaskStatsRequest request;
+      request.set_task_id(task_id);
+      stats::v1::GetTaskStatsResponse response;
+      grpc::Status status = stub->GetTaskStats(&context, request, &response);
+      if (status.ok()) return response.usage();
+      if (status.error_code() != grpc::StatusCode::NOT_FOUND) break;
+      // berth-stats restarted and forgot the task: register it again.
+      RegisterStats(*task);
+    }
+  }
+  absl::MutexLock lock(&task->stats_mu);
+  if (task->collector == nullptr) {
+    stats::CollectorOptions collector_options;
+    collector_options.cpu_mhz = cpu_mhz_;
+    absl::StatusOr<std::unique_ptr<stats::Collector>> collector =
+        stats::NewCgroupCollector(mounts_, task->cgroup.path(),
+                                  collector_options);
+    if (!collector.ok()) {
+      return absl::Status(
+          collector.status().code(),
+          absl::StrCat("task ", task_id, ": ", collector.status().message()));
+    }
+    task->collector = std::move(*collector);
+  }
+  stats::v1::TaskResourceUsage usage;
+  absl::Status status = task->collector->Sample(&usage);
+  if (!status.ok()) return status;
+  usage.set_task_id(task_id);
+  return usage;
+}
+
+namespace {
+
+// ExecTask's side of an exec: no stdin, output gathered in strings.
+class StringOutput : public plugin::ExecOutput {
+ public:
+  bool Write(absl::string_view data) override {
+    absl::MutexLock lock(&mu_);
+    data_.append(data.data(), data.size());
+    return true;
+  }
+  std::string Take() {
+    absl::MutexLock lock(&mu_);
+    return std::move(data_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::string data_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
+    const plugin::ExecOptions& options, absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(options.task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  // A dup, so that a concurrent DestroyTask cannot close it under us.
+  const int pidfd = task->DupPidfd();
+  absl::Cleanup close_pidfd = [pidfd] {
+    if (pidfd >= 0) close(pidfd);
+  };
+  if (pidfd < 0 || task->IsExited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", options.task_id, " is not running"));
+  }
+  ExecTarget target;
+  target.init_pidfd = pidfd;
+  target.identity.uid = task->state.uid();
+  target.identity.gid = task->state.gid();
+  target.identity.groups.assign(task->state.groups().begin(),
+                                task->state.groups().end());
+  target.identity.cwd = task->state.work_dir();
+  target.identity.env.assign(task->state.env().begin(),
+                             task->state.env().end());
+  target.identity.cgroup_procs = task->cgroup.ProcsFiles();
+  absl::StatusOr<plugin::ExitStatus> status =
+      RunInTask(options_.init_path, target, options, deadline);
+  if (!status.ok() && !absl::IsCancelled(status.status())) {
+    return absl::Status(status.status().code(),
+                        absl::StrCat("task ", options.task_id, ": ",
+                                     status.status().message()));
+  }
+  return status;
+}
+
+absl::StatusOr<plugin::ExitStatus> ExecDriver::ExecTaskStreaming(
+    const plugin::ExecOptions& options) {
+  return RunExec(options, absl::InfiniteFuture());
+}
+
+absl::StatusOr<dv1::ExecTaskResponse> ExecDriver::ExecTask(
+    const std::string& task_id, const std::vector<std::string>& command,
+    absl::Duration timeout, const plugin::CancelToken& cancel) {
+  StringOutput out, err;
+  plugin::ExecOptions options;
+  options.task_id = task_id;
+  options.command = command;
+  options.out = &out;
+  options.err = &err;
+  options.cancel = &cancel;
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  absl::StatusOr<plugin::ExitStatus> status = RunExec(options, deadline);
+  if (!status.ok()) return status.status();
+  dv1::ExecTaskResponse response;
+  response.set_stdout(out.Take());
+  response.set_stderr(err.Take());
+  *response.mutable_result() = plugin::ToExitResult(*status);
+  return response;
+}
+
+}  // namespace berth::exec_driver

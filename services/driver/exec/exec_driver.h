@@ -1,0 +1,135 @@
+// berth-driver-exec: tasks as processes in their own pid, mount, ipc and uts
+// namespaces (and the network namespace the node gives), in a cgroup of
+// their own, each with berth-task-init as PID 1 (init/task_init.cc) and no
+// other per-task process. Tasks outlive the driver: RecoverTask re-adopts
+// them from the handle's ExecTaskState, and an exit that happened while the
+// driver was down is read back from the exit record the init left.
+//
+// A task's files, in its task directory (TaskConfig.task_dir, else
+// <state dir>/tasks/<id>), which is also its default working directory:
+//   logs/stdout.log, logs/stderr.log   output, rotated to .1, .2, ... at
+//                                      LogConfig.max_file_bytes
+//   .berth/exit                        how the program ended (the init)
+//   .berth/init.log                    the init's own messages
+
+#ifndef SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
+#define SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/stats/v1/stats.grpc.pb.h"
+#include "plugins/sdk/driver.h"
+#include "plugins/sdk/exec.h"
+#include "services/driver/exec/exit_watcher.h"
+#include "services/stats/cgroup_layout.h"
+
+namespace berth::exec_driver {
+
+inline constexpr char kDriverName[] = "exec";
+inline constexpr char kDriverVersion[] = "0.1.0";
+
+struct ExecDriverOptions {
+  // berth-task-init.
+  std::string init_path;
+  // Where the cgroup file systems are mounted, and the parent cgroup of the
+  // tasks' cgroups.
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string cgroup_parent = "/berth";
+  // The driver's state directory until SetConfig names the node's (then
+  // <node state dir>/exec).
+  std::string state_dir;
+  // berth-stats' socket until SetConfig says (NodeContext.stats_socket);
+  // empty: measure in-process.
+  std::string stats_socket;
+  // How long StartTask waits for the init to report.
+  absl::Duration start_timeout = absl::Seconds(10);
+};
+
+class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
+ public:
+  explicit ExecDriver(ExecDriverOptions options);
+  ~ExecDriver() override;
+
+  plugin::DriverInfo Info() const override;
+  plugin::v1::ConfigSchema TaskConfigSchema() const override;
+  absl::Status SetConfig(const google::protobuf::Struct& config,
+                         const plugin::v1::NodeContext& node) override;
+  driver::v1::DriverCapabilities Capabilities() const override;
+
+  absl::StatusOr<driver::v1::StartTaskResponse> StartTask(
+      const driver::v1::TaskConfig& task) override;
+  absl::StatusOr<driver::v1::ExitResult> WaitTask(
+      const std::string& task_id, const plugin::CancelToken& cancel) override;
+  absl::Status StopTask(const std::string& task_id, absl::Duration timeout,
+                        int signal) override;
+  absl::Status DestroyTask(const std::string& task_id, bool force) override;
+  absl::StatusOr<driver::v1::TaskStatus> InspectTask(
+      const std::string& task_id) override;
+  absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
+      const driver::v1::TaskHandle& handle) override;
+  absl::Status SignalTask(const std::string& task_id, int signal) override;
+  absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
+      const std::string& task_id) override;
+  absl::StatusOr<driver::v1::ExecTaskResponse> ExecTask(
+      const std::string& task_id, const std::vector<std::string>& command,
+      absl::Duration timeout, const plugin::CancelToken& cancel) override;
+  absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
+      const plugin::ExecOptions& options) override;
+
+  // The fingerprint as of now (also published at construction and on
+  // SetConfig).
+  driver::v1::FingerprintResponse Probe() const;
+
+ private:
+  struct Task;
+
+  absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts watching the task's init; `task` must be in tasks_.
+  void Watch(const std::shared_ptr<Task>& task);
+  // The init of `task` has exited: record how.
+  void OnInitExited(const std::shared_ptr<Task>& task);
+  // Kills every process of the task and waits (up to `timeout`) for the
+  // init's exit to be recorded.
+  absl::Status KillTask(const std::shared_ptr<Task>& task,
+                        absl::Duration timeout);
+  bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
+  driver::v1::TaskStatus StatusOf(const Task& task) const;
+  // ExecTask and ExecTaskStreaming: runs options.command in the task.
+  absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
+                                             absl::Time deadline);
+  void RegisterStats(const Task& task);
+  void UnregisterStats(const std::string& task_id);
+  std::string state_dir() const ABSL_LOCKS_EXCLUDED(mu_);
+  stats::v1::StatsService::Stub* stats_stub() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ExecDriverOptions options_;
+  const stats::CgroupMounts mounts_;
+  const absl::Status mounts_status_;
+  // One core's MHz, for total_ticks of in-process samples (0 if unknown).
+  const double cpu_mhz_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::string state_dir_ ABSL_GUARDED_BY(mu_);
+  std::string stats_socket_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<stats::v1::StatsService::Stub> stats_stub_
+      ABSL_GUARDED_BY(mu_);
+
+  // Last: its thread calls back into the driver until it is destroyed.
+  ExitWatcher watcher_;
+};
+
+}  // namespace berth::exec_driver
+
+#endif  // SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_

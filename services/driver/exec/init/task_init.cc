@@ -1,0 +1,439 @@
+// berth-task-init: the only process the exec driver keeps per task, and the
+// helper that runs an exec'd command inside a task.
+//
+//   berth-task-init run    PID 1 of the task's pid namespace. Joins the
+//                          task's cgroup and network namespace, mounts the
+//                          namespace's /proc, starts the task's program,
+//                          copies its stdout and stderr into rotated log
+//                          files, forwards signals to it, reaps every
+//                          orphan, and when the program ends records how in
+//                          the exit file and exits (the kernel then kills
+//                          whatever is left in the namespace).
+//   berth-task-init exec   Joins a running task's cgroup and namespaces,
+//                          runs one command there (with the terminal on fd
+//                          0 as its controlling terminal when asked), and
+//                          reports its wait status.
+//
+// Both read an InitSpec (init_spec.h) from fd 3 and report on fd 4; exec
+// also gets a pidfd of the task's init on fd 5. Linked statically against
+// libc and libstdc++ only, so that a task costs a few hundred KiB.
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/exec/init/rotating_log.h"
+
+extern char** environ;
+
+namespace berth::exec_driver {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: berth-task-init run|exec\n"
+    "\n"
+    "The per-task process of berth-driver-exec; started by the driver, not\n"
+    "by hand. It reads its instructions (an encoded InitSpec) from fd 3 and\n"
+    "reports on fd 4.\n"
+    "\n"
+    "  run    become PID 1 of a new task: join its cgroup and network\n"
+    "         namespace, mount /proc, start the program, keep its output in\n"
+    "         rotated files, forward signals, reap orphans, record the exit\n"
+    "  exec   run one command inside a running task (pidfd of its init on\n"
+    "         fd 5) and report its wait status\n";
+
+// Signals the init passes on to the task's program.
+constexpr int kForwardedSignals[] = {SIGHUP,  SIGINT,  SIGQUIT,  SIGTERM,
+                                     SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
+                                     SIGALRM, SIGTSTP, SIGTTIN,  SIGTTOU};
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool WriteAll(int fd, const std::string& data) {
+  return WriteAll(fd, data.data(), data.size());
+}
+
+bool WriteFile(const std::string& path, const std::string& content) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = WriteAll(fd, content);
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+bool ReadAll(int fd, std::string* out) {
+  char buffer[16384];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    out->append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// Reports a failure of `what` (with errno `err`) on the report fd and exits.
+[[noreturn]] void Fail(int err, const std::string& what) {
+  InitReport report;
+  report.kind = InitReport::Kind::kFailed;
+  report.error_number = err;
+  report.what = what;
+  WriteAll(kInitReportFd, EncodeInitReport(report));
+  std::fprintf(stderr, "berth-task-init: %s: %s\n", what.c_str(),
+               std::strerror(err));
+  _exit(1);
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> result;
+  result.reserve(strings.size() + 1);
+  for (std::string& s : strings) result.push_back(s.data());
+  result.push_back(nullptr);
+  return result;
+}
+
+// What a child writes on its close-on-exec pipe when it could not exec.
+struct ChildError {
+  int error_number;
+  char what[120];
+};
+
+[[noreturn]] void ChildFail(int pipe_fd, const std::string& what) {
+  ChildError error;
+  error.error_number = errno;
+  std::snprintf(error.what, sizeof(error.what), "%s", what.c_str());
+  WriteAll(pipe_fd, reinterpret_cast<const char*>(&error), sizeof(error));
+  _exit(127);
+}
+
+// In a forked child: drops to the task's identity and directory, then
+// executes the program. Only returns through ChildFail.
+[[noreturn]] void BecomeTaskProgram(InitSpec& spec, int error_fd,
+                                    bool search_path) {
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+    ChildFail(error_fd, "changing to working directory " + spec.cwd);
+  }
+  if (setgroups(spec.groups.size(), spec.groups.data()) != 0) {
+    ChildFail(error_fd, "setting supplementary groups");
+  }
+  if (setgid(spec.gid) != 0) {
+    ChildFail(error_fd, "setting group " + std::to_string(spec.gid));
+  }
+  if (setuid(spec.uid) != 0) {
+    ChildFail(error_fd, "setting user " + std::to_string(spec.uid));
+  }
+  std::vector<char*> argv = CStrings(spec.args);
+  std::vector<char*> envp = CStrings(spec.env);
+  if (search_path && spec.path.find('/') == std::string::npos) {
+    environ = envp.data();  // execvpe searches the PATH of environ
+    execvpe(spec.path.c_str(), argv.data(), envp.data());
+  } else {
+    execve(spec.path.c_str(), argv.data(), envp.data());
+  }
+  ChildFail(error_fd, "executing " + spec.path);
+}
+
+// Waits for a child's close-on-exec pipe: true when it executed (EOF).
+bool ChildExecuted(int pipe_fd, ChildError* error) {
+  size_t got = 0;
+  char* data = reinterpret_cast<char*>(error);
+  while (got < sizeof(*error)) {
+    const ssize_t n = read(pipe_fd, data + got, sizeof(*error) - got);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return got < sizeof(*error);
+}
+
+void ResetSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    signal(sig, SIG_DFL);
+  }
+}
+
+int64_t UnixNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Copies what is readable on `fd` into `log`; false at end of file.
+bool Pump(int fd, RotatingLog* log, bool* log_failed) {
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      if (!log->Write(buffer, static_cast<size_t>(n)) && !*log_failed) {
+        *log_failed = true;
+        std::fprintf(stderr, "berth-task-init: writing %s: %s\n",
+                     log->CurrentPath().c_str(), std::strerror(errno));
+      }
+      continue;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN;
+  }
+}
+
+int RunInit(InitSpec& spec) {
+  // The init is tiny and must outlive an OOM in its own cgroup, so that it
+  // can record how the program ended; the program gets the default back.
+  WriteFile("/proc/self/oom_score_adj", "-1000");
+  for (const std::string& procs : spec.cgroup_procs) {
+    if (!WriteFile(procs, "0")) Fail(errno, "joining cgroup " + procs);
+  }
+  if (!spec.netns.empty()) {
+    const int fd = open(spec.netns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) Fail(errno, "opening network namespace " + spec.netns);
+    if (setns(fd, CLONE_NEWNET) != 0) {
+      Fail(errno, "joining network namespace " + spec.netns);
+    }
+    close(fd);
+  }
+  // Mounts made here stay here; the host's new mounts still show up.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    Fail(errno, "making the task's mounts private");
+  }
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            nullptr) != 0) {
+    Fail(errno, "mounting /proc of the task's pid namespace");
+  }
+  if (!spec.hostname.empty() &&
+      sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
+    Fail(errno, "setting host name " + spec.hostname);
+  }
+
+  RotatingLog out_log(spec.log_dir, "stdout", spec.log_max_bytes,
+                      spec.log_max_files);
+  RotatingLog err_log(spec.log_dir, "stderr", spec.log_max_bytes,
+                      spec.log_max_files);
+  if (!out_log.Open()) Fail(errno, "opening " + out_log.CurrentPath());
+  if (!err_log.Open()) Fail(errno, "opening " + err_log.CurrentPath());
+
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    Fail(errno, "making pipes");
+  }
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) Fail(errno, "opening /dev/null");
+
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  for (int sig : kForwardedSignals) sigaddset(&handled, sig);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
+  const int signal_fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) Fail(errno, "making a signalfd");
+
+  const pid_t program = fork();
+  if (program < 0) Fail(errno, "forking the task's program");
+  if (program == 0) {
+    ResetSignals();
+    setsid();
+    WriteFile("/proc/self/oom_score_adj", "0");
+    if (dup2(null_fd, STDIN_FILENO) < 0 ||
+        dup2(out_pipe[1], STDOUT_FILENO) < 0 ||
+        dup2(err_pipe[1], STDERR_FILENO) < 0) {
+      ChildFail(exec_pipe[1], "setting up stdio");
+    }
+    BecomeTaskProgram(spec, exec_pipe[1], /*search_path=*/false);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  close(exec_pipe[1]);
+  close(null_fd);
+  ChildError child_error;
+  if (!ChildExecuted(exec_pipe[0], &child_error)) {
+    waitpid(program, nullptr, 0);
+    errno = child_error.error_number;
+    Fail(child_error.error_number, child_error.what);
+  }
+  close(exec_pipe[0]);
+  InitReport started;
+  started.kind = InitReport::Kind::kStarted;
+  WriteAll(kInitReportFd, EncodeInitReport(started));
+  close(kInitReportFd);
+  // From here on stderr is the driver's log of this init.
+
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  int out_fd = out_pipe[0];
+  int err_fd = err_pipe[0];
+  bool out_failed = false, err_failed = false;
+  bool exited = false;
+  int wait_status = 0;
+  while (!exited) {
+    struct pollfd fds[3] = {
+        {signal_fd, POLLIN, 0}, {out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+    if (poll(fds, 3, -1) < 0 && errno != EINTR) {
+      std::perror("berth-task-init: poll");
+      break;
+    }
+    if (fds[1].revents != 0 && !Pump(out_fd, &out_log, &out_failed)) {
+      close(out_fd);
+      out_fd = -1;
+    }
+    if (fds[2].revents != 0 && !Pump(err_fd, &err_log, &err_failed)) {
+      close(err_fd);
+      err_fd = -1;
+    }
+    struct signalfd_siginfo info;
+    while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
+      if (info.ssi_signo != SIGCHLD) {
+        kill(program, static_cast<int>(info.ssi_signo));
+        continue;
+      }
+      // Reap the program and every orphan the namespace handed us.
+      int status = 0;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (pid == program) {
+          exited = true;
+          wait_status = status;
+        }
+      }
+    }
+  }
+  // All the program wrote before it ended is in the pipes: keep it.
+  if (out_fd >= 0) Pump(out_fd, &out_log, &out_failed);
+  if (err_fd >= 0) Pump(err_fd, &err_log, &err_failed);
+
+  ExitRecord record;
+  if (WIFEXITED(wait_status)) record.exit_code = WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) record.signal = WTERMSIG(wait_status);
+  record.exited_at_unix_nanos = UnixNanos();
+  const std::string temporary = spec.exit_file + ".tmp";
+  const int fd =
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || !WriteAll(fd, EncodeExitRecord(record)) || fsync(fd) != 0 ||
+      rename(temporary.c_str(), spec.exit_file.c_str()) != 0) {
+    std::fprintf(stderr, "berth-task-init: recording the exit in %s: %s\n",
+                 spec.exit_file.c_str(), std::strerror(errno));
+    return 1;
+  }
+  close(fd);
+  return 0;
+}
+
+int RunExec(InitSpec& spec) {
+  for (const std::string& procs : spec.cgroup_procs) {
+    if (!WriteFile(procs, "0")) Fail(errno, "joining cgroup " + procs);
+  }
+  if (setns(kInitTargetFd, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                               CLONE_NEWUTS | CLONE_NEWNET) != 0) {
+    Fail(errno, "joining the task's namespaces");
+  }
+  close(kInitTargetFd);
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) Fail(errno, "making a pipe");
+  const pid_t command = fork();
+  if (command < 0) Fail(errno, "forking the command");
+  if (command == 0) {
+    close(kInitReportFd);
+    ResetSignals();
+    setsid();
+    if (spec.tty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) != 0) {
+      ChildFail(exec_pipe[1], "taking the terminal");
+    }
+    // The driver kills this helper to cancel the command.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    BecomeTaskProgram(spec, exec_pipe[1], /*search_path=*/true);
+  }
+  close(exec_pipe[1]);
+  // Our copies of the command's stdio must not keep its streams open.
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (null_fd >= 0) dup2(null_fd, fd);
+  }
+  ChildError child_error;
+  if (!ChildExecuted(exec_pipe[0], &child_error)) {
+    waitpid(command, nullptr, 0);
+    Fail(child_error.error_number, child_error.what);
+  }
+  int status = 0;
+  while (waitpid(command, &status, 0) < 0) {
+    if (errno != EINTR) Fail(errno, "waiting for the command");
+  }
+  InitReport report;
+  report.kind = InitReport::Kind::kExited;
+  report.wait_status = status;
+  WriteAll(kInitReportFd, EncodeInitReport(report));
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth::exec_driver
+
+int main(int argc, char** argv) {
+  using namespace berth::exec_driver;
+  const std::string mode = argc >= 2 ? argv[1] : "";
+  if (mode == "--help" || mode == "-h" || mode == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (mode == "--version") {
+    std::puts("berth-task-init 0.1.0");
+    return 0;
+  }
+  if (argc != 2 || (mode != "run" && mode != "exec")) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string data;
+  if (!ReadAll(kInitSpecFd, &data)) {
+    std::fprintf(stderr, "berth-task-init: reading the spec on fd %d: %s\n",
+                 kInitSpecFd, std::strerror(errno));
+    return 2;
+  }
+  close(kInitSpecFd);
+  InitSpec spec;
+  std::string error;
+  if (!DecodeInitSpec(data, &spec, &error)) {
+    std::fprintf(stderr, "berth-task-init: bad spec on fd %d: %s\n",
+                 kInitSpecFd, error.c_str());
+    return 2;
+  }
+  return mode == "run" ? RunInit(spec) : RunExec(spec);
+}

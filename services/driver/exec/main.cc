@@ -1,0 +1,99 @@
+// berth-driver-exec: the exec task driver plugin (exec_driver.h), served
+// with the plugin SDK. Started by a host (berth-node, the conformance suite,
+// a test) with the plugin handshake's environment; see
+// plugins/sdk/handshake.h.
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "glog/logging.h"
+#include "plugins/sdk/handshake.h"
+#include "plugins/sdk/serve.h"
+#include "services/driver/exec/exec_driver.h"
+
+ABSL_FLAG(std::string, init_path, "",
+          "berth-task-init, the per-task init. Default: berth-task-init next "
+          "to this binary, else in its Bazel runfiles.");
+ABSL_FLAG(std::string, cgroup_root, "/sys/fs/cgroup",
+          "Where the cgroup file systems are mounted.");
+ABSL_FLAG(std::string, cgroup_parent, "/berth",
+          "Parent cgroup of the tasks' cgroups (<parent>/<task id> on every "
+          "hierarchy).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Task directories (<dir>/tasks/<id>) until SetConfig names the "
+          "node's state directory (then <state dir>/exec). Default: <parent "
+          "of $BERTH_PLUGIN_SOCKET_DIR>/exec-state.");
+ABSL_FLAG(std::string, stats_socket, "",
+          "berth-stats' socket until SetConfig names one; empty: tasks are "
+          "measured in-process.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "berth-driver-exec: the berth task driver that runs tasks as processes "
+    "in their own pid, mount, ipc and uts namespaces and cgroup\n"
+    "usage: started by a host (berth-node) with BERTH_PLUGIN_MAGIC_COOKIE and "
+    "BERTH_PLUGIN_SOCKET_DIR in its environment [--init_path=PATH] "
+    "[--cgroup_root=DIR] [--cgroup_parent=/berth] [--state_dir=DIR] "
+    "[--stats_socket=PATH]";
+
+std::string SelfDir() {
+  char buffer[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (n <= 0) return "";
+  std::string path(buffer, static_cast<size_t>(n));
+  return path.substr(0, path.find_last_of('/'));
+}
+
+std::string DefaultInitPath(const char* argv0) {
+  const std::string dir = SelfDir();
+  const std::vector<std::string> candidates = {
+      absl::StrCat(dir, "/berth-task-init"),
+      absl::StrCat(dir, "/init/berth-task-init"),
+      absl::StrCat(argv0,
+                   ".runfiles/berth/services/driver/exec/init/"
+                   "berth-task-init"),
+  };
+  for (const std::string& candidate : candidates) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return candidates[0];
+}
+
+std::string DefaultStateDir() {
+  const char* socket_dir = std::getenv(berth::plugin::kSocketDirEnv);
+  if (socket_dir == nullptr || socket_dir[0] != '/') return "";
+  absl::string_view dir = socket_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  const size_t slash = dir.find_last_of('/');
+  const absl::string_view parent = slash == 0 ? "" : dir.substr(0, slash);
+  return absl::StrCat(parent, "/exec-state");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = berth::plugin::InitPlugin(
+      argc, argv, kUsage, berth::exec_driver::kDriverVersion);
+  if (args.size() > 1) {
+    LOG(ERROR) << "unexpected argument " << args[1] << "; see --help";
+    return 2;
+  }
+  berth::exec_driver::ExecDriverOptions options;
+  options.init_path = absl::GetFlag(FLAGS_init_path);
+  if (options.init_path.empty()) options.init_path = DefaultInitPath(argv[0]);
+  options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
+  options.cgroup_parent = absl::GetFlag(FLAGS_cgroup_parent);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (options.state_dir.empty()) options.state_dir = DefaultStateDir();
+  options.stats_socket = absl::GetFlag(FLAGS_stats_socket);
+  berth::exec_driver::ExecDriver driver(options);
+  return berth::plugin::Serve(driver);
+}

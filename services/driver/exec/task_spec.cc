@@ -1,0 +1,325 @@
+#include "services/driver/exec/task_spec.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace berth::exec_driver {
+namespace {
+
+using driver::v1::NetworkIsolationMode;
+
+// "/a/./b/../c/" → "/a/c"; "" for a path that is not absolute.
+std::string NormalizeAbsolute(absl::string_view path) {
+  if (path.empty() || path[0] != '/') return "";
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+bool IsInside(const std::string& path, const std::string& dir) {
+  return path == dir || absl::StartsWith(path, dir == "/" ? "/" : dir + "/");
+}
+
+std::string StringField(const google::protobuf::Struct& config,
+                        const std::string& name) {
+  auto it = config.fields().find(name);
+  if (it == config.fields().end() || !it->second.has_string_value()) return "";
+  return it->second.string_value();
+}
+
+}  // namespace
+
+std::string DefaultTaskDir(const std::string& state_dir,
+                           const std::string& task_id) {
+  return absl::StrCat(state_dir, "/tasks/", task_id);
+}
+
+absl::Status CheckTaskId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task.id \"", id,
+        "\" must be 1 to 128 letters, digits, '.', '_' or '-', not starting "
+        "with '.'"));
+  }
+  for (char c : id) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task.id \"", id, "\" has '", std::string(1, c),
+          "': only letters, digits, '.', '_' and '-' are allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResolvedUser> ResolveUser(const std::string& user,
+                                         const std::string& field) {
+  ResolvedUser resolved;
+  if (user.empty()) {
+    resolved.name = "root";
+    resolved.home = "/root";
+    return resolved;
+  }
+  std::vector<char> buffer(16384);
+  struct passwd entry;
+  struct passwd* found = nullptr;
+  uint32_t number = 0;
+  const bool numeric = absl::SimpleAtoi(user, &number);
+  const int err =
+      numeric ? getpwuid_r(number, &entry, buffer.data(), buffer.size(), &found)
+              : getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(),
+                           &found);
+  if (found == nullptr) {
+    if (numeric) {
+      // A uid without a passwd entry runs with group 0, as docker does.
+      resolved.uid = number;
+      resolved.name = user;
+      resolved.home = "/";
+      return resolved;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": no user named \"", user, "\" on this node",
+        err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
+  }
+  resolved.uid = entry.pw_uid;
+  resolved.gid = entry.pw_gid;
+  resolved.name = entry.pw_name;
+  resolved.home = entry.pw_dir;
+  int count = 64;
+  std::vector<gid_t> groups(count);
+  if (getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count) < 0) {
+    groups.resize(count);
+    getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count);
+  }
+  groups.resize(count);
+  resolved.groups = groups;
+  return resolved;
+}
+
+absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
+                                   const std::string& field) {
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(group, &number)) return static_cast<gid_t>(number);
+  std::vector<char> buffer(16384);
+  struct group entry;
+  struct group* found = nullptr;
+  getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": no group named \"", group, "\" on this node"));
+  }
+  return entry.gr_gid;
+}
+
+absl::StatusOr<std::string> FindProgram(const std::string& command,
+                                        const std::string& path_env,
+                                        const std::string& work_dir,
+                                        const std::string& field) {
+  if (command.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+  }
+  auto check = [&](const std::string& candidate) -> absl::Status {
+    struct stat st;
+    if (stat(candidate.c_str(), &st) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", candidate, ": ", std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", candidate, " is not a regular file"));
+    }
+    if ((st.st_mode & 0111) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", candidate, " is not executable"));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::StrContains(command, '/')) {
+    const std::string path =
+        command[0] == '/' ? command : absl::StrCat(work_dir, "/", command);
+    if (absl::Status status = check(path); !status.ok()) return status;
+    return path;
+  }
+  for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
+    if (dir.empty()) dir = ".";
+    const std::string candidate = absl::StrCat(dir, "/", command);
+    if (check(candidate).ok()) return candidate;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": \"", command, "\" is not on the task's PATH (", path_env, ")"));
+}
+
+absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
+                                         const std::string& state_dir) {
+  if (absl::Status status = CheckTaskId(task.id()); !status.ok()) {
+    return status;
+  }
+  const std::string prefix = absl::StrCat("task ", task.id(), ": ");
+  auto invalid = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+  };
+  TaskSpec spec;
+  spec.id = task.id();
+  spec.hostname = task.name().empty() ? task.id() : task.name();
+  if (spec.hostname.size() > 63) spec.hostname.resize(63);
+
+  // Task directory and working directory.
+  if (task.task_dir().empty()) {
+    if (state_dir.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix,
+          "task_dir is empty and the driver has no state directory "
+          "(SetConfig's node.state_dir) to make one in"));
+    }
+    spec.task_dir = DefaultTaskDir(state_dir, task.id());
+  } else {
+    spec.task_dir = NormalizeAbsolute(task.task_dir());
+    if (spec.task_dir.empty() || spec.task_dir == "/") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "task_dir \"", task.task_dir(),
+                       "\" must be an absolute path below /"));
+    }
+  }
+  const std::string work_dir = StringField(task.driver_config(), "work_dir");
+  if (work_dir.empty()) {
+    spec.work_dir = spec.task_dir;
+  } else {
+    spec.work_dir = NormalizeAbsolute(
+        work_dir[0] == '/' ? work_dir
+                           : absl::StrCat(spec.task_dir, "/", work_dir));
+    if (!IsInside(spec.work_dir, spec.task_dir)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "driver_config.work_dir \"", work_dir,
+                       "\" is outside the task directory ", spec.task_dir));
+    }
+  }
+
+  // User and group.
+  absl::StatusOr<ResolvedUser> user = ResolveUser(task.user(), "user");
+  if (!user.ok()) return invalid(user.status());
+  spec.uid = user->uid;
+  spec.gid = user->gid;
+  spec.groups = user->groups;
+  if (!task.group().empty()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup(task.group(), "group");
+    if (!gid.ok()) return invalid(gid.status());
+    spec.gid = *gid;
+  }
+
+  // Environment.
+  std::map<std::string, std::string> env(task.env().begin(), task.env().end());
+  for (const auto& [name, value] : env) {
+    if (name.empty() || absl::StrContains(name, '=')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "env: \"", name, "\" is not a valid variable name"));
+    }
+  }
+  env.emplace("PATH", kDefaultPath);
+  env.emplace("HOME", user->home);
+  env.emplace("USER", user->name);
+  env.emplace("BERTH_TASK_ID", task.id());
+  env.emplace("BERTH_TASK_NAME", task.name());
+  env.emplace("BERTH_ALLOC_ID", task.allocation_id());
+  env.emplace("BERTH_TASK_DIR", spec.task_dir);
+  for (const auto& [name, value] : env) {
+    spec.env.push_back(absl::StrCat(name, "=", value));
+  }
+
+  // Program and arguments.
+  const std::string command = StringField(task.driver_config(), "command");
+  if (command.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "driver_config.command is required"));
+  }
+  absl::StatusOr<std::string> path =
+      FindProgram(command, env["PATH"], spec.work_dir, "driver_config.command");
+  if (!path.ok()) return invalid(path.status());
+  spec.path = *path;
+  spec.args.push_back(command);
+  auto args = task.driver_config().fields().find("args");
+  if (args != task.driver_config().fields().end() &&
+      args->second.has_list_value()) {
+    for (const auto& value : args->second.list_value().values()) {
+      spec.args.push_back(value.string_value());
+    }
+  }
+
+  // Resources.
+  const driver::v1::Resources& resources = task.resources();
+  if (resources.memory_bytes() != 0 &&
+      resources.memory_bytes() < kMinMemoryBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "resources.memory_bytes ",
+                     resources.memory_bytes(), " is below the ",
+                     kMinMemoryBytes, " bytes (4 MiB) a task needs to start"));
+  }
+  if (resources.pids_limit() != 0 && resources.pids_limit() < kMinPids) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "resources.pids_limit ", resources.pids_limit(),
+                     " is below the ", kMinPids,
+                     " processes a task needs (its init and its program)"));
+  }
+  spec.limits.cpu_shares = resources.cpu_shares();
+  spec.limits.cpu_millicores = resources.cpu_millicores();
+  spec.limits.memory_bytes = resources.memory_bytes();
+  spec.limits.pids_limit = resources.pids_limit();
+
+  // Network.
+  switch (task.network().mode()) {
+    case driver::v1::NETWORK_ISOLATION_MODE_UNSPECIFIED:
+    case driver::v1::NETWORK_ISOLATION_MODE_HOST:
+      break;
+    case driver::v1::NETWORK_ISOLATION_MODE_GROUP: {
+      const std::string& ns = task.network().namespace_path();
+      struct stat st;
+      if (ns.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "network.namespace_path is required for mode GROUP"));
+      }
+      if (stat(ns.c_str(), &st) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "network.namespace_path ", ns, ": ", std::strerror(errno)));
+      }
+      spec.netns_path = ns;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "network.mode ",
+          driver::v1::NetworkIsolationMode_Name(task.network().mode()),
+          " is not supported by the exec driver (HOST or GROUP)"));
+  }
+
+  // Logs.
+  if (task.logs().max_file_bytes() != 0) {
+    spec.log_max_bytes = task.logs().max_file_bytes();
+  }
+  if (task.logs().max_files() != 0)
+    spec.log_max_files = task.logs().max_files();
+  return spec;
+}
+
+}  // namespace berth::exec_driver
