@@ -6,6 +6,13 @@
 #                        (the default)
 #   --expect=fail        exit 1 and at least one failure
 #   --line=PREFIX        a report line must start with PREFIX (repeatable)
+#   --no_skips           no check may be skipped (a driver with every
+#                        capability)
+#   --cgroup_parent=P    for a driver making cgroups: P (made unique with
+#                        this shell's pid) is exported as
+#                        BERTH_TEST_CGROUP_PARENT for the driver's wrapper,
+#                        no cgroup P/* may be left under /sys/fs/cgroup/*,
+#                        and P itself is removed at the end
 #   --python_driver=PATH the example Python driver: PYTHONPATH is set to the
 #                        checked-in stubs, and BERTH_BROKEN_DRIVER_WRAPS to
 #                        PATH (for testing/broken_python_driver.py)
@@ -16,11 +23,15 @@ set -u
 expect=pass
 lines=()
 python_driver=""
+no_skips=0
+cgroup_parent=""
 while [[ $# -gt 0 && "$1" == --* ]]; do
   case "$1" in
     --expect=*) expect="${1#--expect=}" ;;
     --line=*) lines+=("${1#--line=}") ;;
     --python_driver=*) python_driver="${1#--python_driver=}" ;;
+    --no_skips) no_skips=1 ;;
+    --cgroup_parent=*) cgroup_parent="${1#--cgroup_parent=}-$$" ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -54,6 +65,11 @@ if [[ -n "$python_driver" ]]; then
   export BERTH_BROKEN_DRIVER_WRAPS="$python_driver"
 fi
 
+if [[ -n "$cgroup_parent" ]]; then
+  export BERTH_TEST_CGROUP_PARENT="$cgroup_parent"
+  trap 'rmdir /sys/fs/cgroup/*"$cgroup_parent" 2>/dev/null' EXIT
+fi
+
 out_dir="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}"
 stdout_file="$out_dir/report.txt"
 stderr_file="$out_dir/stderr.txt"
@@ -83,6 +99,9 @@ case "$expect" in
     ;;
   *) echo "bad --expect=$expect" >&2; exit 2 ;;
 esac
+if [[ $no_skips -eq 1 ]] && grep -q '^SKIP ' "$stdout_file"; then
+  fail "checks were skipped: $(grep '^SKIP ' "$stdout_file" | tr '\n' ' ')"
+fi
 for prefix in "${lines[@]+"${lines[@]}"}"; do
   awk -v p="$prefix" 'index($0, p) == 1 { found = 1 } END { exit !found }' \
     "$stdout_file" || fail "no report line starts with: $prefix"
@@ -99,4 +118,10 @@ for proc in /proc/[0-9]*; do
     fail "process ${proc#/proc/} ($(tr '\0' ' ' <"$proc/cmdline")) is left from the suite"
   fi
 done
+if [[ -n "$cgroup_parent" ]]; then
+  for dir in /sys/fs/cgroup/*"$cgroup_parent"/*/; do
+    [[ -d "$dir" ]] || continue
+    fail "the driver left the cgroup $dir behind"
+  done
+fi
 echo "PASSED"
