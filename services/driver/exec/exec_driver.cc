@@ -235,7 +235,9 @@ absl::Status ExecDriver::SetConfig(const google::protobuf::Struct&,
           "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
     }
     const std::string dir = absl::StrCat(node.state_dir(), "/", kDriverName);
-    absl::StatusOr<bool> made = MakeDirs(dir, 0700);
+    // Traversable, not listable: tasks running as other users reach their
+    // own directories below it.
+    absl::StatusOr<bool> made = MakeDirs(dir, 0711);
     if (!made.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("node.state_dir: ", made.status().message()));

@@ -138,13 +138,10 @@ struct ChildError {
   _exit(127);
 }
 
-// In a forked child: drops to the task's identity and directory, then
+// In a forked child: takes the task's identity, then its directory, then
 // executes the program. Only returns through ChildFail.
 [[noreturn]] void BecomeTaskProgram(InitSpec& spec, int error_fd,
                                     bool search_path) {
-  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
-    ChildFail(error_fd, "changing to working directory " + spec.cwd);
-  }
   if (setgroups(spec.groups.size(), spec.groups.data()) != 0) {
     ChildFail(error_fd, "setting supplementary groups");
   }
@@ -153,6 +150,10 @@ struct ChildError {
   }
   if (setuid(spec.uid) != 0) {
     ChildFail(error_fd, "setting user " + std::to_string(spec.uid));
+  }
+  // As the task's user, so that a directory it may not enter is refused.
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+    ChildFail(error_fd, "changing to working directory " + spec.cwd);
   }
   std::vector<char*> argv = CStrings(spec.args);
   std::vector<char*> envp = CStrings(spec.env);

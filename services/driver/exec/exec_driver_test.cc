@@ -1,0 +1,734 @@
+// berth-driver-exec's driver, in this process, against the host's real
+// namespaces and cgroups (root, outside Bazel's sandbox). Each test uses a
+// cgroup parent of its own and checks that it is empty at the end.
+
+#include "services/driver/exec/exec_driver.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "berth/stats/v1/stats.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "services/common/dial.h"
+#include "services/common/test_util.h"
+#include "services/driver/exec/exec_state.pb.h"
+#include "services/driver/exec/task_cgroup.h"
+#include "services/stats/cgroup_layout.h"
+
+namespace berth::exec_driver {
+namespace {
+
+namespace dv1 = ::berth::driver::v1;
+using ::berth::testing::PathExists;
+using ::berth::testing::ReadFileOrEmpty;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+using ::testing::HasSubstr;
+
+std::string Trim(const std::string& s) {
+  return std::string(absl::StripAsciiWhitespace(s));
+}
+
+// The pids of this process's children (any thread's).
+std::set<pid_t> Children() {
+  std::set<pid_t> pids;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return pids;
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    for (absl::string_view pid :
+         absl::StrSplit(ReadFileOrEmpty(absl::StrCat(
+                            "/proc/self/task/", entry->d_name, "/children")),
+                        ' ', absl::SkipWhitespace())) {
+      pid_t value = 0;
+      if (absl::SimpleAtoi(pid, &value)) pids.insert(value);
+    }
+  }
+  closedir(dir);
+  return pids;
+}
+
+int OpenFdCount() {
+  int count = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count - 1;  // the DIR's own
+}
+
+class ExecDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, cgroups)";
+    absl::StatusOr<stats::CgroupMounts> mounts =
+        stats::DetectCgroupLayout("/sys/fs/cgroup");
+    if (!mounts.ok() || mounts->layout == stats::v1::CGROUP_LAYOUT_NONE) {
+      GTEST_SKIP() << "no cgroups mounted at /sys/fs/cgroup";
+    }
+    mounts_ = *mounts;
+    static int counter = 0;
+    parent_ = absl::StrCat("/berth-driver-test-", getpid(), "-", ++counter);
+    options_.init_path =
+        RunfilePath("services/driver/exec/init/berth-task-init");
+    options_.cgroup_parent = parent_;
+    options_.state_dir = state_.path();
+    // As the driver makes its state directory: tasks of other users pass.
+    chmod(state_.path().c_str(), 0711);
+    driver_ = std::make_unique<ExecDriver>(options_);
+    absl::StatusOr<TaskCgroup> probe =
+        TaskCgroup::Create(mounts_, parent_, "probe", CgroupLimits());
+    if (!probe.ok()) {
+      GTEST_SKIP() << "cannot make cgroups under " << parent_ << ": "
+                   << probe.status() << " (run as root outside the sandbox)";
+    }
+    ASSERT_TRUE(probe->Remove(absl::Seconds(5)).ok());
+  }
+
+  void TearDown() override {
+    if (driver_ == nullptr) return;
+    for (const std::string& id : started_) {
+      absl::Status status = driver_->DestroyTask(id, /*force=*/true);
+      EXPECT_TRUE(status.ok() || absl::IsNotFound(status)) << status;
+    }
+    // Nothing of any task is left under the parent.
+    for (const std::string& dir : ParentDirs()) {
+      DIR* d = opendir(dir.c_str());
+      if (d == nullptr) continue;
+      while (struct dirent* entry = readdir(d)) {
+        if (entry->d_type == DT_DIR && entry->d_name[0] != '.') {
+          ADD_FAILURE() << "cgroup left behind: " << dir << "/"
+                        << entry->d_name;
+        }
+      }
+      closedir(d);
+      rmdir(dir.c_str());
+    }
+  }
+
+  std::vector<std::string> ParentDirs() const {
+    std::vector<std::string> dirs;
+    for (const auto& [controller, mount] : mounts_.v1) {
+      dirs.push_back(mount + parent_);
+    }
+    if (!mounts_.v2.empty()) dirs.push_back(mounts_.v2 + parent_);
+    return dirs;
+  }
+
+  // The task's cgroup directory of a v1 controller (empty on v2 hosts).
+  std::string V1Dir(const std::string& controller, const std::string& id) {
+    const std::string mount = mounts_.V1Mount(controller);
+    return mount.empty() ? "" : absl::StrCat(mount, parent_, "/", id);
+  }
+
+  dv1::TaskConfig Task(const std::string& id,
+                       const std::vector<std::string>& command) {
+    dv1::TaskConfig task;
+    task.set_id(id);
+    task.set_name(id);
+    auto& fields = *task.mutable_driver_config()->mutable_fields();
+    fields["command"].set_string_value(command[0]);
+    for (size_t i = 1; i < command.size(); ++i) {
+      fields["args"].mutable_list_value()->add_values()->set_string_value(
+          command[i]);
+    }
+    return task;
+  }
+
+  dv1::TaskConfig Shell(const std::string& id, const std::string& script) {
+    return Task(id, {"/bin/sh", "-c", script});
+  }
+
+  absl::StatusOr<dv1::StartTaskResponse> Start(const dv1::TaskConfig& task) {
+    absl::StatusOr<dv1::StartTaskResponse> response = driver_->StartTask(task);
+    if (response.ok()) started_.push_back(task.id());
+    return response;
+  }
+
+  dv1::ExitResult Wait(const std::string& id) {
+    plugin::CancelToken cancel;
+    absl::StatusOr<dv1::ExitResult> result = driver_->WaitTask(id, cancel);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : dv1::ExitResult();
+  }
+
+  std::string TaskDir(const std::string& id) {
+    return absl::StrCat(state_.path(), "/tasks/", id);
+  }
+  std::string Stdout(const std::string& id) {
+    return ReadFileOrEmpty(TaskDir(id) + "/logs/stdout.log");
+  }
+
+  stats::CgroupMounts mounts_;
+  std::string parent_;
+  ShortTempDir state_;
+  ExecDriverOptions options_;
+  std::unique_ptr<ExecDriver> driver_;
+  std::vector<std::string> started_;
+};
+
+TEST_F(ExecDriverTest, TaskRunsInItsOwnNamespacesCgroupAndDirectory) {
+  dv1::TaskConfig task =
+      Shell("ns",
+            "echo pid=$$; readlink /proc/self/ns/mnt /proc/self/ns/ipc "
+            "/proc/self/ns/uts; hostname; pwd; echo foo=$FOO; "
+            "echo id=$BERTH_TASK_ID; cat /proc/self/cgroup; echo err >&2");
+  task.set_name("web-1");
+  (*task.mutable_env())["FOO"] = "bar";
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("ns").exit_code(), 0);
+  const std::string out = Stdout("ns");
+  EXPECT_THAT(out, HasSubstr("pid=2\n"));  // the init is 1
+  for (const char* ns : {"mnt", "ipc", "uts"}) {
+    char own[64] = {};
+    ASSERT_GT(readlink(absl::StrCat("/proc/self/ns/", ns).c_str(), own,
+                       sizeof(own) - 1),
+              0);
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(ns, ":[")));
+    EXPECT_THAT(out, ::testing::Not(HasSubstr(own))) << ns;
+  }
+  EXPECT_THAT(out, HasSubstr("\nweb-1\n"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("\n", TaskDir("ns"), "\n")));
+  EXPECT_THAT(out, HasSubstr("foo=bar\n"));
+  EXPECT_THAT(out, HasSubstr("id=ns\n"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(parent_, "/ns\n")));
+  EXPECT_EQ(ReadFileOrEmpty(TaskDir("ns") + "/logs/stderr.log"), "err\n");
+}
+
+TEST_F(ExecDriverTest, TaskRunsAsItsUserAndGroup) {
+  dv1::TaskConfig task = Shell("user", "id -u; id -g; touch mine");
+  task.set_user("nobody");
+  task.set_group("nogroup");
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("user").exit_code(), 0);
+  EXPECT_EQ(Stdout("user"), "65534\n65534\n");
+  struct stat st;
+  ASSERT_EQ(stat((TaskDir("user") + "/mine").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+}
+
+TEST_F(ExecDriverTest, LimitsAreSetOnTheTaskCgroup) {
+  if (mounts_.layout == stats::v1::CGROUP_LAYOUT_V2) {
+    GTEST_SKIP() << "checks v1 files; this host has cgroup v2 only";
+  }
+  dv1::TaskConfig task = Task("limits", {"sleep", "1000"});
+  task.mutable_resources()->set_memory_bytes(64 << 20);
+  task.mutable_resources()->set_pids_limit(50);
+  task.mutable_resources()->set_cpu_millicores(500);
+  task.mutable_resources()->set_cpu_shares(512);
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Trim(ReadFileOrEmpty(V1Dir("memory", "limits") +
+                                 "/memory.limit_in_bytes")),
+            "67108864");
+  EXPECT_EQ(Trim(ReadFileOrEmpty(V1Dir("pids", "limits") + "/pids.max")), "50");
+  EXPECT_EQ(Trim(ReadFileOrEmpty(V1Dir("cpu", "limits") + "/cpu.cfs_quota_us")),
+            "50000");
+  EXPECT_EQ(Trim(ReadFileOrEmpty(V1Dir("cpu", "limits") + "/cpu.shares")),
+            "512");
+  // Both the init and the program are in it.
+  absl::StatusOr<TaskCgroup> cgroup =
+      TaskCgroup::Open(mounts_, parent_, "limits");
+  ASSERT_TRUE(cgroup.ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return cgroup->Pids()->size() == 2; }, absl::Seconds(5)));
+}
+
+TEST_F(ExecDriverTest, OomKillIsReported) {
+  dv1::TaskConfig task = Shell("oom", "head -c 256M /dev/zero | tail");
+  task.mutable_resources()->set_memory_bytes(16 << 20);
+  ASSERT_TRUE(Start(task).ok());
+  const dv1::ExitResult result = Wait("oom");
+  // tail was killed; the shell reports it as 128+9 or dies itself.
+  EXPECT_TRUE(result.oom_killed() || result.exit_code() == 137)
+      << result.DebugString();
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("oom");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->state(), dv1::TASK_STATE_EXITED);
+}
+
+TEST_F(ExecDriverTest, OomKillOfTheProgramItselfSetsOomKilled) {
+  // The program itself (exec'd tail) takes the memory and is killed.
+  dv1::TaskConfig task = Shell("oom2", "exec tail /dev/zero");
+  task.mutable_resources()->set_memory_bytes(16 << 20);
+  ASSERT_TRUE(Start(task).ok());
+  const dv1::ExitResult result = Wait("oom2");
+  EXPECT_EQ(result.signal(), SIGKILL) << result.DebugString();
+  EXPECT_TRUE(result.oom_killed()) << result.DebugString();
+}
+
+TEST_F(ExecDriverTest, OutputIsRotatedBySize) {
+  dv1::TaskConfig task = Shell("logs",
+                               "head -c 300000 /dev/zero | tr '\\0' o; "
+                               "head -c 1000 /dev/zero | tr '\\0' e >&2");
+  task.mutable_logs()->set_max_file_bytes(65536);
+  task.mutable_logs()->set_max_files(2);
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("logs").exit_code(), 0);
+  const std::string logs = TaskDir("logs") + "/logs/";
+  EXPECT_EQ(ReadFileOrEmpty(logs + "stdout.log.1").size(), 65536u);
+  EXPECT_EQ(ReadFileOrEmpty(logs + "stdout.log.2").size(), 65536u);
+  EXPECT_FALSE(PathExists(logs + "stdout.log.3"));
+  // 300000 = 4 * 65536 + 37856: the current file holds the rest.
+  EXPECT_EQ(ReadFileOrEmpty(logs + "stdout.log").size(), 37856u);
+  EXPECT_EQ(ReadFileOrEmpty(logs + "stderr.log"), std::string(1000, 'e'));
+}
+
+TEST_F(ExecDriverTest, StopSignalsThenKillsEverythingInTheCgroup) {
+  ASSERT_TRUE(Start(Shell("stop",
+                          "trap '' TERM; "
+                          "(trap '' TERM; sleep 1000) & sleep 1000"))
+                  .ok());
+  // Let the shell set its trap and fork.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<TaskCgroup> cgroup =
+            TaskCgroup::Open(mounts_, parent_, "stop");
+        absl::StatusOr<std::vector<pid_t>> pids = cgroup->Pids();
+        return pids.ok() && pids->size() >= 4;
+      },
+      absl::Seconds(5)));
+  ASSERT_TRUE(driver_->StopTask("stop", absl::Milliseconds(300), SIGTERM).ok());
+  EXPECT_EQ(Wait("stop").signal(), SIGKILL);
+  absl::StatusOr<TaskCgroup> cgroup =
+      TaskCgroup::Open(mounts_, parent_, "stop");
+  EXPECT_TRUE(
+      WaitFor([&] { return cgroup->Pids()->empty(); }, absl::Seconds(5)));
+  // Stopping an exited task does nothing.
+  EXPECT_TRUE(driver_->StopTask("stop", absl::Seconds(1), SIGTERM).ok());
+}
+
+TEST_F(ExecDriverTest, DestroyRefusesARunningTaskAndRemovesEverything) {
+  ASSERT_TRUE(Start(Task("destroy", {"sleep", "1000"})).ok());
+  absl::Status refused = driver_->DestroyTask("destroy", /*force=*/false);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("destroy"));
+  ASSERT_TRUE(driver_->DestroyTask("destroy", /*force=*/true).ok());
+  EXPECT_FALSE(PathExists(TaskDir("destroy")));
+  for (const std::string& dir : ParentDirs()) {
+    EXPECT_FALSE(PathExists(dir + "/destroy")) << dir;
+  }
+  EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask("destroy").status()));
+}
+
+TEST_F(ExecDriverTest, SignalKillReachesTheProgramAndIsRecorded) {
+  ASSERT_TRUE(Start(Task("kill", {"sleep", "1000"})).ok());
+  ASSERT_TRUE(driver_->SignalTask("kill", SIGKILL).ok());
+  const dv1::ExitResult result = Wait("kill");
+  EXPECT_EQ(result.signal(), SIGKILL);
+  EXPECT_FALSE(result.oom_killed());
+  // The init recorded it: the program died, not the init.
+  EXPECT_THAT(ReadFileOrEmpty(TaskDir("kill") + "/.berth/exit"),
+              HasSubstr("berth-exit v1 0 9 "));
+}
+
+TEST_F(ExecDriverTest, TasksSurviveADriverRestartAndAreRecovered) {
+  absl::StatusOr<dv1::StartTaskResponse> running =
+      Start(Task("survivor", {"sleep", "1000"}));
+  ASSERT_TRUE(running.ok());
+  absl::StatusOr<dv1::StartTaskResponse> ending =
+      Start(Shell("ender", "sleep 0.5; exit 7"));
+  ASSERT_TRUE(ending.ok());
+  driver_.reset();  // the driver goes; its tasks stay
+  // The second task ends while no driver watches it.
+  ASSERT_TRUE(
+      WaitFor([&] { return PathExists(TaskDir("ender") + "/.berth/exit"); },
+              absl::Seconds(10)));
+  driver_ = std::make_unique<ExecDriver>(options_);
+
+  absl::StatusOr<dv1::TaskStatus> survivor =
+      driver_->RecoverTask(running->handle());
+  ASSERT_TRUE(survivor.ok()) << survivor.status();
+  EXPECT_EQ(survivor->state(), dv1::TASK_STATE_RUNNING);
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver_->ExecTask(
+      "survivor", {"cat", "/proc/1/cmdline"}, absl::Seconds(10), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_THAT(exec->stdout(), HasSubstr("berth-task-init"));
+  // Recovering twice is harmless.
+  EXPECT_TRUE(driver_->RecoverTask(running->handle()).ok());
+
+  absl::StatusOr<dv1::TaskStatus> ender =
+      driver_->RecoverTask(ending->handle());
+  ASSERT_TRUE(ender.ok()) << ender.status();
+  EXPECT_EQ(ender->state(), dv1::TASK_STATE_EXITED);
+  EXPECT_EQ(ender->exit_result().exit_code(), 7);
+  EXPECT_EQ(Wait("ender").exit_code(), 7);
+
+  ASSERT_TRUE(driver_->StopTask("survivor", absl::Seconds(5), SIGTERM).ok());
+  EXPECT_EQ(Wait("survivor").signal(), SIGTERM);
+}
+
+TEST_F(ExecDriverTest, RecoverRefusesAReusedPidWithoutAnExitRecord) {
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      Start(Task("reused", {"sleep", "1000"}));
+  ASSERT_TRUE(started.ok());
+  dv1::TaskHandle handle = started->handle();
+  ExecTaskState state;
+  ASSERT_TRUE(state.ParseFromString(handle.driver_state()));
+  // Another process holds the pid now: this test's own, with another start.
+  state.set_init_pid(getpid());
+  handle.set_driver_state(state.SerializeAsString());
+  handle.mutable_config()->set_id("reused-elsewhere");
+  absl::StatusOr<dv1::TaskStatus> recovered = driver_->RecoverTask(handle);
+  EXPECT_TRUE(absl::IsFailedPrecondition(recovered.status()))
+      << recovered.status();
+  EXPECT_THAT(recovered.status().message(), HasSubstr("another process"));
+  EXPECT_THAT(recovered.status().message(), HasSubstr("reused-elsewhere"));
+
+  handle.set_driver_state("garbage");
+  EXPECT_TRUE(absl::IsInvalidArgument(driver_->RecoverTask(handle).status()));
+}
+
+TEST_F(ExecDriverTest, ExecRunsInTheTasksNamespacesCgroupAndIdentity) {
+  dv1::TaskConfig task = Task("exec", {"sleep", "1000"});
+  task.set_user("nobody");
+  (*task.mutable_env())["GREETING"] = "hello";
+  ASSERT_TRUE(Start(task).ok());
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("exec");
+  ASSERT_TRUE(status.ok());
+  const std::string init_pid = status->driver_attributes().at("pid");
+  char task_pid_ns[64] = {};
+  ASSERT_GT(readlink(absl::StrCat("/proc/", init_pid, "/ns/pid").c_str(),
+                     task_pid_ns, sizeof(task_pid_ns) - 1),
+            0);
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver_->ExecTask(
+      "exec",
+      {"sh", "-c",
+       "readlink /proc/self/ns/pid; id -u; echo $GREETING; pwd; "
+       "cat /proc/self/cgroup; echo oops >&2; exit 5"},
+      absl::Seconds(10), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_THAT(exec->stdout(), HasSubstr(task_pid_ns));
+  EXPECT_THAT(exec->stdout(), HasSubstr("\n65534\nhello\n"));
+  EXPECT_THAT(exec->stdout(), HasSubstr(TaskDir("exec")));
+  EXPECT_THAT(exec->stdout(), HasSubstr(absl::StrCat(parent_, "/exec\n")));
+  EXPECT_EQ(exec->stderr(), "oops\n");
+  EXPECT_EQ(exec->result().exit_code(), 5);
+}
+
+TEST_F(ExecDriverTest, ExecOutputLargerThanAnyBufferArrivesWhole) {
+  ASSERT_TRUE(Start(Task("big", {"sleep", "1000"})).ok());
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec =
+      driver_->ExecTask("big",
+                        {"sh", "-c",
+                         "head -c 20000000 /dev/zero; head -c 3000000 "
+                         "/dev/zero >&2"},
+                        absl::Seconds(60), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(exec->stdout().size(), 20000000u);
+  EXPECT_EQ(exec->stderr().size(), 3000000u);
+}
+
+TEST_F(ExecDriverTest, ExecTimeoutAndCancelKillTheCommand) {
+  ASSERT_TRUE(Start(Task("cancel", {"sleep", "1000"})).ok());
+  absl::StatusOr<TaskCgroup> cgroup =
+      TaskCgroup::Open(mounts_, parent_, "cancel");
+  ASSERT_TRUE(
+      WaitFor([&] { return cgroup->Pids()->size() == 2; }, absl::Seconds(5)));
+  plugin::CancelToken never;
+  absl::StatusOr<dv1::ExecTaskResponse> timed_out = driver_->ExecTask(
+      "cancel", {"sleep", "999"}, absl::Milliseconds(300), never);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(timed_out.status()))
+      << timed_out.status();
+  // Only the init and the task's program remain.
+  EXPECT_TRUE(
+      WaitFor([&] { return cgroup->Pids()->size() == 2; }, absl::Seconds(5)));
+
+  plugin::CancelToken cancel;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    cancel.Cancel();
+  });
+  absl::StatusOr<dv1::ExecTaskResponse> cancelled = driver_->ExecTask(
+      "cancel", {"sleep", "999"}, absl::InfiniteDuration(), cancel);
+  canceller.join();
+  EXPECT_TRUE(absl::IsCancelled(cancelled.status())) << cancelled.status();
+  EXPECT_TRUE(
+      WaitFor([&] { return cgroup->Pids()->size() == 2; }, absl::Seconds(5)));
+}
+
+TEST_F(ExecDriverTest, ExecOfAMissingCommandNamesIt) {
+  ASSERT_TRUE(Start(Task("missing", {"sleep", "1000"})).ok());
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver_->ExecTask(
+      "missing", {"no-such-command"}, absl::Seconds(10), cancel);
+  EXPECT_TRUE(absl::IsInvalidArgument(exec.status())) << exec.status();
+  EXPECT_THAT(exec.status().message(), HasSubstr("no-such-command"));
+  EXPECT_THAT(exec.status().message(), HasSubstr("task missing"));
+}
+
+// Point 7 of the issue: each bad start is refused naming the field, and
+// leaves no process, cgroup, task directory or file descriptor behind.
+TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
+  const std::string not_executable = state_.Join("data.txt");
+  std::ofstream(not_executable) << "not a program";
+  const std::string not_a_netns = state_.Join("not-a-netns");
+  std::ofstream(not_a_netns) << "";
+  struct Case {
+    std::string name;
+    std::function<void(dv1::TaskConfig*)> mutate;
+    absl::StatusCode code;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"missing binary",
+       [](dv1::TaskConfig* t) {
+         (*t->mutable_driver_config()->mutable_fields())["command"]
+             .set_string_value("no-such-binary");
+       },
+       absl::StatusCode::kInvalidArgument, "driver_config.command"},
+      {"not executable",
+       [&](dv1::TaskConfig* t) {
+         (*t->mutable_driver_config()->mutable_fields())["command"]
+             .set_string_value(not_executable);
+       },
+       absl::StatusCode::kInvalidArgument, "driver_config.command"},
+      {"unknown user", [](dv1::TaskConfig* t) { t->set_user("no-such-user"); },
+       absl::StatusCode::kInvalidArgument, "user"},
+      {"unknown group",
+       [](dv1::TaskConfig* t) { t->set_group("no-such-group"); },
+       absl::StatusCode::kInvalidArgument, "group"},
+      {"work dir outside",
+       [](dv1::TaskConfig* t) {
+         (*t->mutable_driver_config()->mutable_fields())["work_dir"]
+             .set_string_value("../../etc");
+       },
+       absl::StatusCode::kInvalidArgument, "driver_config.work_dir"},
+      {"memory too small",
+       [](dv1::TaskConfig* t) {
+         t->mutable_resources()->set_memory_bytes(1 << 20);
+       },
+       absl::StatusCode::kInvalidArgument, "resources.memory_bytes"},
+      {"pids too few",
+       [](dv1::TaskConfig* t) { t->mutable_resources()->set_pids_limit(1); },
+       absl::StatusCode::kInvalidArgument, "resources.pids_limit"},
+      {"cpu quota the kernel refuses",
+       [](dv1::TaskConfig* t) {
+         t->mutable_resources()->set_cpu_millicores(1);
+       },
+       absl::StatusCode::kInvalidArgument, "resources.cpu_millicores"},
+      {"missing netns",
+       [](dv1::TaskConfig* t) {
+         t->mutable_network()->set_mode(dv1::NETWORK_ISOLATION_MODE_GROUP);
+         t->mutable_network()->set_namespace_path("/var/run/netns/no-such");
+       },
+       absl::StatusCode::kInvalidArgument, "network.namespace_path"},
+      // These two fail late, inside the started init: the rollback undoes
+      // a cgroup with a process in it.
+      {"netns that is not a namespace",
+       [&](dv1::TaskConfig* t) {
+         t->mutable_network()->set_mode(dv1::NETWORK_ISOLATION_MODE_GROUP);
+         t->mutable_network()->set_namespace_path(not_a_netns);
+       },
+       absl::StatusCode::kInvalidArgument, "network.namespace_path"},
+      {"program that cannot run as the user",
+       [&](dv1::TaskConfig* t) {
+         chmod(not_executable.c_str(), 0700);
+         (*t->mutable_driver_config()->mutable_fields())["command"]
+             .set_string_value("/bin/sh");
+         (*t->mutable_driver_config()->mutable_fields())["args"]
+             .mutable_list_value()
+             ->add_values()
+             ->set_string_value("-c");
+         t->set_user("nobody");
+         (*t->mutable_driver_config()->mutable_fields())["work_dir"]
+             .set_string_value(".");
+         // nobody cannot enter a root-only working directory.
+         t->set_task_dir(state_.Join("root-only"));
+         mkdir(state_.Join("root-only").c_str(), 0700);
+       },
+       absl::StatusCode::kInvalidArgument, "driver_config.work_dir"},
+  };
+  const std::set<pid_t> children_before = Children();
+  const int fds_before = OpenFdCount();
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string id = absl::StrCat("bad-", ++n);
+    dv1::TaskConfig task = Task(id, {"sleep", "1000"});
+    c.mutate(&task);
+    absl::StatusOr<dv1::StartTaskResponse> response = driver_->StartTask(task);
+    ASSERT_FALSE(response.ok()) << c.name;
+    EXPECT_EQ(response.status().code(), c.code)
+        << c.name << ": " << response.status();
+    EXPECT_THAT(response.status().message(), HasSubstr(c.field)) << c.name;
+    EXPECT_THAT(response.status().message(), HasSubstr(id)) << c.name;
+    // Nothing left: no cgroup, no directory, no process, no descriptor.
+    for (const std::string& dir : ParentDirs()) {
+      EXPECT_FALSE(PathExists(absl::StrCat(dir, "/", id)))
+          << c.name << ": cgroup " << dir << "/" << id;
+    }
+    const std::string task_dir =
+        task.task_dir().empty() ? TaskDir(id) : task.task_dir();
+    if (task.task_dir().empty()) {
+      EXPECT_FALSE(PathExists(task_dir)) << c.name << ": " << task_dir;
+    } else {
+      // A directory the node made stays, without what the driver put in it.
+      EXPECT_FALSE(PathExists(task_dir + "/logs")) << c.name;
+      EXPECT_FALSE(PathExists(task_dir + "/.berth")) << c.name;
+    }
+    EXPECT_EQ(Children(), children_before) << c.name << ": a process is left";
+    EXPECT_EQ(OpenFdCount(), fds_before) << c.name << ": a descriptor leaked";
+    EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask(id).status())) << c.name;
+  }
+}
+
+TEST_F(ExecDriverTest, FingerprintIsHealthyHereWithAttributes) {
+  const dv1::FingerprintResponse fingerprint = driver_->Probe();
+  EXPECT_EQ(fingerprint.health(), dv1::HEALTH_STATE_HEALTHY)
+      << fingerprint.health_description();
+  EXPECT_FALSE(fingerprint.attributes().at("kernel.version").empty());
+  EXPECT_NE(fingerprint.attributes().at("cgroup.layout"), "none");
+  EXPECT_EQ(fingerprint.attributes().at("namespaces"), "ipc,mnt,net,pid,uts");
+  EXPECT_EQ(fingerprint.attributes().at("cgroup.controllers"),
+            "cpu,memory,pids");
+}
+
+TEST_F(ExecDriverTest, FingerprintSaysWhyItCannotRunTasks) {
+  ShortTempDir empty;
+  ExecDriverOptions no_cgroups = options_;
+  no_cgroups.cgroup_root = empty.path();
+  ExecDriver without_cgroups(no_cgroups);
+  dv1::FingerprintResponse fingerprint = without_cgroups.Probe();
+  EXPECT_EQ(fingerprint.health(), dv1::HEALTH_STATE_UNDETECTED);
+  EXPECT_THAT(fingerprint.health_description(), HasSubstr(empty.path()));
+  absl::StatusOr<dv1::StartTaskResponse> refused =
+      without_cgroups.StartTask(Task("nocg", {"true"}));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_FALSE(PathExists(TaskDir("nocg")));
+
+  ExecDriverOptions no_init = options_;
+  no_init.init_path = empty.Join("berth-task-init");
+  fingerprint = ExecDriver(no_init).Probe();
+  EXPECT_EQ(fingerprint.health(), dv1::HEALTH_STATE_UNHEALTHY);
+  EXPECT_THAT(fingerprint.health_description(), HasSubstr("--init_path"));
+}
+
+TEST_F(ExecDriverTest, StatsInProcessMeasureTheCgroup) {
+  ASSERT_TRUE(Start(Shell("stats", "while :; do :; done")).ok());
+  absl::StatusOr<stats::v1::TaskResourceUsage> first =
+      driver_->TaskStats("stats");
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::SleepFor(absl::Milliseconds(300));
+  absl::StatusOr<stats::v1::TaskResourceUsage> second =
+      driver_->TaskStats("stats");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->task_id(), "stats");
+  EXPECT_GT(second->usage().cpu().percent(), 0) << second->DebugString();
+  EXPECT_GT(second->usage().memory().usage(), 0u) << second->DebugString();
+}
+
+// berth-stats as a separate process, on a socket in a temporary directory.
+class StatsService {
+ public:
+  explicit StatsService(const std::string& runtime_dir)
+      : runtime_dir_(runtime_dir) {}
+  ~StatsService() { Stop(); }
+  bool Start() {
+    const std::string binary = RunfilePath("services/stats/berth-stats");
+    std::vector<std::string> args = {binary, "--runtime_dir=" + runtime_dir_};
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, binary.c_str(), nullptr, nullptr, argv.data(),
+                    environ) != 0) {
+      return false;
+    }
+    return DialUnix(socket(), absl::Seconds(20)).ok();
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string socket() const { return runtime_dir_ + "/stats.sock"; }
+  grpc::StatusCode Lookup(const std::string& task_id) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(socket(), absl::Seconds(5));
+    if (!channel.ok()) return grpc::StatusCode::UNAVAILABLE;
+    auto stub = stats::v1::StatsService::NewStub(*channel);
+    grpc::ClientContext context;
+    stats::v1::GetTaskStatsRequest request;
+    request.set_task_id(task_id);
+    stats::v1::GetTaskStatsResponse response;
+    return stub->GetTaskStats(&context, request, &response).error_code();
+  }
+
+ private:
+  const std::string runtime_dir_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ExecDriverTest, StatsComeFromBerthStatsWhichKnowsTheDriversTasks) {
+  ShortTempDir runtime;
+  StatsService service(runtime.path());
+  ASSERT_TRUE(service.Start());
+  plugin::v1::NodeContext node;
+  node.set_stats_socket(service.socket());
+  ASSERT_TRUE(driver_->SetConfig(google::protobuf::Struct(), node).ok());
+  ASSERT_TRUE(Start(Task("measured", {"sleep", "1000"})).ok());
+  EXPECT_EQ(service.Lookup("measured"), grpc::StatusCode::OK);
+  absl::StatusOr<stats::v1::TaskResourceUsage> usage =
+      driver_->TaskStats("measured");
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->task_id(), "measured");
+
+  // berth-stats restarts and forgets; the driver registers the task again.
+  service.Stop();
+  ASSERT_TRUE(service.Start());
+  EXPECT_EQ(service.Lookup("measured"), grpc::StatusCode::NOT_FOUND);
+  usage = driver_->TaskStats("measured");
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(service.Lookup("measured"), grpc::StatusCode::OK);
+
+  ASSERT_TRUE(driver_->DestroyTask("measured", /*force=*/true).ok());
+  EXPECT_EQ(service.Lookup("measured"), grpc::StatusCode::NOT_FOUND);
+}
+
+// Point 3 of the issue: the only per-task process is the init, and it is
+// small. PSS counts its shared pages once across every process mapping them.
+TEST_F(ExecDriverTest, TheInitCostsLessThanOneMebibyte) {
+  ASSERT_TRUE(Start(Task("small", {"sleep", "1000"})).ok());
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("small");
+  ASSERT_TRUE(status.ok());
+  const std::string rollup = ReadFileOrEmpty(absl::StrCat(
+      "/proc/", status->driver_attributes().at("pid"), "/smaps_rollup"));
+  uint64_t rss_kb = 0, pss_kb = 0;
+  for (absl::string_view line : absl::StrSplit(rollup, '\n')) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (f.size() < 2) continue;
+    if (f[0] == "Rss:") (void)absl::SimpleAtoi(f[1], &rss_kb);
+    if (f[0] == "Pss:") (void)absl::SimpleAtoi(f[1], &pss_kb);
+  }
+  std::cout << "berth-task-init: Rss " << rss_kb << " kB, Pss " << pss_kb
+            << " kB\n";
+  ASSERT_GT(rss_kb, 0u) << rollup;
+  EXPECT_LT(pss_kb, 1024u);
+}
+
+}  // namespace
+}  // namespace berth::exec_driver

@@ -1,0 +1,184 @@
+#include "services/driver/exec/task_spec.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/common/test_util.h"
+
+namespace berth::exec_driver {
+namespace {
+
+namespace dv1 = ::berth::driver::v1;
+using ::berth::testing::ShortTempDir;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+dv1::TaskConfig Config(const std::string& command) {
+  dv1::TaskConfig task;
+  task.set_id("t1");
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      command);
+  return task;
+}
+
+void SetField(dv1::TaskConfig* task, const std::string& name,
+              const std::string& value) {
+  (*task->mutable_driver_config()->mutable_fields())[name].set_string_value(
+      value);
+}
+
+TEST(TaskSpecTest, ResolvesTheProgramDirectoriesAndEnvironment) {
+  dv1::TaskConfig task = Config("sh");
+  task.set_name("web");
+  task.set_allocation_id("a1");
+  (*task.mutable_driver_config()->mutable_fields())["args"]
+      .mutable_list_value()
+      ->add_values()
+      ->set_string_value("-c");
+  (*task.mutable_env())["FOO"] = "bar";
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/var/lib/berth/exec");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path.substr(spec->path.size() - 3), "/sh");
+  EXPECT_EQ(spec->args, (std::vector<std::string>{"sh", "-c"}));
+  EXPECT_EQ(spec->task_dir, "/var/lib/berth/exec/tasks/t1");
+  EXPECT_EQ(spec->work_dir, spec->task_dir);
+  EXPECT_EQ(spec->hostname, "web");
+  EXPECT_EQ(spec->uid, 0u);
+  EXPECT_THAT(spec->env, Contains("FOO=bar"));
+  EXPECT_THAT(spec->env, Contains(absl::StrCat("PATH=", kDefaultPath)));
+  EXPECT_THAT(spec->env, Contains("BERTH_TASK_ID=t1"));
+  EXPECT_THAT(spec->env, Contains("BERTH_ALLOC_ID=a1"));
+  EXPECT_THAT(spec->env,
+              Contains("BERTH_TASK_DIR=/var/lib/berth/exec/tasks/t1"));
+  EXPECT_EQ(spec->log_max_bytes, kDefaultLogFileBytes);
+  EXPECT_TRUE(spec->netns_path.empty());
+}
+
+TEST(TaskSpecTest, TheTasksPathIsSearchedAndAPathWithASlashTakenAsIs) {
+  ShortTempDir dir;
+  const std::string program = dir.Join("tool");
+  std::ofstream(program) << "#!/bin/sh\n";
+  chmod(program.c_str(), 0755);
+  dv1::TaskConfig task = Config("tool");
+  (*task.mutable_env())["PATH"] = dir.path();
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, program);
+
+  task = Config("./tool");
+  task.set_task_dir(dir.path());
+  spec = ResolveTaskSpec(task, "/s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, dir.path() + "/./tool");
+
+  task = Config("tool");  // not on the default PATH
+  spec = ResolveTaskSpec(task, "/s");
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("task t1: driver_config.command: \"tool\" is not on "
+                        "the task's PATH"));
+
+  chmod(program.c_str(), 0644);
+  task = Config(program);
+  spec = ResolveTaskSpec(task, "/s");
+  EXPECT_THAT(spec.status().message(), HasSubstr("is not executable"));
+  task = Config(dir.path());
+  spec = ResolveTaskSpec(task, "/s");
+  EXPECT_THAT(spec.status().message(), HasSubstr("is not a regular file"));
+}
+
+TEST(TaskSpecTest, TheWorkingDirectoryStaysInsideTheTaskDirectory) {
+  dv1::TaskConfig task = Config("/bin/true");
+  task.set_task_dir("/srv/tasks/t1/");
+  SetField(&task, "work_dir", "app/../data");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->task_dir, "/srv/tasks/t1");
+  EXPECT_EQ(spec->work_dir, "/srv/tasks/t1/data");
+
+  SetField(&task, "work_dir", "/srv/tasks/t1/www");
+  EXPECT_EQ(ResolveTaskSpec(task, "")->work_dir, "/srv/tasks/t1/www");
+
+  for (const char* outside : {"../t2", "/etc", "/srv/tasks/t10", "../../.."}) {
+    SetField(&task, "work_dir", outside);
+    spec = ResolveTaskSpec(task, "");
+    EXPECT_TRUE(absl::IsInvalidArgument(spec.status())) << outside;
+    EXPECT_THAT(spec.status().message(), HasSubstr("driver_config.work_dir"))
+        << outside;
+  }
+  task.set_task_dir("relative/dir");
+  EXPECT_THAT(ResolveTaskSpec(task, "").status().message(),
+              HasSubstr("task_dir"));
+  task.clear_task_dir();
+  EXPECT_TRUE(absl::IsFailedPrecondition(ResolveTaskSpec(task, "").status()));
+}
+
+TEST(TaskSpecTest, UsersAndGroupsAreLookedUp) {
+  dv1::TaskConfig task = Config("/bin/true");
+  task.set_user("nobody");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->uid, 65534u);
+  EXPECT_EQ(spec->gid, 65534u);
+  task.set_user("4242");  // no passwd entry: group 0, as docker
+  spec = ResolveTaskSpec(task, "/s");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->uid, 4242u);
+  EXPECT_EQ(spec->gid, 0u);
+  task.set_group("nogroup");
+  EXPECT_EQ(ResolveTaskSpec(task, "/s")->gid, 65534u);
+  task.set_group("no-such-group");
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("group: no group named \"no-such-group\""));
+  task.clear_group();
+  task.set_user("no-such-user");
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("user: no user named \"no-such-user\""));
+}
+
+TEST(TaskSpecTest, IdsLimitsAndNetworksAreChecked) {
+  for (const char* id : {"", ".hidden", "a/b", "a b", "..",
+                         "x234567890123456789012345678901234567890123456789012"
+                         "345678901234567890123456789012345678901234567890123"
+                         "45678901234567890123456789"}) {
+    dv1::TaskConfig task = Config("/bin/true");
+    task.set_id(id);
+    EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+                HasSubstr("task.id"))
+        << id;
+  }
+  dv1::TaskConfig task = Config("/bin/true");
+  task.mutable_resources()->set_memory_bytes(kMinMemoryBytes - 1);
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("resources.memory_bytes"));
+  task.mutable_resources()->set_memory_bytes(kMinMemoryBytes);
+  EXPECT_TRUE(ResolveTaskSpec(task, "/s").ok());
+  task.mutable_resources()->set_pids_limit(1);
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("resources.pids_limit"));
+  task.mutable_resources()->clear_pids_limit();
+
+  task.mutable_network()->set_mode(dv1::NETWORK_ISOLATION_MODE_GROUP);
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("network.namespace_path is required"));
+  task.mutable_network()->set_namespace_path("/proc/self/ns/net");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->netns_path, "/proc/self/ns/net");
+  task.mutable_network()->set_mode(dv1::NETWORK_ISOLATION_MODE_TASK);
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("network.mode"));
+
+  task = Config("/bin/true");
+  (*task.mutable_env())["A=B"] = "x";
+  EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
+              HasSubstr("env: \"A=B\""));
+}
+
+}  // namespace
+}  // namespace berth::exec_driver
