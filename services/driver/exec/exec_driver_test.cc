@@ -7,10 +7,12 @@
 #include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -214,6 +216,49 @@ TEST_F(ExecDriverTest, TaskRunsInItsOwnNamespacesCgroupAndDirectory) {
   EXPECT_THAT(out, HasSubstr("id=ns\n"));
   EXPECT_THAT(out, HasSubstr(absl::StrCat(parent_, "/ns\n")));
   EXPECT_EQ(ReadFileOrEmpty(TaskDir("ns") + "/logs/stderr.log"), "err\n");
+}
+
+TEST_F(ExecDriverTest, TaskJoinsTheNetworkNamespaceItIsGiven) {
+  // A network namespace of our own, held by a child that waits.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(1);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  const std::string ns = absl::StrCat("/proc/", holder, "/ns/net");
+  char expected[64] = {};
+  ASSERT_GT(readlink(ns.c_str(), expected, sizeof(expected) - 1), 0);
+
+  dv1::TaskConfig task =
+      Shell("netns", "readlink /proc/self/ns/net; cat /proc/net/dev");
+  task.mutable_network()->set_mode(dv1::NETWORK_ISOLATION_MODE_GROUP);
+  task.mutable_network()->set_namespace_path(ns);
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("netns").exit_code(), 0);
+  const std::string out = Stdout("netns");
+  EXPECT_THAT(out, HasSubstr(expected));
+  // The namespace has only loopback (the task's /proc is its own).
+  EXPECT_THAT(out, HasSubstr("lo:"));
+  // One ":" in "net:[...]", one per interface.
+  EXPECT_EQ(std::count(out.begin(), out.end(), ':'), 2) << out;
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+
+  // Without a namespace the task stays in the host's.
+  ASSERT_TRUE(Start(Shell("hostnet", "readlink /proc/self/ns/net")).ok());
+  EXPECT_EQ(Wait("hostnet").exit_code(), 0);
+  char own[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/net", own, sizeof(own) - 1), 0);
+  EXPECT_EQ(Stdout("hostnet"), absl::StrCat(own, "\n"));
 }
 
 TEST_F(ExecDriverTest, TaskRunsAsItsUserAndGroup) {
