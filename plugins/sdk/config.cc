@@ -134,4 +134,14 @@ absl::StatusOr<absl::Duration> ParseConfigDuration(absl::string_view text) {
   return duration;
 }
 
+void AddConfigField(v1::ConfigSchema* schema, absl::string_view name,
+                    v1::ConfigFieldType type, bool required,
+                    absl::string_view description) {
+  v1::ConfigField* field = schema->add_fields();
+  field->set_name(std::string(name));
+  field->set_type(type);
+  field->set_required(required);
+  field->set_description(std::string(description));
+}
+
 }  // namespace berth::plugin

@@ -28,6 +28,12 @@ absl::Status ValidateConfig(const google::protobuf::Struct& config,
                             const v1::ConfigSchema& schema,
                             absl::string_view where);
 
+// Appends a field to `schema`: the one-liner a driver's TaskConfigSchema()
+// is made of.
+void AddConfigField(v1::ConfigSchema* schema, absl::string_view name,
+                    v1::ConfigFieldType type, bool required,
+                    absl::string_view description);
+
 // A duration as configurations write it: "1.5s", "300ms", "2m", "1h30m"
 // (absl::ParseDuration; google.protobuf.Duration's JSON form "1.5s" is one of
 // them). Negative durations and "inf" are refused.

@@ -86,5 +86,19 @@ TEST(ParseConfigDurationTest, ParsesAndRefuses) {
   EXPECT_FALSE(ParseConfigDuration("2").ok());
 }
 
+TEST(AddConfigFieldTest, AppendsAFieldThatValidateConfigUses) {
+  v1::ConfigSchema schema;
+  AddConfigField(&schema, "command", v1::CONFIG_FIELD_TYPE_STRING, true,
+                 "The program.");
+  ASSERT_EQ(schema.fields_size(), 1);
+  EXPECT_EQ(schema.fields(0).name(), "command");
+  EXPECT_EQ(schema.fields(0).type(), v1::CONFIG_FIELD_TYPE_STRING);
+  EXPECT_TRUE(schema.fields(0).required());
+  EXPECT_EQ(schema.fields(0).description(), "The program.");
+  absl::Status status =
+      ValidateConfig(google::protobuf::Struct(), schema, "task.driver_config");
+  EXPECT_EQ(status.message(), "task.driver_config.command is required");
+}
+
 }  // namespace
 }  // namespace berth::plugin

@@ -69,6 +69,16 @@ std::vector<char*> InitPlugin(int argc, char** argv, absl::string_view usage,
   return InitService(argc, argv, usage, version);
 }
 
+std::string DefaultStateDirNextToSockets(absl::string_view name) {
+  const char* socket_dir = std::getenv(kSocketDirEnv);
+  if (socket_dir == nullptr || socket_dir[0] != '/') return "";
+  absl::string_view dir = socket_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  const size_t slash = dir.find_last_of('/');
+  const absl::string_view parent = slash == 0 ? "" : dir.substr(0, slash);
+  return absl::StrCat(parent, "/", name, "-state");
+}
+
 int Serve(Driver& driver, const ServeOptions& options) {
   const std::string binary = options.binary.empty()
                                  ? std::string(program_invocation_name)

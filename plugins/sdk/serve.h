@@ -27,6 +27,11 @@ namespace berth::plugin {
 std::vector<char*> InitPlugin(int argc, char** argv, absl::string_view usage,
                               absl::string_view version);
 
+// Where a plugin keeps its state before SetConfig names the node's state
+// directory: <parent of $BERTH_PLUGIN_SOCKET_DIR>/<name>-state, or "" when
+// that variable is missing or relative.
+std::string DefaultStateDirNextToSockets(absl::string_view name);
+
 struct ServeOptions {
   // The grace period of a shutdown by signal, or by a Shutdown call that
   // gives none.

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/proto_time.h"
+#include "plugins/sdk/serve.h"
 #include "plugins/sdk/testing.h"
 
 namespace berth::plugin {
@@ -62,6 +63,17 @@ class ServeTest : public ::testing::Test {
 
   ShortTempDir dir_;
 };
+
+TEST(DefaultStateDirTest, IsNextToTheSocketDirectory) {
+  setenv(kSocketDirEnv, "/run/berth/plugins/", 1);
+  EXPECT_EQ(DefaultStateDirNextToSockets("exec"), "/run/berth/exec-state");
+  setenv(kSocketDirEnv, "/plugins", 1);
+  EXPECT_EQ(DefaultStateDirNextToSockets("exec"), "/exec-state");
+  setenv(kSocketDirEnv, "relative", 1);
+  EXPECT_EQ(DefaultStateDirNextToSockets("exec"), "");
+  unsetenv(kSocketDirEnv);
+  EXPECT_EQ(DefaultStateDirNextToSockets("exec"), "");
+}
 
 TEST_F(ServeTest, RefusesToRunWithoutTheMagicCookie) {
   std::unique_ptr<PluginProcess> plugin = Launch(/*with_cookie=*/false);

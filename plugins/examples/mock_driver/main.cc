@@ -28,15 +28,6 @@ constexpr char kUsage[] =
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR]";
 
 // <parent of the socket directory>/mock-state; empty without one.
-std::string DefaultStateDir() {
-  const char* socket_dir = std::getenv(berth::plugin::kSocketDirEnv);
-  if (socket_dir == nullptr || socket_dir[0] != '/') return "";
-  absl::string_view dir = socket_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
-  const size_t slash = dir.find_last_of('/');
-  const absl::string_view parent = slash == 0 ? "" : dir.substr(0, slash);
-  return absl::StrCat(parent, "/mock-state");
-}
 
 }  // namespace
 
@@ -50,7 +41,8 @@ int main(int argc, char** argv) {
   berth::mock::MockDriverOptions options;
   options.default_state_dir = absl::GetFlag(FLAGS_state_dir);
   if (options.default_state_dir.empty()) {
-    options.default_state_dir = DefaultStateDir();
+    options.default_state_dir =
+        berth::plugin::DefaultStateDirNextToSockets("mock");
   }
   berth::mock::MockDriver driver(options);
   return berth::plugin::Serve(driver);

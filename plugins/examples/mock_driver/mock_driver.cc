@@ -470,24 +470,21 @@ plugin::DriverInfo MockDriver::Info() const {
 
 plugin::v1::ConfigSchema MockDriver::TaskConfigSchema() const {
   plugin::v1::ConfigSchema schema;
-  auto add = [&](const char* name, plugin::v1::ConfigFieldType type,
-                 bool required, const char* description) {
-    plugin::v1::ConfigField* field = schema.add_fields();
-    field->set_name(name);
-    field->set_type(type);
-    field->set_required(required);
-    field->set_description(description);
-  };
-  add("command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
-      "The program to run, looked up on the task's PATH.");
-  add("args", plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
-      "Its arguments.");
-  add("exit_code", plugin::v1::CONFIG_FIELD_TYPE_INTEGER, false,
+  plugin::AddConfigField(&schema, "command",
+                         plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
+                         "The program to run, looked up on the task's PATH.");
+  plugin::AddConfigField(&schema, "args",
+                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
+                         "Its arguments.");
+  plugin::AddConfigField(
+      &schema, "exit_code", plugin::v1::CONFIG_FIELD_TYPE_INTEGER, false,
       "Report this exit code (0-255) instead of the process's.");
-  add("run_for", plugin::v1::CONFIG_FIELD_TYPE_DURATION, false,
+  plugin::AddConfigField(
+      &schema, "run_for", plugin::v1::CONFIG_FIELD_TYPE_DURATION, false,
       "Kill the process after this long; it then counts as exited with "
       "exit_code (default 0).");
-  add("fake_stats", plugin::v1::CONFIG_FIELD_TYPE_ANY, false,
+  plugin::AddConfigField(
+      &schema, "fake_stats", plugin::v1::CONFIG_FIELD_TYPE_ANY, false,
       "{\"cpu_percent\": x, \"rss_bytes\": n}: report these instead of "
       "measured stats.");
   return schema;

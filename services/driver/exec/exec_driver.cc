@@ -28,6 +28,7 @@
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
 #include "plugins/host/process_util.h"
+#include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
 #include "services/common/dial.h"
@@ -209,19 +210,14 @@ plugin::DriverInfo ExecDriver::Info() const {
 
 plugin::v1::ConfigSchema ExecDriver::TaskConfigSchema() const {
   plugin::v1::ConfigSchema schema;
-  auto add = [&](const char* name, plugin::v1::ConfigFieldType type,
-                 bool required, const char* description) {
-    plugin::v1::ConfigField* field = schema.add_fields();
-    field->set_name(name);
-    field->set_type(type);
-    field->set_required(required);
-    field->set_description(description);
-  };
-  add("command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
+  plugin::AddConfigField(
+      &schema, "command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
       "The program: a path, or a name looked up on the task's PATH.");
-  add("args", plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
-      "Its arguments.");
-  add("work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
+  plugin::AddConfigField(&schema, "args",
+                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
+                         "Its arguments.");
+  plugin::AddConfigField(
+      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
       "Working directory, inside the task directory (relative to it, or "
       "absolute below it); made if missing. Default: the task directory.");
   return schema;

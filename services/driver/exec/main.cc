@@ -67,16 +67,6 @@ std::string DefaultInitPath(const char* argv0) {
   return candidates[0];
 }
 
-std::string DefaultStateDir() {
-  const char* socket_dir = std::getenv(berth::plugin::kSocketDirEnv);
-  if (socket_dir == nullptr || socket_dir[0] != '/') return "";
-  absl::string_view dir = socket_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
-  const size_t slash = dir.find_last_of('/');
-  const absl::string_view parent = slash == 0 ? "" : dir.substr(0, slash);
-  return absl::StrCat(parent, "/exec-state");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,7 +82,8 @@ int main(int argc, char** argv) {
   options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
   options.cgroup_parent = absl::GetFlag(FLAGS_cgroup_parent);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (options.state_dir.empty()) options.state_dir = DefaultStateDir();
+  if (options.state_dir.empty())
+    options.state_dir = berth::plugin::DefaultStateDirNextToSockets("exec");
   options.stats_socket = absl::GetFlag(FLAGS_stats_socket);
   berth::exec_driver::ExecDriver driver(options);
   return berth::plugin::Serve(driver);
