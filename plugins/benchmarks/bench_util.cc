@@ -114,10 +114,10 @@ std::string RunfilePath(absl::string_view workspace_path) {
                       workspace_path);
 }
 
-TempDir::TempDir() {
-  char name[] = "/tmp/berth-bench-XXXXXX";
-  PCHECK(mkdtemp(name) != nullptr) << "cannot make a directory " << name;
-  path_ = name;
+TempDir::TempDir(absl::string_view parent) {
+  std::string name = absl::StrCat(parent, "/berth-bench-XXXXXX");
+  PCHECK(mkdtemp(name.data()) != nullptr) << "cannot make a directory " << name;
+  path_ = std::move(name);
 }
 
 TempDir::~TempDir() {

@@ -29,9 +29,11 @@ std::string RunfilePath(absl::string_view workspace_path);
 
 // A directory with a short path ("/tmp/berth-bench-XXXXXX": a Unix socket
 // path has at most 107 bytes), removed with its content when the object goes.
+// `parent` replaces /tmp (tools/bench's programs make theirs in the directory
+// of the script that runs them, which removes it even after a SIGKILL).
 class TempDir {
  public:
-  TempDir();
+  explicit TempDir(absl::string_view parent = "/tmp");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

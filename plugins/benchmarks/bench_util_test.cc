@@ -171,5 +171,17 @@ TEST(TempDirTest, ShortAndRemoved) {
   EXPECT_NE(access(path.c_str(), F_OK), 0);
 }
 
+TEST(TempDirTest, InAParent) {
+  TempDir parent;
+  std::string path;
+  {
+    TempDir dir(parent.path());
+    path = dir.path();
+    EXPECT_EQ(path.rfind(parent.path() + "/berth-bench-", 0), 0) << path;
+    EXPECT_EQ(access(path.c_str(), F_OK), 0);
+  }
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace berth::plugin::benchmarks

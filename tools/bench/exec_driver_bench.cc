@@ -1,0 +1,645 @@
+// exec_driver_bench: how fast a driver plugin starts a task, execs into one
+// and streams through an exec'd `cat`, as berth-node sees it. Any driver that
+// accepts the conventional task config ({"command": ..., "args": [...]}, see
+// plugins/conformance/CONVENTIONS.md) can be measured:
+//
+//   exec_driver_bench --driver=PATH [--figures=start,exec,stream]
+//                     [--repetitions=20] [--warmup=2]
+//                     [--stream_repetitions=3] [--stream_bytes=1073741824]
+//                     [--tag_env=KEY=VALUE] [--task_prefix=bench]
+//                     [--tmp_dir=/tmp]
+//
+// The driver is launched once, as berth-node launches it
+// (host::PluginProcess::Launch), and configured with SetConfig (a NodeContext
+// whose state directory is in this program's temporary directory); then:
+//
+//   driver_start   StartTask of `/bin/true` until the call returns (the task
+//                  is running, or already done). WaitTask (exit 0 expected)
+//                  and DestroyTask follow, outside the timed region.
+//   driver_exec    ExecTask(`/bin/true`) into a running `sleep 3600` task,
+//                  until the response (exit 0 expected) is back.
+//   driver_stream  ExecTaskStreaming of `cat` in that task: --stream_bytes of
+//                  stdin sent in 32 KiB frames while stdout is read, from the
+//                  opening of the call to its end; every byte back is counted
+//                  and checked against what was sent. MB/s of stdin (10^6
+//                  bytes per second; as many bytes come back).
+//
+// Every task has a fresh TaskConfig.task_dir under the temporary directory and
+// an id unique per iteration. Each figure prints a "sample" line per timed
+// repetition and a "median" line at the end (tools/bench/figures.h). Any
+// error ends the program with exit code 1 and a line on stderr naming what
+// failed, after removing its tasks and stopping the driver; so do SIGINT and
+// SIGTERM. A driver that does not exit 0 when stopped at the end (Shutdown,
+// then up to 2 s) gets a WARNING line on stderr, not a failure. Nothing is left
+// behind: tasks are destroyed, the driver stopped, the temporary directory
+// (--tmp_dir/berth-bench-XXXXXX) removed.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/driver/v1/driver.pb.h"
+#include "berth/plugin/v1/plugin.pb.h"
+#include "glog/logging.h"
+#include "google/protobuf/struct.pb.h"
+#include "plugins/benchmarks/bench_util.h"
+#include "plugins/host/driver_client.h"
+#include "plugins/host/plugin_process.h"
+#include "tools/bench/figures.h"
+
+ABSL_FLAG(std::string, driver, "",
+          "Path of the driver plugin binary to measure (required).");
+ABSL_FLAG(std::vector<std::string>, figures,
+          std::vector<std::string>({"start", "exec", "stream"}),
+          "Which figures to measure, in this order: start, exec, stream.");
+ABSL_FLAG(int, repetitions, 20, "Timed StartTask and ExecTask calls, each.");
+ABSL_FLAG(int, warmup, 2,
+          "Untimed StartTask and ExecTask calls before the timed ones, and "
+          "an untimed ExecTaskStreaming of at most 16 MiB before the timed "
+          "ones when above 0.");
+ABSL_FLAG(int, stream_repetitions, 3, "Timed ExecTaskStreaming calls.");
+ABSL_FLAG(int64_t, stream_bytes, int64_t{1} << 30,
+          "Bytes of stdin sent through `cat` in each ExecTaskStreaming call.");
+ABSL_FLAG(std::vector<std::string>, tag_env, {},
+          "KEY=VALUE pairs put in the environment of the driver and of every "
+          "task, so that a script can find anything a killed run left.");
+ABSL_FLAG(std::string, task_prefix, "bench",
+          "Task ids are PREFIX-KIND-PID-N (e.g. bench-start-1234-7), so that "
+          "a script can find what a driver made for them (cgroups).");
+ABSL_FLAG(std::string, tmp_dir, "/tmp",
+          "Where to make the temporary directory (berth-bench-XXXXXX): the "
+          "driver's socket and state, the task directories.");
+ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(30),
+          "Deadline of each unary call.");
+ABSL_FLAG(absl::Duration, stream_timeout, absl::Minutes(10),
+          "Deadline of each ExecTaskStreaming call.");
+
+namespace berth::bench {
+namespace {
+
+namespace driver = ::berth::driver::v1;
+namespace host = ::berth::plugin::host;
+using ::berth::plugin::benchmarks::TempDir;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kFrameBytes = 32 * 1024;  // the protocol's largest frame
+constexpr char kSleeperSeconds[] = "3600";
+
+double Milliseconds(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+// Cancels every call in flight when SIGINT or SIGTERM arrives; calls made
+// for the clean-up afterwards do not use it.
+host::CallCanceller* interrupt_canceller = nullptr;
+std::atomic<int> interrupted_by{0};
+
+void WatchSignals(sigset_t signals) {
+  std::thread([signals] {
+    int signal = 0;
+    if (sigwait(&signals, &signal) != 0) return;
+    interrupted_by = signal;
+    interrupt_canceller->Cancel();
+  }).detach();
+}
+
+absl::Status Annotate(const absl::Status& status, absl::string_view what) {
+  if (interrupted_by != 0) {
+    return absl::CancelledError(
+        absl::StrCat(what, ": interrupted by signal ", interrupted_by.load(),
+                     " (", strsignal(interrupted_by.load()), ")"));
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message()));
+}
+
+std::string DescribeExit(const driver::ExitResult& exit) {
+  return absl::StrCat("exit_code ", exit.exit_code(), ", signal ",
+                      exit.signal(), exit.oom_killed() ? ", OOM-killed" : "");
+}
+
+bool ExitedZero(const driver::ExitResult& exit) {
+  return exit.exit_code() == 0 && exit.signal() == 0 && !exit.oom_killed();
+}
+
+class Bench {
+ public:
+  Bench(std::shared_ptr<host::DriverClient> client, const TempDir& dir,
+        std::vector<std::pair<std::string, std::string>> tags)
+      : client_(std::move(client)), dir_(dir), tags_(std::move(tags)) {}
+
+  // Destroys the sleeper, if started.
+  ~Bench() { RemoveSleeper(); }
+
+  absl::Status MeasureStart(int warmup, int repetitions, Figure& figure);
+  absl::Status MeasureExec(int warmup, int repetitions, Figure& figure);
+  absl::Status MeasureStream(int warmup, int repetitions, uint64_t bytes,
+                             Figure& figure);
+
+ private:
+  host::CallOptions Rpc(absl::Duration timeout) const {
+    host::CallOptions options;
+    options.deadline = absl::Now() + timeout;
+    options.canceller = interrupt_canceller;
+    return options;
+  }
+  // For the clean-up: not cancelled by a signal.
+  static host::CallOptions CleanupRpc() {
+    host::CallOptions options;
+    options.deadline = absl::Now() + absl::Seconds(30);
+    return options;
+  }
+
+  // A new task's config: a unique id, a fresh task directory, the tags.
+  absl::StatusOr<driver::TaskConfig> NewTask(
+      absl::string_view kind, const std::string& command,
+      const std::vector<std::string>& args);
+  // Stops (SIGKILL) and destroys a task; logs what fails.
+  void Remove(const std::string& task_id);
+  // The `sleep 3600` task ExecTask and ExecTaskStreaming run in.
+  absl::StatusOr<std::string> Sleeper();
+  void RemoveSleeper();
+
+  absl::Status StartOnce(bool timed, Figure& figure);
+  absl::StatusOr<double> StreamOnce(const std::string& task_id, uint64_t bytes);
+
+  const std::shared_ptr<host::DriverClient> client_;
+  const TempDir& dir_;
+  const std::vector<std::pair<std::string, std::string>> tags_;
+  const StreamPattern pattern_;
+  int tasks_made_ = 0;
+  std::optional<std::string> sleeper_;
+};
+
+absl::StatusOr<driver::TaskConfig> Bench::NewTask(
+    absl::string_view kind, const std::string& command,
+    const std::vector<std::string>& args) {
+  driver::TaskConfig task;
+  task.set_id(absl::StrCat(absl::GetFlag(FLAGS_task_prefix), "-", kind, "-",
+                           getpid(), "-", ++tasks_made_));
+  task.set_name(task.id());
+  const std::string task_dir = dir_.Join(absl::StrCat("tasks/", task.id()));
+  if (mkdir(task_dir.c_str(), 0755) != 0) {
+    return absl::InternalError(absl::StrCat("cannot make the task directory ",
+                                            task_dir, ": ", strerror(errno)));
+  }
+  task.set_task_dir(task_dir);
+  auto& fields = *task.mutable_driver_config()->mutable_fields();
+  fields["command"].set_string_value(command);
+  google::protobuf::ListValue* list = fields["args"].mutable_list_value();
+  for (const std::string& arg : args) list->add_values()->set_string_value(arg);
+  for (const auto& [key, value] : tags_) (*task.mutable_env())[key] = value;
+  return task;
+}
+
+void Bench::Remove(const std::string& task_id) {
+  driver::StopTaskRequest stop;
+  stop.set_task_id(task_id);
+  stop.set_signal("SIGKILL");
+  stop.mutable_timeout()->set_seconds(1);
+  absl::Status stopped = client_->StopTask(stop, CleanupRpc()).status();
+  LOG_IF(ERROR, !stopped.ok() && !absl::IsNotFound(stopped))
+      << "StopTask of task " << task_id << ": " << stopped;
+  driver::DestroyTaskRequest destroy;
+  destroy.set_task_id(task_id);
+  destroy.set_force(true);
+  absl::Status destroyed = client_->DestroyTask(destroy, CleanupRpc()).status();
+  LOG_IF(ERROR, !destroyed.ok() && !absl::IsNotFound(destroyed))
+      << "DestroyTask of task " << task_id << ": " << destroyed;
+}
+
+absl::StatusOr<std::string> Bench::Sleeper() {
+  if (sleeper_.has_value()) return *sleeper_;
+  absl::StatusOr<driver::TaskConfig> task =
+      NewTask("sleeper", "sleep", {kSleeperSeconds});
+  if (!task.ok()) return task.status();
+  driver::StartTaskRequest request;
+  *request.mutable_task() = *task;
+  absl::Status started =
+      client_->StartTask(request, Rpc(absl::GetFlag(FLAGS_call_timeout)))
+          .status();
+  if (!started.ok()) {
+    Remove(task->id());
+    return Annotate(started, absl::StrCat("StartTask of task ", task->id(),
+                                          " (sleep ", kSleeperSeconds, ")"));
+  }
+  sleeper_ = task->id();
+  return *sleeper_;
+}
+
+void Bench::RemoveSleeper() {
+  if (!sleeper_.has_value()) return;
+  Remove(*sleeper_);
+  sleeper_.reset();
+}
+
+absl::Status Bench::StartOnce(bool timed, Figure& figure) {
+  absl::StatusOr<driver::TaskConfig> task = NewTask("start", "/bin/true", {});
+  if (!task.ok()) return task.status();
+  const std::string what = absl::StrCat("task ", task->id(), " (/bin/true)");
+  driver::StartTaskRequest request;
+  *request.mutable_task() = *task;
+  const host::CallOptions options = Rpc(absl::GetFlag(FLAGS_call_timeout));
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<driver::StartTaskResponse> started =
+      client_->StartTask(request, options);
+  const Clock::time_point end = Clock::now();
+  if (!started.ok()) {
+    Remove(task->id());
+    return Annotate(started.status(), absl::StrCat("StartTask of ", what));
+  }
+  driver::WaitTaskRequest wait;
+  wait.set_task_id(task->id());
+  absl::StatusOr<driver::WaitTaskResponse> waited =
+      client_->WaitTask(wait, Rpc(absl::GetFlag(FLAGS_call_timeout)));
+  if (!waited.ok()) {
+    Remove(task->id());
+    return Annotate(waited.status(), absl::StrCat("WaitTask of ", what));
+  }
+  if (!ExitedZero(waited->result())) {
+    Remove(task->id());
+    return absl::InternalError(absl::StrCat("WaitTask of ", what, ": ",
+                                            DescribeExit(waited->result()),
+                                            "; expected exit_code 0"));
+  }
+  driver::DestroyTaskRequest destroy;
+  destroy.set_task_id(task->id());
+  absl::Status destroyed =
+      client_->DestroyTask(destroy, Rpc(absl::GetFlag(FLAGS_call_timeout)))
+          .status();
+  if (!destroyed.ok()) {
+    Remove(task->id());
+    return Annotate(destroyed, absl::StrCat("DestroyTask of ", what));
+  }
+  if (timed) figure.Add(Milliseconds(start, end));
+  return absl::OkStatus();
+}
+
+absl::Status Bench::MeasureStart(int warmup, int repetitions, Figure& figure) {
+  for (int i = 0; i < warmup + repetitions; ++i) {
+    if (absl::Status done = StartOnce(i >= warmup, figure); !done.ok()) {
+      return done;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bench::MeasureExec(int warmup, int repetitions, Figure& figure) {
+  absl::StatusOr<std::string> task_id = Sleeper();
+  if (!task_id.ok()) return task_id.status();
+  driver::ExecTaskRequest request;
+  request.set_task_id(*task_id);
+  request.add_command("/bin/true");
+  request.mutable_timeout()->set_seconds(
+      absl::ToInt64Seconds(absl::GetFlag(FLAGS_call_timeout)));
+  for (int i = 0; i < warmup + repetitions; ++i) {
+    const host::CallOptions options = Rpc(absl::GetFlag(FLAGS_call_timeout));
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<driver::ExecTaskResponse> response =
+        client_->ExecTask(request, options);
+    const Clock::time_point end = Clock::now();
+    const std::string what =
+        absl::StrCat("ExecTask(/bin/true) into task ", *task_id);
+    if (!response.ok()) return Annotate(response.status(), what);
+    if (!ExitedZero(response->result())) {
+      return absl::InternalError(
+          absl::StrCat(what, ": ", DescribeExit(response->result()),
+                       "; expected exit_code 0 (stderr: \"",
+                       response->stderr().substr(0, 200), "\")"));
+    }
+    if (i >= warmup) figure.Add(Milliseconds(start, end));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Bench::StreamOnce(const std::string& task_id,
+                                         uint64_t bytes) {
+  const std::string what =
+      absl::StrCat("ExecTaskStreaming of `cat` in task ", task_id, " with ",
+                   FormatBytes(bytes), " of stdin");
+  const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_stream_timeout);
+  host::CallOptions options;
+  options.deadline = deadline;
+  options.canceller = interrupt_canceller;
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<std::unique_ptr<host::ExecStream>> stream =
+      client_->ExecTaskStreaming(options);
+  if (!stream.ok()) return Annotate(stream.status(), what);
+  driver::ExecTaskStreamingRequest setup;
+  setup.mutable_setup()->set_task_id(task_id);
+  setup.mutable_setup()->add_command("cat");
+  if (absl::Status written = (*stream)->Write(setup); !written.ok()) {
+    return Annotate(written, absl::StrCat(what, ": sending the setup"));
+  }
+
+  // One thread sends stdin while this one reads stdout, so that neither
+  // side's flow control stops the other.
+  uint64_t sent = 0;
+  absl::Status send_status;
+  std::thread sender([&] {
+    driver::ExecTaskStreamingRequest request;
+    while (sent < bytes) {
+      const size_t size =
+          static_cast<size_t>(std::min<uint64_t>(kFrameBytes, bytes - sent));
+      std::string* frame = request.mutable_stdin();
+      frame->resize(size);
+      pattern_.Fill(sent, frame->data(), size);
+      send_status = (*stream)->Write(request);
+      if (!send_status.ok()) return;
+      sent += size;
+    }
+    driver::ExecTaskStreamingRequest close;
+    close.mutable_stdin_close();
+    send_status = (*stream)->Write(close);
+    if (send_status.ok()) send_status = (*stream)->WritesDone();
+  });
+
+  uint64_t received = 0;
+  bool corrupt = false;
+  std::string stderr_head;
+  std::optional<driver::ExitResult> exit;
+  absl::Status read_status;
+  while (true) {
+    absl::StatusOr<std::optional<driver::ExecTaskStreamingResponse>> response =
+        (*stream)->Read(deadline);
+    if (!response.ok()) {
+      read_status = response.status();
+      break;
+    }
+    if (!response->has_value()) break;
+    const driver::ExecTaskStreamingResponse& frame = **response;
+    switch (frame.frame_case()) {
+      case driver::ExecTaskStreamingResponse::kStdout:
+        if (!corrupt && !pattern_.Matches(received, frame.stdout())) {
+          corrupt = true;
+          LOG(ERROR) << what << ": stdout differs from stdin in the "
+                     << frame.stdout().size() << " bytes at offset "
+                     << received;
+        }
+        received += frame.stdout().size();
+        break;
+      case driver::ExecTaskStreamingResponse::kStderr:
+        if (stderr_head.size() < 200) stderr_head += frame.stderr();
+        break;
+      case driver::ExecTaskStreamingResponse::kExit:
+        exit = frame.exit();
+        break;
+      default:
+        break;
+    }
+  }
+  if (!read_status.ok()) (*stream)->Cancel();  // unblocks the sender
+  sender.join();
+  const Clock::time_point end = Clock::now();
+
+  if (!read_status.ok()) {
+    return Annotate(read_status,
+                    absl::StrCat(what, ": reading stdout after ", received,
+                                 " bytes (", sent, " sent)"));
+  }
+  if (!send_status.ok()) {
+    return Annotate(send_status, absl::StrCat(what, ": sending stdin after ",
+                                              sent, " bytes"));
+  }
+  std::vector<std::string> problems;
+  if (!exit.has_value()) {
+    problems.push_back("the call ended without an exit frame");
+  } else if (!ExitedZero(*exit)) {
+    problems.push_back(
+        absl::StrCat(DescribeExit(*exit), "; expected exit_code 0"));
+  }
+  if (received != bytes) {
+    problems.push_back(
+        absl::StrCat("stdout carried ", received, " bytes; expected ", bytes));
+  }
+  if (corrupt) problems.push_back("stdout differs from stdin");
+  if (!stderr_head.empty()) {
+    problems.push_back(absl::StrCat("stderr \"", stderr_head.substr(0, 200),
+                                    "\"; expected none"));
+  }
+  if (!problems.empty()) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": ", absl::StrJoin(problems, "; ")));
+  }
+  const double seconds = Milliseconds(start, end) / 1000;
+  return static_cast<double>(bytes) / seconds / 1e6;
+}
+
+absl::Status Bench::MeasureStream(int warmup, int repetitions, uint64_t bytes,
+                                  Figure& figure) {
+  absl::StatusOr<std::string> task_id = Sleeper();
+  if (!task_id.ok()) return task_id.status();
+  if (warmup > 0) {
+    absl::StatusOr<double> rate =
+        StreamOnce(*task_id, std::min<uint64_t>(bytes, uint64_t{16} << 20));
+    if (!rate.ok()) return rate.status();
+  }
+  for (int i = 0; i < repetitions; ++i) {
+    absl::StatusOr<double> rate = StreamOnce(*task_id, bytes);
+    if (!rate.ok()) return rate.status();
+    figure.Add(*rate);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseTags(
+    const std::vector<std::string>& flags) {
+  std::vector<std::pair<std::string, std::string>> tags;
+  for (const std::string& flag : flags) {
+    std::pair<std::string, std::string> tag =
+        absl::StrSplit(flag, absl::MaxSplits('=', 1));
+    if (tag.first.empty() || flag.find('=') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tag_env: \"", flag, "\" is not of the form KEY=VALUE"));
+    }
+    tags.push_back(std::move(tag));
+  }
+  return tags;
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "exec_driver_bench: FAILED: %s\n",
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+int Run(sigset_t signals) {
+  const std::string binary = absl::GetFlag(FLAGS_driver);
+  if (binary.empty()) {
+    std::fprintf(stderr, "exec_driver_bench: --driver=PATH is required\n");
+    return 2;
+  }
+  std::vector<std::string> figures = absl::GetFlag(FLAGS_figures);
+  for (const std::string& figure : figures) {
+    if (figure != "start" && figure != "exec" && figure != "stream") {
+      std::fprintf(stderr,
+                   "exec_driver_bench: --figures: unknown figure \"%s\" "
+                   "(start, exec, stream)\n",
+                   figure.c_str());
+      return 2;
+    }
+  }
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int repetitions = absl::GetFlag(FLAGS_repetitions);
+  const int stream_repetitions = absl::GetFlag(FLAGS_stream_repetitions);
+  const int64_t stream_bytes = absl::GetFlag(FLAGS_stream_bytes);
+  if (warmup < 0 || repetitions < 1 || stream_repetitions < 1 ||
+      stream_bytes < 1) {
+    std::fprintf(stderr,
+                 "exec_driver_bench: --warmup must be >= 0; --repetitions, "
+                 "--stream_repetitions and --stream_bytes >= 1\n");
+    return 2;
+  }
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> tags =
+      ParseTags(absl::GetFlag(FLAGS_tag_env));
+  if (!tags.ok()) {
+    std::fprintf(stderr, "exec_driver_bench: %s\n",
+                 std::string(tags.status().message()).c_str());
+    return 2;
+  }
+
+  host::CallCanceller canceller;
+  interrupt_canceller = &canceller;
+  WatchSignals(signals);
+
+  TempDir dir(absl::GetFlag(FLAGS_tmp_dir));
+  for (const char* sub : {"state", "tasks"}) {
+    const std::string path = dir.Join(sub);
+    if (mkdir(path.c_str(), 0755) != 0) {
+      return Fail(absl::InternalError(
+          absl::StrCat("cannot make ", path, ": ", strerror(errno))));
+    }
+  }
+  host::LaunchOptions launch;
+  launch.name = "bench";
+  launch.binary = binary;
+  launch.socket_dir = dir.Join("plugins");
+  launch.env = *tags;
+  absl::StatusOr<std::unique_ptr<host::PluginProcess>> plugin =
+      host::PluginProcess::Launch(launch);
+  if (!plugin.ok()) {
+    return Fail(Annotate(plugin.status(),
+                         absl::StrCat("launching the driver ", binary)));
+  }
+  std::printf("driver %s (pid %d)\n", binary.c_str(), (*plugin)->pid());
+  std::shared_ptr<host::DriverClient> client = (*plugin)->client();
+
+  plugin::v1::SetConfigRequest set_config;
+  set_config.mutable_config();
+  set_config.mutable_node()->set_node_id("exec-driver-bench");
+  set_config.mutable_node()->set_runtime_dir(dir.path());
+  set_config.mutable_node()->set_state_dir(dir.Join("state"));
+  host::CallOptions options;
+  options.deadline = absl::Now() + absl::GetFlag(FLAGS_call_timeout);
+  options.canceller = interrupt_canceller;
+  if (absl::Status configured = client->SetConfig(set_config, options).status();
+      !configured.ok()) {
+    return Fail(
+        Annotate(configured, absl::StrCat("SetConfig of the driver ", binary)));
+  }
+  options.deadline = absl::Now() + absl::GetFlag(FLAGS_call_timeout);
+  absl::StatusOr<driver::GetCapabilitiesResponse> capabilities =
+      client->GetCapabilities({}, options);
+  if (!capabilities.ok()) {
+    return Fail(
+        Annotate(capabilities.status(),
+                 absl::StrCat("GetCapabilities of the driver ", binary)));
+  }
+  for (const std::string& figure : figures) {
+    const driver::DriverCapabilities& can = capabilities->capabilities();
+    if ((figure == "exec" && !can.exec()) ||
+        (figure == "stream" && !can.exec_streaming())) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("the driver ", binary, " does not report the ",
+                       figure == "exec" ? "exec" : "exec_streaming",
+                       " capability needed for the ", figure, " figure")));
+    }
+  }
+
+  std::vector<Figure> results;
+  absl::Status status;
+  {
+    Bench bench(client, dir, *tags);
+    for (const std::string& name : figures) {
+      if (name == "start") {
+        results.emplace_back("driver_start", "ms");
+        status = bench.MeasureStart(warmup, repetitions, results.back());
+      } else if (name == "exec") {
+        results.emplace_back("driver_exec", "ms");
+        status = bench.MeasureExec(warmup, repetitions, results.back());
+      } else {
+        results.emplace_back("driver_stream", "MB/s");
+        status = bench.MeasureStream(warmup, stream_repetitions,
+                                     static_cast<uint64_t>(stream_bytes),
+                                     results.back());
+      }
+      if (!status.ok()) break;
+    }
+  }  // the sleeper is destroyed here
+  const host::PluginExit exit = (*plugin)->Stop();
+  if (!status.ok()) return Fail(status);
+  // Not what is measured (the conformance suite checks it): a warning.
+  if (!exit.status_known || exit.exit_code != 0 || exit.signal != 0) {
+    std::fprintf(
+        stderr,
+        "exec_driver_bench: WARNING: stopping the driver %s: it %s; "
+        "expected an exit with code 0 within %s of Shutdown\n",
+        binary.c_str(), exit.ToString().c_str(),
+        absl::FormatDuration(host::PluginProcess::kDefaultStopGrace).c_str());
+  }
+  for (const Figure& figure : results) {
+    std::printf("%s\n", figure.MedianLine().c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth::bench
+
+int main(int argc, char** argv) {
+  // Before any thread: every thread inherits the mask, and WatchSignals's
+  // thread receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::SetProgramUsageMessage(
+      "Measures StartTask, ExecTask and ExecTaskStreaming of a driver plugin.\n"
+      "usage: exec_driver_bench --driver=PATH [flags]");
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  if (std::getenv("GLOG_minloglevel") == nullptr) {
+    FLAGS_minloglevel = google::GLOG_WARNING;
+  }
+  google::InitGoogleLogging(argv[0]);
+  return berth::bench::Run(signals);
+}
