@@ -5,9 +5,9 @@
 #include "services/driver/exec/exec_driver.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
