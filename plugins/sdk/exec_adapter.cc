@@ -112,14 +112,18 @@ class StdinPipe : public ExecStdin {
       };
       mu_.Await(absl::Condition(&readable));
       if (closed_ || chunks_.empty()) return 0;
-      const std::string& front = chunks_.front();
-      n = std::min(size, front.size() - offset_);
-      std::memcpy(buffer, front.data() + offset_, n);
-      offset_ += n;
-      queued_ -= n;
-      if (offset_ == front.size()) {
-        chunks_.pop_front();
-        offset_ = 0;
+      // As much as is queued, across frames: fewer, larger writes onward.
+      while (n < size && !chunks_.empty()) {
+        const std::string& front = chunks_.front();
+        const size_t take = std::min(size - n, front.size() - offset_);
+        std::memcpy(buffer + n, front.data() + offset_, take);
+        n += take;
+        offset_ += take;
+        queued_ -= take;
+        if (offset_ == front.size()) {
+          chunks_.pop_front();
+          offset_ = 0;
+        }
       }
       if (want_room_ && queued_ < kQueueBytes) {
         want_room_ = false;

@@ -28,6 +28,12 @@
 namespace berth::exec_driver {
 namespace {
 
+// Reads and writes of this size, and pipes this large: a stream of many
+// frames costs fewer system calls and wake-ups (the SDK splits output into
+// frames of at most kMaxExecFrameBytes itself).
+constexpr size_t kCopyBytes = 256 * 1024;
+constexpr int kPipeBytes = 1 << 20;
+
 absl::Status Errno(absl::string_view what) {
   return absl::ErrnoToStatus(errno, what);
 }
@@ -62,7 +68,7 @@ bool WriteUntilStopped(int fd, const char* data, size_t size, int stop_fd) {
 
 // Copies stdin from the caller to the command until it ends or `stop_fd`.
 void PumpStdin(plugin::ExecStdin* in, int fd, bool tty, int stop_fd) {
-  std::vector<char> buffer(plugin::kMaxExecFrameBytes);
+  std::vector<char> buffer(kCopyBytes);
   while (true) {
     const size_t n = in->Read(buffer.data(), buffer.size());
     if (n == 0) break;
@@ -129,6 +135,8 @@ absl::StatusOr<plugin::ExitStatus> RunInTask(const std::string& init_path,
     if (pipe2(err, O_CLOEXEC) != 0) return Errno("pipe2");
     ours.push_back(err[0]);
     theirs.push_back(err[1]);
+    // Best effort: the system's pipe-max-size may be lower.
+    for (int fd : {in[1], out[0], err[0]}) fcntl(fd, F_SETPIPE_SZ, kPipeBytes);
     stdin_w = in[1];
     out_r = out[0];
     err_r = err[0];
@@ -176,7 +184,7 @@ absl::StatusOr<plugin::ExitStatus> RunInTask(const std::string& init_path,
   bool out_open = true, err_open = err_r >= 0;
   absl::Status failure;
   absl::Time reported_at = absl::InfiniteFuture();
-  std::vector<char> buffer(plugin::kMaxExecFrameBytes);
+  std::vector<char> buffer(kCopyBytes);
   // Reads what `fd` has into `output`; false at its end.
   auto drain = [&](int fd, plugin::ExecOutput* output) {
     while (true) {
