@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "grpc/grpc.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/plugin_server.h"
 #include "services/common/service_main.h"
@@ -131,6 +132,12 @@ int Serve(Driver& driver, const ServeOptions& options) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // A reference on gRPC's library held until the process exits: otherwise
+  // the server's destructor drops the last one, and grpc_shutdown then waits
+  // (gRPC 1.51) up to 10 s for a poller thread parked in epoll_wait, seen
+  // after long exec streams, past the host's shutdown grace period.
+  grpc_init();
 
   PluginServer::Options server_options;
   server_options.socket_path =
