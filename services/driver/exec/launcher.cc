@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -84,20 +85,20 @@ struct CloneArgs {
 
 int CloneChild(void* raw) {
   const CloneArgs* args = static_cast<const CloneArgs*>(raw);
+  // Signals are blocked (by the parent, around clone). Defaults first, so
+  // that no handler of the parent's ever runs here, then unblock: the init
+  // starts with default dispositions and an empty mask.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int target = 0; target < 5; ++target) {
     if (dup2(args->fds[target], target) < 0) _exit(126);
   }
   syscall(SYS_close_range, 5, ~0U, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Ignored signals stay ignored across execve: give the init defaults.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction action;
-    if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler == SIG_IGN) {
-      signal(sig, SIG_DFL);
-    }
-  }
   execve(args->path, args->argv, args->envp);
   _exit(127);
 }
@@ -146,13 +147,18 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
   if (stack == MAP_FAILED) return ErrnoStatus(errno, "mmap");
   int pidfd = -1;
   // CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of this (large,
-  // threaded) process; we resume once the child has executed the init.
+  // threaded) process; we resume once the child has executed the init. The
+  // child shares our memory until then: no signal handler may run in it.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid =
       clone(CloneChild, static_cast<char*>(stack) + kStackSize,
             CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
                 CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
             &args, &pidfd);
   const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   munmap(stack, kStackSize);
   if (pid < 0) {
     return ErrnoStatus(clone_errno,
