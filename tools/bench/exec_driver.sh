@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark of issue 5, point 9: a driver plugin's StartTask, ExecTask and
-# ExecTaskStreaming next to crun and a raw Unix-socket relay, measured in the
-# same run, in interleaved rounds, with the medians and the ratios against the
-# targets at the end. See tools/bench/README.md.
+# ExecTaskStreaming next to crun, a raw Unix-socket relay and a bare gRPC echo
+# of ExecTaskStreaming, measured in the same run, in interleaved rounds, with
+# the medians and the ratios (against the targets where there are some) at the
+# end. See tools/bench/README.md.
 #
 # usage: tools/bench/exec_driver.sh [--driver=PATH] [--rounds=5]
 #            [--repetitions=20] [--stream_repetitions=2]
@@ -16,7 +17,8 @@
 #                   once (references first in odd rounds, last in even ones)
 #   --repetitions   timed start / exec calls (and crun runs / execs) per round
 #   --stream_repetitions, --stream_bytes
-#                   timed streams per round (driver and relay), bytes each
+#                   timed streams per round (driver, relay and gRPC echo),
+#                   bytes each
 #
 # Needs root (crun, cgroups). Installs crun, busybox-static and jq from Debian
 # when missing. On this hybrid cgroup layout crun refuses to run while the
@@ -387,6 +389,8 @@ references() {
   restore_cgroup2
   step "relay" "$relay" --bytes="$stream_bytes" --repetitions="$stream_repetitions" \
     --tmp_dir="$tmp"
+  step "grpc echo" "$client" --echo_server --stream_repetitions="$stream_repetitions" \
+    --stream_bytes="$stream_bytes" --tag_env="$tag" --tmp_dir="$tmp"
 }
 driver_bench() {
   step "exec_driver_bench" "$client" --driver="$driver" --repetitions="$repetitions" \
@@ -422,11 +426,16 @@ sort -k2,2 -k3,3g "$samples" | awk -v rounds="$rounds" -v bytes="$stream_bytes" 
     printf "%-14s %-46s %9.3f %-4s %9.3f %9.3f %4d\n", name, what, median(name),
       unit[name], v[name, 1], v[name, n[name]], n[name]
   }
-  function ratio(label, a, b, target, lower_is_better,   r, met) {
+  # target 0: no target; what the ratio tells instead.
+  function ratio(label, a, b, target, lower_is_better, what,   r, met) {
     if (!(a in n) || !(b in n) || median(b) == 0) {
       printf "%-10s %s / %s: not measured\n", label, a, b; return
     }
     r = median(a) / median(b)
+    if (target == 0) {
+      printf "%-10s %-13s / %-13s = %6.3f   no target: %s\n", label, a, b, r, what
+      return
+    }
     met = lower_is_better ? r <= target : r >= target
     printf "%-10s %-13s / %-13s = %6.3f   target %s %.2f: %s\n", label, a, b, r,
       lower_is_better ? "<=" : ">=", target, met ? "met" : "MISSED"
@@ -442,9 +451,14 @@ sort -k2,2 -k3,3g "$samples" | awk -v rounds="$rounds" -v bytes="$stream_bytes" 
     row("crun_exec", "crun exec /bin/true into a crun run -d sleep")
     row("driver_stream", "ExecTaskStreaming, " size " through cat")
     row("relay_stream", "raw Unix-socket relay, " size " through cat")
+    row("echo_stream", "ExecTaskStreaming, " size ", bare gRPC echo")
     printf "\nratios of medians\n"
     ratio("start", "driver_start", "crun_run", 0.5, 1)
     ratio("exec", "driver_exec", "crun_exec", 0.5, 1)
     ratio("streaming", "driver_stream", "relay_stream", 0.5, 0)
+    ratio("berth", "driver_stream", "echo_stream", 0, 0,
+      "the driver, SDK, cat and pipes against bare gRPC")
+    ratio("grpc", "echo_stream", "relay_stream", 0, 0,
+      "what gRPC with 32 KiB frames allows against the relay")
   }'
 say "driver: $driver"

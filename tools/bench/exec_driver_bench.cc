@@ -24,6 +24,19 @@
 //                  and checked against what was sent. MB/s of stdin (10^6
 //                  bytes per second; as many bytes come back).
 //
+// With --echo_server instead of --driver, the same streaming client measures
+// a bare gRPC echo server (tools/bench/grpc_echo.h: a plain DriverService that
+// writes every stdin frame back as a stdout frame, with no driver, SDK,
+// process or pipe), which this program starts as a helper process (itself
+// with --serve_echo=SOCKET, on a Unix socket in its temporary directory,
+// through UnixGrpcServer) and dials as berth-node dials a plugin (DialUnix,
+// host::DriverClient). Only the streaming figure, named echo_stream; the
+// flags of the stream apply, and --tag_env puts the tags in the server's
+// environment:
+//
+//   exec_driver_bench --echo_server [--stream_repetitions=3]
+//                     [--stream_bytes=1073741824] [--warmup=2] ...
+//
 // Every task has a fresh TaskConfig.task_dir under the temporary directory and
 // an id unique per iteration. Each figure prints a "sample" line per timed
 // repetition and a "median" line at the end (tools/bench/figures.h). Any
@@ -31,8 +44,8 @@
 // failed, after removing its tasks and stopping the driver; so do SIGINT and
 // SIGTERM. A driver that does not exit 0 when stopped at the end (Shutdown,
 // then up to 2 s) gets a WARNING line on stderr, not a failure. Nothing is left
-// behind: tasks are destroyed, the driver stopped, the temporary directory
-// (--tmp_dir/berth-bench-XXXXXX) removed.
+// behind: tasks are destroyed, the driver (or the echo server) stopped, the
+// temporary directory (--tmp_dir/berth-bench-XXXXXX) removed.
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -46,9 +59,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -68,13 +83,25 @@
 #include "berth/plugin/v1/plugin.pb.h"
 #include "glog/logging.h"
 #include "google/protobuf/struct.pb.h"
+#include "grpcpp/channel.h"
 #include "plugins/benchmarks/bench_util.h"
 #include "plugins/host/driver_client.h"
+#include "plugins/host/plugin_lifetime.h"
 #include "plugins/host/plugin_process.h"
+#include "services/common/dial.h"
+#include "services/common/grpc_server.h"
 #include "tools/bench/figures.h"
+#include "tools/bench/grpc_echo.h"
 
 ABSL_FLAG(std::string, driver, "",
-          "Path of the driver plugin binary to measure (required).");
+          "Path of the driver plugin binary to measure (required, unless "
+          "--echo_server).");
+ABSL_FLAG(bool, echo_server, false,
+          "Instead of a driver, measure the streaming figure (echo_stream) "
+          "against a bare gRPC echo server in a helper process.");
+ABSL_FLAG(std::string, serve_echo, "",
+          "Internal: serve the gRPC echo on this socket path until stdin "
+          "ends.");
 ABSL_FLAG(std::vector<std::string>, figures,
           std::vector<std::string>({"start", "exec", "stream"}),
           "Which figures to measure, in this order: start, exec, stream.");
@@ -87,8 +114,9 @@ ABSL_FLAG(int, stream_repetitions, 3, "Timed ExecTaskStreaming calls.");
 ABSL_FLAG(int64_t, stream_bytes, int64_t{1} << 30,
           "Bytes of stdin sent through `cat` in each ExecTaskStreaming call.");
 ABSL_FLAG(std::vector<std::string>, tag_env, {},
-          "KEY=VALUE pairs put in the environment of the driver and of every "
-          "task, so that a script can find anything a killed run left.");
+          "KEY=VALUE pairs put in the environment of the driver (or the echo "
+          "server) and of every task, so that a script can find anything a "
+          "killed run left.");
 ABSL_FLAG(std::string, task_prefix, "bench",
           "Task ids are PREFIX-KIND-PID-N (e.g. bench-start-1234-7), so that "
           "a script can find what a driver made for them (cgroups).");
@@ -105,11 +133,14 @@ namespace {
 
 namespace driver = ::berth::driver::v1;
 namespace host = ::berth::plugin::host;
+using ::berth::plugin::benchmarks::Child;
 using ::berth::plugin::benchmarks::TempDir;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kFrameBytes = 32 * 1024;  // the protocol's largest frame
 constexpr char kSleeperSeconds[] = "3600";
+// The task id the streams to the echo server name (it does not look at it).
+constexpr char kEchoTaskId[] = "grpc-echo";
 
 double Milliseconds(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::milli>(end - start).count();
@@ -159,8 +190,12 @@ class Bench {
 
   absl::Status MeasureStart(int warmup, int repetitions, Figure& figure);
   absl::Status MeasureExec(int warmup, int repetitions, Figure& figure);
+  // driver_stream: through `cat` in the sleeper.
   absl::Status MeasureStream(int warmup, int repetitions, uint64_t bytes,
                              Figure& figure);
+  // echo_stream: the same calls, to a server that echoes them.
+  absl::Status MeasureEchoStream(int warmup, int repetitions, uint64_t bytes,
+                                 Figure& figure);
 
  private:
   host::CallOptions Rpc(absl::Duration timeout) const {
@@ -187,7 +222,14 @@ class Bench {
   void RemoveSleeper();
 
   absl::Status StartOnce(bool timed, Figure& figure);
-  absl::StatusOr<double> StreamOnce(const std::string& task_id, uint64_t bytes);
+  // One untimed stream of at most 16 MiB if `warmup` > 0, then
+  // `repetitions` timed ones; `subject` names the other side in errors.
+  absl::Status StreamRepeatedly(const std::string& task_id,
+                                absl::string_view subject, int warmup,
+                                int repetitions, uint64_t bytes,
+                                Figure& figure);
+  absl::StatusOr<double> StreamOnce(const std::string& task_id,
+                                    absl::string_view subject, uint64_t bytes);
 
   const std::shared_ptr<host::DriverClient> client_;
   const TempDir& dir_;
@@ -339,9 +381,10 @@ absl::Status Bench::MeasureExec(int warmup, int repetitions, Figure& figure) {
 }
 
 absl::StatusOr<double> Bench::StreamOnce(const std::string& task_id,
+                                         absl::string_view subject,
                                          uint64_t bytes) {
   const std::string what =
-      absl::StrCat("ExecTaskStreaming of `cat` in task ", task_id, " with ",
+      absl::StrCat("ExecTaskStreaming of `cat` in ", subject, " with ",
                    FormatBytes(bytes), " of stdin");
   const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_stream_timeout);
   host::CallOptions options;
@@ -451,21 +494,37 @@ absl::StatusOr<double> Bench::StreamOnce(const std::string& task_id,
   return static_cast<double>(bytes) / seconds / 1e6;
 }
 
-absl::Status Bench::MeasureStream(int warmup, int repetitions, uint64_t bytes,
-                                  Figure& figure) {
-  absl::StatusOr<std::string> task_id = Sleeper();
-  if (!task_id.ok()) return task_id.status();
+absl::Status Bench::StreamRepeatedly(const std::string& task_id,
+                                     absl::string_view subject, int warmup,
+                                     int repetitions, uint64_t bytes,
+                                     Figure& figure) {
   if (warmup > 0) {
-    absl::StatusOr<double> rate =
-        StreamOnce(*task_id, std::min<uint64_t>(bytes, uint64_t{16} << 20));
+    absl::StatusOr<double> rate = StreamOnce(
+        task_id, subject, std::min<uint64_t>(bytes, uint64_t{16} << 20));
     if (!rate.ok()) return rate.status();
   }
   for (int i = 0; i < repetitions; ++i) {
-    absl::StatusOr<double> rate = StreamOnce(*task_id, bytes);
+    absl::StatusOr<double> rate = StreamOnce(task_id, subject, bytes);
     if (!rate.ok()) return rate.status();
     figure.Add(*rate);
   }
   return absl::OkStatus();
+}
+
+absl::Status Bench::MeasureStream(int warmup, int repetitions, uint64_t bytes,
+                                  Figure& figure) {
+  absl::StatusOr<std::string> task_id = Sleeper();
+  if (!task_id.ok()) return task_id.status();
+  return StreamRepeatedly(*task_id, absl::StrCat("task ", *task_id), warmup,
+                          repetitions, bytes, figure);
+}
+
+absl::Status Bench::MeasureEchoStream(int warmup, int repetitions,
+                                      uint64_t bytes, Figure& figure) {
+  return StreamRepeatedly(
+      kEchoTaskId,
+      absl::StrCat("task ", kEchoTaskId, " of the gRPC echo server"), warmup,
+      repetitions, bytes, figure);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseTags(
@@ -489,10 +548,94 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// --echo_server: echo_stream, against the echo server in a helper process.
+int RunEcho(const std::vector<std::pair<std::string, std::string>>& tags,
+            int warmup, int stream_repetitions, uint64_t stream_bytes) {
+  std::error_code error;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) {
+    return Fail(absl::InternalError(
+        absl::StrCat("reading /proc/self/exe: ", error.message())));
+  }
+  TempDir dir(absl::GetFlag(FLAGS_tmp_dir));
+  const std::string socket_path = dir.Join("echo.sock");
+  absl::StatusOr<std::unique_ptr<Child>> server =
+      Child::Start({self.string(), absl::StrCat("--serve_echo=", socket_path)});
+  if (!server.ok()) {
+    return Fail(Annotate(server.status(), "starting the gRPC echo server"));
+  }
+  absl::StatusOr<std::string> ready = (*server)->ReadLine(absl::Seconds(10));
+  if (!ready.ok() || *ready != "ready") {
+    return Fail(absl::InternalError(absl::StrCat(
+        "the gRPC echo server (pid ", (*server)->pid(), ", ", self.string(),
+        " --serve_echo=", socket_path, ") did not say ready: ",
+        ready.ok() ? absl::StrCat("\"", *ready, "\"")
+                   : std::string(ready.status().message()))));
+  }
+  std::printf("echo server %s (pid %d)\n", socket_path.c_str(),
+              (*server)->pid());
+
+  Figure figure("echo_stream", "MB/s");
+  absl::Status status;
+  {
+    // As PluginProcess connects to a plugin once it is healthy.
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(socket_path, absl::Seconds(10));
+    if (!channel.ok()) {
+      return Fail(Annotate(channel.status(), "dialing the gRPC echo server"));
+    }
+    host::DriverClient::Options options;
+    options.socket_path = socket_path;
+    auto client = std::make_shared<host::DriverClient>(
+        *channel, std::make_shared<host::PluginLifetime>("grpc-echo"), options);
+    Bench bench(client, dir, tags);
+    status = bench.MeasureEchoStream(warmup, stream_repetitions, stream_bytes,
+                                     figure);
+  }
+  server->reset();  // closes its stdin: it shuts down, exits and is reaped
+  if (!status.ok()) return Fail(status);
+  std::printf("%s\n", figure.MedianLine().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+// --serve_echo: the echo server until stdin ends.
+int ServeEcho(const std::string& socket_path) {
+  signal(SIGPIPE, SIG_IGN);
+  EchoService service;
+  UnixGrpcServer::Options options;
+  options.socket_path = socket_path;
+  options.services = {&service};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "exec_driver_bench --serve_echo: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char byte;
+  while (true) {
+    const ssize_t n = read(STDIN_FILENO, &byte, 1);
+    if (n == 0 || (n < 0 && errno != EINTR)) break;
+  }
+  (*server)->Shutdown(absl::ZeroDuration());
+  // The socket is gone and no call runs. Exit without destroying the server:
+  // after long streams, grpc::Server's destructor (grpc_shutdown) can wait
+  // up to 10 s for a gRPC poller thread in epoll_wait (gRPC 1.51).
+  std::fflush(stderr);
+  std::_Exit(0);
+}
+
 int Run(sigset_t signals) {
+  const bool echo = absl::GetFlag(FLAGS_echo_server);
   const std::string binary = absl::GetFlag(FLAGS_driver);
-  if (binary.empty()) {
-    std::fprintf(stderr, "exec_driver_bench: --driver=PATH is required\n");
+  if (echo == !binary.empty()) {
+    std::fprintf(stderr,
+                 "exec_driver_bench: give either --driver=PATH or "
+                 "--echo_server\n");
     return 2;
   }
   std::vector<std::string> figures = absl::GetFlag(FLAGS_figures);
@@ -524,9 +667,20 @@ int Run(sigset_t signals) {
     return 2;
   }
 
+  if (echo) {
+    // The echo server inherits them. Before any thread.
+    for (const auto& [key, value] : *tags) {
+      setenv(key.c_str(), value.c_str(), 1);
+    }
+  }
+
   host::CallCanceller canceller;
   interrupt_canceller = &canceller;
   WatchSignals(signals);
+  if (echo) {
+    return RunEcho(*tags, warmup, stream_repetitions,
+                   static_cast<uint64_t>(stream_bytes));
+  }
 
   TempDir dir(absl::GetFlag(FLAGS_tmp_dir));
   for (const char* sub : {"state", "tasks"}) {
@@ -633,13 +787,20 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::SetProgramUsageMessage(
-      "Measures StartTask, ExecTask and ExecTaskStreaming of a driver plugin.\n"
-      "usage: exec_driver_bench --driver=PATH [flags]");
+      "Measures StartTask, ExecTask and ExecTaskStreaming of a driver plugin,\n"
+      "or ExecTaskStreaming of a bare gRPC echo server.\n"
+      "usage: exec_driver_bench --driver=PATH [flags]\n"
+      "       exec_driver_bench --echo_server [flags]");
   absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   if (std::getenv("GLOG_minloglevel") == nullptr) {
     FLAGS_minloglevel = google::GLOG_WARNING;
   }
   google::InitGoogleLogging(argv[0]);
+  const std::string serve_echo = absl::GetFlag(FLAGS_serve_echo);
+  if (!serve_echo.empty()) {
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    return berth::bench::ServeEcho(serve_echo);
+  }
   return berth::bench::Run(signals);
 }

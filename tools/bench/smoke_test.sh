@@ -1,9 +1,9 @@
 #!/bin/bash
 # Smoke test of tools/bench's programs, against the mock driver and without
 # crun (exec_driver.sh alone runs crun): each runs briefly (4 MiB streams, 2
-# repetitions) and must exit 0 and print its figures; a failing client or
-# command must exit 1 naming what failed and leave no process behind. Never
-# a time.
+# repetitions; the client against the driver and against the gRPC echo) and
+# must exit 0 and print its figures; a failing client or command must exit 1
+# naming what failed and leave no process behind. Never a time.
 #
 # usage: smoke_test.sh EXEC_DRIVER_BENCH UNIX_RELAY_BENCH SPAWN_BENCH DRIVER
 set -u
@@ -90,7 +90,20 @@ if check "unix_relay_bench" "$relay" --bytes=$((4 << 20)) --repetitions=2 \
   fi
 fi
 
-# 3. spawn_bench (what times crun in exec_driver.sh), on /bin/true.
+# 3. The gRPC echo: the client's streaming figure against the bare echo
+#    server, which it starts itself (with the tag in its environment).
+if check "exec_driver_bench --echo_server" "$client" --echo_server \
+  --warmup=1 --stream_repetitions=2 --stream_bytes=$((4 << 20)) \
+  --tag_env="$tag" --tmp_dir="$tmp"; then
+  if expect_figure echo_stream MB/s; then
+    pass "exec_driver_bench --echo_server: echo_stream"
+    grep '^median ' "$out"
+  else
+    fail "exec_driver_bench --echo_server: no echo_stream figure"
+  fi
+fi
+
+# 4. spawn_bench (what times crun in exec_driver.sh), on /bin/true.
 if check "spawn_bench" "$spawn" --name=bin_true --repetitions=2 -- /bin/true; then
   if expect_figure bin_true ms; then
     pass "spawn_bench: bin_true"
@@ -116,9 +129,10 @@ expect_failure() {
   fi
 }
 
-# 4. Failures are loud: a binary that is not a driver plugin; a stream that
+# 5. Failures are loud: a binary that is not a driver plugin; a stream that
 #    cannot finish in time (after start and exec worked), whose task must be
-#    removed all the same; a command that exits non-zero.
+#    removed all the same; the same for the echo, whose server must go; a
+#    command that exits non-zero.
 expect_failure "exec_driver_bench, not a plugin" \
   "FAILED: launching the driver /bin/false" \
   "$client" --driver=/bin/false --tmp_dir="$tmp"
@@ -127,11 +141,16 @@ expect_failure "exec_driver_bench, stream past its deadline" \
   "$client" --driver="$driver" --repetitions=1 --warmup=0 \
   --stream_bytes=$((64 << 20)) --stream_timeout=1ms --tag_env="$tag" \
   --tmp_dir="$tmp"
+expect_failure "exec_driver_bench --echo_server, stream past its deadline" \
+  "FAILED: ExecTaskStreaming of \`cat\` in task grpc-echo of the gRPC echo server" \
+  "$client" --echo_server --warmup=0 --stream_bytes=$((64 << 20)) \
+  --stream_timeout=1ms --tag_env="$tag" --tmp_dir="$tmp"
 expect_failure "spawn_bench, /bin/false" \
   "FAILED: bin_false: \`/bin/false\` exited with code 1" \
   "$spawn" --name=bin_false --repetitions=1 -- /bin/false
 
-# 5. Nothing left: no process of a task or of the driver, no directory.
+# 6. Nothing left: no process of a task, of the driver or of the echo
+#    server, no directory.
 sleep 0.2
 left=$(leftovers)
 if [[ -n $left ]]; then
