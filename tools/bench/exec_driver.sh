@@ -7,7 +7,7 @@
 #
 # usage: tools/bench/exec_driver.sh [--driver=PATH] [--rounds=5]
 #            [--repetitions=20] [--stream_repetitions=2]
-#            [--stream_bytes=1073741824]
+#            [--stream_bytes=1073741824] [--memory_tasks=100]
 #
 #   --driver=PATH   the driver plugin binary, or a Bazel label of one (built
 #                   -c opt), e.g. --driver=//plugins/examples/mock_driver; by
@@ -19,6 +19,9 @@
 #   --stream_repetitions, --stream_bytes
 #                   timed streams per round (driver, relay and gRPC echo),
 #                   bytes each
+#   --memory_tasks  tasks running at once for task_memory (one sample per
+#                   round): the driver's PSS growth plus the PSS of each
+#                   task's own process (berth-task-init), per task
 #
 # Needs root (crun, cgroups). Installs crun, busybox-static and jq from Debian
 # when missing. On this hybrid cgroup layout crun refuses to run while the
@@ -38,6 +41,7 @@ rounds=5
 repetitions=20
 stream_repetitions=2
 stream_bytes=$((1 << 30))
+memory_tasks=100
 
 say() { printf 'exec_driver.sh: %s\n' "$*" >&2; }
 die() {
@@ -55,6 +59,7 @@ for arg in "$@"; do
     --repetitions=*) repetitions=${arg#*=} ;;
     --stream_repetitions=*) stream_repetitions=${arg#*=} ;;
     --stream_bytes=*) stream_bytes=${arg#*=} ;;
+    --memory_tasks=*) memory_tasks=${arg#*=} ;;
     -h | --help)
       usage
       exit 0
@@ -66,7 +71,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-for n in rounds repetitions stream_repetitions stream_bytes; do
+for n in rounds repetitions stream_repetitions stream_bytes memory_tasks; do
   [[ ${!n} =~ ^[1-9][0-9]*$ ]] || {
     say "--$n must be a positive integer, not '${!n}'"
     exit 2
@@ -394,6 +399,7 @@ references() {
 }
 driver_bench() {
   step "exec_driver_bench" "$client" --driver="$driver" --repetitions="$repetitions" \
+    --figures=start,exec,stream,memory --memory_tasks="$memory_tasks" \
     --stream_repetitions="$stream_repetitions" --stream_bytes="$stream_bytes" \
     --tag_env="$tag" --task_prefix="$prefix" --tmp_dir="$tmp"
 }
@@ -452,6 +458,7 @@ sort -k2,2 -k3,3g "$samples" | awk -v rounds="$rounds" -v bytes="$stream_bytes" 
     row("driver_stream", "ExecTaskStreaming, " size " through cat")
     row("relay_stream", "raw Unix-socket relay, " size " through cat")
     row("echo_stream", "ExecTaskStreaming, " size ", bare gRPC echo")
+    row("task_memory", "kB per running task: driver growth + its process")
     printf "\nratios of medians\n"
     ratio("start", "driver_start", "crun_run", 0.5, 1)
     ratio("exec", "driver_exec", "crun_exec", 0.5, 1)
@@ -460,5 +467,10 @@ sort -k2,2 -k3,3g "$samples" | awk -v rounds="$rounds" -v bytes="$stream_bytes" 
       "the driver, SDK, cat and pipes against bare gRPC")
     ratio("grpc", "echo_stream", "relay_stream", 0, 0,
       "what gRPC with 32 KiB frames allows against the relay")
+    if ("task_memory" in n) {
+      printf "%-10s %-29s = %6.1f kB target <= 1024 kB (1 MiB): %s\n", "memory",
+        "task_memory", median("task_memory"),
+        median("task_memory") <= 1024 ? "met" : "MISSED"
+    }
   }'
 say "driver: $driver"

@@ -18,6 +18,12 @@
 //                  and DestroyTask follow, outside the timed region.
 //   driver_exec    ExecTask(`/bin/true`) into a running `sleep 3600` task,
 //                  until the response (exit 0 expected) is back.
+//   task_memory    the memory a running task costs beyond its own program:
+//                  --memory_tasks `sleep 3600` tasks are started, then the
+//                  growth of the driver's PSS plus the PSS of each task's
+//                  per-task process (the pid the driver reports in
+//                  InspectTask's driver_attributes, e.g. berth-task-init),
+//                  divided by the number of tasks, in kB. One sample per run.
 //   driver_stream  ExecTaskStreaming of `cat` in that task: --stream_bytes of
 //                  stdin sent in 32 KiB frames while stdout is read, from the
 //                  opening of the call to its end; every byte back is counted
@@ -73,6 +79,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -104,7 +111,10 @@ ABSL_FLAG(std::string, serve_echo, "",
           "ends.");
 ABSL_FLAG(std::vector<std::string>, figures,
           std::vector<std::string>({"start", "exec", "stream"}),
-          "Which figures to measure, in this order: start, exec, stream.");
+          "Which figures to measure, in this order: start, exec, stream, "
+          "memory.");
+ABSL_FLAG(int, memory_tasks, 100,
+          "Tasks running at once for the memory figure.");
 ABSL_FLAG(int, repetitions, 20, "Timed StartTask and ExecTask calls, each.");
 ABSL_FLAG(int, warmup, 2,
           "Untimed StartTask and ExecTask calls before the timed ones, and "
@@ -182,8 +192,12 @@ bool ExitedZero(const driver::ExitResult& exit) {
 class Bench {
  public:
   Bench(std::shared_ptr<host::DriverClient> client, const TempDir& dir,
-        std::vector<std::pair<std::string, std::string>> tags)
-      : client_(std::move(client)), dir_(dir), tags_(std::move(tags)) {}
+        std::vector<std::pair<std::string, std::string>> tags,
+        pid_t driver_pid = -1)
+      : client_(std::move(client)),
+        dir_(dir),
+        tags_(std::move(tags)),
+        driver_pid_(driver_pid) {}
 
   // Destroys the sleeper, if started.
   ~Bench() { RemoveSleeper(); }
@@ -193,6 +207,8 @@ class Bench {
   // driver_stream: through `cat` in the sleeper.
   absl::Status MeasureStream(int warmup, int repetitions, uint64_t bytes,
                              Figure& figure);
+  // task_memory: `tasks` sleeping tasks at once.
+  absl::Status MeasureMemory(int tasks, Figure& figure);
   // echo_stream: the same calls, to a server that echoes them.
   absl::Status MeasureEchoStream(int warmup, int repetitions, uint64_t bytes,
                                  Figure& figure);
@@ -235,6 +251,7 @@ class Bench {
   const TempDir& dir_;
   const std::vector<std::pair<std::string, std::string>> tags_;
   const StreamPattern pattern_;
+  const pid_t driver_pid_;
   int tasks_made_ = 0;
   std::optional<std::string> sleeper_;
 };
@@ -299,6 +316,110 @@ void Bench::RemoveSleeper() {
   if (!sleeper_.has_value()) return;
   Remove(*sleeper_);
   sleeper_.reset();
+}
+
+namespace {
+
+// The "Pss:" of /proc/PID/smaps_rollup in kB: the process's resident memory
+// with each shared page divided among the processes mapping it.
+absl::StatusOr<uint64_t> PssKb(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/smaps_rollup");
+  FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  char line[256];
+  uint64_t kb = 0;
+  bool found = false;
+  while (std::fgets(line, sizeof(line), file) != nullptr) {
+    unsigned long long value = 0;
+    if (std::sscanf(line, "Pss: %llu kB", &value) == 1) {
+      kb = value;
+      found = true;
+      break;
+    }
+  }
+  std::fclose(file);
+  if (!found) return absl::InternalError(absl::StrCat("no Pss line in ", path));
+  return kb;
+}
+
+}  // namespace
+
+absl::Status Bench::MeasureMemory(int tasks, Figure& figure) {
+  if (driver_pid_ <= 0) {
+    return absl::FailedPreconditionError("the driver's pid is not known");
+  }
+  // A first task, so that what the driver allocates once is not counted.
+  absl::StatusOr<std::string> sleeper = Sleeper();
+  if (!sleeper.ok()) return sleeper.status();
+  absl::SleepFor(absl::Milliseconds(200));
+  absl::StatusOr<uint64_t> before = PssKb(driver_pid_);
+  if (!before.ok()) return before.status();
+  std::vector<std::string> started;
+  absl::Status status;
+  uint64_t per_task_kb = 0;
+  int with_process = 0;
+  for (int i = 0; i < tasks && status.ok(); ++i) {
+    absl::StatusOr<driver::TaskConfig> task =
+        NewTask("memory", "sleep", {kSleeperSeconds});
+    if (!task.ok()) {
+      status = task.status();
+      break;
+    }
+    driver::StartTaskRequest request;
+    *request.mutable_task() = *task;
+    status = client_->StartTask(request, Rpc(absl::GetFlag(FLAGS_call_timeout)))
+                 .status();
+    if (status.ok()) {
+      started.push_back(task->id());
+    } else {
+      Remove(task->id());
+      status = Annotate(status, absl::StrCat("StartTask of task ", task->id()));
+    }
+  }
+  if (status.ok()) {
+    absl::SleepFor(absl::Milliseconds(500));  // let the tasks settle
+    for (const std::string& id : started) {
+      driver::InspectTaskRequest inspect;
+      inspect.set_task_id(id);
+      absl::StatusOr<driver::InspectTaskResponse> response =
+          client_->InspectTask(inspect, Rpc(absl::GetFlag(FLAGS_call_timeout)));
+      if (!response.ok()) {
+        status = Annotate(response.status(), absl::StrCat("InspectTask ", id));
+        break;
+      }
+      const auto& attributes = response->status().driver_attributes();
+      auto pid = attributes.find("pid");
+      int value = 0;
+      if (pid == attributes.end() || !absl::SimpleAtoi(pid->second, &value)) {
+        continue;
+      }
+      absl::StatusOr<uint64_t> pss = PssKb(value);
+      if (!pss.ok()) {
+        status = pss.status();
+        break;
+      }
+      per_task_kb += *pss;
+      ++with_process;
+    }
+  }
+  absl::StatusOr<uint64_t> after = PssKb(driver_pid_);
+  if (status.ok() && !after.ok()) status = after.status();
+  for (const std::string& id : started) Remove(id);
+  if (!status.ok()) return status;
+  const double driver_growth_kb =
+      static_cast<double>(*after) - static_cast<double>(*before);
+  std::printf(
+      "memory %d tasks: driver Pss %llu kB -> %llu kB (%+.1f kB per task); "
+      "per-task processes (driver_attributes pid) %d, Pss %.1f kB each\n",
+      tasks, static_cast<unsigned long long>(*before),
+      static_cast<unsigned long long>(*after), driver_growth_kb / tasks,
+      with_process,
+      with_process > 0 ? static_cast<double>(per_task_kb) / with_process : 0.0);
+  figure.Add((driver_growth_kb + static_cast<double>(per_task_kb)) / tasks);
+  return absl::OkStatus();
 }
 
 absl::Status Bench::StartOnce(bool timed, Figure& figure) {
@@ -640,10 +761,11 @@ int Run(sigset_t signals) {
   }
   std::vector<std::string> figures = absl::GetFlag(FLAGS_figures);
   for (const std::string& figure : figures) {
-    if (figure != "start" && figure != "exec" && figure != "stream") {
+    if (figure != "start" && figure != "exec" && figure != "stream" &&
+        figure != "memory") {
       std::fprintf(stderr,
                    "exec_driver_bench: --figures: unknown figure \"%s\" "
-                   "(start, exec, stream)\n",
+                   "(start, exec, stream, memory)\n",
                    figure.c_str());
       return 2;
     }
@@ -739,7 +861,7 @@ int Run(sigset_t signals) {
   std::vector<Figure> results;
   absl::Status status;
   {
-    Bench bench(client, dir, *tags);
+    Bench bench(client, dir, *tags, (*plugin)->pid());
     for (const std::string& name : figures) {
       if (name == "start") {
         results.emplace_back("driver_start", "ms");
@@ -747,6 +869,10 @@ int Run(sigset_t signals) {
       } else if (name == "exec") {
         results.emplace_back("driver_exec", "ms");
         status = bench.MeasureExec(warmup, repetitions, results.back());
+      } else if (name == "memory") {
+        results.emplace_back("task_memory", "kB");
+        status = bench.MeasureMemory(absl::GetFlag(FLAGS_memory_tasks),
+                                     results.back());
       } else {
         results.emplace_back("driver_stream", "MB/s");
         status = bench.MeasureStream(warmup, stream_repetitions,
