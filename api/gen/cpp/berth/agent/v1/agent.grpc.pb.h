@@ -85,7 +85,11 @@ class AgentService final {
     }
     // The I/O of one process: the first request attaches, then stdin flows in,
     // stdout and stderr flow out, and the exit comes last, after all output.
-    // One stream per process, so each has its own flow control.
+    // One stream per process, so each has its own flow control. Output carries
+    // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
+    // it is acknowledged (ack), up to a bounded window, and then stops reading
+    // the process's pipe, so that a client that reconnects (attach with the
+    // offsets it has) loses and repeats nothing.
     std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>> ProcessIo(::grpc::ClientContext* context) {
       return std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>>(ProcessIoRaw(context));
     }
@@ -132,7 +136,11 @@ class AgentService final {
       virtual void Resize(::grpc::ClientContext* context, const ::berth::agent::v1::ResizeRequest* request, ::berth::agent::v1::ResizeResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
       // The I/O of one process: the first request attaches, then stdin flows in,
       // stdout and stderr flow out, and the exit comes last, after all output.
-      // One stream per process, so each has its own flow control.
+      // One stream per process, so each has its own flow control. Output carries
+      // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
+      // it is acknowledged (ack), up to a bounded window, and then stops reading
+      // the process's pipe, so that a client that reconnects (attach with the
+      // offsets it has) loses and repeats nothing.
       virtual void ProcessIo(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::agent::v1::ProcessIoRequest,::berth::agent::v1::ProcessIoResponse>* reactor) = 0;
       // Waits until a process has exited and returns how.
       virtual void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, std::function<void(::grpc::Status)>) = 0;
@@ -298,7 +306,11 @@ class AgentService final {
     virtual ::grpc::Status Resize(::grpc::ServerContext* context, const ::berth::agent::v1::ResizeRequest* request, ::berth::agent::v1::ResizeResponse* response);
     // The I/O of one process: the first request attaches, then stdin flows in,
     // stdout and stderr flow out, and the exit comes last, after all output.
-    // One stream per process, so each has its own flow control.
+    // One stream per process, so each has its own flow control. Output carries
+    // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
+    // it is acknowledged (ack), up to a bounded window, and then stops reading
+    // the process's pipe, so that a client that reconnects (attach with the
+    // offsets it has) loses and repeats nothing.
     virtual ::grpc::Status ProcessIo(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::agent::v1::ProcessIoResponse, ::berth::agent::v1::ProcessIoRequest>* stream);
     // Waits until a process has exited and returns how.
     virtual ::grpc::Status WaitProcess(::grpc::ServerContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response);

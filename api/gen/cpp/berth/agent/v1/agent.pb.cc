@@ -223,6 +223,8 @@ PROTOBUF_CONSTEXPR ProcessIoAttach::ProcessIoAttach(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.container_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.process_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.stdout_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_.stderr_offset_)*/uint64_t{0u}
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct ProcessIoAttachDefaultTypeInternal {
   PROTOBUF_CONSTEXPR ProcessIoAttachDefaultTypeInternal()
@@ -233,6 +235,34 @@ struct ProcessIoAttachDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ProcessIoAttachDefaultTypeInternal _ProcessIoAttach_default_instance_;
+PROTOBUF_CONSTEXPR OutputAck::OutputAck(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.stdout_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_.stderr_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct OutputAckDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR OutputAckDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~OutputAckDefaultTypeInternal() {}
+  union {
+    OutputAck _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 OutputAckDefaultTypeInternal _OutputAck_default_instance_;
+PROTOBUF_CONSTEXPR OutputChunk::OutputChunk(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.data_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.offset_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct OutputChunkDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR OutputChunkDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~OutputChunkDefaultTypeInternal() {}
+  union {
+    OutputChunk _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 OutputChunkDefaultTypeInternal _OutputChunk_default_instance_;
 PROTOBUF_CONSTEXPR StdinClose::StdinClose(
     ::_pbi::ConstantInitialized) {}
 struct StdinCloseDefaultTypeInternal {
@@ -326,7 +356,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace agent
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22];
+static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 
@@ -453,6 +483,24 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoAttach, _impl_.container_id_),
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoAttach, _impl_.process_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoAttach, _impl_.stdout_offset_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoAttach, _impl_.stderr_offset_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputAck, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputAck, _impl_.stdout_offset_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputAck, _impl_.stderr_offset_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputChunk, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputChunk, _impl_.data_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::OutputChunk, _impl_.offset_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::StdinClose, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -468,6 +516,7 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoRequest, _impl_.frame_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoResponse, _internal_metadata_),
@@ -475,6 +524,8 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoResponse, _impl_._oneof_case_[0]),
   ~0u,  // no _weak_field_map_
   ~0u,  // no _inlined_string_donated_
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
@@ -524,13 +575,15 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 99, -1, -1, sizeof(::berth::agent::v1::ResizeRequest)},
   { 108, -1, -1, sizeof(::berth::agent::v1::ResizeResponse)},
   { 114, -1, -1, sizeof(::berth::agent::v1::ProcessIoAttach)},
-  { 122, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
-  { 128, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
-  { 138, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
-  { 148, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
-  { 156, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
-  { 163, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
-  { 170, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
+  { 124, -1, -1, sizeof(::berth::agent::v1::OutputAck)},
+  { 132, -1, -1, sizeof(::berth::agent::v1::OutputChunk)},
+  { 140, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
+  { 146, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
+  { 157, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
+  { 169, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
+  { 177, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
+  { 184, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
+  { 191, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -549,6 +602,8 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::agent::v1::_ResizeRequest_default_instance_._instance,
   &::berth::agent::v1::_ResizeResponse_default_instance_._instance,
   &::berth::agent::v1::_ProcessIoAttach_default_instance_._instance,
+  &::berth::agent::v1::_OutputAck_default_instance_._instance,
+  &::berth::agent::v1::_OutputChunk_default_instance_._instance,
   &::berth::agent::v1::_StdinClose_default_instance_._instance,
   &::berth::agent::v1::_ProcessIoRequest_default_instance_._instance,
   &::berth::agent::v1::_ProcessIoResponse_default_instance_._instance,
@@ -585,38 +640,46 @@ const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOB
   "\006signal\030\003 \001(\005\"\020\n\016SignalResponse\"e\n\rResiz"
   "eRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nproces"
   "s_id\030\002 \001(\t\022*\n\004size\030\003 \001(\0132\034.berth.agent.v"
-  "1.TerminalSize\"\020\n\016ResizeResponse\";\n\017Proc"
+  "1.TerminalSize\"\020\n\016ResizeResponse\"i\n\017Proc"
   "essIoAttach\022\024\n\014container_id\030\001 \001(\t\022\022\n\npro"
-  "cess_id\030\002 \001(\t\"\014\n\nStdinClose\"\222\001\n\020ProcessI"
-  "oRequest\0221\n\006attach\030\001 \001(\0132\037.berth.agent.v"
-  "1.ProcessIoAttachH\000\022\017\n\005stdin\030\002 \001(\014H\000\0221\n\013"
-  "stdin_close\030\003 \001(\0132\032.berth.agent.v1.Stdin"
-  "CloseH\000B\007\n\005frame\"m\n\021ProcessIoResponse\022\020\n"
-  "\006stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exi"
-  "t\030\003 \001(\0132\033.berth.agent.v1.ProcessExitH\000B\007"
-  "\n\005frame\">\n\022WaitProcessRequest\022\024\n\014contain"
-  "er_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\"@\n\023WaitP"
-  "rocessResponse\022)\n\004exit\030\001 \001(\0132\033.berth.age"
-  "nt.v1.ProcessExit\"C\n\025DestroySandboxReque"
-  "st\022*\n\007timeout\030\001 \001(\0132\031.google.protobuf.Du"
-  "ration\"\030\n\026DestroySandboxResponse2\231\005\n\014Age"
-  "ntService\022A\n\004Ping\022\033.berth.agent.v1.PingR"
-  "equest\032\034.berth.agent.v1.PingResponse\022Y\n\014"
-  "NewContainer\022#.berth.agent.v1.NewContain"
-  "erRequest\032$.berth.agent.v1.NewContainerR"
-  "esponse\022J\n\007ExecCmd\022\036.berth.agent.v1.Exec"
-  "CmdRequest\032\037.berth.agent.v1.ExecCmdRespo"
-  "nse\022G\n\006Signal\022\035.berth.agent.v1.SignalReq"
-  "uest\032\036.berth.agent.v1.SignalResponse\022G\n\006"
-  "Resize\022\035.berth.agent.v1.ResizeRequest\032\036."
-  "berth.agent.v1.ResizeResponse\022T\n\tProcess"
-  "Io\022 .berth.agent.v1.ProcessIoRequest\032!.b"
-  "erth.agent.v1.ProcessIoResponse(\0010\001\022V\n\013W"
-  "aitProcess\022\".berth.agent.v1.WaitProcessR"
-  "equest\032#.berth.agent.v1.WaitProcessRespo"
-  "nse\022_\n\016DestroySandbox\022%.berth.agent.v1.D"
-  "estroySandboxRequest\032&.berth.agent.v1.De"
-  "stroySandboxResponseB\003\370\001\001b\006proto3"
+  "cess_id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\r"
+  "stderr_offset\030\004 \001(\004\"9\n\tOutputAck\022\025\n\rstdo"
+  "ut_offset\030\001 \001(\004\022\025\n\rstderr_offset\030\002 \001(\004\"+"
+  "\n\013OutputChunk\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 "
+  "\001(\004\"\014\n\nStdinClose\"\274\001\n\020ProcessIoRequest\0221"
+  "\n\006attach\030\001 \001(\0132\037.berth.agent.v1.ProcessI"
+  "oAttachH\000\022\017\n\005stdin\030\002 \001(\014H\000\0221\n\013stdin_clos"
+  "e\030\003 \001(\0132\032.berth.agent.v1.StdinCloseH\000\022(\n"
+  "\003ack\030\004 \001(\0132\031.berth.agent.v1.OutputAckH\000B"
+  "\007\n\005frame\"\327\001\n\021ProcessIoResponse\022\020\n\006stdout"
+  "\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\013"
+  "2\033.berth.agent.v1.ProcessExitH\000\0223\n\014stdou"
+  "t_chunk\030\004 \001(\0132\033.berth.agent.v1.OutputChu"
+  "nkH\000\0223\n\014stderr_chunk\030\005 \001(\0132\033.berth.agent"
+  ".v1.OutputChunkH\000B\007\n\005frame\">\n\022WaitProces"
+  "sRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nproces"
+  "s_id\030\002 \001(\t\"@\n\023WaitProcessResponse\022)\n\004exi"
+  "t\030\001 \001(\0132\033.berth.agent.v1.ProcessExit\"C\n\025"
+  "DestroySandboxRequest\022*\n\007timeout\030\001 \001(\0132\031"
+  ".google.protobuf.Duration\"\030\n\026DestroySand"
+  "boxResponse2\231\005\n\014AgentService\022A\n\004Ping\022\033.b"
+  "erth.agent.v1.PingRequest\032\034.berth.agent."
+  "v1.PingResponse\022Y\n\014NewContainer\022#.berth."
+  "agent.v1.NewContainerRequest\032$.berth.age"
+  "nt.v1.NewContainerResponse\022J\n\007ExecCmd\022\036."
+  "berth.agent.v1.ExecCmdRequest\032\037.berth.ag"
+  "ent.v1.ExecCmdResponse\022G\n\006Signal\022\035.berth"
+  ".agent.v1.SignalRequest\032\036.berth.agent.v1"
+  ".SignalResponse\022G\n\006Resize\022\035.berth.agent."
+  "v1.ResizeRequest\032\036.berth.agent.v1.Resize"
+  "Response\022T\n\tProcessIo\022 .berth.agent.v1.P"
+  "rocessIoRequest\032!.berth.agent.v1.Process"
+  "IoResponse(\0010\001\022V\n\013WaitProcess\022\".berth.ag"
+  "ent.v1.WaitProcessRequest\032#.berth.agent."
+  "v1.WaitProcessResponse\022_\n\016DestroySandbox"
+  "\022%.berth.agent.v1.DestroySandboxRequest\032"
+  "&.berth.agent.v1.DestroySandboxResponseB"
+  "\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -624,9 +687,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fagent_2fv1_2fagent_2eproto = {
-    false, false, 2313, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
+    false, false, 2612, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
     "berth/agent/v1/agent.proto",
-    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 22,
+    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 24,
     schemas, file_default_instances, TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets,
     file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto, file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
     file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
@@ -3668,6 +3731,8 @@ ProcessIoAttach::ProcessIoAttach(const ProcessIoAttach& from)
   new (&_impl_) Impl_{
       decltype(_impl_.container_id_){}
     , decltype(_impl_.process_id_){}
+    , decltype(_impl_.stdout_offset_){}
+    , decltype(_impl_.stderr_offset_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -3687,6 +3752,9 @@ ProcessIoAttach::ProcessIoAttach(const ProcessIoAttach& from)
     _this->_impl_.process_id_.Set(from._internal_process_id(), 
       _this->GetArenaForAllocation());
   }
+  ::memcpy(&_impl_.stdout_offset_, &from._impl_.stdout_offset_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+    reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
   // @@protoc_insertion_point(copy_constructor:berth.agent.v1.ProcessIoAttach)
 }
 
@@ -3697,6 +3765,8 @@ inline void ProcessIoAttach::SharedCtor(
   new (&_impl_) Impl_{
       decltype(_impl_.container_id_){}
     , decltype(_impl_.process_id_){}
+    , decltype(_impl_.stdout_offset_){uint64_t{0u}}
+    , decltype(_impl_.stderr_offset_){uint64_t{0u}}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.container_id_.InitDefault();
@@ -3736,6 +3806,9 @@ void ProcessIoAttach::Clear() {
 
   _impl_.container_id_.ClearToEmpty();
   _impl_.process_id_.ClearToEmpty();
+  ::memset(&_impl_.stdout_offset_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+      reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -3762,6 +3835,22 @@ const char* ProcessIoAttach::_InternalParse(const char* ptr, ::_pbi::ParseContex
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.agent.v1.ProcessIoAttach.process_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stdout_offset = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.stdout_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stderr_offset = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 32)) {
+          _impl_.stderr_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
         } else
           goto handle_unusual;
         continue;
@@ -3814,6 +3903,18 @@ uint8_t* ProcessIoAttach::_InternalSerialize(
         2, this->_internal_process_id(), target);
   }
 
+  // uint64 stdout_offset = 3;
+  if (this->_internal_stdout_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(3, this->_internal_stdout_offset(), target);
+  }
+
+  // uint64 stderr_offset = 4;
+  if (this->_internal_stderr_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(4, this->_internal_stderr_offset(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -3844,6 +3945,16 @@ size_t ProcessIoAttach::ByteSizeLong() const {
         this->_internal_process_id());
   }
 
+  // uint64 stdout_offset = 3;
+  if (this->_internal_stdout_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stdout_offset());
+  }
+
+  // uint64 stderr_offset = 4;
+  if (this->_internal_stderr_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stderr_offset());
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -3867,6 +3978,12 @@ void ProcessIoAttach::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const 
   }
   if (!from._internal_process_id().empty()) {
     _this->_internal_set_process_id(from._internal_process_id());
+  }
+  if (from._internal_stdout_offset() != 0) {
+    _this->_internal_set_stdout_offset(from._internal_stdout_offset());
+  }
+  if (from._internal_stderr_offset() != 0) {
+    _this->_internal_set_stderr_offset(from._internal_stderr_offset());
   }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
@@ -3895,12 +4012,454 @@ void ProcessIoAttach::InternalSwap(ProcessIoAttach* other) {
       &_impl_.process_id_, lhs_arena,
       &other->_impl_.process_id_, rhs_arena
   );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(ProcessIoAttach, _impl_.stderr_offset_)
+      + sizeof(ProcessIoAttach::_impl_.stderr_offset_)
+      - PROTOBUF_FIELD_OFFSET(ProcessIoAttach, _impl_.stdout_offset_)>(
+          reinterpret_cast<char*>(&_impl_.stdout_offset_),
+          reinterpret_cast<char*>(&other->_impl_.stdout_offset_));
 }
 
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoAttach::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
       file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[14]);
+}
+
+// ===================================================================
+
+class OutputAck::_Internal {
+ public:
+};
+
+OutputAck::OutputAck(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.OutputAck)
+}
+OutputAck::OutputAck(const OutputAck& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  OutputAck* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.stdout_offset_){}
+    , decltype(_impl_.stderr_offset_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.stdout_offset_, &from._impl_.stdout_offset_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+    reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.OutputAck)
+}
+
+inline void OutputAck::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.stdout_offset_){uint64_t{0u}}
+    , decltype(_impl_.stderr_offset_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+OutputAck::~OutputAck() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.OutputAck)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void OutputAck::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+}
+
+void OutputAck::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void OutputAck::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.OutputAck)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  ::memset(&_impl_.stdout_offset_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+      reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* OutputAck::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // uint64 stdout_offset = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.stdout_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stderr_offset = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.stderr_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* OutputAck::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.OutputAck)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // uint64 stdout_offset = 1;
+  if (this->_internal_stdout_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(1, this->_internal_stdout_offset(), target);
+  }
+
+  // uint64 stderr_offset = 2;
+  if (this->_internal_stderr_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_stderr_offset(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.OutputAck)
+  return target;
+}
+
+size_t OutputAck::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.OutputAck)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // uint64 stdout_offset = 1;
+  if (this->_internal_stdout_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stdout_offset());
+  }
+
+  // uint64 stderr_offset = 2;
+  if (this->_internal_stderr_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stderr_offset());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData OutputAck::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    OutputAck::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*OutputAck::GetClassData() const { return &_class_data_; }
+
+
+void OutputAck::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<OutputAck*>(&to_msg);
+  auto& from = static_cast<const OutputAck&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.OutputAck)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (from._internal_stdout_offset() != 0) {
+    _this->_internal_set_stdout_offset(from._internal_stdout_offset());
+  }
+  if (from._internal_stderr_offset() != 0) {
+    _this->_internal_set_stderr_offset(from._internal_stderr_offset());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void OutputAck::CopyFrom(const OutputAck& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.OutputAck)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool OutputAck::IsInitialized() const {
+  return true;
+}
+
+void OutputAck::InternalSwap(OutputAck* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(OutputAck, _impl_.stderr_offset_)
+      + sizeof(OutputAck::_impl_.stderr_offset_)
+      - PROTOBUF_FIELD_OFFSET(OutputAck, _impl_.stdout_offset_)>(
+          reinterpret_cast<char*>(&_impl_.stdout_offset_),
+          reinterpret_cast<char*>(&other->_impl_.stdout_offset_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata OutputAck::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
+}
+
+// ===================================================================
+
+class OutputChunk::_Internal {
+ public:
+};
+
+OutputChunk::OutputChunk(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.OutputChunk)
+}
+OutputChunk::OutputChunk(const OutputChunk& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  OutputChunk* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.data_){}
+    , decltype(_impl_.offset_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.data_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.data_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_data().empty()) {
+    _this->_impl_.data_.Set(from._internal_data(), 
+      _this->GetArenaForAllocation());
+  }
+  _this->_impl_.offset_ = from._impl_.offset_;
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.OutputChunk)
+}
+
+inline void OutputChunk::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.data_){}
+    , decltype(_impl_.offset_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.data_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.data_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+OutputChunk::~OutputChunk() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.OutputChunk)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void OutputChunk::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.data_.Destroy();
+}
+
+void OutputChunk::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void OutputChunk::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.OutputChunk)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.data_.ClearToEmpty();
+  _impl_.offset_ = uint64_t{0u};
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* OutputChunk::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // bytes data = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_data();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 offset = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* OutputChunk::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.OutputChunk)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // bytes data = 1;
+  if (!this->_internal_data().empty()) {
+    target = stream->WriteBytesMaybeAliased(
+        1, this->_internal_data(), target);
+  }
+
+  // uint64 offset = 2;
+  if (this->_internal_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_offset(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.OutputChunk)
+  return target;
+}
+
+size_t OutputChunk::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.OutputChunk)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // bytes data = 1;
+  if (!this->_internal_data().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::BytesSize(
+        this->_internal_data());
+  }
+
+  // uint64 offset = 2;
+  if (this->_internal_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_offset());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData OutputChunk::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    OutputChunk::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*OutputChunk::GetClassData() const { return &_class_data_; }
+
+
+void OutputChunk::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<OutputChunk*>(&to_msg);
+  auto& from = static_cast<const OutputChunk&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.OutputChunk)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_data().empty()) {
+    _this->_internal_set_data(from._internal_data());
+  }
+  if (from._internal_offset() != 0) {
+    _this->_internal_set_offset(from._internal_offset());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void OutputChunk::CopyFrom(const OutputChunk& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.OutputChunk)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool OutputChunk::IsInitialized() const {
+  return true;
+}
+
+void OutputChunk::InternalSwap(OutputChunk* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.data_, lhs_arena,
+      &other->_impl_.data_, rhs_arena
+  );
+  swap(_impl_.offset_, other->_impl_.offset_);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata OutputChunk::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
 }
 
 // ===================================================================
@@ -3940,7 +4499,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StdinClose::GetClassData() con
 ::PROTOBUF_NAMESPACE_ID::Metadata StdinClose::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
 }
 
 // ===================================================================
@@ -3949,6 +4508,7 @@ class ProcessIoRequest::_Internal {
  public:
   static const ::berth::agent::v1::ProcessIoAttach& attach(const ProcessIoRequest* msg);
   static const ::berth::agent::v1::StdinClose& stdin_close(const ProcessIoRequest* msg);
+  static const ::berth::agent::v1::OutputAck& ack(const ProcessIoRequest* msg);
 };
 
 const ::berth::agent::v1::ProcessIoAttach&
@@ -3958,6 +4518,10 @@ ProcessIoRequest::_Internal::attach(const ProcessIoRequest* msg) {
 const ::berth::agent::v1::StdinClose&
 ProcessIoRequest::_Internal::stdin_close(const ProcessIoRequest* msg) {
   return *msg->_impl_.frame_.stdin_close_;
+}
+const ::berth::agent::v1::OutputAck&
+ProcessIoRequest::_Internal::ack(const ProcessIoRequest* msg) {
+  return *msg->_impl_.frame_.ack_;
 }
 void ProcessIoRequest::set_allocated_attach(::berth::agent::v1::ProcessIoAttach* attach) {
   ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
@@ -3989,6 +4553,21 @@ void ProcessIoRequest::set_allocated_stdin_close(::berth::agent::v1::StdinClose*
   }
   // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoRequest.stdin_close)
 }
+void ProcessIoRequest::set_allocated_ack(::berth::agent::v1::OutputAck* ack) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (ack) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(ack);
+    if (message_arena != submessage_arena) {
+      ack = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, ack, submessage_arena);
+    }
+    set_has_ack();
+    _impl_.frame_.ack_ = ack;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoRequest.ack)
+}
 ProcessIoRequest::ProcessIoRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
   : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
@@ -4018,6 +4597,11 @@ ProcessIoRequest::ProcessIoRequest(const ProcessIoRequest& from)
     case kStdinClose: {
       _this->_internal_mutable_stdin_close()->::berth::agent::v1::StdinClose::MergeFrom(
           from._internal_stdin_close());
+      break;
+    }
+    case kAck: {
+      _this->_internal_mutable_ack()->::berth::agent::v1::OutputAck::MergeFrom(
+          from._internal_ack());
       break;
     }
     case FRAME_NOT_SET: {
@@ -4078,6 +4662,12 @@ void ProcessIoRequest::clear_frame() {
       }
       break;
     }
+    case kAck: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.ack_;
+      }
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4123,6 +4713,14 @@ const char* ProcessIoRequest::_InternalParse(const char* ptr, ::_pbi::ParseConte
       case 3:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
           ptr = ctx->ParseMessage(_internal_mutable_stdin_close(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.agent.v1.OutputAck ack = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr = ctx->ParseMessage(_internal_mutable_ack(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -4176,6 +4774,13 @@ uint8_t* ProcessIoRequest::_InternalSerialize(
         _Internal::stdin_close(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.agent.v1.OutputAck ack = 4;
+  if (_internal_has_ack()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(4, _Internal::ack(this),
+        _Internal::ack(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4212,6 +4817,13 @@ size_t ProcessIoRequest::ByteSizeLong() const {
       total_size += 1 +
         ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
           *_impl_.frame_.stdin_close_);
+      break;
+    }
+    // .berth.agent.v1.OutputAck ack = 4;
+    case kAck: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.ack_);
       break;
     }
     case FRAME_NOT_SET: {
@@ -4251,6 +4863,11 @@ void ProcessIoRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const
           from._internal_stdin_close());
       break;
     }
+    case kAck: {
+      _this->_internal_mutable_ack()->::berth::agent::v1::OutputAck::MergeFrom(
+          from._internal_ack());
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4279,7 +4896,7 @@ void ProcessIoRequest::InternalSwap(ProcessIoRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
 }
 
 // ===================================================================
@@ -4287,11 +4904,21 @@ void ProcessIoRequest::InternalSwap(ProcessIoRequest* other) {
 class ProcessIoResponse::_Internal {
  public:
   static const ::berth::agent::v1::ProcessExit& exit(const ProcessIoResponse* msg);
+  static const ::berth::agent::v1::OutputChunk& stdout_chunk(const ProcessIoResponse* msg);
+  static const ::berth::agent::v1::OutputChunk& stderr_chunk(const ProcessIoResponse* msg);
 };
 
 const ::berth::agent::v1::ProcessExit&
 ProcessIoResponse::_Internal::exit(const ProcessIoResponse* msg) {
   return *msg->_impl_.frame_.exit_;
+}
+const ::berth::agent::v1::OutputChunk&
+ProcessIoResponse::_Internal::stdout_chunk(const ProcessIoResponse* msg) {
+  return *msg->_impl_.frame_.stdout_chunk_;
+}
+const ::berth::agent::v1::OutputChunk&
+ProcessIoResponse::_Internal::stderr_chunk(const ProcessIoResponse* msg) {
+  return *msg->_impl_.frame_.stderr_chunk_;
 }
 void ProcessIoResponse::set_allocated_exit(::berth::agent::v1::ProcessExit* exit) {
   ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
@@ -4307,6 +4934,36 @@ void ProcessIoResponse::set_allocated_exit(::berth::agent::v1::ProcessExit* exit
     _impl_.frame_.exit_ = exit;
   }
   // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoResponse.exit)
+}
+void ProcessIoResponse::set_allocated_stdout_chunk(::berth::agent::v1::OutputChunk* stdout_chunk) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (stdout_chunk) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(stdout_chunk);
+    if (message_arena != submessage_arena) {
+      stdout_chunk = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, stdout_chunk, submessage_arena);
+    }
+    set_has_stdout_chunk();
+    _impl_.frame_.stdout_chunk_ = stdout_chunk;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+}
+void ProcessIoResponse::set_allocated_stderr_chunk(::berth::agent::v1::OutputChunk* stderr_chunk) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (stderr_chunk) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(stderr_chunk);
+    if (message_arena != submessage_arena) {
+      stderr_chunk = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, stderr_chunk, submessage_arena);
+    }
+    set_has_stderr_chunk();
+    _impl_.frame_.stderr_chunk_ = stderr_chunk;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoResponse.stderr_chunk)
 }
 ProcessIoResponse::ProcessIoResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
@@ -4336,6 +4993,16 @@ ProcessIoResponse::ProcessIoResponse(const ProcessIoResponse& from)
     case kExit: {
       _this->_internal_mutable_exit()->::berth::agent::v1::ProcessExit::MergeFrom(
           from._internal_exit());
+      break;
+    }
+    case kStdoutChunk: {
+      _this->_internal_mutable_stdout_chunk()->::berth::agent::v1::OutputChunk::MergeFrom(
+          from._internal_stdout_chunk());
+      break;
+    }
+    case kStderrChunk: {
+      _this->_internal_mutable_stderr_chunk()->::berth::agent::v1::OutputChunk::MergeFrom(
+          from._internal_stderr_chunk());
       break;
     }
     case FRAME_NOT_SET: {
@@ -4394,6 +5061,18 @@ void ProcessIoResponse::clear_frame() {
       }
       break;
     }
+    case kStdoutChunk: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.stdout_chunk_;
+      }
+      break;
+    }
+    case kStderrChunk: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.stderr_chunk_;
+      }
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4440,6 +5119,22 @@ const char* ProcessIoResponse::_InternalParse(const char* ptr, ::_pbi::ParseCont
       case 3:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
           ptr = ctx->ParseMessage(_internal_mutable_exit(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.agent.v1.OutputChunk stdout_chunk = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr = ctx->ParseMessage(_internal_mutable_stdout_chunk(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.agent.v1.OutputChunk stderr_chunk = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
+          ptr = ctx->ParseMessage(_internal_mutable_stderr_chunk(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -4492,6 +5187,20 @@ uint8_t* ProcessIoResponse::_InternalSerialize(
         _Internal::exit(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.agent.v1.OutputChunk stdout_chunk = 4;
+  if (_internal_has_stdout_chunk()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(4, _Internal::stdout_chunk(this),
+        _Internal::stdout_chunk(this).GetCachedSize(), target, stream);
+  }
+
+  // .berth.agent.v1.OutputChunk stderr_chunk = 5;
+  if (_internal_has_stderr_chunk()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(5, _Internal::stderr_chunk(this),
+        _Internal::stderr_chunk(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4530,6 +5239,20 @@ size_t ProcessIoResponse::ByteSizeLong() const {
           *_impl_.frame_.exit_);
       break;
     }
+    // .berth.agent.v1.OutputChunk stdout_chunk = 4;
+    case kStdoutChunk: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.stdout_chunk_);
+      break;
+    }
+    // .berth.agent.v1.OutputChunk stderr_chunk = 5;
+    case kStderrChunk: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.stderr_chunk_);
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4566,6 +5289,16 @@ void ProcessIoResponse::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, cons
           from._internal_exit());
       break;
     }
+    case kStdoutChunk: {
+      _this->_internal_mutable_stdout_chunk()->::berth::agent::v1::OutputChunk::MergeFrom(
+          from._internal_stdout_chunk());
+      break;
+    }
+    case kStderrChunk: {
+      _this->_internal_mutable_stderr_chunk()->::berth::agent::v1::OutputChunk::MergeFrom(
+          from._internal_stderr_chunk());
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4594,7 +5327,7 @@ void ProcessIoResponse::InternalSwap(ProcessIoResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
 }
 
 // ===================================================================
@@ -4847,7 +5580,7 @@ void WaitProcessRequest::InternalSwap(WaitProcessRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
 }
 
 // ===================================================================
@@ -5040,7 +5773,7 @@ void WaitProcessResponse::InternalSwap(WaitProcessResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
 }
 
 // ===================================================================
@@ -5239,7 +5972,7 @@ void DestroySandboxRequest::InternalSwap(DestroySandboxRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
 }
 
 // ===================================================================
@@ -5279,7 +6012,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroySandboxResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -5346,6 +6079,14 @@ Arena::CreateMaybeMessage< ::berth::agent::v1::ResizeResponse >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::ProcessIoAttach*
 Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessIoAttach >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::agent::v1::ProcessIoAttach >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::OutputAck*
+Arena::CreateMaybeMessage< ::berth::agent::v1::OutputAck >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::OutputAck >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::OutputChunk*
+Arena::CreateMaybeMessage< ::berth::agent::v1::OutputChunk >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::OutputChunk >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::StdinClose*
 Arena::CreateMaybeMessage< ::berth::agent::v1::StdinClose >(Arena* arena) {

@@ -68,6 +68,12 @@ extern NewContainerRequestDefaultTypeInternal _NewContainerRequest_default_insta
 class NewContainerResponse;
 struct NewContainerResponseDefaultTypeInternal;
 extern NewContainerResponseDefaultTypeInternal _NewContainerResponse_default_instance_;
+class OutputAck;
+struct OutputAckDefaultTypeInternal;
+extern OutputAckDefaultTypeInternal _OutputAck_default_instance_;
+class OutputChunk;
+struct OutputChunkDefaultTypeInternal;
+extern OutputChunkDefaultTypeInternal _OutputChunk_default_instance_;
 class PingRequest;
 struct PingRequestDefaultTypeInternal;
 extern PingRequestDefaultTypeInternal _PingRequest_default_instance_;
@@ -126,6 +132,8 @@ template<> ::berth::agent::v1::ExecCmdRequest* Arena::CreateMaybeMessage<::berth
 template<> ::berth::agent::v1::ExecCmdResponse* Arena::CreateMaybeMessage<::berth::agent::v1::ExecCmdResponse>(Arena*);
 template<> ::berth::agent::v1::NewContainerRequest* Arena::CreateMaybeMessage<::berth::agent::v1::NewContainerRequest>(Arena*);
 template<> ::berth::agent::v1::NewContainerResponse* Arena::CreateMaybeMessage<::berth::agent::v1::NewContainerResponse>(Arena*);
+template<> ::berth::agent::v1::OutputAck* Arena::CreateMaybeMessage<::berth::agent::v1::OutputAck>(Arena*);
+template<> ::berth::agent::v1::OutputChunk* Arena::CreateMaybeMessage<::berth::agent::v1::OutputChunk>(Arena*);
 template<> ::berth::agent::v1::PingRequest* Arena::CreateMaybeMessage<::berth::agent::v1::PingRequest>(Arena*);
 template<> ::berth::agent::v1::PingResponse* Arena::CreateMaybeMessage<::berth::agent::v1::PingResponse>(Arena*);
 template<> ::berth::agent::v1::ProcessExit* Arena::CreateMaybeMessage<::berth::agent::v1::ProcessExit>(Arena*);
@@ -2620,6 +2628,8 @@ class ProcessIoAttach final :
   enum : int {
     kContainerIdFieldNumber = 1,
     kProcessIdFieldNumber = 2,
+    kStdoutOffsetFieldNumber = 3,
+    kStderrOffsetFieldNumber = 4,
   };
   // string container_id = 1;
   void clear_container_id();
@@ -2649,6 +2659,24 @@ class ProcessIoAttach final :
   std::string* _internal_mutable_process_id();
   public:
 
+  // uint64 stdout_offset = 3;
+  void clear_stdout_offset();
+  uint64_t stdout_offset() const;
+  void set_stdout_offset(uint64_t value);
+  private:
+  uint64_t _internal_stdout_offset() const;
+  void _internal_set_stdout_offset(uint64_t value);
+  public:
+
+  // uint64 stderr_offset = 4;
+  void clear_stderr_offset();
+  uint64_t stderr_offset() const;
+  void set_stderr_offset(uint64_t value);
+  private:
+  uint64_t _internal_stderr_offset() const;
+  void _internal_set_stderr_offset(uint64_t value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.agent.v1.ProcessIoAttach)
  private:
   class _Internal;
@@ -2659,6 +2687,331 @@ class ProcessIoAttach final :
   struct Impl_ {
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr container_id_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr process_id_;
+    uint64_t stdout_offset_;
+    uint64_t stderr_offset_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class OutputAck final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.OutputAck) */ {
+ public:
+  inline OutputAck() : OutputAck(nullptr) {}
+  ~OutputAck() override;
+  explicit PROTOBUF_CONSTEXPR OutputAck(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  OutputAck(const OutputAck& from);
+  OutputAck(OutputAck&& from) noexcept
+    : OutputAck() {
+    *this = ::std::move(from);
+  }
+
+  inline OutputAck& operator=(const OutputAck& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline OutputAck& operator=(OutputAck&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const OutputAck& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const OutputAck* internal_default_instance() {
+    return reinterpret_cast<const OutputAck*>(
+               &_OutputAck_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    15;
+
+  friend void swap(OutputAck& a, OutputAck& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(OutputAck* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(OutputAck* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  OutputAck* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<OutputAck>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const OutputAck& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const OutputAck& from) {
+    OutputAck::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(OutputAck* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.OutputAck";
+  }
+  protected:
+  explicit OutputAck(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kStdoutOffsetFieldNumber = 1,
+    kStderrOffsetFieldNumber = 2,
+  };
+  // uint64 stdout_offset = 1;
+  void clear_stdout_offset();
+  uint64_t stdout_offset() const;
+  void set_stdout_offset(uint64_t value);
+  private:
+  uint64_t _internal_stdout_offset() const;
+  void _internal_set_stdout_offset(uint64_t value);
+  public:
+
+  // uint64 stderr_offset = 2;
+  void clear_stderr_offset();
+  uint64_t stderr_offset() const;
+  void set_stderr_offset(uint64_t value);
+  private:
+  uint64_t _internal_stderr_offset() const;
+  void _internal_set_stderr_offset(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.OutputAck)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    uint64_t stdout_offset_;
+    uint64_t stderr_offset_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class OutputChunk final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.OutputChunk) */ {
+ public:
+  inline OutputChunk() : OutputChunk(nullptr) {}
+  ~OutputChunk() override;
+  explicit PROTOBUF_CONSTEXPR OutputChunk(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  OutputChunk(const OutputChunk& from);
+  OutputChunk(OutputChunk&& from) noexcept
+    : OutputChunk() {
+    *this = ::std::move(from);
+  }
+
+  inline OutputChunk& operator=(const OutputChunk& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline OutputChunk& operator=(OutputChunk&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const OutputChunk& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const OutputChunk* internal_default_instance() {
+    return reinterpret_cast<const OutputChunk*>(
+               &_OutputChunk_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    16;
+
+  friend void swap(OutputChunk& a, OutputChunk& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(OutputChunk* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(OutputChunk* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  OutputChunk* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<OutputChunk>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const OutputChunk& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const OutputChunk& from) {
+    OutputChunk::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(OutputChunk* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.OutputChunk";
+  }
+  protected:
+  explicit OutputChunk(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kDataFieldNumber = 1,
+    kOffsetFieldNumber = 2,
+  };
+  // bytes data = 1;
+  void clear_data();
+  const std::string& data() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_data(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_data();
+  PROTOBUF_NODISCARD std::string* release_data();
+  void set_allocated_data(std::string* data);
+  private:
+  const std::string& _internal_data() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_data(const std::string& value);
+  std::string* _internal_mutable_data();
+  public:
+
+  // uint64 offset = 2;
+  void clear_offset();
+  uint64_t offset() const;
+  void set_offset(uint64_t value);
+  private:
+  uint64_t _internal_offset() const;
+  void _internal_set_offset(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.OutputChunk)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr data_;
+    uint64_t offset_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -2713,7 +3066,7 @@ class StdinClose final :
                &_StdinClose_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    17;
 
   friend void swap(StdinClose& a, StdinClose& b) {
     a.Swap(&b);
@@ -2831,6 +3184,7 @@ class ProcessIoRequest final :
     kAttach = 1,
     kStdin = 2,
     kStdinClose = 3,
+    kAck = 4,
     FRAME_NOT_SET = 0,
   };
 
@@ -2839,7 +3193,7 @@ class ProcessIoRequest final :
                &_ProcessIoRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    18;
 
   friend void swap(ProcessIoRequest& a, ProcessIoRequest& b) {
     a.Swap(&b);
@@ -2915,6 +3269,7 @@ class ProcessIoRequest final :
     kAttachFieldNumber = 1,
     kStdinFieldNumber = 2,
     kStdinCloseFieldNumber = 3,
+    kAckFieldNumber = 4,
   };
   // .berth.agent.v1.ProcessIoAttach attach = 1;
   bool has_attach() const;
@@ -2970,6 +3325,24 @@ class ProcessIoRequest final :
       ::berth::agent::v1::StdinClose* stdin_close);
   ::berth::agent::v1::StdinClose* unsafe_arena_release_stdin_close();
 
+  // .berth.agent.v1.OutputAck ack = 4;
+  bool has_ack() const;
+  private:
+  bool _internal_has_ack() const;
+  public:
+  void clear_ack();
+  const ::berth::agent::v1::OutputAck& ack() const;
+  PROTOBUF_NODISCARD ::berth::agent::v1::OutputAck* release_ack();
+  ::berth::agent::v1::OutputAck* mutable_ack();
+  void set_allocated_ack(::berth::agent::v1::OutputAck* ack);
+  private:
+  const ::berth::agent::v1::OutputAck& _internal_ack() const;
+  ::berth::agent::v1::OutputAck* _internal_mutable_ack();
+  public:
+  void unsafe_arena_set_allocated_ack(
+      ::berth::agent::v1::OutputAck* ack);
+  ::berth::agent::v1::OutputAck* unsafe_arena_release_ack();
+
   void clear_frame();
   FrameCase frame_case() const;
   // @@protoc_insertion_point(class_scope:berth.agent.v1.ProcessIoRequest)
@@ -2978,6 +3351,7 @@ class ProcessIoRequest final :
   void set_has_attach();
   void set_has_stdin();
   void set_has_stdin_close();
+  void set_has_ack();
 
   inline bool has_frame() const;
   inline void clear_has_frame();
@@ -2992,6 +3366,7 @@ class ProcessIoRequest final :
       ::berth::agent::v1::ProcessIoAttach* attach_;
       ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stdin_;
       ::berth::agent::v1::StdinClose* stdin_close_;
+      ::berth::agent::v1::OutputAck* ack_;
     } frame_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
     uint32_t _oneof_case_[1];
@@ -3049,6 +3424,8 @@ class ProcessIoResponse final :
     kStdout = 1,
     kStderr = 2,
     kExit = 3,
+    kStdoutChunk = 4,
+    kStderrChunk = 5,
     FRAME_NOT_SET = 0,
   };
 
@@ -3057,7 +3434,7 @@ class ProcessIoResponse final :
                &_ProcessIoResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    19;
 
   friend void swap(ProcessIoResponse& a, ProcessIoResponse& b) {
     a.Swap(&b);
@@ -3133,6 +3510,8 @@ class ProcessIoResponse final :
     kStdoutFieldNumber = 1,
     kStderrFieldNumber = 2,
     kExitFieldNumber = 3,
+    kStdoutChunkFieldNumber = 4,
+    kStderrChunkFieldNumber = 5,
   };
   // bytes stdout = 1;
   bool has_stdout() const;
@@ -3188,6 +3567,42 @@ class ProcessIoResponse final :
       ::berth::agent::v1::ProcessExit* exit);
   ::berth::agent::v1::ProcessExit* unsafe_arena_release_exit();
 
+  // .berth.agent.v1.OutputChunk stdout_chunk = 4;
+  bool has_stdout_chunk() const;
+  private:
+  bool _internal_has_stdout_chunk() const;
+  public:
+  void clear_stdout_chunk();
+  const ::berth::agent::v1::OutputChunk& stdout_chunk() const;
+  PROTOBUF_NODISCARD ::berth::agent::v1::OutputChunk* release_stdout_chunk();
+  ::berth::agent::v1::OutputChunk* mutable_stdout_chunk();
+  void set_allocated_stdout_chunk(::berth::agent::v1::OutputChunk* stdout_chunk);
+  private:
+  const ::berth::agent::v1::OutputChunk& _internal_stdout_chunk() const;
+  ::berth::agent::v1::OutputChunk* _internal_mutable_stdout_chunk();
+  public:
+  void unsafe_arena_set_allocated_stdout_chunk(
+      ::berth::agent::v1::OutputChunk* stdout_chunk);
+  ::berth::agent::v1::OutputChunk* unsafe_arena_release_stdout_chunk();
+
+  // .berth.agent.v1.OutputChunk stderr_chunk = 5;
+  bool has_stderr_chunk() const;
+  private:
+  bool _internal_has_stderr_chunk() const;
+  public:
+  void clear_stderr_chunk();
+  const ::berth::agent::v1::OutputChunk& stderr_chunk() const;
+  PROTOBUF_NODISCARD ::berth::agent::v1::OutputChunk* release_stderr_chunk();
+  ::berth::agent::v1::OutputChunk* mutable_stderr_chunk();
+  void set_allocated_stderr_chunk(::berth::agent::v1::OutputChunk* stderr_chunk);
+  private:
+  const ::berth::agent::v1::OutputChunk& _internal_stderr_chunk() const;
+  ::berth::agent::v1::OutputChunk* _internal_mutable_stderr_chunk();
+  public:
+  void unsafe_arena_set_allocated_stderr_chunk(
+      ::berth::agent::v1::OutputChunk* stderr_chunk);
+  ::berth::agent::v1::OutputChunk* unsafe_arena_release_stderr_chunk();
+
   void clear_frame();
   FrameCase frame_case() const;
   // @@protoc_insertion_point(class_scope:berth.agent.v1.ProcessIoResponse)
@@ -3196,6 +3611,8 @@ class ProcessIoResponse final :
   void set_has_stdout();
   void set_has_stderr();
   void set_has_exit();
+  void set_has_stdout_chunk();
+  void set_has_stderr_chunk();
 
   inline bool has_frame() const;
   inline void clear_has_frame();
@@ -3210,6 +3627,8 @@ class ProcessIoResponse final :
       ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stdout_;
       ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stderr_;
       ::berth::agent::v1::ProcessExit* exit_;
+      ::berth::agent::v1::OutputChunk* stdout_chunk_;
+      ::berth::agent::v1::OutputChunk* stderr_chunk_;
     } frame_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
     uint32_t _oneof_case_[1];
@@ -3268,7 +3687,7 @@ class WaitProcessRequest final :
                &_WaitProcessRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    20;
 
   friend void swap(WaitProcessRequest& a, WaitProcessRequest& b) {
     a.Swap(&b);
@@ -3437,7 +3856,7 @@ class WaitProcessResponse final :
                &_WaitProcessResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    21;
 
   friend void swap(WaitProcessResponse& a, WaitProcessResponse& b) {
     a.Swap(&b);
@@ -3594,7 +4013,7 @@ class DestroySandboxRequest final :
                &_DestroySandboxRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    22;
 
   friend void swap(DestroySandboxRequest& a, DestroySandboxRequest& b) {
     a.Swap(&b);
@@ -3750,7 +4169,7 @@ class DestroySandboxResponse final :
                &_DestroySandboxResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    23;
 
   friend void swap(DestroySandboxResponse& a, DestroySandboxResponse& b) {
     a.Swap(&b);
@@ -5503,6 +5922,164 @@ inline void ProcessIoAttach::set_allocated_process_id(std::string* process_id) {
   // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessIoAttach.process_id)
 }
 
+// uint64 stdout_offset = 3;
+inline void ProcessIoAttach::clear_stdout_offset() {
+  _impl_.stdout_offset_ = uint64_t{0u};
+}
+inline uint64_t ProcessIoAttach::_internal_stdout_offset() const {
+  return _impl_.stdout_offset_;
+}
+inline uint64_t ProcessIoAttach::stdout_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessIoAttach.stdout_offset)
+  return _internal_stdout_offset();
+}
+inline void ProcessIoAttach::_internal_set_stdout_offset(uint64_t value) {
+  
+  _impl_.stdout_offset_ = value;
+}
+inline void ProcessIoAttach::set_stdout_offset(uint64_t value) {
+  _internal_set_stdout_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.ProcessIoAttach.stdout_offset)
+}
+
+// uint64 stderr_offset = 4;
+inline void ProcessIoAttach::clear_stderr_offset() {
+  _impl_.stderr_offset_ = uint64_t{0u};
+}
+inline uint64_t ProcessIoAttach::_internal_stderr_offset() const {
+  return _impl_.stderr_offset_;
+}
+inline uint64_t ProcessIoAttach::stderr_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessIoAttach.stderr_offset)
+  return _internal_stderr_offset();
+}
+inline void ProcessIoAttach::_internal_set_stderr_offset(uint64_t value) {
+  
+  _impl_.stderr_offset_ = value;
+}
+inline void ProcessIoAttach::set_stderr_offset(uint64_t value) {
+  _internal_set_stderr_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.ProcessIoAttach.stderr_offset)
+}
+
+// -------------------------------------------------------------------
+
+// OutputAck
+
+// uint64 stdout_offset = 1;
+inline void OutputAck::clear_stdout_offset() {
+  _impl_.stdout_offset_ = uint64_t{0u};
+}
+inline uint64_t OutputAck::_internal_stdout_offset() const {
+  return _impl_.stdout_offset_;
+}
+inline uint64_t OutputAck::stdout_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.OutputAck.stdout_offset)
+  return _internal_stdout_offset();
+}
+inline void OutputAck::_internal_set_stdout_offset(uint64_t value) {
+  
+  _impl_.stdout_offset_ = value;
+}
+inline void OutputAck::set_stdout_offset(uint64_t value) {
+  _internal_set_stdout_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.OutputAck.stdout_offset)
+}
+
+// uint64 stderr_offset = 2;
+inline void OutputAck::clear_stderr_offset() {
+  _impl_.stderr_offset_ = uint64_t{0u};
+}
+inline uint64_t OutputAck::_internal_stderr_offset() const {
+  return _impl_.stderr_offset_;
+}
+inline uint64_t OutputAck::stderr_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.OutputAck.stderr_offset)
+  return _internal_stderr_offset();
+}
+inline void OutputAck::_internal_set_stderr_offset(uint64_t value) {
+  
+  _impl_.stderr_offset_ = value;
+}
+inline void OutputAck::set_stderr_offset(uint64_t value) {
+  _internal_set_stderr_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.OutputAck.stderr_offset)
+}
+
+// -------------------------------------------------------------------
+
+// OutputChunk
+
+// bytes data = 1;
+inline void OutputChunk::clear_data() {
+  _impl_.data_.ClearToEmpty();
+}
+inline const std::string& OutputChunk::data() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.OutputChunk.data)
+  return _internal_data();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void OutputChunk::set_data(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.data_.SetBytes(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.OutputChunk.data)
+}
+inline std::string* OutputChunk::mutable_data() {
+  std::string* _s = _internal_mutable_data();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.OutputChunk.data)
+  return _s;
+}
+inline const std::string& OutputChunk::_internal_data() const {
+  return _impl_.data_.Get();
+}
+inline void OutputChunk::_internal_set_data(const std::string& value) {
+  
+  _impl_.data_.Set(value, GetArenaForAllocation());
+}
+inline std::string* OutputChunk::_internal_mutable_data() {
+  
+  return _impl_.data_.Mutable(GetArenaForAllocation());
+}
+inline std::string* OutputChunk::release_data() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.OutputChunk.data)
+  return _impl_.data_.Release();
+}
+inline void OutputChunk::set_allocated_data(std::string* data) {
+  if (data != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.data_.SetAllocated(data, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.data_.IsDefault()) {
+    _impl_.data_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.OutputChunk.data)
+}
+
+// uint64 offset = 2;
+inline void OutputChunk::clear_offset() {
+  _impl_.offset_ = uint64_t{0u};
+}
+inline uint64_t OutputChunk::_internal_offset() const {
+  return _impl_.offset_;
+}
+inline uint64_t OutputChunk::offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.OutputChunk.offset)
+  return _internal_offset();
+}
+inline void OutputChunk::_internal_set_offset(uint64_t value) {
+  
+  _impl_.offset_ = value;
+}
+inline void OutputChunk::set_offset(uint64_t value) {
+  _internal_set_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.OutputChunk.offset)
+}
+
 // -------------------------------------------------------------------
 
 // StdinClose
@@ -5733,6 +6310,80 @@ inline ::berth::agent::v1::StdinClose* ProcessIoRequest::_internal_mutable_stdin
 inline ::berth::agent::v1::StdinClose* ProcessIoRequest::mutable_stdin_close() {
   ::berth::agent::v1::StdinClose* _msg = _internal_mutable_stdin_close();
   // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessIoRequest.stdin_close)
+  return _msg;
+}
+
+// .berth.agent.v1.OutputAck ack = 4;
+inline bool ProcessIoRequest::_internal_has_ack() const {
+  return frame_case() == kAck;
+}
+inline bool ProcessIoRequest::has_ack() const {
+  return _internal_has_ack();
+}
+inline void ProcessIoRequest::set_has_ack() {
+  _impl_._oneof_case_[0] = kAck;
+}
+inline void ProcessIoRequest::clear_ack() {
+  if (_internal_has_ack()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.ack_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::agent::v1::OutputAck* ProcessIoRequest::release_ack() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.ProcessIoRequest.ack)
+  if (_internal_has_ack()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputAck* temp = _impl_.frame_.ack_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.ack_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::agent::v1::OutputAck& ProcessIoRequest::_internal_ack() const {
+  return _internal_has_ack()
+      ? *_impl_.frame_.ack_
+      : reinterpret_cast< ::berth::agent::v1::OutputAck&>(::berth::agent::v1::_OutputAck_default_instance_);
+}
+inline const ::berth::agent::v1::OutputAck& ProcessIoRequest::ack() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessIoRequest.ack)
+  return _internal_ack();
+}
+inline ::berth::agent::v1::OutputAck* ProcessIoRequest::unsafe_arena_release_ack() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.agent.v1.ProcessIoRequest.ack)
+  if (_internal_has_ack()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputAck* temp = _impl_.frame_.ack_;
+    _impl_.frame_.ack_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void ProcessIoRequest::unsafe_arena_set_allocated_ack(::berth::agent::v1::OutputAck* ack) {
+  clear_frame();
+  if (ack) {
+    set_has_ack();
+    _impl_.frame_.ack_ = ack;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.agent.v1.ProcessIoRequest.ack)
+}
+inline ::berth::agent::v1::OutputAck* ProcessIoRequest::_internal_mutable_ack() {
+  if (!_internal_has_ack()) {
+    clear_frame();
+    set_has_ack();
+    _impl_.frame_.ack_ = CreateMaybeMessage< ::berth::agent::v1::OutputAck >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.ack_;
+}
+inline ::berth::agent::v1::OutputAck* ProcessIoRequest::mutable_ack() {
+  ::berth::agent::v1::OutputAck* _msg = _internal_mutable_ack();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessIoRequest.ack)
   return _msg;
 }
 
@@ -5974,6 +6625,154 @@ inline ::berth::agent::v1::ProcessExit* ProcessIoResponse::_internal_mutable_exi
 inline ::berth::agent::v1::ProcessExit* ProcessIoResponse::mutable_exit() {
   ::berth::agent::v1::ProcessExit* _msg = _internal_mutable_exit();
   // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessIoResponse.exit)
+  return _msg;
+}
+
+// .berth.agent.v1.OutputChunk stdout_chunk = 4;
+inline bool ProcessIoResponse::_internal_has_stdout_chunk() const {
+  return frame_case() == kStdoutChunk;
+}
+inline bool ProcessIoResponse::has_stdout_chunk() const {
+  return _internal_has_stdout_chunk();
+}
+inline void ProcessIoResponse::set_has_stdout_chunk() {
+  _impl_._oneof_case_[0] = kStdoutChunk;
+}
+inline void ProcessIoResponse::clear_stdout_chunk() {
+  if (_internal_has_stdout_chunk()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.stdout_chunk_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::release_stdout_chunk() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+  if (_internal_has_stdout_chunk()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputChunk* temp = _impl_.frame_.stdout_chunk_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.stdout_chunk_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::agent::v1::OutputChunk& ProcessIoResponse::_internal_stdout_chunk() const {
+  return _internal_has_stdout_chunk()
+      ? *_impl_.frame_.stdout_chunk_
+      : reinterpret_cast< ::berth::agent::v1::OutputChunk&>(::berth::agent::v1::_OutputChunk_default_instance_);
+}
+inline const ::berth::agent::v1::OutputChunk& ProcessIoResponse::stdout_chunk() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+  return _internal_stdout_chunk();
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::unsafe_arena_release_stdout_chunk() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+  if (_internal_has_stdout_chunk()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputChunk* temp = _impl_.frame_.stdout_chunk_;
+    _impl_.frame_.stdout_chunk_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void ProcessIoResponse::unsafe_arena_set_allocated_stdout_chunk(::berth::agent::v1::OutputChunk* stdout_chunk) {
+  clear_frame();
+  if (stdout_chunk) {
+    set_has_stdout_chunk();
+    _impl_.frame_.stdout_chunk_ = stdout_chunk;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::_internal_mutable_stdout_chunk() {
+  if (!_internal_has_stdout_chunk()) {
+    clear_frame();
+    set_has_stdout_chunk();
+    _impl_.frame_.stdout_chunk_ = CreateMaybeMessage< ::berth::agent::v1::OutputChunk >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.stdout_chunk_;
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::mutable_stdout_chunk() {
+  ::berth::agent::v1::OutputChunk* _msg = _internal_mutable_stdout_chunk();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessIoResponse.stdout_chunk)
+  return _msg;
+}
+
+// .berth.agent.v1.OutputChunk stderr_chunk = 5;
+inline bool ProcessIoResponse::_internal_has_stderr_chunk() const {
+  return frame_case() == kStderrChunk;
+}
+inline bool ProcessIoResponse::has_stderr_chunk() const {
+  return _internal_has_stderr_chunk();
+}
+inline void ProcessIoResponse::set_has_stderr_chunk() {
+  _impl_._oneof_case_[0] = kStderrChunk;
+}
+inline void ProcessIoResponse::clear_stderr_chunk() {
+  if (_internal_has_stderr_chunk()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.stderr_chunk_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::release_stderr_chunk() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.ProcessIoResponse.stderr_chunk)
+  if (_internal_has_stderr_chunk()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputChunk* temp = _impl_.frame_.stderr_chunk_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.stderr_chunk_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::agent::v1::OutputChunk& ProcessIoResponse::_internal_stderr_chunk() const {
+  return _internal_has_stderr_chunk()
+      ? *_impl_.frame_.stderr_chunk_
+      : reinterpret_cast< ::berth::agent::v1::OutputChunk&>(::berth::agent::v1::_OutputChunk_default_instance_);
+}
+inline const ::berth::agent::v1::OutputChunk& ProcessIoResponse::stderr_chunk() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessIoResponse.stderr_chunk)
+  return _internal_stderr_chunk();
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::unsafe_arena_release_stderr_chunk() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.agent.v1.ProcessIoResponse.stderr_chunk)
+  if (_internal_has_stderr_chunk()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputChunk* temp = _impl_.frame_.stderr_chunk_;
+    _impl_.frame_.stderr_chunk_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void ProcessIoResponse::unsafe_arena_set_allocated_stderr_chunk(::berth::agent::v1::OutputChunk* stderr_chunk) {
+  clear_frame();
+  if (stderr_chunk) {
+    set_has_stderr_chunk();
+    _impl_.frame_.stderr_chunk_ = stderr_chunk;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.agent.v1.ProcessIoResponse.stderr_chunk)
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::_internal_mutable_stderr_chunk() {
+  if (!_internal_has_stderr_chunk()) {
+    clear_frame();
+    set_has_stderr_chunk();
+    _impl_.frame_.stderr_chunk_ = CreateMaybeMessage< ::berth::agent::v1::OutputChunk >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.stderr_chunk_;
+}
+inline ::berth::agent::v1::OutputChunk* ProcessIoResponse::mutable_stderr_chunk() {
+  ::berth::agent::v1::OutputChunk* _msg = _internal_mutable_stderr_chunk();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessIoResponse.stderr_chunk)
   return _msg;
 }
 
@@ -6280,6 +7079,10 @@ inline void DestroySandboxRequest::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

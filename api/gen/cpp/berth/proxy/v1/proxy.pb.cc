@@ -435,6 +435,7 @@ const uint32_t TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto::offsets[] PROTOBU
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
   PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::ConnectRequest, _impl_.frame_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::OutputChunk, _internal_metadata_),
@@ -481,9 +482,9 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 107, -1, -1, sizeof(::berth::proxy::v1::ShimHello)},
   { 117, -1, -1, sizeof(::berth::proxy::v1::StdinClose)},
   { 123, -1, -1, sizeof(::berth::proxy::v1::ConnectRequest)},
-  { 135, -1, -1, sizeof(::berth::proxy::v1::OutputChunk)},
-  { 143, -1, -1, sizeof(::berth::proxy::v1::Connected)},
-  { 150, -1, -1, sizeof(::berth::proxy::v1::ConnectResponse)},
+  { 136, -1, -1, sizeof(::berth::proxy::v1::OutputChunk)},
+  { 144, -1, -1, sizeof(::berth::proxy::v1::Connected)},
+  { 151, -1, -1, sizeof(::berth::proxy::v1::ConnectResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -537,38 +538,39 @@ const char descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto[] PROTOB
   ".agent.v1.TerminalSize\"\020\n\016ResizeResponse"
   "\"X\n\tShimHello\022\r\n\005token\030\001 \001(\t\022\016\n\006resume\030\002"
   " \001(\010\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rstderr_of"
-  "fset\030\004 \001(\004\"\014\n\nStdinClose\"\313\001\n\016ConnectRequ"
+  "fset\030\004 \001(\004\"\014\n\nStdinClose\"\365\001\n\016ConnectRequ"
   "est\022*\n\005hello\030\001 \001(\0132\031.berth.proxy.v1.Shim"
   "HelloH\000\022\017\n\005stdin\030\002 \001(\014H\000\0221\n\013stdin_close\030"
   "\003 \001(\0132\032.berth.proxy.v1.StdinCloseH\000\022\020\n\006s"
   "ignal\030\004 \001(\005H\000\022.\n\006resize\030\005 \001(\0132\034.berth.ag"
-  "ent.v1.TerminalSizeH\000B\007\n\005frame\"+\n\013Output"
-  "Chunk\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 \001(\004\"\037\n\tC"
-  "onnected\022\022\n\nprocess_id\030\001 \001(\t\"\325\001\n\017Connect"
-  "Response\022.\n\tconnected\030\001 \001(\0132\031.berth.prox"
-  "y.v1.ConnectedH\000\022-\n\006stdout\030\002 \001(\0132\033.berth"
-  ".proxy.v1.OutputChunkH\000\022-\n\006stderr\030\003 \001(\0132"
-  "\033.berth.proxy.v1.OutputChunkH\000\022+\n\004exit\030\004"
-  " \001(\0132\033.berth.agent.v1.ProcessExitH\000B\007\n\005f"
-  "rame2\303\005\n\014ProxyService\022b\n\017RegisterSandbox"
-  "\022&.berth.proxy.v1.RegisterSandboxRequest"
-  "\032\'.berth.proxy.v1.RegisterSandboxRespons"
-  "e\022h\n\021UnregisterSandbox\022(.berth.proxy.v1."
-  "UnregisterSandboxRequest\032).berth.proxy.v"
-  "1.UnregisterSandboxResponse\022\\\n\rAllocateT"
-  "oken\022$.berth.proxy.v1.AllocateTokenReque"
-  "st\032%.berth.proxy.v1.AllocateTokenRespons"
-  "e\022Y\n\014NewContainer\022#.berth.proxy.v1.NewCo"
-  "ntainerRequest\032$.berth.proxy.v1.NewConta"
-  "inerResponse\022J\n\007ExecCmd\022\036.berth.proxy.v1"
-  ".ExecCmdRequest\032\037.berth.proxy.v1.ExecCmd"
-  "Response\022G\n\006Signal\022\035.berth.proxy.v1.Sign"
-  "alRequest\032\036.berth.proxy.v1.SignalRespons"
-  "e\022G\n\006Resize\022\035.berth.proxy.v1.ResizeReque"
-  "st\032\036.berth.proxy.v1.ResizeResponse\022N\n\007Co"
-  "nnect\022\036.berth.proxy.v1.ConnectRequest\032\037."
-  "berth.proxy.v1.ConnectResponse(\0010\001B\003\370\001\001b"
-  "\006proto3"
+  "ent.v1.TerminalSizeH\000\022(\n\003ack\030\006 \001(\0132\031.ber"
+  "th.agent.v1.OutputAckH\000B\007\n\005frame\"+\n\013Outp"
+  "utChunk\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 \001(\004\"\037\n"
+  "\tConnected\022\022\n\nprocess_id\030\001 \001(\t\"\325\001\n\017Conne"
+  "ctResponse\022.\n\tconnected\030\001 \001(\0132\031.berth.pr"
+  "oxy.v1.ConnectedH\000\022-\n\006stdout\030\002 \001(\0132\033.ber"
+  "th.proxy.v1.OutputChunkH\000\022-\n\006stderr\030\003 \001("
+  "\0132\033.berth.proxy.v1.OutputChunkH\000\022+\n\004exit"
+  "\030\004 \001(\0132\033.berth.agent.v1.ProcessExitH\000B\007\n"
+  "\005frame2\303\005\n\014ProxyService\022b\n\017RegisterSandb"
+  "ox\022&.berth.proxy.v1.RegisterSandboxReque"
+  "st\032\'.berth.proxy.v1.RegisterSandboxRespo"
+  "nse\022h\n\021UnregisterSandbox\022(.berth.proxy.v"
+  "1.UnregisterSandboxRequest\032).berth.proxy"
+  ".v1.UnregisterSandboxResponse\022\\\n\rAllocat"
+  "eToken\022$.berth.proxy.v1.AllocateTokenReq"
+  "uest\032%.berth.proxy.v1.AllocateTokenRespo"
+  "nse\022Y\n\014NewContainer\022#.berth.proxy.v1.New"
+  "ContainerRequest\032$.berth.proxy.v1.NewCon"
+  "tainerResponse\022J\n\007ExecCmd\022\036.berth.proxy."
+  "v1.ExecCmdRequest\032\037.berth.proxy.v1.ExecC"
+  "mdResponse\022G\n\006Signal\022\035.berth.proxy.v1.Si"
+  "gnalRequest\032\036.berth.proxy.v1.SignalRespo"
+  "nse\022G\n\006Resize\022\035.berth.proxy.v1.ResizeReq"
+  "uest\032\036.berth.proxy.v1.ResizeResponse\022N\n\007"
+  "Connect\022\036.berth.proxy.v1.ConnectRequest\032"
+  "\037.berth.proxy.v1.ConnectResponse(\0010\001B\003\370\001"
+  "\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_deps[2] = {
   &::descriptor_table_berth_2fagent_2fv1_2fagent_2eproto,
@@ -576,7 +578,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fproxy_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto = {
-    false, false, 2327, descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto,
+    false, false, 2369, descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto,
     "berth/proxy/v1/proxy.proto",
     &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once, descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_deps, 2, 20,
     schemas, file_default_instances, TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto::offsets,
@@ -3807,6 +3809,7 @@ class ConnectRequest::_Internal {
   static const ::berth::proxy::v1::ShimHello& hello(const ConnectRequest* msg);
   static const ::berth::proxy::v1::StdinClose& stdin_close(const ConnectRequest* msg);
   static const ::berth::agent::v1::TerminalSize& resize(const ConnectRequest* msg);
+  static const ::berth::agent::v1::OutputAck& ack(const ConnectRequest* msg);
 };
 
 const ::berth::proxy::v1::ShimHello&
@@ -3820,6 +3823,10 @@ ConnectRequest::_Internal::stdin_close(const ConnectRequest* msg) {
 const ::berth::agent::v1::TerminalSize&
 ConnectRequest::_Internal::resize(const ConnectRequest* msg) {
   return *msg->_impl_.frame_.resize_;
+}
+const ::berth::agent::v1::OutputAck&
+ConnectRequest::_Internal::ack(const ConnectRequest* msg) {
+  return *msg->_impl_.frame_.ack_;
 }
 void ConnectRequest::set_allocated_hello(::berth::proxy::v1::ShimHello* hello) {
   ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
@@ -3875,6 +3882,30 @@ void ConnectRequest::clear_resize() {
     clear_has_frame();
   }
 }
+void ConnectRequest::set_allocated_ack(::berth::agent::v1::OutputAck* ack) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (ack) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(ack));
+    if (message_arena != submessage_arena) {
+      ack = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, ack, submessage_arena);
+    }
+    set_has_ack();
+    _impl_.frame_.ack_ = ack;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.proxy.v1.ConnectRequest.ack)
+}
+void ConnectRequest::clear_ack() {
+  if (_internal_has_ack()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.ack_;
+    }
+    clear_has_frame();
+  }
+}
 ConnectRequest::ConnectRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
   : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
@@ -3913,6 +3944,11 @@ ConnectRequest::ConnectRequest(const ConnectRequest& from)
     case kResize: {
       _this->_internal_mutable_resize()->::berth::agent::v1::TerminalSize::MergeFrom(
           from._internal_resize());
+      break;
+    }
+    case kAck: {
+      _this->_internal_mutable_ack()->::berth::agent::v1::OutputAck::MergeFrom(
+          from._internal_ack());
       break;
     }
     case FRAME_NOT_SET: {
@@ -3983,6 +4019,12 @@ void ConnectRequest::clear_frame() {
       }
       break;
     }
+    case kAck: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.ack_;
+      }
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4044,6 +4086,14 @@ const char* ConnectRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext
       case 5:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
           ptr = ctx->ParseMessage(_internal_mutable_resize(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.agent.v1.OutputAck ack = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 50)) {
+          ptr = ctx->ParseMessage(_internal_mutable_ack(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -4110,6 +4160,13 @@ uint8_t* ConnectRequest::_InternalSerialize(
         _Internal::resize(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.agent.v1.OutputAck ack = 6;
+  if (_internal_has_ack()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(6, _Internal::ack(this),
+        _Internal::ack(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4160,6 +4217,13 @@ size_t ConnectRequest::ByteSizeLong() const {
           *_impl_.frame_.resize_);
       break;
     }
+    // .berth.agent.v1.OutputAck ack = 6;
+    case kAck: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.ack_);
+      break;
+    }
     case FRAME_NOT_SET: {
       break;
     }
@@ -4204,6 +4268,11 @@ void ConnectRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const :
     case kResize: {
       _this->_internal_mutable_resize()->::berth::agent::v1::TerminalSize::MergeFrom(
           from._internal_resize());
+      break;
+    }
+    case kAck: {
+      _this->_internal_mutable_ack()->::berth::agent::v1::OutputAck::MergeFrom(
+          from._internal_ack());
       break;
     }
     case FRAME_NOT_SET: {

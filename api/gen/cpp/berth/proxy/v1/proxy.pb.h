@@ -2732,6 +2732,7 @@ class ConnectRequest final :
     kStdinClose = 3,
     kSignal = 4,
     kResize = 5,
+    kAck = 6,
     FRAME_NOT_SET = 0,
   };
 
@@ -2818,6 +2819,7 @@ class ConnectRequest final :
     kStdinCloseFieldNumber = 3,
     kSignalFieldNumber = 4,
     kResizeFieldNumber = 5,
+    kAckFieldNumber = 6,
   };
   // .berth.proxy.v1.ShimHello hello = 1;
   bool has_hello() const;
@@ -2904,6 +2906,24 @@ class ConnectRequest final :
       ::berth::agent::v1::TerminalSize* resize);
   ::berth::agent::v1::TerminalSize* unsafe_arena_release_resize();
 
+  // .berth.agent.v1.OutputAck ack = 6;
+  bool has_ack() const;
+  private:
+  bool _internal_has_ack() const;
+  public:
+  void clear_ack();
+  const ::berth::agent::v1::OutputAck& ack() const;
+  PROTOBUF_NODISCARD ::berth::agent::v1::OutputAck* release_ack();
+  ::berth::agent::v1::OutputAck* mutable_ack();
+  void set_allocated_ack(::berth::agent::v1::OutputAck* ack);
+  private:
+  const ::berth::agent::v1::OutputAck& _internal_ack() const;
+  ::berth::agent::v1::OutputAck* _internal_mutable_ack();
+  public:
+  void unsafe_arena_set_allocated_ack(
+      ::berth::agent::v1::OutputAck* ack);
+  ::berth::agent::v1::OutputAck* unsafe_arena_release_ack();
+
   void clear_frame();
   FrameCase frame_case() const;
   // @@protoc_insertion_point(class_scope:berth.proxy.v1.ConnectRequest)
@@ -2914,6 +2934,7 @@ class ConnectRequest final :
   void set_has_stdin_close();
   void set_has_signal();
   void set_has_resize();
+  void set_has_ack();
 
   inline bool has_frame() const;
   inline void clear_has_frame();
@@ -2930,6 +2951,7 @@ class ConnectRequest final :
       ::berth::proxy::v1::StdinClose* stdin_close_;
       int32_t signal_;
       ::berth::agent::v1::TerminalSize* resize_;
+      ::berth::agent::v1::OutputAck* ack_;
     } frame_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
     uint32_t _oneof_case_[1];
@@ -5276,6 +5298,72 @@ inline ::berth::agent::v1::TerminalSize* ConnectRequest::_internal_mutable_resiz
 inline ::berth::agent::v1::TerminalSize* ConnectRequest::mutable_resize() {
   ::berth::agent::v1::TerminalSize* _msg = _internal_mutable_resize();
   // @@protoc_insertion_point(field_mutable:berth.proxy.v1.ConnectRequest.resize)
+  return _msg;
+}
+
+// .berth.agent.v1.OutputAck ack = 6;
+inline bool ConnectRequest::_internal_has_ack() const {
+  return frame_case() == kAck;
+}
+inline bool ConnectRequest::has_ack() const {
+  return _internal_has_ack();
+}
+inline void ConnectRequest::set_has_ack() {
+  _impl_._oneof_case_[0] = kAck;
+}
+inline ::berth::agent::v1::OutputAck* ConnectRequest::release_ack() {
+  // @@protoc_insertion_point(field_release:berth.proxy.v1.ConnectRequest.ack)
+  if (_internal_has_ack()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputAck* temp = _impl_.frame_.ack_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.ack_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::agent::v1::OutputAck& ConnectRequest::_internal_ack() const {
+  return _internal_has_ack()
+      ? *_impl_.frame_.ack_
+      : reinterpret_cast< ::berth::agent::v1::OutputAck&>(::berth::agent::v1::_OutputAck_default_instance_);
+}
+inline const ::berth::agent::v1::OutputAck& ConnectRequest::ack() const {
+  // @@protoc_insertion_point(field_get:berth.proxy.v1.ConnectRequest.ack)
+  return _internal_ack();
+}
+inline ::berth::agent::v1::OutputAck* ConnectRequest::unsafe_arena_release_ack() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.proxy.v1.ConnectRequest.ack)
+  if (_internal_has_ack()) {
+    clear_has_frame();
+    ::berth::agent::v1::OutputAck* temp = _impl_.frame_.ack_;
+    _impl_.frame_.ack_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void ConnectRequest::unsafe_arena_set_allocated_ack(::berth::agent::v1::OutputAck* ack) {
+  clear_frame();
+  if (ack) {
+    set_has_ack();
+    _impl_.frame_.ack_ = ack;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.proxy.v1.ConnectRequest.ack)
+}
+inline ::berth::agent::v1::OutputAck* ConnectRequest::_internal_mutable_ack() {
+  if (!_internal_has_ack()) {
+    clear_frame();
+    set_has_ack();
+    _impl_.frame_.ack_ = CreateMaybeMessage< ::berth::agent::v1::OutputAck >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.ack_;
+}
+inline ::berth::agent::v1::OutputAck* ConnectRequest::mutable_ack() {
+  ::berth::agent::v1::OutputAck* _msg = _internal_mutable_ack();
+  // @@protoc_insertion_point(field_mutable:berth.proxy.v1.ConnectRequest.ack)
   return _msg;
 }
 

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x65rth/agent/v1/agent.proto\x12\x0e\x62\x65rth.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"-\n\x0cTerminalSize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0f\n\x07\x63olumns\x18\x02 \x01(\r\"9\n\x04User\x12\x0b\n\x03uid\x18\x01 \x01(\r\x12\x0b\n\x03gid\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x64\x64itional_gids\x18\x03 \x03(\r\"\xa0\x01\n\x0bProcessSpec\x12\x0c\n\x04\x61rgs\x18\x01 \x03(\t\x12\x0b\n\x03\x65nv\x18\x02 \x03(\t\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\"\n\x04user\x18\x04 \x01(\x0b\x32\x14.berth.agent.v1.User\x12\x10\n\x08terminal\x18\x05 \x01(\x08\x12\x33\n\rterminal_size\x18\x06 \x01(\x0b\x32\x1c.berth.agent.v1.TerminalSize\"_\n\x0bProcessExit\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06signal\x18\x02 \x01(\x05\x12-\n\texited_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\r\n\x0bPingRequest\"P\n\x0cPingResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12)\n\x06uptime\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"m\n\x13NewContainerRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12,\n\x07process\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessSpec\"#\n\x14NewContainerResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"h\n\x0e\x45xecCmdRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12,\n\x07process\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessSpec\"\x1e\n\x0f\x45xecCmdResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"I\n\rSignalRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\x0e\n\x06signal\x18\x03 \x01(\x05\"\x10\n\x0eSignalResponse\"e\n\rResizeRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12*\n\x04size\x18\x03 \x01(\x0b\x32\x1c.berth.agent.v1.TerminalSize\"\x10\n\x0eResizeResponse\";\n\x0fProcessIoAttach\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\"\x0c\n\nStdinClose\"\x92\x01\n\x10ProcessIoRequest\x12\x31\n\x06\x61ttach\x18\x01 \x01(\x0b\x32\x1f.berth.agent.v1.ProcessIoAttachH\x00\x12\x0f\n\x05stdin\x18\x02 \x01(\x0cH\x00\x12\x31\n\x0bstdin_close\x18\x03 \x01(\x0b\x32\x1a.berth.agent.v1.StdinCloseH\x00\x42\x07\n\x05\x66rame\"m\n\x11ProcessIoResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12+\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessExitH\x00\x42\x07\n\x05\x66rame\">\n\x12WaitProcessRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\"@\n\x13WaitProcessResponse\x12)\n\x04\x65xit\x18\x01 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessExit\"C\n\x15\x44\x65stroySandboxRequest\x12*\n\x07timeout\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x18\n\x16\x44\x65stroySandboxResponse2\x99\x05\n\x0c\x41gentService\x12\x41\n\x04Ping\x12\x1b.berth.agent.v1.PingRequest\x1a\x1c.berth.agent.v1.PingResponse\x12Y\n\x0cNewContainer\x12#.berth.agent.v1.NewContainerRequest\x1a$.berth.agent.v1.NewContainerResponse\x12J\n\x07\x45xecCmd\x12\x1e.berth.agent.v1.ExecCmdRequest\x1a\x1f.berth.agent.v1.ExecCmdResponse\x12G\n\x06Signal\x12\x1d.berth.agent.v1.SignalRequest\x1a\x1e.berth.agent.v1.SignalResponse\x12G\n\x06Resize\x12\x1d.berth.agent.v1.ResizeRequest\x1a\x1e.berth.agent.v1.ResizeResponse\x12T\n\tProcessIo\x12 .berth.agent.v1.ProcessIoRequest\x1a!.berth.agent.v1.ProcessIoResponse(\x01\x30\x01\x12V\n\x0bWaitProcess\x12\".berth.agent.v1.WaitProcessRequest\x1a#.berth.agent.v1.WaitProcessResponse\x12_\n\x0e\x44\x65stroySandbox\x12%.berth.agent.v1.DestroySandboxRequest\x1a&.berth.agent.v1.DestroySandboxResponseB\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x65rth/agent/v1/agent.proto\x12\x0e\x62\x65rth.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"-\n\x0cTerminalSize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0f\n\x07\x63olumns\x18\x02 \x01(\r\"9\n\x04User\x12\x0b\n\x03uid\x18\x01 \x01(\r\x12\x0b\n\x03gid\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x64\x64itional_gids\x18\x03 \x03(\r\"\xa0\x01\n\x0bProcessSpec\x12\x0c\n\x04\x61rgs\x18\x01 \x03(\t\x12\x0b\n\x03\x65nv\x18\x02 \x03(\t\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\"\n\x04user\x18\x04 \x01(\x0b\x32\x14.berth.agent.v1.User\x12\x10\n\x08terminal\x18\x05 \x01(\x08\x12\x33\n\rterminal_size\x18\x06 \x01(\x0b\x32\x1c.berth.agent.v1.TerminalSize\"_\n\x0bProcessExit\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06signal\x18\x02 \x01(\x05\x12-\n\texited_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\r\n\x0bPingRequest\"P\n\x0cPingResponse\x12\x15\n\ragent_version\x18\x01 \x01(\t\x12)\n\x06uptime\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"m\n\x13NewContainerRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12,\n\x07process\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessSpec\"#\n\x14NewContainerResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"h\n\x0e\x45xecCmdRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12,\n\x07process\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessSpec\"\x1e\n\x0f\x45xecCmdResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"I\n\rSignalRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\x0e\n\x06signal\x18\x03 \x01(\x05\"\x10\n\x0eSignalResponse\"e\n\rResizeRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12*\n\x04size\x18\x03 \x01(\x0b\x32\x1c.berth.agent.v1.TerminalSize\"\x10\n\x0eResizeResponse\"i\n\x0fProcessIoAttach\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\x15\n\rstdout_offset\x18\x03 \x01(\x04\x12\x15\n\rstderr_offset\x18\x04 \x01(\x04\"9\n\tOutputAck\x12\x15\n\rstdout_offset\x18\x01 \x01(\x04\x12\x15\n\rstderr_offset\x18\x02 \x01(\x04\"+\n\x0bOutputChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x04\"\x0c\n\nStdinClose\"\xbc\x01\n\x10ProcessIoRequest\x12\x31\n\x06\x61ttach\x18\x01 \x01(\x0b\x32\x1f.berth.agent.v1.ProcessIoAttachH\x00\x12\x0f\n\x05stdin\x18\x02 \x01(\x0cH\x00\x12\x31\n\x0bstdin_close\x18\x03 \x01(\x0b\x32\x1a.berth.agent.v1.StdinCloseH\x00\x12(\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32\x19.berth.agent.v1.OutputAckH\x00\x42\x07\n\x05\x66rame\"\xd7\x01\n\x11ProcessIoResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12+\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessExitH\x00\x12\x33\n\x0cstdout_chunk\x18\x04 \x01(\x0b\x32\x1b.berth.agent.v1.OutputChunkH\x00\x12\x33\n\x0cstderr_chunk\x18\x05 \x01(\x0b\x32\x1b.berth.agent.v1.OutputChunkH\x00\x42\x07\n\x05\x66rame\">\n\x12WaitProcessRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\"@\n\x13WaitProcessResponse\x12)\n\x04\x65xit\x18\x01 \x01(\x0b\x32\x1b.berth.agent.v1.ProcessExit\"C\n\x15\x44\x65stroySandboxRequest\x12*\n\x07timeout\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x18\n\x16\x44\x65stroySandboxResponse2\x99\x05\n\x0c\x41gentService\x12\x41\n\x04Ping\x12\x1b.berth.agent.v1.PingRequest\x1a\x1c.berth.agent.v1.PingResponse\x12Y\n\x0cNewContainer\x12#.berth.agent.v1.NewContainerRequest\x1a$.berth.agent.v1.NewContainerResponse\x12J\n\x07\x45xecCmd\x12\x1e.berth.agent.v1.ExecCmdRequest\x1a\x1f.berth.agent.v1.ExecCmdResponse\x12G\n\x06Signal\x12\x1d.berth.agent.v1.SignalRequest\x1a\x1e.berth.agent.v1.SignalResponse\x12G\n\x06Resize\x12\x1d.berth.agent.v1.ResizeRequest\x1a\x1e.berth.agent.v1.ResizeResponse\x12T\n\tProcessIo\x12 .berth.agent.v1.ProcessIoRequest\x1a!.berth.agent.v1.ProcessIoResponse(\x01\x30\x01\x12V\n\x0bWaitProcess\x12\".berth.agent.v1.WaitProcessRequest\x1a#.berth.agent.v1.WaitProcessResponse\x12_\n\x0e\x44\x65stroySandbox\x12%.berth.agent.v1.DestroySandboxRequest\x1a&.berth.agent.v1.DestroySandboxResponseB\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'berth.agent.v1.agent_pb2', globals())
@@ -52,21 +52,25 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _RESIZERESPONSE._serialized_start=1056
   _RESIZERESPONSE._serialized_end=1072
   _PROCESSIOATTACH._serialized_start=1074
-  _PROCESSIOATTACH._serialized_end=1133
-  _STDINCLOSE._serialized_start=1135
-  _STDINCLOSE._serialized_end=1147
-  _PROCESSIOREQUEST._serialized_start=1150
-  _PROCESSIOREQUEST._serialized_end=1296
-  _PROCESSIORESPONSE._serialized_start=1298
-  _PROCESSIORESPONSE._serialized_end=1407
-  _WAITPROCESSREQUEST._serialized_start=1409
-  _WAITPROCESSREQUEST._serialized_end=1471
-  _WAITPROCESSRESPONSE._serialized_start=1473
-  _WAITPROCESSRESPONSE._serialized_end=1537
-  _DESTROYSANDBOXREQUEST._serialized_start=1539
-  _DESTROYSANDBOXREQUEST._serialized_end=1606
-  _DESTROYSANDBOXRESPONSE._serialized_start=1608
-  _DESTROYSANDBOXRESPONSE._serialized_end=1632
-  _AGENTSERVICE._serialized_start=1635
-  _AGENTSERVICE._serialized_end=2300
+  _PROCESSIOATTACH._serialized_end=1179
+  _OUTPUTACK._serialized_start=1181
+  _OUTPUTACK._serialized_end=1238
+  _OUTPUTCHUNK._serialized_start=1240
+  _OUTPUTCHUNK._serialized_end=1283
+  _STDINCLOSE._serialized_start=1285
+  _STDINCLOSE._serialized_end=1297
+  _PROCESSIOREQUEST._serialized_start=1300
+  _PROCESSIOREQUEST._serialized_end=1488
+  _PROCESSIORESPONSE._serialized_start=1491
+  _PROCESSIORESPONSE._serialized_end=1706
+  _WAITPROCESSREQUEST._serialized_start=1708
+  _WAITPROCESSREQUEST._serialized_end=1770
+  _WAITPROCESSRESPONSE._serialized_start=1772
+  _WAITPROCESSRESPONSE._serialized_end=1836
+  _DESTROYSANDBOXREQUEST._serialized_start=1838
+  _DESTROYSANDBOXREQUEST._serialized_end=1905
+  _DESTROYSANDBOXRESPONSE._serialized_start=1907
+  _DESTROYSANDBOXRESPONSE._serialized_end=1931
+  _AGENTSERVICE._serialized_start=1934
+  _AGENTSERVICE._serialized_end=2599
 # @@protoc_insertion_point(module_scope)

@@ -100,7 +100,11 @@ class AgentServiceServicer(object):
     def ProcessIo(self, request_iterator, context):
         """The I/O of one process: the first request attaches, then stdin flows in,
         stdout and stderr flow out, and the exit comes last, after all output.
-        One stream per process, so each has its own flow control.
+        One stream per process, so each has its own flow control. Output carries
+        byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
+        it is acknowledged (ack), up to a bounded window, and then stops reading
+        the process's pipe, so that a client that reconnects (attach with the
+        offsets it has) loses and repeats nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
