@@ -1,0 +1,190 @@
+// berth.proxy.v1.ProxyService: sandboxes, tokens, and the stdio of every
+// sandboxed process between its shim and its sandbox's agent.
+//
+// Everything is asynchronous (gRPC's callback API): a NewContainer or
+// ExecCmd waiting for its shim is an entry in a map and a timer, not a parked
+// thread, so other calls go on meanwhile. A process is started on the agent
+// only once its shim is connected; then the shim's Connect stream and the
+// agent's ProcessIo stream for that process are joined, with at most one
+// message in flight per direction, so each process has its own back-pressure.
+
+#ifndef SERVICES_PROXY_PROXY_SERVICE_H_
+#define SERVICES_PROXY_PROXY_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/agent/v1/agent.grpc.pb.h"
+#include "berth/proxy/v1/proxy.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "services/proxy/timer.h"
+
+namespace berth {
+namespace proxy {
+
+struct ProxyOptions {
+  // How long an unclaimed token lives when AllocateToken gives no ttl.
+  absl::Duration default_token_ttl = absl::Seconds(60);
+  // How long NewContainer/ExecCmd wait for the shim when they give no
+  // shim_timeout.
+  absl::Duration default_shim_timeout = absl::Seconds(30);
+  // Deadline of the Ping of RegisterSandbox.
+  absl::Duration ping_timeout = absl::Seconds(2);
+  // Deadline of each unary call to an agent.
+  absl::Duration agent_call_timeout = absl::Seconds(10);
+};
+
+// "unix:PATH" or a bare path -> the gRPC target "unix:PATH"; an empty address
+// is INVALID_ARGUMENT naming agent_address.
+absl::StatusOr<std::string> AgentTarget(const std::string& agent_address);
+
+class ProxyServiceImpl final
+    : public berth::proxy::v1::ProxyService::CallbackService {
+ public:
+  explicit ProxyServiceImpl(ProxyOptions options);
+  // Call Stop() first.
+  ~ProxyServiceImpl() override;
+
+  // Before the server shuts down: fails the calls waiting for a shim, ends
+  // every shim's stream with UNAVAILABLE (the processes keep running: this
+  // is not a shim going away) and cancels the agents' streams, then waits
+  // until those are gone.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::ServerUnaryReactor* RegisterSandbox(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::RegisterSandboxRequest* request,
+      berth::proxy::v1::RegisterSandboxResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterSandbox(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::UnregisterSandboxRequest* request,
+      berth::proxy::v1::UnregisterSandboxResponse* response) override;
+  grpc::ServerUnaryReactor* AllocateToken(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::AllocateTokenRequest* request,
+      berth::proxy::v1::AllocateTokenResponse* response) override;
+  grpc::ServerUnaryReactor* NewContainer(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::NewContainerRequest* request,
+      berth::proxy::v1::NewContainerResponse* response) override;
+  grpc::ServerUnaryReactor* ExecCmd(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::ExecCmdRequest* request,
+      berth::proxy::v1::ExecCmdResponse* response) override;
+  grpc::ServerUnaryReactor* Signal(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::SignalRequest* request,
+      berth::proxy::v1::SignalResponse* response) override;
+  grpc::ServerUnaryReactor* Resize(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::ResizeRequest* request,
+      berth::proxy::v1::ResizeResponse* response) override;
+  grpc::ServerBidiReactor<berth::proxy::v1::ConnectRequest,
+                          berth::proxy::v1::ConnectResponse>*
+  Connect(grpc::CallbackServerContext* context) override;
+
+ private:
+  class ShimReactor;
+  class AgentIoReactor;
+  using AgentStub = berth::agent::v1::AgentService::Stub;
+
+  struct Sandbox {
+    std::string id;
+    std::string target;  // "unix:PATH"
+    std::shared_ptr<AgentStub> stub;
+    std::set<std::string> tokens;
+  };
+
+  // A NewContainer or ExecCmd waiting for its shim.
+  struct PendingStart {
+    bool exec = false;
+    std::string container_id;
+    berth::agent::v1::ProcessSpec spec;
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    // Fills the caller's response with the process id and pid.
+    std::function<void(const std::string&, int32_t)> fill;
+    uint64_t timer_id = 0;
+  };
+
+  // One token and, once started, its process.
+  struct Session {
+    std::string token;
+    std::string prefix;
+    std::string sandbox_id;
+    bool claimed = false;  // a shim connected with it
+    uint64_t expiry_timer = 0;
+    std::unique_ptr<PendingStart> pending;
+    bool starting = false;  // the agent was asked to start the process
+    bool started = false;
+    bool exited = false;
+    std::string container_id;
+    std::string process_id;
+    ShimReactor* shim = nullptr;
+    AgentIoReactor* io = nullptr;
+    // Offsets of the next output bytes, for agents that send no offsets.
+    uint64_t stdout_next = 0;
+    uint64_t stderr_next = 0;
+  };
+
+  absl::Duration ShimTimeout(const google::protobuf::Duration& d) const;
+  void StartWhenShimConnected(grpc::ServerUnaryReactor* reactor,
+                              std::unique_ptr<PendingStart> pending,
+                              const std::string& token,
+                              const google::protobuf::Duration& shim_timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnShimTimeout(const std::string& token, uint64_t timer_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void StartProcess(const std::shared_ptr<Session>& session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProcessStarted(const std::shared_ptr<Session>& session,
+                        std::unique_ptr<PendingStart> pending,
+                        const grpc::Status& status, int32_t pid)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the token; finishes nothing.
+  void DropSession(const std::shared_ptr<Session>& session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends every shim and wait of the sandbox with `status`, cancels its
+  // streams and forgets it.
+  void ForgetSandbox(const std::string& sandbox_id, const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SignalProcess(const std::shared_ptr<Session>& session, int signal,
+                     std::function<void(grpc::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<AgentStub> StubOf(const std::string& sandbox_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Reactions of the streams, all under mu_.
+  void OnShimRead(ShimReactor* shim, bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnShimWriteDone(ShimReactor* shim, bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnShimCancel(ShimReactor* shim) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnShimDone(ShimReactor* shim) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnAgentRead(AgentIoReactor* io, bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnAgentWriteDone(AgentIoReactor* io, bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnAgentDone(AgentIoReactor* io, const grpc::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ProxyOptions options_;
+  Timer timer_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_process_ ABSL_GUARDED_BY(mu_) = 1;
+  int live_agent_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Sandbox> sandboxes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace proxy
+}  // namespace berth
+
+#endif  // SERVICES_PROXY_PROXY_SERVICE_H_

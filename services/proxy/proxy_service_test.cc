@@ -1,0 +1,665 @@
+// ProxyServiceImpl against a fake agent (fake_agent.h) on a Unix socket, with
+// fake shims: gRPC clients of Connect, each on its own thread.
+
+#include "services/proxy/proxy_service.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "berth/proxy/v1/proxy.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "services/common/grpc_server.h"
+#include "services/common/test_util.h"
+#include "services/proxy/fake_agent.h"
+
+namespace berth {
+namespace proxy {
+namespace {
+
+namespace pb = ::berth::proxy::v1;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+google::protobuf::Duration ToProto(absl::Duration d) {
+  google::protobuf::Duration out;
+  out.set_seconds(absl::ToInt64Seconds(d));
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(d - absl::Seconds(out.seconds()))));
+  return out;
+}
+
+// A shim: Connect with a token, then collects everything that comes down.
+// Reading can be held (Hold/Release) to play a shim that stopped reading.
+class FakeShim {
+ public:
+  FakeShim(pb::ProxyService::Stub* stub, const std::string& token,
+           bool hold = false)
+      : held_(hold) {
+    stream_ = stub->Connect(&context_);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    stream_->Write(hello);
+    reader_ = std::thread([this] { Read(); });
+  }
+  ~FakeShim() {
+    context_.TryCancel();
+    Release();
+    reader_.join();
+  }
+
+  void Send(const pb::ConnectRequest& request) {
+    absl::MutexLock lock(&write_mu_);
+    stream_->Write(request);
+  }
+  void SendStdin(const std::string& data) {
+    pb::ConnectRequest request;
+    request.set_stdin(data);
+    Send(request);
+  }
+  void CloseStdin() {
+    pb::ConnectRequest request;
+    request.mutable_stdin_close();
+    Send(request);
+  }
+  void SendSignal(int signal) {
+    pb::ConnectRequest request;
+    request.set_signal(signal);
+    Send(request);
+  }
+  void Cancel() { context_.TryCancel(); }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+  }
+
+  bool WaitConnected(absl::Duration timeout = absl::Seconds(30)) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() {
+      mu_.AssertHeld();
+      return connected_ || done_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    return connected_;
+  }
+  // Waits for the end of the stream; returns its status.
+  grpc::Status WaitDone(absl::Duration timeout = absl::Seconds(60)) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() {
+      mu_.AssertHeld();
+      return done_;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "test: the shim's stream did not end");
+    }
+    return status_;
+  }
+  bool connected() {
+    absl::MutexLock lock(&mu_);
+    return connected_;
+  }
+  std::string out() {
+    absl::MutexLock lock(&mu_);
+    return out_;
+  }
+  std::string err() {
+    absl::MutexLock lock(&mu_);
+    return err_;
+  }
+  // The frames in order: "connected", "stdout", "stderr", "exit".
+  std::vector<std::string> frames() {
+    absl::MutexLock lock(&mu_);
+    return frames_;
+  }
+  bool offsets_ok() {
+    absl::MutexLock lock(&mu_);
+    return offsets_ok_;
+  }
+  berth::agent::v1::ProcessExit exit() {
+    absl::MutexLock lock(&mu_);
+    return exit_;
+  }
+
+ private:
+  void Read() {
+    pb::ConnectResponse response;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto go = [this]() {
+          mu_.AssertHeld();
+          return !held_;
+        };
+        mu_.Await(absl::Condition(&go));
+      }
+      if (!stream_->Read(&response)) break;
+      absl::MutexLock lock(&mu_);
+      switch (response.frame_case()) {
+        case pb::ConnectResponse::kConnected:
+          connected_ = true;
+          frames_.push_back("connected");
+          break;
+        case pb::ConnectResponse::kStdout:
+          if (response.stdout().offset() != out_.size()) offsets_ok_ = false;
+          out_ += response.stdout().data();
+          if (frames_.empty() || frames_.back() != "stdout") {
+            frames_.push_back("stdout");
+          }
+          break;
+        case pb::ConnectResponse::kStderr:
+          if (response.stderr().offset() != err_.size()) offsets_ok_ = false;
+          err_ += response.stderr().data();
+          if (frames_.empty() || frames_.back() != "stderr") {
+            frames_.push_back("stderr");
+          }
+          break;
+        case pb::ConnectResponse::kExit:
+          exit_ = response.exit();
+          frames_.push_back("exit");
+          break;
+        default:
+          break;
+      }
+    }
+    grpc::Status status = stream_->Finish();
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+  }
+
+  grpc::ClientContext context_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<pb::ConnectRequest, pb::ConnectResponse>>
+      stream_;
+  absl::Mutex write_mu_;
+  std::thread reader_;
+
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_);
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool offsets_ok_ ABSL_GUARDED_BY(mu_) = true;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  std::string err_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> frames_ ABSL_GUARDED_BY(mu_);
+  berth::agent::v1::ProcessExit exit_ ABSL_GUARDED_BY(mu_);
+};
+
+// A NewContainer call on its own thread.
+class AsyncNewContainer {
+ public:
+  AsyncNewContainer(pb::ProxyService::Stub* stub,
+                    const pb::NewContainerRequest& request) {
+    thread_ = std::thread([this, stub, request] {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+      pb::NewContainerResponse response;
+      grpc::Status status = stub->NewContainer(&context, request, &response);
+      absl::MutexLock lock(&mu_);
+      status_ = status;
+      response_ = response;
+      done_ = true;
+    });
+  }
+  ~AsyncNewContainer() { thread_.join(); }
+  bool done() {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+  grpc::Status Wait(pb::NewContainerResponse* response = nullptr) {
+    thread_.join();
+    thread_ = std::thread([] {});
+    absl::MutexLock lock(&mu_);
+    if (response != nullptr) *response = response_;
+    return status_;
+  }
+
+ private:
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  pb::NewContainerResponse response_ ABSL_GUARDED_BY(mu_);
+};
+
+class ProxyServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UnixGrpcServer::Options agent_options;
+    agent_options.socket_path = dir_.Join("agent.sock");
+    agent_options.services = {&agent_};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> agent_server =
+        UnixGrpcServer::Start(agent_options);
+    ASSERT_TRUE(agent_server.ok()) << agent_server.status();
+    agent_server_ = std::move(*agent_server);
+
+    ProxyOptions options;
+    options.default_shim_timeout = absl::Seconds(10);
+    proxy_ = std::make_unique<ProxyServiceImpl>(options);
+    UnixGrpcServer::Options proxy_options;
+    proxy_options.socket_path = dir_.Join("proxy.sock");
+    proxy_options.services = {proxy_.get()};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> proxy_server =
+        UnixGrpcServer::Start(proxy_options);
+    ASSERT_TRUE(proxy_server.ok()) << proxy_server.status();
+    proxy_server_ = std::move(*proxy_server);
+    stub_ = pb::ProxyService::NewStub(grpc::CreateChannel(
+        "unix:" + dir_.Join("proxy.sock"), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (proxy_ != nullptr) proxy_->Stop();
+    if (proxy_server_ != nullptr) proxy_server_->Shutdown(absl::Seconds(1));
+    if (agent_server_ != nullptr) agent_server_->Shutdown(absl::Seconds(1));
+  }
+
+  grpc::Status Register(const std::string& sandbox_id,
+                        const std::string& address) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    pb::RegisterSandboxRequest request;
+    request.set_sandbox_id(sandbox_id);
+    request.set_agent_address(address);
+    pb::RegisterSandboxResponse response;
+    return stub_->RegisterSandbox(&context, request, &response);
+  }
+
+  void RegisterFakeAgent() {
+    grpc::Status status = Register("sb1", "unix:" + dir_.Join("agent.sock"));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  grpc::Status Allocate(const std::string& sandbox_id, std::string* token,
+                        absl::Duration ttl = absl::ZeroDuration()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    pb::AllocateTokenRequest request;
+    request.set_sandbox_id(sandbox_id);
+    if (ttl > absl::ZeroDuration()) *request.mutable_ttl() = ToProto(ttl);
+    pb::AllocateTokenResponse response;
+    grpc::Status status = stub_->AllocateToken(&context, request, &response);
+    *token = response.token();
+    return status;
+  }
+
+  std::string Token() {
+    std::string token;
+    grpc::Status status = Allocate("sb1", &token);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return token;
+  }
+
+  static pb::NewContainerRequest NewContainerRequest(
+      const std::string& token, std::vector<std::string> args,
+      absl::Duration shim_timeout = absl::ZeroDuration()) {
+    pb::NewContainerRequest request;
+    request.set_token(token);
+    request.set_container_id("c1");
+    for (const std::string& a : args) request.mutable_process()->add_args(a);
+    if (shim_timeout > absl::ZeroDuration()) {
+      *request.mutable_shim_timeout() = ToProto(shim_timeout);
+    }
+    return request;
+  }
+
+  grpc::Status NewContainer(const pb::NewContainerRequest& request,
+                            pb::NewContainerResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    return stub_->NewContainer(&context, request, response);
+  }
+
+  // Processes the agent started with these args.
+  int StartedWith(const std::string& arg0) {
+    int n = 0;
+    for (const auto& [id, p] : agent_.processes()) {
+      if (!p.args.empty() && p.args[0] == arg0) ++n;
+    }
+    return n;
+  }
+
+  berth::testing::ShortTempDir dir_;
+  testing::FakeAgent agent_;
+  std::unique_ptr<UnixGrpcServer> agent_server_;
+  std::unique_ptr<ProxyServiceImpl> proxy_;
+  std::unique_ptr<UnixGrpcServer> proxy_server_;
+  std::unique_ptr<pb::ProxyService::Stub> stub_;
+};
+
+TEST_F(ProxyServiceTest, TokensAreHexUniqueAndNeedARegisteredSandbox) {
+  std::string token;
+  grpc::Status status = Allocate("nope", &token);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("nope"));
+  RegisterFakeAgent();
+  std::string a = Token();
+  std::string b = Token();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+}
+
+TEST_F(ProxyServiceTest, TokenIsSingleUse) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim first(stub_.get(), token);
+  ASSERT_TRUE(first.WaitConnected());
+  FakeShim second(stub_.get(), token);
+  grpc::Status status = second.WaitDone();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr(token.substr(0, 8)));
+  EXPECT_THAT(status.error_message(), Not(HasSubstr(token)));
+  EXPECT_FALSE(second.connected());
+  EXPECT_TRUE(first.connected());
+}
+
+TEST_F(ProxyServiceTest, UnknownTokenIsDenied) {
+  RegisterFakeAgent();
+  FakeShim shim(stub_.get(), "00000000000000000000000000000000");
+  EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ProxyServiceTest, UnclaimedTokenExpires) {
+  RegisterFakeAgent();
+  std::string token;
+  ASSERT_TRUE(Allocate("sb1", &token, absl::Milliseconds(200)).ok());
+  absl::SleepFor(absl::Seconds(1));
+  FakeShim shim(stub_.get(), token);
+  EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  pb::NewContainerResponse response;
+  EXPECT_EQ(NewContainer(NewContainerRequest(token, {"emit"}), &response)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ProxyServiceTest, RegisterSandboxFailsFastNamingTheAddress) {
+  std::string address = "unix:" + dir_.Join("nobody.sock");
+  grpc::Status status = Register("sb2", address);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr(dir_.Join("nobody.sock")));
+  EXPECT_THAT(status.error_message(), HasSubstr("sb2"));
+  std::string token;
+  EXPECT_EQ(Allocate("sb2", &token).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ProxyServiceTest, RegisterSandboxTakesABarePath) {
+  EXPECT_TRUE(Register("sb3", dir_.Join("agent.sock")).ok());
+  grpc::ClientContext context;
+  pb::UnregisterSandboxRequest request;
+  request.set_sandbox_id("sb3");
+  pb::UnregisterSandboxResponse response;
+  EXPECT_TRUE(stub_->UnregisterSandbox(&context, request, &response).ok());
+  std::string token;
+  EXPECT_EQ(Allocate("sb3", &token).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ProxyServiceTest, ShimConnectingLateGetsAllOutputAndStartsTheProcess) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  berth::testing::CapturingLogSink logs(google::GLOG_INFO);
+  AsyncNewContainer call(
+      stub_.get(), NewContainerRequest(token, {"emit", "out:hello ", "err:oops",
+                                               "out:world", "exit:3"}));
+  absl::SleepFor(absl::Seconds(2));
+  // Still waiting, and nothing started on the agent.
+  EXPECT_FALSE(call.done());
+  EXPECT_TRUE(agent_.processes().empty());
+  absl::Time connected_at = absl::Now();
+  FakeShim shim(stub_.get(), token);
+  pb::NewContainerResponse response;
+  grpc::Status status = call.Wait(&response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(shim.WaitDone().ok());
+  EXPECT_EQ(shim.out(), "hello world");
+  EXPECT_EQ(shim.err(), "oops");
+  EXPECT_TRUE(shim.offsets_ok());
+  EXPECT_EQ(shim.exit().exit_code(), 3);
+  EXPECT_EQ(shim.frames().back(), "exit");
+  EXPECT_EQ(shim.frames().front(), "connected");
+
+  auto processes = agent_.processes();
+  ASSERT_EQ(processes.size(), 1u);
+  const auto& [process_id, process] = *processes.begin();
+  EXPECT_EQ(process_id, response.process_id());
+  EXPECT_EQ(process.container_id, "c1");
+  EXPECT_FALSE(process.exec);
+  EXPECT_GE(process.started_at, connected_at);
+  EXPECT_THAT(process_id, Not(HasSubstr(token)));
+
+  int waiting = 0;
+  std::string expected =
+      absl::StrCat("waiting for shim to register itself with token ",
+                   token.substr(0, 8), " (timeout in 10 seconds)");
+  for (const std::string& message : logs.messages()) {
+    EXPECT_THAT(message, Not(HasSubstr(token)));
+    if (absl::StrContains(message, "waiting for shim to register")) {
+      EXPECT_EQ(message, expected);
+      ++waiting;
+    }
+  }
+  EXPECT_EQ(waiting, 1);
+}
+
+TEST_F(ProxyServiceTest, NoShimIsDeadlineExceededAndReleasesTheToken) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  berth::testing::CapturingLogSink logs(google::GLOG_INFO);
+  pb::NewContainerResponse response;
+  grpc::Status status =
+      NewContainer(NewContainerRequest(token, {"emit", "out:never"},
+                                       absl::Milliseconds(500)),
+                   &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(
+      status.error_message(),
+      absl::StrCat("timeout waiting for shim with token ", token.substr(0, 8)));
+  EXPECT_TRUE(agent_.processes().empty());
+  // Released: the shim that comes late is turned away.
+  FakeShim shim(stub_.get(), token);
+  EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(agent_.processes().empty());
+  int waiting = 0;
+  for (const std::string& message : logs.messages()) {
+    EXPECT_THAT(message, Not(HasSubstr(token)));
+    if (absl::StrContains(message, "waiting for shim to register")) {
+      EXPECT_EQ(message,
+                absl::StrCat("waiting for shim to register itself with token ",
+                             token.substr(0, 8), " (timeout in 0.5 seconds)"));
+      ++waiting;
+    }
+  }
+  EXPECT_EQ(waiting, 1);
+}
+
+TEST_F(ProxyServiceTest, OtherCallsAreServedWhileOneWaits) {
+  RegisterFakeAgent();
+  std::string waiting_token = Token();
+  AsyncNewContainer waiting(
+      stub_.get(), NewContainerRequest(waiting_token, {"emit", "out:first"}));
+  // Several more, each through to its exit, while the first still waits.
+  for (int i = 0; i < 3; ++i) {
+    std::string token = Token();
+    FakeShim shim(stub_.get(), token);
+    pb::NewContainerResponse response;
+    grpc::Status status = NewContainer(
+        NewContainerRequest(token, {"emit", absl::StrCat("out:", i)}),
+        &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(shim.WaitDone().ok());
+    EXPECT_EQ(shim.out(), absl::StrCat(i));
+  }
+  EXPECT_FALSE(waiting.done());
+  FakeShim shim(stub_.get(), waiting_token);
+  EXPECT_TRUE(waiting.Wait().ok());
+  EXPECT_TRUE(shim.WaitDone().ok());
+  EXPECT_EQ(shim.out(), "first");
+}
+
+TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  ASSERT_TRUE(shim.WaitConnected());
+  grpc::ClientContext context;
+  pb::ExecCmdRequest request;
+  request.set_token(token);
+  request.set_container_id("c1");
+  request.mutable_process()->add_args("cat");
+  pb::ExecCmdResponse response;
+  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  shim.SendStdin("abc");
+  shim.SendStdin("def");
+  ASSERT_TRUE(berth::testing::WaitFor([&] { return shim.out() == "abcdef"; }));
+  pb::ConnectRequest ack;
+  ack.mutable_ack()->set_stdout_offset(6);
+  shim.Send(ack);
+  shim.CloseStdin();
+  EXPECT_TRUE(shim.WaitDone().ok());
+  EXPECT_EQ(shim.exit().exit_code(), 0);
+  EXPECT_EQ(shim.frames().back(), "exit");
+  auto processes = agent_.processes();
+  ASSERT_EQ(processes.count(response.process_id()), 1u);
+  const auto& process = processes.at(response.process_id());
+  EXPECT_TRUE(process.exec);
+  EXPECT_EQ(process.stdin, "abcdef");
+  ASSERT_EQ(process.acks.size(), 1u);
+  EXPECT_EQ(process.acks[0].stdout_offset(), 6u);
+}
+
+TEST_F(ProxyServiceTest, SignalReachesTheProcessAndItsExitComesLast) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  pb::NewContainerResponse response;
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token, {"wait_signal"}), &response)
+          .ok());
+  shim.SendSignal(SIGTERM);
+  EXPECT_TRUE(shim.WaitDone().ok());
+  EXPECT_EQ(shim.exit().signal(), SIGTERM);
+  EXPECT_EQ(shim.exit().exit_code(), 0);
+  EXPECT_EQ(shim.frames().back(), "exit");
+  EXPECT_EQ(agent_.processes().at(response.process_id()).signals,
+            std::vector<int>{SIGTERM});
+}
+
+TEST_F(ProxyServiceTest, DriverSignalReachesTheProcess) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  pb::NewContainerResponse response;
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token, {"wait_signal"}), &response)
+          .ok());
+  grpc::ClientContext context;
+  pb::SignalRequest request;
+  request.set_token(token);
+  request.set_signal(SIGKILL);
+  pb::SignalResponse signal_response;
+  ASSERT_TRUE(stub_->Signal(&context, request, &signal_response).ok());
+  EXPECT_TRUE(shim.WaitDone().ok());
+  EXPECT_EQ(shim.exit().signal(), SIGKILL);
+}
+
+TEST_F(ProxyServiceTest, ShimGoneSendsSighupAndKillsTheToken) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  auto shim = std::make_unique<FakeShim>(stub_.get(), token);
+  pb::NewContainerResponse response;
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token, {"wait_signal"}), &response)
+          .ok());
+  shim->Cancel();
+  EXPECT_TRUE(agent_.Await([&](const auto& processes) {
+    auto it = processes.find(response.process_id());
+    return it != processes.end() && !it->second.signals.empty();
+  }));
+  EXPECT_EQ(agent_.processes().at(response.process_id()).signals,
+            std::vector<int>{SIGHUP});
+  shim.reset();
+  FakeShim again(stub_.get(), token);
+  EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ProxyServiceTest, AgentGoneEndsEveryShimOfTheSandbox) {
+  RegisterFakeAgent();
+  std::string token1 = Token();
+  std::string token2 = Token();
+  FakeShim shim1(stub_.get(), token1);
+  FakeShim shim2(stub_.get(), token2);
+  pb::NewContainerResponse response;
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token1, {"wait_signal"}), &response)
+          .ok());
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token2, {"wait_signal"}), &response)
+          .ok());
+  agent_server_->Shutdown(absl::Milliseconds(100));
+  for (FakeShim* shim : {&shim1, &shim2}) {
+    grpc::Status status = shim->WaitDone();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(status.error_message(), HasSubstr("sandbox sb1"));
+  }
+  std::string token;
+  EXPECT_EQ(Allocate("sb1", &token).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// One shim stops reading: the other process's stream goes on to its end, the
+// stopped one's output is held back (the agent cannot write it all), and
+// once the shim reads again it gets all of it, intact.
+TEST_F(ProxyServiceTest, StoppedShimSlowsOnlyItsOwnProcess) {
+  RegisterFakeAgent();
+  constexpr uint64_t kBytes = 64 << 20;
+  const std::string bytes = absl::StrCat(kBytes);
+  std::string stopped_token = Token();
+  std::string running_token = Token();
+  FakeShim stopped(stub_.get(), stopped_token, /*hold=*/true);
+  FakeShim running(stub_.get(), running_token);
+  pb::NewContainerResponse stopped_process;
+  ASSERT_TRUE(NewContainer(NewContainerRequest(stopped_token, {"bulk", bytes}),
+                           &stopped_process)
+                  .ok());
+  pb::NewContainerResponse running_process;
+  ASSERT_TRUE(NewContainer(NewContainerRequest(running_token, {"bulk", bytes}),
+                           &running_process)
+                  .ok());
+  ASSERT_TRUE(running.WaitDone().ok());
+  std::string out = running.out();
+  ASSERT_EQ(out.size(), kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    if (out[i] != testing::PatternByte(i)) {
+      FAIL() << "byte " << i << " differs";
+    }
+  }
+  // The stopped shim's process could write only a little (flow control).
+  // (gRPC's windows on the two hops hold some MiB; 8 MiB here.)
+  EXPECT_LT(agent_.processes().at(stopped_process.process_id()).stdout_written,
+            kBytes / 2);
+  EXPECT_THAT(stopped.frames(), Not(::testing::Contains("exit")));
+  stopped.Release();
+  ASSERT_TRUE(stopped.WaitDone().ok());
+  out = stopped.out();
+  ASSERT_EQ(out.size(), kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    if (out[i] != testing::PatternByte(i)) {
+      FAIL() << "byte " << i << " differs";
+    }
+  }
+  EXPECT_TRUE(stopped.offsets_ok());
+  EXPECT_EQ(stopped.frames().back(), "exit");
+}
+
+}  // namespace
+}  // namespace proxy
+}  // namespace berth
