@@ -1,0 +1,80 @@
+// berth-agent: the sandbox agent. Started by berth-driver-sandbox as PID 1
+// of a sandbox's pid, mount, uts and ipc namespaces (joining its network
+// namespace); serves agent/v1 (agent_service.h) on --socket until SIGTERM,
+// SIGINT or DestroySandbox, then exits 0.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
+#include "services/agent/agent_service.h"
+#include "services/common/grpc_server.h"
+#include "services/common/service_main.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "Unix socket to serve agent/v1 on (required).");
+ABSL_FLAG(std::string, sandbox_id, "",
+          "The sandbox this agent runs; for logs.");
+ABSL_FLAG(uint64_t, output_window_bytes, 1 << 20,
+          "Unacknowledged output kept per output stream of a process; when "
+          "it is full the agent stops reading that process's pipe.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "berth-agent: the agent inside a berth sandbox; starts its processes and "
+    "carries their I/O\n"
+    "usage: berth-agent --socket=PATH [--sandbox_id=ID] "
+    "[--output_window_bytes=N]";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args =
+      berth::InitService(argc, argv, kUsage, berth::agent::kAgentVersion);
+  if (args.size() > 1) {
+    LOG(ERROR) << "unexpected argument " << args[1] << "; see --help";
+    return 2;
+  }
+  const std::string socket = absl::GetFlag(FLAGS_socket);
+  if (socket.empty()) {
+    LOG(ERROR) << "--socket is required; see --help";
+    return 2;
+  }
+  const uint64_t window = absl::GetFlag(FLAGS_output_window_bytes);
+  if (window == 0) {
+    LOG(ERROR) << "--output_window_bytes must be positive";
+    return 2;
+  }
+  berth::agent::AgentOptions options;
+  options.sandbox_id = absl::GetFlag(FLAGS_sandbox_id);
+  options.output_window_bytes = window;
+  // Ends WaitForShutdownSignal below; the server's graceful shutdown then
+  // lets the DestroySandbox call answer before the agent exits.
+  options.on_destroyed = [] { kill(getpid(), SIGTERM); };
+  berth::agent::AgentService service(options);
+
+  berth::UnixGrpcServer::Options server_options;
+  server_options.socket_path = socket;
+  server_options.services = {&service};
+  absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
+      berth::UnixGrpcServer::Start(server_options);
+  if (!server.ok()) {
+    LOG(ERROR) << server.status();
+    return 1;
+  }
+  LOG(INFO) << "berth-agent " << berth::agent::kAgentVersion << " of sandbox "
+            << options.sandbox_id << " serving on " << socket << " (pid "
+            << getpid() << ")";
+  berth::WaitForShutdownSignal();
+  (*server)->Shutdown(absl::Seconds(5));
+  return 0;
+}
