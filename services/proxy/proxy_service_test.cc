@@ -260,6 +260,9 @@ class ProxyServiceTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // An open client channel holds a callback server's Shutdown for the
+    // whole grace period (gRPC 1.51).
+    stub_.reset();
     if (proxy_ != nullptr) proxy_->Stop();
     if (proxy_server_ != nullptr) proxy_server_->Shutdown(absl::Seconds(1));
     if (agent_server_ != nullptr) agent_server_->Shutdown(absl::Seconds(1));
