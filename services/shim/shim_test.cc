@@ -1,0 +1,835 @@
+// Tests of berth-shim: the library's pieces directly, and the real binary as
+// a subprocess (pipes for its stdio) against a fake berth-proxy served in
+// this process on a Unix socket in a short temporary directory.
+
+#include "services/shim/shim.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/proxy/v1/proxy.grpc.pb.h"
+#include "berth/proxy/v1/proxy.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
+#include "gtest/gtest.h"
+#include "services/common/grpc_server.h"
+#include "services/common/test_util.h"
+
+namespace berth {
+namespace shim {
+namespace {
+
+namespace pb = ::berth::proxy::v1;
+using ::berth::testing::ReadFileOrEmpty;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ServerStream =
+    grpc::ServerReaderWriter<pb::ConnectResponse, pb::ConnectRequest>;
+
+constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
+
+// ---------------------------------------------------------------------------
+// The library.
+
+std::string Pattern(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string data(size, '\0');
+  for (char& c : data) c = static_cast<char>(random());
+  return data;
+}
+
+TEST(OutputSinkTest, WritesByOffsetDroppingOverlap) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  OutputSink sink(fds[1], "stdout");
+  ASSERT_TRUE(sink.Write(0, "hello ").ok());
+  ASSERT_TRUE(sink.Write(3, "lo world").ok());  // "lo " was written
+  ASSERT_TRUE(sink.Write(0, "hel").ok());       // all old
+  EXPECT_EQ(sink.written(), 11u);
+  close(fds[1]);
+  char buffer[64];
+  const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+  close(fds[0]);
+  EXPECT_EQ(std::string(buffer, n > 0 ? n : 0), "hello world");
+}
+
+TEST(OutputSinkTest, GapIsAnError) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  OutputSink sink(fds[1], "stderr");
+  ASSERT_TRUE(sink.Write(0, "abc").ok());
+  const absl::Status gap = sink.Write(5, "x");
+  EXPECT_EQ(gap.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(gap.message(), HasSubstr("stderr chunk at offset 5"));
+  EXPECT_EQ(sink.written(), 3u);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(OutputSinkTest, ClosedReaderIsDiscardedNotFatal) {
+  signal(SIGPIPE, SIG_IGN);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  OutputSink sink(fds[1], "stdout");
+  EXPECT_TRUE(sink.Write(0, "lost").ok());
+  EXPECT_TRUE(sink.broken());
+  EXPECT_TRUE(sink.Write(4, "more").ok());
+  EXPECT_EQ(sink.written(), 8u);
+  close(fds[1]);
+}
+
+TEST(ExitCodeForTest, CodeOr128PlusSignal) {
+  berth::agent::v1::ProcessExit exit;
+  exit.set_exit_code(3);
+  EXPECT_EQ(ExitCodeFor(exit), 3);
+  exit.set_exit_code(0);
+  exit.set_signal(SIGKILL);
+  EXPECT_EQ(ExitCodeFor(exit), 137);
+}
+
+TEST(ForwardedSignalsTest, ForwardsTheUsualOnes) {
+  const std::vector<int>& signals = ForwardedSignals();
+  for (int wanted : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2}) {
+    EXPECT_THAT(signals, ::testing::Contains(wanted)) << strsignal(wanted);
+  }
+  for (int never : {SIGKILL, SIGSTOP, SIGCHLD, SIGPIPE, SIGSEGV, SIGWINCH}) {
+    EXPECT_THAT(signals, Not(::testing::Contains(never))) << strsignal(never);
+  }
+}
+
+TEST(ReadTokenFromFdTest, ReadsToEofTrimsAndCloses) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], "tok-123\n", 8), 8);
+  close(fds[1]);
+  absl::StatusOr<std::string> token = ReadTokenFromFd(fds[0]);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "tok-123");
+  EXPECT_EQ(fcntl(fds[0], F_GETFD), -1);  // closed
+}
+
+TEST(ReadTokenFromFdTest, EmptyOrBadDescriptorNamesIt) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[1]);
+  absl::StatusOr<std::string> empty = ReadTokenFromFd(fds[0]);
+  EXPECT_THAT(empty.status().message(), HasSubstr("empty token"));
+  absl::StatusOr<std::string> bad = ReadTokenFromFd(987);
+  EXPECT_THAT(bad.status().message(), HasSubstr("descriptor 987"));
+}
+
+TEST(TakeTokenFromEnvironmentTest, TakesAndUnsets) {
+  setenv(kTokenEnvVar, "secret-value", 1);
+  absl::StatusOr<std::string> token = TakeTokenFromEnvironment();
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "secret-value");
+  EXPECT_EQ(getenv(kTokenEnvVar), nullptr);
+  EXPECT_EQ(TakeTokenFromEnvironment().status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// ---------------------------------------------------------------------------
+// The fake proxy.
+
+// What a shim sent on one Connect stream after its hello.
+struct Upstream {
+  std::string stdin_data;
+  bool stdin_closed = false;
+  std::vector<int> signals;
+  std::vector<std::pair<uint32_t, uint32_t>> resizes;  // rows, columns
+  uint64_t acked_stdout = 0;
+  uint64_t acked_stderr = 0;
+  int acks = 0;
+};
+
+class FakeProxy final : public pb::ProxyService::Service {
+ public:
+  using Handler = std::function<grpc::Status(
+      grpc::ServerContext*, ServerStream*, const pb::ShimHello&)>;
+
+  explicit FakeProxy(Handler handler) : handler_(std::move(handler)) {}
+
+  grpc::Status Connect(grpc::ServerContext* context,
+                       ServerStream* stream) override {
+    pb::ConnectRequest first;
+    if (!stream->Read(&first) || !first.has_hello()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no hello");
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      hellos_.push_back(first.hello());
+    }
+    return handler_(context, stream, first.hello());
+  }
+
+  std::vector<pb::ShimHello> hellos() const {
+    absl::MutexLock lock(&mu_);
+    return hellos_;
+  }
+  bool WaitForHellos(size_t n) const {
+    return WaitFor([&] { return hellos().size() >= n; });
+  }
+
+ private:
+  const Handler handler_;
+  mutable absl::Mutex mu_;
+  std::vector<pb::ShimHello> hellos_ ABSL_GUARDED_BY(mu_);
+};
+
+// Reads requests into `up` until `until` holds (true) or the stream ends.
+bool ReadUntil(ServerStream* stream, Upstream* up,
+               const std::function<bool(const Upstream&)>& until) {
+  pb::ConnectRequest request;
+  while (!until(*up)) {
+    if (!stream->Read(&request)) return false;
+    switch (request.frame_case()) {
+      case pb::ConnectRequest::kStdin:
+        up->stdin_data += request.stdin();
+        break;
+      case pb::ConnectRequest::kStdinClose:
+        up->stdin_closed = true;
+        break;
+      case pb::ConnectRequest::kSignal:
+        up->signals.push_back(request.signal());
+        break;
+      case pb::ConnectRequest::kResize:
+        up->resizes.emplace_back(request.resize().rows(),
+                                 request.resize().columns());
+        break;
+      case pb::ConnectRequest::kAck:
+        up->acked_stdout = request.ack().stdout_offset();
+        up->acked_stderr = request.ack().stderr_offset();
+        ++up->acks;
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+void SendConnected(ServerStream* stream) {
+  pb::ConnectResponse response;
+  response.mutable_connected()->set_process_id("p1");
+  stream->Write(response);
+}
+
+bool SendChunk(ServerStream* stream, bool out, const std::string& data,
+               uint64_t offset, size_t size) {
+  pb::ConnectResponse response;
+  pb::OutputChunk* chunk =
+      out ? response.mutable_stdout() : response.mutable_stderr();
+  chunk->set_offset(offset);
+  chunk->set_data(data.substr(offset, size));
+  return stream->Write(response);
+}
+
+// Sends data[from, to) of stdout and of stderr, interleaved, in chunks of
+// varying sizes.
+void SendOutput(ServerStream* stream, const std::string& out, size_t out_from,
+                size_t out_to, const std::string& err, size_t err_from,
+                size_t err_to) {
+  std::mt19937 random(7);
+  while (out_from < out_to || err_from < err_to) {
+    if (out_from < out_to) {
+      const size_t n =
+          std::min<size_t>(out_to - out_from, 1 + random() % (64 * 1024));
+      ASSERT_TRUE(SendChunk(stream, true, out, out_from, n));
+      out_from += n;
+    }
+    if (err_from < err_to && random() % 4 == 0) {
+      const size_t n =
+          std::min<size_t>(err_to - err_from, 1 + random() % (16 * 1024));
+      ASSERT_TRUE(SendChunk(stream, false, err, err_from, n));
+      err_from += n;
+    }
+  }
+}
+
+void SendExit(ServerStream* stream, int code, int signal) {
+  pb::ConnectResponse response;
+  response.mutable_exit()->set_exit_code(code);
+  response.mutable_exit()->set_signal(signal);
+  stream->Write(response);
+}
+
+void WaitCancelled(grpc::ServerContext* context) {
+  while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
+}
+
+class Server {
+ public:
+  Server(const std::string& socket, FakeProxy::Handler handler)
+      : proxy_(std::move(handler)) {
+    UnixGrpcServer::Options options;
+    options.socket_path = socket;
+    options.services = {&proxy_};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start(options);
+    CHECK(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  ~Server() { Stop(); }
+  // Stops at once: calls in flight are cancelled (like a proxy that dies).
+  void Stop() { server_->Shutdown(absl::ZeroDuration()); }
+  FakeProxy& proxy() { return proxy_; }
+
+ private:
+  FakeProxy proxy_;
+  std::unique_ptr<UnixGrpcServer> server_;
+};
+
+// ---------------------------------------------------------------------------
+// The shim binary as a subprocess.
+
+struct Memory {
+  int64_t rss_kb = -1;
+  int64_t pss_kb = -1;
+  int threads = -1;
+};
+
+class ShimProcess {
+ public:
+  struct Options {
+    std::vector<std::string> args;           // after the binary
+    std::vector<std::string> env;            // besides PATH
+    std::optional<std::string> token_on_fd;  // given as fd 5
+    int stdin_fd = -1;  // instead of a pipe (e.g. a terminal)
+  };
+
+  explicit ShimProcess(Options options) {
+    std::vector<std::string> argv = {RunfilePath("services/shim/berth-shim")};
+    argv.insert(argv.end(), options.args.begin(), options.args.end());
+    std::vector<std::string> env = options.env;
+    env.push_back("PATH=/usr/bin:/bin");
+    int in[2], out[2], err[2], token[2] = {-1, -1};
+    CHECK_EQ(pipe2(in, O_CLOEXEC), 0);
+    CHECK_EQ(pipe2(out, O_CLOEXEC), 0);
+    CHECK_EQ(pipe2(err, O_CLOEXEC), 0);
+    if (options.token_on_fd.has_value()) {
+      CHECK_EQ(pipe2(token, O_CLOEXEC), 0);
+      CHECK_EQ(write(token[1], options.token_on_fd->data(),
+                     options.token_on_fd->size()),
+               static_cast<ssize_t>(options.token_on_fd->size()));
+      close(token[1]);
+      struct stat st;
+      CHECK_EQ(fstat(token[0], &st), 0);
+      token_pipe_ = absl::StrCat("pipe:[", st.st_ino, "]");
+    }
+    const int child_stdin = options.stdin_fd >= 0 ? options.stdin_fd : in[0];
+    std::vector<char*> c_argv, c_env;
+    for (std::string& arg : argv) c_argv.push_back(arg.data());
+    c_argv.push_back(nullptr);
+    for (std::string& var : env) c_env.push_back(var.data());
+    c_env.push_back(nullptr);
+    pid_ = fork();
+    CHECK_GE(pid_, 0);
+    if (pid_ == 0) {
+      dup2(child_stdin, 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      if (token[0] >= 0) dup2(token[0], 5);
+      execve(c_argv[0], c_argv.data(), c_env.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    if (token[0] >= 0) close(token[0]);
+    if (options.stdin_fd >= 0) {
+      close(in[1]);
+    } else {
+      stdin_ = in[1];
+    }
+    out_reader_ = std::thread([this, fd = out[0]] { Drain(fd, &out_); });
+    err_reader_ = std::thread([this, fd = err[0]] { Drain(fd, &err_); });
+  }
+
+  ~ShimProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+    CloseStdin();
+  }
+
+  pid_t pid() const { return pid_; }
+
+  void WriteStdin(const std::string& data) {
+    ASSERT_EQ(write(stdin_, data.data(), data.size()),
+              static_cast<ssize_t>(data.size()));
+  }
+  void CloseStdin() {
+    if (stdin_ >= 0) close(stdin_);
+    stdin_ = -1;
+  }
+
+  // Waits (at most 60 s, then kills) and returns the exit code, or -signal.
+  int Wait() {
+    if (pid_ <= 0) return status_;
+    int status = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        ADD_FAILURE() << "berth-shim did not exit within 60s; killing it";
+        kill(pid_, SIGKILL);
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    pid_ = -1;
+    out_reader_.join();
+    err_reader_.join();
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    return status_;
+  }
+
+  // After Wait.
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+
+  std::string Proc(absl::string_view file) const {
+    return ReadFileOrEmpty(absl::StrCat("/proc/", pid_, "/", file));
+  }
+
+  // Whether any descriptor of the shim is the pipe the token came in.
+  bool HoldsTokenPipe() const {
+    const std::string fd_dir = absl::StrCat("/proc/", pid_, "/fd");
+    DIR* dir = opendir(fd_dir.c_str());
+    if (dir == nullptr) return false;
+    bool found = false;
+    while (const dirent* entry = readdir(dir)) {
+      char target[256];
+      const ssize_t n =
+          readlink(absl::StrCat(fd_dir, "/", entry->d_name).c_str(), target,
+                   sizeof(target));
+      if (n > 0 && std::string(target, n) == token_pipe_) found = true;
+    }
+    closedir(dir);
+    return found;
+  }
+
+  Memory MeasureMemory() const {
+    Memory memory;
+    for (absl::string_view line : absl::StrSplit(Proc("smaps_rollup"), '\n')) {
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (fields.size() < 2) continue;
+      if (fields[0] == "Rss:")
+        (void)absl::SimpleAtoi(fields[1], &memory.rss_kb);
+      if (fields[0] == "Pss:")
+        (void)absl::SimpleAtoi(fields[1], &memory.pss_kb);
+    }
+    for (absl::string_view line : absl::StrSplit(Proc("status"), '\n')) {
+      if (absl::ConsumePrefix(&line, "Threads:")) {
+        (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(line),
+                               &memory.threads);
+      }
+    }
+    return memory;
+  }
+
+ private:
+  static void Drain(int fd, std::string* into) {
+    char buffer[64 * 1024];
+    while (true) {
+      const ssize_t n = read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      into->append(buffer, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+
+  pid_t pid_ = -1;
+  int status_ = -1;
+  int stdin_ = -1;
+  std::string token_pipe_ = "none";
+  std::string out_, err_;
+  std::thread out_reader_, err_reader_;
+};
+
+std::vector<std::string> ShimArgs(const std::string& socket,
+                                  absl::string_view timeout = "5s") {
+  return {absl::StrCat("--proxy_socket=", socket),
+          absl::StrCat("--reconnect_timeout=", timeout)};
+}
+
+std::vector<std::string> TokenEnv() {
+  return {absl::StrCat(kTokenEnvVar, "=", kToken)};
+}
+
+class ShimBinaryTest : public ::testing::Test {
+ protected:
+  ShortTempDir dir_;
+  const std::string socket_ = dir_.Join("proxy.sock");
+};
+
+// Several MB of stdout and stderr reach fds 1 and 2 exactly, every byte is
+// acknowledged, and the shim exits with the process's code.
+TEST_F(ShimBinaryTest, OutputExactAckedAndExitCode) {
+  const std::string out = Pattern(4 << 20, 1);
+  const std::string err = Pattern(1 << 20, 2);
+  Upstream up;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello& hello) {
+    EXPECT_EQ(hello.token(), kToken);
+    EXPECT_FALSE(hello.resume());
+    SendConnected(stream);
+    SendOutput(stream, out, 0, out.size(), err, 0, err.size());
+    ReadUntil(stream, &up, [&](const Upstream& u) {
+      return u.acked_stdout == out.size() && u.acked_stderr == err.size();
+    });
+    SendExit(stream, 3, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess shim({ShimArgs(socket_), TokenEnv()});
+  EXPECT_EQ(shim.Wait(), 3) << shim.err().substr(0, 2000);
+  EXPECT_EQ(shim.out().size(), out.size());
+  EXPECT_TRUE(shim.out() == out) << "stdout differs";
+  EXPECT_EQ(shim.err().size(), err.size());
+  EXPECT_TRUE(shim.err() == err) << "stderr differs";
+  EXPECT_EQ(up.acked_stdout, out.size());
+  EXPECT_EQ(up.acked_stderr, err.size());
+  EXPECT_GT(up.acks, 0);
+}
+
+// Stdin goes up in frames of at most 32 KiB, then stdin_close at EOF.
+TEST_F(ShimBinaryTest, StdinAndEofReachTheProxy) {
+  const std::string input = Pattern(300 * 1024 + 17, 3);
+  Upstream up;
+  size_t largest_frame = 0;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    // Echoes stdin as stdout, like cat.
+    uint64_t echoed = 0;
+    while (!up.stdin_closed) {
+      const size_t before = up.stdin_data.size();
+      if (!ReadUntil(stream, &up, [&](const Upstream& u) {
+            return u.stdin_closed || u.stdin_data.size() > before;
+          })) {
+        break;
+      }
+      largest_frame = std::max(largest_frame, up.stdin_data.size() - before);
+      if (up.stdin_data.size() > echoed) {
+        SendChunk(stream, true, up.stdin_data, echoed,
+                  up.stdin_data.size() - echoed);
+        echoed = up.stdin_data.size();
+      }
+    }
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess shim({ShimArgs(socket_), TokenEnv()});
+  shim.WriteStdin(input);
+  shim.CloseStdin();
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  EXPECT_TRUE(up.stdin_closed);
+  EXPECT_TRUE(up.stdin_data == input) << "stdin differs";
+  EXPECT_TRUE(shim.out() == input) << "echoed stdout differs";
+  EXPECT_LE(largest_frame, kStdinFrameSize);
+}
+
+// Signals the shim gets are forwarded; a process killed by a signal makes
+// the shim exit 128 + N.
+TEST_F(ShimBinaryTest, SignalsForwardedAndExitBySignal) {
+  Upstream up;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    ReadUntil(stream, &up, [](const Upstream& u) {
+      return std::find(u.signals.begin(), u.signals.end(), SIGTERM) !=
+             u.signals.end();
+    });
+    SendExit(stream, 0, SIGTERM);
+    return grpc::Status::OK;
+  });
+  ShimProcess shim({ShimArgs(socket_), TokenEnv()});
+  ASSERT_TRUE(server.proxy().WaitForHellos(1));
+  kill(shim.pid(), SIGUSR1);
+  absl::SleepFor(absl::Milliseconds(50));
+  kill(shim.pid(), SIGTERM);
+  EXPECT_EQ(shim.Wait(), 128 + SIGTERM) << shim.err();
+  EXPECT_EQ(up.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+}
+
+// With a terminal on stdin: its size goes up once connected, and again on
+// SIGWINCH.
+TEST_F(ShimBinaryTest, TerminalSizeAndSigwinchBecomeResizes) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(slave, 0);
+  winsize size = {};
+  size.ws_row = 24;
+  size.ws_col = 80;
+  ASSERT_EQ(ioctl(master, TIOCSWINSZ, &size), 0);
+
+  Upstream up;
+  absl::Notification first_resize;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    ReadUntil(stream, &up,
+              [](const Upstream& u) { return !u.resizes.empty(); });
+    first_resize.Notify();
+    ReadUntil(stream, &up,
+              [](const Upstream& u) { return u.resizes.size() >= 2; });
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess::Options options{ShimArgs(socket_), TokenEnv()};
+  options.stdin_fd = slave;
+  ShimProcess shim(options);
+  close(slave);
+  ASSERT_TRUE(first_resize.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  size.ws_row = 50;
+  size.ws_col = 132;
+  ASSERT_EQ(ioctl(master, TIOCSWINSZ, &size), 0);
+  kill(shim.pid(), SIGWINCH);
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  close(master);
+  ASSERT_EQ(up.resizes.size(), 2u);
+  EXPECT_EQ(up.resizes[0], std::make_pair(24u, 80u));
+  EXPECT_EQ(up.resizes[1], std::make_pair(50u, 132u));
+}
+
+// The token from the environment: sent in the hello, gone from the shim's
+// environment as /proc shows it, never in its argv. Also measures the shim's
+// memory while connected.
+TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
+  absl::Notification measured;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello& hello) {
+    EXPECT_EQ(hello.token(), kToken);
+    SendConnected(stream);
+    // Some output, so the measured shim has done real work.
+    const std::string out = Pattern(1 << 20, 4);
+    SendOutput(stream, out, 0, out.size(), "", 0, 0);
+    measured.WaitForNotification();
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess shim({ShimArgs(socket_), TokenEnv()});
+  ASSERT_TRUE(server.proxy().WaitForHellos(1));
+  absl::SleepFor(absl::Milliseconds(300));  // let the output arrive
+  const std::string environ_text = shim.Proc("environ");
+  const std::string cmdline = shim.Proc("cmdline");
+  EXPECT_THAT(environ_text, HasSubstr("PATH="));  // it could be read
+  EXPECT_THAT(environ_text, Not(HasSubstr(kToken)));
+  EXPECT_THAT(environ_text, Not(HasSubstr(kTokenEnvVar)));
+  EXPECT_THAT(cmdline, Not(HasSubstr(kToken)));
+  const Memory memory = shim.MeasureMemory();
+  std::cout << "berth-shim while connected: Rss " << memory.rss_kb
+            << " kB, Pss " << memory.pss_kb << " kB, " << memory.threads
+            << " threads" << std::endl;
+  ::testing::Test::RecordProperty("shim_rss_kb", memory.rss_kb);
+  ::testing::Test::RecordProperty("shim_pss_kb", memory.pss_kb);
+  ::testing::Test::RecordProperty("shim_threads", memory.threads);
+  EXPECT_GT(memory.pss_kb, 0);
+  measured.Notify();
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  EXPECT_EQ(shim.out().size(), 1u << 20);
+}
+
+// The token from an inherited descriptor, which the shim closes.
+TEST_F(ShimBinaryTest, TokenFromDescriptorIsReadAndClosed) {
+  absl::Notification checked;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello& hello) {
+    EXPECT_EQ(hello.token(), "token-from-fd");
+    SendConnected(stream);
+    checked.WaitForNotification();
+    SendExit(stream, 7, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess::Options options;
+  options.args = ShimArgs(socket_);
+  options.args.push_back("--token_fd=5");
+  options.token_on_fd = "token-from-fd\n";
+  ShimProcess shim(options);
+  ASSERT_TRUE(server.proxy().WaitForHellos(1));
+  EXPECT_FALSE(shim.HoldsTokenPipe());
+  EXPECT_THAT(shim.Proc("cmdline"), Not(HasSubstr("token-from-fd")));
+  checked.Notify();
+  EXPECT_EQ(shim.Wait(), 7) << shim.err();
+}
+
+TEST_F(ShimBinaryTest, NoTokenFlagAndNoTokenIsAnError) {
+  {
+    ShimProcess shim({{absl::StrCat("--proxy_socket=", socket_),
+                       absl::StrCat("--token=", kToken)},
+                      {}});
+    EXPECT_NE(shim.Wait(), 0);
+    EXPECT_THAT(shim.err(), HasSubstr("token"));
+  }
+  {
+    ShimProcess shim({ShimArgs(socket_), {}});
+    EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+    EXPECT_THAT(shim.err(), HasSubstr("no token"));
+  }
+}
+
+// The proxy dies mid-stream and comes back: the shim resumes with the
+// offsets it wrote, and writes nothing twice even though the new proxy
+// repeats some output.
+TEST_F(ShimBinaryTest, ProxyRestartResumesWithoutDuplicates) {
+  const std::string out = Pattern(3 << 20, 5);
+  const std::string err = Pattern(256 << 10, 6);
+  const size_t out_cut = (3 << 20) / 2 + 123;
+  const size_t err_cut = (256 << 10) / 3 + 7;
+  absl::Notification first_done;
+  auto first = std::make_unique<Server>(
+      socket_, [&](grpc::ServerContext* context, ServerStream* stream,
+                   const pb::ShimHello&) {
+        SendConnected(stream);
+        SendOutput(stream, out, 0, out_cut, err, 0, err_cut);
+        Upstream up;
+        ReadUntil(stream, &up, [&](const Upstream& u) {
+          return u.acked_stdout == out_cut && u.acked_stderr == err_cut;
+        });
+        first_done.Notify();
+        WaitCancelled(context);
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "going away");
+      });
+  ShimProcess shim({ShimArgs(socket_, "20s"), TokenEnv()});
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  first->Stop();  // like a crash: the stream is cut
+  first.reset();
+  absl::SleepFor(absl::Milliseconds(500));
+
+  Server second(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello& hello) {
+    SendConnected(stream);
+    // Resumes a little before what the shim says it wrote.
+    const size_t out_from = hello.stdout_offset() - 1000;
+    const size_t err_from = hello.stderr_offset() - 10;
+    SendOutput(stream, out, out_from, out.size(), err, err_from, err.size());
+    Upstream up;
+    ReadUntil(stream, &up, [&](const Upstream& u) {
+      return u.acked_stdout == out.size() && u.acked_stderr == err.size();
+    });
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  const std::vector<pb::ShimHello> hellos = second.proxy().hellos();
+  ASSERT_EQ(hellos.size(), 1u);
+  EXPECT_TRUE(hellos[0].resume());
+  EXPECT_EQ(hellos[0].token(), kToken);
+  EXPECT_EQ(hellos[0].stdout_offset(), out_cut);
+  EXPECT_EQ(hellos[0].stderr_offset(), err_cut);
+  EXPECT_EQ(shim.out().size(), out.size());
+  EXPECT_TRUE(shim.out() == out) << "stdout differs";
+  EXPECT_EQ(shim.err().size(), err.size());
+  EXPECT_TRUE(shim.err() == err) << "stderr differs";
+}
+
+// The proxy dies and never comes back: exit 255 after the reconnect timeout,
+// with a message naming the socket.
+TEST_F(ShimBinaryTest, ProxyGoneForGoodExits255) {
+  absl::Notification connected;
+  auto server = std::make_unique<Server>(
+      socket_, [&](grpc::ServerContext* context, ServerStream* stream,
+                   const pb::ShimHello&) {
+        SendConnected(stream);
+        SendChunk(stream, true, "partial", 0, 7);
+        Upstream up;
+        ReadUntil(stream, &up, [](const Upstream& u) { return u.acks > 0; });
+        connected.Notify();
+        WaitCancelled(context);
+        return grpc::Status::OK;
+      });
+  ShimProcess shim({ShimArgs(socket_, "1500ms"), TokenEnv()});
+  ASSERT_TRUE(connected.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  server->Stop();
+  server.reset();
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_EQ(shim.out(), "partial");
+  EXPECT_THAT(shim.err(), HasSubstr(socket_));
+  EXPECT_THAT(shim.err(), HasSubstr("could not reach it again within 1.5s"));
+}
+
+TEST_F(ShimBinaryTest, PermissionDeniedExits255AtOnce) {
+  Server server(
+      socket_, [](grpc::ServerContext*, ServerStream*, const pb::ShimHello&) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "token 01234567 is unknown or already claimed");
+      });
+  ShimProcess shim({ShimArgs(socket_, "30s"), TokenEnv()});
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_THAT(shim.err(), HasSubstr("refused the token"));
+  EXPECT_THAT(shim.err(), HasSubstr("already claimed"));
+  EXPECT_EQ(server.proxy().hellos().size(), 1u);  // no retry
+}
+
+TEST_F(ShimBinaryTest, AgentGoneExits255WithTheProxysMessage) {
+  Server server(socket_, [](grpc::ServerContext*, ServerStream* stream,
+                            const pb::ShimHello&) {
+    SendConnected(stream);
+    SendChunk(stream, false, "last words\n", 0, 11);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "agent of sandbox sb-1 is gone");
+  });
+  ShimProcess shim({ShimArgs(socket_, "30s"), TokenEnv()});
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_THAT(shim.err(), HasSubstr("last words\n"));
+  EXPECT_THAT(shim.err(), HasSubstr("agent of sandbox sb-1 is gone"));
+  EXPECT_EQ(server.proxy().hellos().size(), 1u);  // no retry
+}
+
+// A proxy that sends a chunk beyond what was written has lost output: the
+// shim says so and exits 255 rather than write a stream with a hole.
+TEST_F(ShimBinaryTest, GapInOutputExits255) {
+  Server server(socket_, [](grpc::ServerContext*, ServerStream* stream,
+                            const pb::ShimHello&) {
+    SendConnected(stream);
+    SendChunk(stream, true, "abcdef", 0, 3);
+    SendChunk(stream, true, "abcdef", 4, 2);
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  ShimProcess shim({ShimArgs(socket_), TokenEnv()});
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_EQ(shim.out(), "abc");
+  EXPECT_THAT(shim.err(), HasSubstr("stdout chunk at offset 4 leaves a gap"));
+}
+
+}  // namespace
+}  // namespace shim
+}  // namespace berth
