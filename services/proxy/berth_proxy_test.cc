@@ -79,8 +79,9 @@ TEST(BerthProxyTest, ServesAProcessAndStopsOnSigterm) {
   ASSERT_TRUE(agent_server.ok()) << agent_server.status();
 
   const std::string log = dir.Join("log");
-  pid_t pid =
-      Spawn({"--runtime_dir=" + dir.Join("run"), "--shim_timeout=1s"}, log);
+  pid_t pid = Spawn({"--runtime_dir=" + dir.Join("run"),
+                     "--state_dir=" + dir.Join("state"), "--shim_timeout=1s"},
+                    log);
   ASSERT_GT(pid, 0);
   const std::string socket = dir.Join("run/proxy.sock");
   {

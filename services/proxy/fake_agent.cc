@@ -133,8 +133,10 @@ grpc::Status FakeAgent::ProcessIo(
     processes_[process_id].stdin_closed = true;
     processes_[process_id].io_done = true;
   });
-  uint64_t out_offset = 0;
-  uint64_t err_offset = 0;
+  // A resumed attach goes on from its offsets (only bulk output can be
+  // made again from any offset).
+  uint64_t out_offset = request.attach().stdout_offset();
+  uint64_t err_offset = request.attach().stderr_offset();
   auto write = [&](bool err, const std::string& data) {
     agentpb::ProcessIoResponse response;
     agentpb::OutputChunk* chunk =
@@ -170,7 +172,7 @@ grpc::Status FakeAgent::ProcessIo(
     uint64_t total = 0;
     if (args.size() > 1) absl::SimpleAtoi(args[1], &total);
     std::string data;
-    for (uint64_t at = 0; at < total && ok; at += data.size()) {
+    for (uint64_t at = out_offset; at < total && ok; at += data.size()) {
       data.resize(std::min(kBulkChunk, total - at));
       for (size_t i = 0; i < data.size(); ++i) data[i] = PatternByte(at + i);
       ok = write(false, data);

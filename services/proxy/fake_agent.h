@@ -7,6 +7,7 @@
 //       writes each piece in order, then exits with code N (or signal N);
 //   bulk BYTES
 //       BYTES bytes of PatternByte(i) to stdout in 64 KiB chunks, exit 0;
+//       an attach with a stdout offset resumes from there;
 //   cat
 //       stdin back to stdout until stdin is closed, exit 0;
 //   wait_signal

@@ -16,6 +16,10 @@
 
 ABSL_FLAG(std::string, runtime_dir, std::string(berth::kDefaultRuntimeDir),
           "Directory of berth's sockets; serves on <runtime_dir>/proxy.sock.");
+ABSL_FLAG(std::string, state_dir, "/var/lib/berth",
+          "berth's state directory: sandboxes and the tokens of started "
+          "processes are kept in <state_dir>/proxy, so that shims reconnect "
+          "to their processes after a restart of the proxy.");
 ABSL_FLAG(absl::Duration, shim_timeout, absl::Seconds(30),
           "How long NewContainer and ExecCmd wait for the shim holding their "
           "token when the call gives no shim_timeout.");
@@ -32,7 +36,8 @@ constexpr char kUsage[] =
     "berth-proxy: the stdio of sandboxed processes between their shims and "
     "their sandboxes' agents; a process starts only once its shim is "
     "connected\n"
-    "usage: berth-proxy [--runtime_dir=/run/berth] [--shim_timeout=30s] "
+    "usage: berth-proxy [--runtime_dir=/run/berth] "
+    "[--state_dir=/var/lib/berth] [--shim_timeout=30s] "
     "[--token_ttl=60s]";
 constexpr char kVersion[] = "0.1.0";
 constexpr absl::Duration kGrace = absl::Seconds(5);
@@ -55,7 +60,12 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--shim_timeout and --token_ttl must be positive";
     return 2;
   }
+  options.state_dir = absl::StrCat(absl::GetFlag(FLAGS_state_dir), "/proxy");
   berth::proxy::ProxyServiceImpl service(options);
+  if (absl::Status restored = service.Restore(); !restored.ok()) {
+    LOG(ERROR) << restored.message();
+    return 1;
+  }
   berth::UnixGrpcServer::Options server_options;
   server_options.socket_path =
       absl::StrCat(absl::GetFlag(FLAGS_runtime_dir), "/proxy.sock");

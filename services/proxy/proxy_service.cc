@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
@@ -139,6 +140,54 @@ ProxyServiceImpl::ProxyServiceImpl(ProxyOptions options)
 
 ProxyServiceImpl::~ProxyServiceImpl() = default;
 
+absl::Status ProxyServiceImpl::Restore() {
+  if (options_.state_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<StateStore> store = StateStore::Open(options_.state_dir);
+  if (!store.ok()) return store.status();
+  StateStore::State state = store->Load();
+  absl::MutexLock lock(&mu_);
+  store_ = std::move(*store);
+  for (const StateStore::SandboxRecord& record : state.sandboxes) {
+    Sandbox& sandbox = sandboxes_[record.sandbox_id];
+    sandbox.id = record.sandbox_id;
+    sandbox.target = record.target;
+    sandbox.stub = agentpb::AgentService::NewStub(
+        grpc::CreateChannel(record.target, grpc::InsecureChannelCredentials()));
+    LOG(INFO) << "restored sandbox " << record.sandbox_id << " (agent at "
+              << record.target << ")";
+  }
+  for (const StateStore::SessionRecord& record : state.sessions) {
+    auto sandbox = sandboxes_.find(record.sandbox_id);
+    if (sandbox == sandboxes_.end()) {
+      store_->RemoveSession(record.process_id);
+      continue;
+    }
+    auto session = std::make_shared<Session>();
+    session->token = record.token;
+    session->prefix = TokenPrefix(record.token);
+    session->sandbox_id = record.sandbox_id;
+    session->claimed = true;
+    session->restored = true;
+    session->persisted = true;
+    session->started = true;
+    session->container_id = record.container_id;
+    session->process_id = record.process_id;
+    sessions_[record.token] = session;
+    sandbox->second.tokens.insert(record.token);
+    uint64_t n = 0;
+    size_t dash = record.process_id.rfind('-');
+    if (dash != std::string::npos &&
+        absl::SimpleAtoi(record.process_id.substr(dash + 1), &n) &&
+        n >= next_process_) {
+      next_process_ = n + 1;
+    }
+    LOG(INFO) << "restored process " << record.process_id << " of sandbox "
+              << record.sandbox_id << ", waiting for its shim (token "
+              << session->prefix << ") to resume";
+  }
+  return absl::OkStatus();
+}
+
 void ProxyServiceImpl::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
@@ -217,6 +266,13 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
             sandbox.target = target;
             sandbox.stub = stub;
           }
+          if (store_.has_value()) {
+            absl::Status saved = store_->PutSandbox({sandbox_id, target});
+            if (!saved.ok()) {
+              LOG(WARNING) << "sandbox " << sandbox_id
+                           << " will not survive a restart: " << saved;
+            }
+          }
         }
         LOG(INFO) << "sandbox " << sandbox_id << " registered, agent at "
                   << target << " version " << call->response.agent_version();
@@ -265,9 +321,13 @@ void ProxyServiceImpl::ForgetSandbox(const std::string& sandbox_id,
     if (session->expiry_timer != 0) timer_.Cancel(session->expiry_timer);
     if (session->shim != nullptr) session->shim->End(status);
     if (session->io != nullptr) session->io->Cancel();
+    if (session->persisted && store_.has_value()) {
+      store_->RemoveSession(session->process_id);
+    }
     sessions_.erase(s);
   }
   sandboxes_.erase(it);
+  if (store_.has_value()) store_->RemoveSandbox(sandbox_id);
   LOG(INFO) << "sandbox " << sandbox_id
             << " forgotten: " << status.error_message();
 }
@@ -328,6 +388,10 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::AllocateToken(
 void ProxyServiceImpl::DropSession(const std::shared_ptr<Session>& session) {
   if (session->expiry_timer != 0) timer_.Cancel(session->expiry_timer);
   session->expiry_timer = 0;
+  if (session->persisted && store_.has_value()) {
+    store_->RemoveSession(session->process_id);
+    session->persisted = false;
+  }
   auto sandbox = sandboxes_.find(session->sandbox_id);
   if (sandbox != sandboxes_.end()) sandbox->second.tokens.erase(session->token);
   auto it = sessions_.find(session->token);
@@ -525,16 +589,38 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
   LOG(INFO) << "process " << session->process_id << " (pid " << pid
             << ") started in container " << session->container_id
             << " of sandbox " << session->sandbox_id;
+  if (store_.has_value()) {
+    absl::Status saved =
+        store_->PutSession({session->token, session->sandbox_id,
+                            session->container_id, session->process_id});
+    if (saved.ok()) {
+      session->persisted = true;
+    } else {
+      LOG(WARNING) << "process " << session->process_id
+                   << " will not survive a restart of the proxy: " << saved;
+    }
+  }
   // The data path: the agent's stream of this process, joined to the shim's.
+  AttachIo(session, 0, 0);
+  pending->fill(session->process_id, pid);
+  pending->reactor->Finish(grpc::Status::OK);
+}
+
+void ProxyServiceImpl::AttachIo(const std::shared_ptr<Session>& session,
+                                uint64_t stdout_offset,
+                                uint64_t stderr_offset) {
+  std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
   auto* io = new AgentIoReactor(this, session);
   session->io = io;
+  session->stdout_next = stdout_offset;
+  session->stderr_next = stderr_offset;
   ++live_agent_streams_;
   agentpb::ProcessIoAttach attach;
   attach.set_container_id(session->container_id);
   attach.set_process_id(session->process_id);
+  attach.set_stdout_offset(stdout_offset);
+  attach.set_stderr_offset(stderr_offset);
   io->Begin(stub.get(), attach);
-  pending->fill(session->process_id, pid);
-  pending->reactor->Finish(grpc::Status::OK);
 }
 
 // --- Signal and Resize from drivers ----------------------------------------
@@ -638,6 +724,22 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
     const pb::ShimHello& hello = shim->request_.hello();
     std::string prefix = TokenPrefix(hello.token());
     auto it = sessions_.find(hello.token());
+    if (it != sessions_.end() && it->second->restored && hello.resume() &&
+        it->second->shim == nullptr && StubOf(it->second->sandbox_id)) {
+      // Back after the proxy's restart: on from the offsets the shim has.
+      session = it->second;
+      session->restored = false;
+      session->shim = shim;
+      shim->session_ = session;
+      LOG(INFO) << "shim with token " << prefix << " resumed process "
+                << session->process_id << " at stdout " << hello.stdout_offset()
+                << ", stderr " << hello.stderr_offset();
+      pb::ConnectResponse connected;
+      connected.mutable_connected()->set_process_id(session->process_id);
+      shim->Send(std::move(connected), /*chunk=*/false, /*last=*/false);
+      AttachIo(session, hello.stdout_offset(), hello.stderr_offset());
+      return;
+    }
     if (it == sessions_.end() || it->second->claimed) {
       LOG(WARNING) << "shim presented an unknown, expired or already used "
                       "token "
@@ -850,6 +952,7 @@ void ProxyServiceImpl::OnAgentDone(AgentIoReactor* io,
   --live_agent_streams_;
   std::shared_ptr<Session> session = io->session_;
   if (session->io == io) session->io = nullptr;
+  if (stopping_) return;  // the process lives on, for the next proxy
   if (session->exited || io->cancelled_by_proxy_) {
     if (session->shim == nullptr) DropSession(session);
     return;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -26,6 +27,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "services/proxy/state_store.h"
 #include "services/proxy/timer.h"
 
 namespace berth {
@@ -41,6 +43,9 @@ struct ProxyOptions {
   absl::Duration ping_timeout = absl::Seconds(2);
   // Deadline of each unary call to an agent.
   absl::Duration agent_call_timeout = absl::Seconds(10);
+  // Where sandboxes and token bindings are kept across a restart; empty:
+  // nowhere.
+  std::string state_dir;
 };
 
 // "unix:PATH" or a bare path -> the gRPC target "unix:PATH"; an empty address
@@ -53,6 +58,12 @@ class ProxyServiceImpl final
   explicit ProxyServiceImpl(ProxyOptions options);
   // Call Stop() first.
   ~ProxyServiceImpl() override;
+
+  // Loads what options.state_dir holds from before a restart: its sandboxes
+  // and started processes, whose shims may then reconnect with
+  // ShimHello.resume. Call once, before serving. Without a state_dir it does
+  // nothing.
+  absl::Status Restore() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Before the server shuts down: fails the calls waiting for a shim, ends
   // every shim's stream with UNAVAILABLE (the processes keep running: this
@@ -121,6 +132,9 @@ class ProxyServiceImpl final
     std::string prefix;
     std::string sandbox_id;
     bool claimed = false;  // a shim connected with it
+    // Loaded from the state directory: its shim may come back with resume.
+    bool restored = false;
+    bool persisted = false;  // has a record in the state directory
     uint64_t expiry_timer = 0;
     std::unique_ptr<PendingStart> pending;
     bool starting = false;  // the agent was asked to start the process
@@ -150,6 +164,9 @@ class ProxyServiceImpl final
                         const grpc::Status& status, int32_t pid)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the token; finishes nothing.
+  // Opens the agent's ProcessIo stream of the session's process.
+  void AttachIo(const std::shared_ptr<Session>& session, uint64_t stdout_offset,
+                uint64_t stderr_offset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropSession(const std::shared_ptr<Session>& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends every shim and wait of the sandbox with `status`, cancels its
@@ -176,6 +193,7 @@ class ProxyServiceImpl final
   Timer timer_;
 
   absl::Mutex mu_;
+  std::optional<StateStore> store_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_process_ ABSL_GUARDED_BY(mu_) = 1;
   int live_agent_streams_ ABSL_GUARDED_BY(mu_) = 0;

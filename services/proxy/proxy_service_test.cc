@@ -245,9 +245,16 @@ class ProxyServiceTest : public ::testing::Test {
     ASSERT_TRUE(agent_server.ok()) << agent_server.status();
     agent_server_ = std::move(*agent_server);
 
+    StartProxy();
+  }
+
+  void StartProxy(const std::string& state_dir = "") {
     ProxyOptions options;
     options.default_shim_timeout = absl::Seconds(10);
+    options.state_dir = state_dir;
     proxy_ = std::make_unique<ProxyServiceImpl>(options);
+    absl::Status restored = proxy_->Restore();
+    ASSERT_TRUE(restored.ok()) << restored;
     UnixGrpcServer::Options proxy_options;
     proxy_options.socket_path = dir_.Join("proxy.sock");
     proxy_options.services = {proxy_.get()};
@@ -259,12 +266,18 @@ class ProxyServiceTest : public ::testing::Test {
         "unix:" + dir_.Join("proxy.sock"), grpc::InsecureChannelCredentials()));
   }
 
-  void TearDown() override {
+  void StopProxy() {
     // An open client channel holds a callback server's Shutdown for the
     // whole grace period (gRPC 1.51).
     stub_.reset();
     if (proxy_ != nullptr) proxy_->Stop();
     if (proxy_server_ != nullptr) proxy_server_->Shutdown(absl::Seconds(1));
+    proxy_server_.reset();
+    proxy_.reset();
+  }
+
+  void TearDown() override {
+    StopProxy();
     if (agent_server_ != nullptr) agent_server_->Shutdown(absl::Seconds(1));
   }
 
@@ -661,6 +674,77 @@ TEST_F(ProxyServiceTest, StoppedShimSlowsOnlyItsOwnProcess) {
   }
   EXPECT_TRUE(stopped.offsets_ok());
   EXPECT_EQ(stopped.frames().back(), "exit");
+}
+
+// The proxy stops (its state kept in a state directory) and another starts
+// while a process writes 50 MB: the shim resumes with the offset it has and
+// gets every byte once, in order.
+TEST_F(ProxyServiceTest, ShimResumesAcrossARestartOfTheProxy) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  constexpr uint64_t kBytes = 50 << 20;
+  std::string token = Token();
+  std::string out;
+  bool offsets_ok = true;
+  auto take = [&](const pb::ConnectResponse& down) {
+    if (!down.has_stdout()) return;
+    if (down.stdout().offset() != out.size()) offsets_ok = false;
+    out += down.stdout().data();
+  };
+  {
+    grpc::ClientContext context;
+    auto stream = stub_->Connect(&context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    ASSERT_TRUE(stream->Write(hello));
+    pb::NewContainerResponse response;
+    ASSERT_TRUE(
+        NewContainer(NewContainerRequest(token, {"bulk", absl::StrCat(kBytes)}),
+                     &response)
+            .ok());
+    pb::ConnectResponse down;
+    while (out.size() < (5 << 20) && stream->Read(&down)) take(down);
+    ASSERT_GE(out.size(), 5u << 20);
+    StopProxy();
+    // What was on its way still arrives; then the stream ends.
+    while (stream->Read(&down)) take(down);
+    EXPECT_FALSE(stream->Finish().ok());
+  }
+  ASSERT_LT(out.size(), kBytes);
+  // A new proxy on the same state directory.
+  StartProxy(state_dir);
+  berth::agent::v1::ProcessExit exit;
+  bool exit_last = false;
+  {
+    grpc::ClientContext context;
+    auto stream = stub_->Connect(&context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    hello.mutable_hello()->set_resume(true);
+    hello.mutable_hello()->set_stdout_offset(out.size());
+    ASSERT_TRUE(stream->Write(hello));
+    pb::ConnectResponse down;
+    while (stream->Read(&down)) {
+      exit_last = down.has_exit();
+      if (down.has_exit()) exit = down.exit();
+      take(down);
+    }
+    grpc::Status status = stream->Finish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_TRUE(exit_last);
+  EXPECT_TRUE(offsets_ok);
+  ASSERT_EQ(out.size(), kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    if (out[i] != testing::PatternByte(i)) {
+      FAIL() << "byte " << i << " differs";
+    }
+  }
+  // A token is still single-use: no second resume.
+  FakeShim again(stub_.get(), token);
+  EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
 }  // namespace
