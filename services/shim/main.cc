@@ -7,6 +7,8 @@
 // once) or on an inherited descriptor (--token_fd=N, read and closed), never
 // on the command line, where `ps` would show it: there is no --token flag.
 
+#include <malloc.h>
+
 #include <string>
 #include <vector>
 
@@ -41,6 +43,9 @@ constexpr char kVersion[] = "0.1.0";
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One malloc arena for all threads: a shim moves little data, and every
+  // further arena costs resident memory in every shim.
+  mallopt(M_ARENA_MAX, 1);
   // First of all, before any thread: the token leaves the environment.
   absl::StatusOr<std::string> env_token =
       berth::shim::TakeTokenFromEnvironment();

@@ -361,13 +361,20 @@ class Shim {
   // sending (a Write can block on flow control), leaves it to that thread,
   // which sends the latest offsets after its Write.
   void Ack() {
-    if (!mu_.TryLock()) {
-      ack_pending_.store(true, std::memory_order_release);
-      return;
-    }
-    ack_pending_.store(false, std::memory_order_relaxed);
-    SendAckLocked();
+    ack_pending_.store(true);
+    if (!mu_.TryLock()) return;  // the holder sends it when it unlocks
+    if (ack_pending_.exchange(false)) SendAckLocked();
     mu_.Unlock();
+  }
+
+  // Sends the ack that Ack() left pending while this thread held mu_. The
+  // check comes after unlocking, so that an Ack() whose TryLock failed
+  // against this thread is always seen.
+  void FlushPendingAck() {
+    while (ack_pending_.load()) {
+      absl::MutexLock lock(&mu_);
+      if (ack_pending_.exchange(false)) SendAckLocked();
+    }
   }
 
   void SendAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -383,6 +390,12 @@ class Shim {
   // none and sending again on the next one if the stream fails under it.
   // False once the shim is stopping.
   bool Send(const pb::ConnectRequest& request) {
+    const bool sent = SendOnSomeStream(request);
+    FlushPendingAck();
+    return sent;
+  }
+
+  bool SendOnSomeStream(const pb::ConnectRequest& request) {
     absl::MutexLock lock(&mu_);
     uint64_t failed = 0;  // generations start at 1
     while (true) {
@@ -396,11 +409,7 @@ class Shim {
           new_pair(failed)));
       if (stopping_) return false;
       const uint64_t generation = generation_;
-      const bool sent = stream_->Write(request);
-      if (ack_pending_.exchange(false, std::memory_order_acq_rel)) {
-        SendAckLocked();
-      }
-      if (sent) return true;
+      if (stream_->Write(request)) return true;
       failed = generation;
     }
   }

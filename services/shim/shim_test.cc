@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -318,6 +319,9 @@ class Server {
 struct Memory {
   int64_t rss_kb = -1;
   int64_t pss_kb = -1;
+  // Private_Clean + Private_Dirty: what each more shim adds.
+  int64_t private_kb = -1;
+  int64_t anonymous_kb = -1;
   int threads = -1;
 };
 
@@ -446,11 +450,14 @@ class ShimProcess {
     for (absl::string_view line : absl::StrSplit(Proc("smaps_rollup"), '\n')) {
       std::vector<absl::string_view> fields =
           absl::StrSplit(line, ' ', absl::SkipEmpty());
-      if (fields.size() < 2) continue;
-      if (fields[0] == "Rss:")
-        (void)absl::SimpleAtoi(fields[1], &memory.rss_kb);
-      if (fields[0] == "Pss:")
-        (void)absl::SimpleAtoi(fields[1], &memory.pss_kb);
+      int64_t kb = 0;
+      if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &kb)) continue;
+      if (fields[0] == "Rss:") memory.rss_kb = kb;
+      if (fields[0] == "Pss:") memory.pss_kb = kb;
+      if (fields[0] == "Anonymous:") memory.anonymous_kb = kb;
+      if (fields[0] == "Private_Clean:" || fields[0] == "Private_Dirty:") {
+        memory.private_kb = std::max<int64_t>(memory.private_kb, 0) + kb;
+      }
     }
     for (absl::string_view line : absl::StrSplit(Proc("status"), '\n')) {
       if (absl::ConsumePrefix(&line, "Threads:")) {
@@ -656,15 +663,58 @@ TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
   EXPECT_THAT(cmdline, Not(HasSubstr(kToken)));
   const Memory memory = shim.MeasureMemory();
   std::cout << "berth-shim while connected: Rss " << memory.rss_kb
-            << " kB, Pss " << memory.pss_kb << " kB, " << memory.threads
-            << " threads" << std::endl;
+            << " kB, Pss " << memory.pss_kb << " kB, private "
+            << memory.private_kb << " kB (anonymous " << memory.anonymous_kb
+            << " kB), " << memory.threads << " threads" << std::endl;
   ::testing::Test::RecordProperty("shim_rss_kb", memory.rss_kb);
   ::testing::Test::RecordProperty("shim_pss_kb", memory.pss_kb);
+  ::testing::Test::RecordProperty("shim_private_kb", memory.private_kb);
   ::testing::Test::RecordProperty("shim_threads", memory.threads);
   EXPECT_GT(memory.pss_kb, 0);
   measured.Notify();
   EXPECT_EQ(shim.Wait(), 0) << shim.err();
   EXPECT_EQ(shim.out().size(), 1u << 20);
+}
+
+// Memory of shims side by side, as on a node: gRPC's and the other shared
+// libraries' pages are shared between them, so each one's PSS approaches its
+// private memory. Measures; asserts only that it could.
+TEST_F(ShimBinaryTest, MemoryOfEightShimsConnected) {
+  constexpr int kShims = 8;
+  absl::Notification measured;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    const std::string out = Pattern(256 << 10, 8);
+    SendOutput(stream, out, 0, out.size(), "", 0, 0);
+    measured.WaitForNotification();
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  std::vector<std::unique_ptr<ShimProcess>> shims;
+  for (int i = 0; i < kShims; ++i) {
+    shims.push_back(std::make_unique<ShimProcess>(
+        ShimProcess::Options{ShimArgs(socket_), TokenEnv()}));
+  }
+  ASSERT_TRUE(server.proxy().WaitForHellos(kShims));
+  absl::SleepFor(absl::Milliseconds(500));
+  int64_t pss = 0, rss = 0, private_kb = 0;
+  int threads = 0;
+  for (const auto& shim : shims) {
+    const Memory memory = shim->MeasureMemory();
+    threads = std::max(threads, memory.threads);
+    pss += memory.pss_kb;
+    rss += memory.rss_kb;
+    private_kb += memory.private_kb;
+  }
+  std::cout << "berth-shim, " << kShims << " connected at once, each: Rss "
+            << rss / kShims << " kB, Pss " << pss / kShims << " kB, private "
+            << private_kb / kShims << " kB; " << threads << " threads"
+            << std::endl;
+  ::testing::Test::RecordProperty("shim_pss_kb_of_8", pss / kShims);
+  EXPECT_GT(pss, 0);
+  measured.Notify();
+  for (const auto& shim : shims) EXPECT_EQ(shim->Wait(), 0) << shim->err();
 }
 
 // The token from an inherited descriptor, which the shim closes.
