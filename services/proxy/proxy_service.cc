@@ -135,6 +135,19 @@ class ProxyServiceImpl::AgentIoReactor
   bool done_ = false;
 };
 
+// A NewContainer or ExecCmd: told when its caller gives up.
+class ProxyServiceImpl::StartReactor : public grpc::ServerUnaryReactor {
+ public:
+  StartReactor(ProxyServiceImpl* service, std::string token)
+      : service_(service), token_(std::move(token)) {}
+  void OnCancel() override { service_->OnStartCancelled(this, token_); }
+  void OnDone() override { delete this; }
+
+ private:
+  ProxyServiceImpl* const service_;
+  const std::string token_;
+};
+
 ProxyServiceImpl::ProxyServiceImpl(ProxyOptions options)
     : options_(std::move(options)) {}
 
@@ -411,7 +424,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::NewContainer(
     grpc::CallbackServerContext* context,
     const pb::NewContainerRequest* request,
     pb::NewContainerResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new StartReactor(this, request->token());
   auto pending = std::make_unique<PendingStart>();
   pending->exec = false;
   pending->container_id = request->container_id();
@@ -428,7 +441,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::NewContainer(
 grpc::ServerUnaryReactor* ProxyServiceImpl::ExecCmd(
     grpc::CallbackServerContext* context, const pb::ExecCmdRequest* request,
     pb::ExecCmdResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new StartReactor(this, request->token());
   auto pending = std::make_unique<PendingStart>();
   pending->exec = true;
   pending->container_id = request->container_id();
@@ -500,6 +513,24 @@ void ProxyServiceImpl::OnShimTimeout(const std::string& token,
                << "); token released";
   session->pending->reactor->Finish(
       grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, message));
+  session->pending.reset();
+  DropSession(session);
+}
+
+void ProxyServiceImpl::OnStartCancelled(grpc::ServerUnaryReactor* reactor,
+                                        const std::string& token) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(token);
+  if (it == sessions_.end()) return;
+  std::shared_ptr<Session> session = it->second;
+  if (session->pending == nullptr || session->pending->reactor != reactor) {
+    return;
+  }
+  LOG(INFO) << "the wait for the shim with token " << session->prefix
+            << " was cancelled by its caller; token released";
+  timer_.Cancel(session->pending->timer_id);
+  reactor->Finish(
+      grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the caller"));
   session->pending.reset();
   DropSession(session);
 }

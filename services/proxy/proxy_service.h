@@ -106,6 +106,7 @@ class ProxyServiceImpl final
  private:
   class ShimReactor;
   class AgentIoReactor;
+  class StartReactor;
   using AgentStub = berth::agent::v1::AgentService::Stub;
 
   struct Sandbox {
@@ -157,6 +158,10 @@ class ProxyServiceImpl final
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnShimTimeout(const std::string& token, uint64_t timer_id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The caller of a NewContainer/ExecCmd gave up: a wait for the shim ends
+  // (and the token is released); a start under way goes on.
+  void OnStartCancelled(grpc::ServerUnaryReactor* reactor,
+                        const std::string& token) ABSL_LOCKS_EXCLUDED(mu_);
   void StartProcess(const std::shared_ptr<Session>& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProcessStarted(const std::shared_ptr<Session>& session,

@@ -498,6 +498,33 @@ TEST_F(ProxyServiceTest, NoShimIsDeadlineExceededAndReleasesTheToken) {
   EXPECT_EQ(waiting, 1);
 }
 
+TEST_F(ProxyServiceTest, CallerGivingUpEndsTheWaitAndReleasesTheToken) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  berth::testing::CapturingLogSink logs(google::GLOG_INFO);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Milliseconds(300)));
+    pb::NewContainerResponse response;
+    EXPECT_EQ(stub_
+                  ->NewContainer(&context,
+                                 NewContainerRequest(token, {"emit", "out:x"}),
+                                 &response)
+                  .error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  ASSERT_TRUE(berth::testing::WaitFor([&] {
+    for (const std::string& message : logs.messages()) {
+      if (absl::StrContains(message, "cancelled by its caller")) return true;
+    }
+    return false;
+  }));
+  FakeShim shim(stub_.get(), token);
+  EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(agent_.processes().empty());
+}
+
 TEST_F(ProxyServiceTest, OtherCallsAreServedWhileOneWaits) {
   RegisterFakeAgent();
   std::string waiting_token = Token();
