@@ -197,6 +197,21 @@ absl::Status ProxyServiceImpl::Restore() {
     LOG(INFO) << "restored process " << record.process_id << " of sandbox "
               << record.sandbox_id << ", waiting for its shim (token "
               << session->prefix << ") to resume";
+    // A shim that does not come back within a token's lifetime is gone:
+    // its process gets SIGHUP, as when a shim goes away.
+    session->expiry_timer = timer_.Schedule(
+        absl::Now() + options_.default_token_ttl, [this, t = record.token] {
+          absl::MutexLock lock(&mu_);
+          auto it = sessions_.find(t);
+          if (it == sessions_.end() || !it->second->restored) return;
+          std::shared_ptr<Session> session = it->second;
+          LOG(INFO) << "the shim with token " << session->prefix
+                    << " did not come back: SIGHUP to process "
+                    << session->process_id;
+          SignalProcess(session, SIGHUP, nullptr);
+          session->expiry_timer = 0;
+          DropSession(session);
+        });
   }
   return absl::OkStatus();
 }

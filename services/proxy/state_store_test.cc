@@ -1,0 +1,51 @@
+#include "services/proxy/state_store.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/common/test_util.h"
+
+namespace berth {
+namespace proxy {
+namespace {
+
+using ::berth::testing::ShortTempDir;
+
+TEST(StateStoreTest, KeepsRecordsUntilRemoved) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("a/b/proxy");
+  {
+    absl::StatusOr<StateStore> store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(store->PutSandbox({"sb/../1\n", "unix:/x.sock"}).ok());
+    ASSERT_TRUE(store->PutSandbox({"sb2", "unix:/y.sock"}).ok());
+    ASSERT_TRUE(store->PutSession({"tok", "sb/../1\n", "c", "p-1"}).ok());
+    ASSERT_TRUE(store->PutSession({"tok2", "sb2", "c", "p-2"}).ok());
+    store->RemoveSandbox("sb2");
+    store->RemoveSession("p-2");
+  }
+  EXPECT_EQ(berth::testing::FileMode(path), 0700);
+  // A session record holds a token: the owner only.
+  EXPECT_EQ(berth::testing::FileMode(path + "/sessions/702d31"), 0600);
+  absl::StatusOr<StateStore> store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  StateStore::State state = store->Load();
+  ASSERT_EQ(state.sandboxes.size(), 1u);
+  EXPECT_EQ(state.sandboxes[0].sandbox_id, "sb/../1\n");
+  EXPECT_EQ(state.sandboxes[0].target, "unix:/x.sock");
+  ASSERT_EQ(state.sessions.size(), 1u);
+  EXPECT_EQ(state.sessions[0].token, "tok");
+  EXPECT_EQ(state.sessions[0].sandbox_id, "sb/../1\n");
+  EXPECT_EQ(state.sessions[0].container_id, "c");
+  EXPECT_EQ(state.sessions[0].process_id, "p-1");
+}
+
+TEST(StateStoreTest, OpenNamesTheDirectoryItCannotMake) {
+  absl::StatusOr<StateStore> store = StateStore::Open("/proc/berth-nope");
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()),
+              ::testing::HasSubstr("/proc/berth-nope"));
+}
+
+}  // namespace
+}  // namespace proxy
+}  // namespace berth
