@@ -810,6 +810,51 @@ TEST_F(ShimBinaryTest, ProxyRestartResumesWithoutDuplicates) {
   EXPECT_TRUE(shim.err() == err) << "stderr differs";
 }
 
+// Stdin that comes while the proxy is away waits for the next one, and a
+// signal too; stdin_close follows them.
+TEST_F(ShimBinaryTest, StdinAndSignalsWaitForTheRestartedProxy) {
+  absl::Notification got_first;
+  auto first = std::make_unique<Server>(
+      socket_, [&](grpc::ServerContext* context, ServerStream* stream,
+                   const pb::ShimHello&) {
+        SendConnected(stream);
+        Upstream up;
+        ReadUntil(stream, &up,
+                  [](const Upstream& u) { return u.stdin_data == "before\n"; });
+        got_first.Notify();
+        WaitCancelled(context);
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "going away");
+      });
+  ShimProcess shim({ShimArgs(socket_, "20s"), TokenEnv()});
+  shim.WriteStdin("before\n");
+  ASSERT_TRUE(got_first.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  first->Stop();
+  first.reset();
+  // Lets the shim see the stream cut first: stdin carries no offsets, so
+  // bytes written into a stream as it breaks can be lost (see README).
+  absl::SleepFor(absl::Milliseconds(300));
+  shim.WriteStdin("while away\n");
+  kill(shim.pid(), SIGHUP);
+  shim.CloseStdin();
+  absl::SleepFor(absl::Milliseconds(200));
+
+  Upstream up;
+  Server second(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello& hello) {
+    EXPECT_TRUE(hello.resume());
+    SendConnected(stream);
+    ReadUntil(stream, &up, [](const Upstream& u) {
+      return u.stdin_closed && !u.signals.empty();
+    });
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  EXPECT_EQ(up.stdin_data, "while away\n");
+  EXPECT_TRUE(up.stdin_closed);
+  EXPECT_EQ(up.signals, std::vector<int>{SIGHUP});
+}
+
 // The proxy dies and never comes back: exit 255 after the reconnect timeout,
 // with a message naming the socket.
 TEST_F(ShimBinaryTest, ProxyGoneForGoodExits255) {
