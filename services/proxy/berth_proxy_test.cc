@@ -172,6 +172,131 @@ TEST(BerthProxyTest, ServesAProcessAndStopsOnSigterm) {
   (*agent_server)->Shutdown(absl::Seconds(1));
 }
 
+// Point 6 of issue 7: berth-proxy killed (SIGKILL) and started again on the
+// same directories while a process writes 50 MB; the shim reconnects with its
+// token and offset and gets every byte once, in order, then the exit.
+TEST(BerthProxyTest, ShimResumesAfterTheProxyIsKilled) {
+  ShortTempDir dir;
+  testing::FakeAgent agent;
+  UnixGrpcServer::Options agent_options;
+  agent_options.socket_path = dir.Join("agent.sock");
+  agent_options.services = {&agent};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> agent_server =
+      UnixGrpcServer::Start(agent_options);
+  ASSERT_TRUE(agent_server.ok()) << agent_server.status();
+  const std::vector<std::string> flags = {"--runtime_dir=" + dir.Join("run"),
+                                          "--state_dir=" + dir.Join("state")};
+  const std::string socket = dir.Join("run/proxy.sock");
+  const std::string log = dir.Join("log");
+  auto connect = [&]() -> std::unique_ptr<pb::ProxyService::Stub> {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(socket, absl::Seconds(30));
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    if (!channel.ok()) return nullptr;
+    return pb::ProxyService::NewStub(*channel);
+  };
+  auto deadline = [](grpc::ClientContext* context) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  };
+  constexpr uint64_t kBytes = 50 << 20;
+  std::string out;
+  bool offsets_ok = true;
+  auto take = [&](const pb::ConnectResponse& down) {
+    if (!down.has_stdout()) return;
+    if (down.stdout().offset() != out.size()) offsets_ok = false;
+    out += down.stdout().data();
+  };
+
+  pid_t pid = Spawn(flags, log);
+  ASSERT_GT(pid, 0);
+  std::string token;
+  {
+    std::unique_ptr<pb::ProxyService::Stub> stub = connect();
+    ASSERT_NE(stub, nullptr);
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::RegisterSandboxRequest request;
+      request.set_sandbox_id("sb");
+      request.set_agent_address(dir.Join("agent.sock"));
+      pb::RegisterSandboxResponse response;
+      ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
+    }
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::AllocateTokenRequest request;
+      request.set_sandbox_id("sb");
+      pb::AllocateTokenResponse response;
+      ASSERT_TRUE(stub->AllocateToken(&context, request, &response).ok());
+      token = response.token();
+    }
+    grpc::ClientContext shim_context;
+    auto shim = stub->Connect(&shim_context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    ASSERT_TRUE(shim->Write(hello));
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::NewContainerRequest request;
+      request.set_token(token);
+      request.set_container_id("c");
+      request.mutable_process()->add_args("bulk");
+      request.mutable_process()->add_args(absl::StrCat(kBytes));
+      pb::NewContainerResponse response;
+      grpc::Status status = stub->NewContainer(&context, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+    }
+    pb::ConnectResponse down;
+    while (out.size() < (5 << 20) && shim->Read(&down)) take(down);
+    ASSERT_GE(out.size(), 5u << 20);
+    kill(pid, SIGKILL);
+    WaitExit(pid);
+    while (shim->Read(&down)) take(down);
+    EXPECT_EQ(shim->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  ASSERT_LT(out.size(), kBytes);
+
+  pid = Spawn(flags, log);
+  ASSERT_GT(pid, 0);
+  bool exit_last = false;
+  {
+    std::unique_ptr<pb::ProxyService::Stub> stub = connect();
+    ASSERT_NE(stub, nullptr);
+    grpc::ClientContext shim_context;
+    auto shim = stub->Connect(&shim_context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    hello.mutable_hello()->set_resume(true);
+    hello.mutable_hello()->set_stdout_offset(out.size());
+    ASSERT_TRUE(shim->Write(hello));
+    pb::ConnectResponse down;
+    while (shim->Read(&down)) {
+      exit_last = down.has_exit();
+      take(down);
+    }
+    grpc::Status status = shim->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  kill(pid, SIGTERM);
+  int status = WaitExit(pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  (*agent_server)->Shutdown(absl::Seconds(1));
+
+  EXPECT_TRUE(exit_last);
+  EXPECT_TRUE(offsets_ok);
+  ASSERT_EQ(out.size(), kBytes);
+  uint64_t differing = 0;
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    if (out[i] != testing::PatternByte(i)) ++differing;
+  }
+  EXPECT_EQ(differing, 0u);
+  std::string logged = ReadFileOrEmpty(log);
+  EXPECT_THAT(logged, HasSubstr("resumed process"));
+  EXPECT_THAT(logged, ::testing::Not(HasSubstr(token)));
+}
+
 }  // namespace
 }  // namespace proxy
 }  // namespace berth
