@@ -207,11 +207,14 @@ class Shim {
       }
       const absl::Time now = absl::Now();
       if (now >= give_up) {
+        const std::string within = absl::StrCat(
+            " within ", absl::FormatDuration(options_.reconnect_timeout), ": ",
+            result.error.message());
         return Fail(absl::UnavailableError(
-            absl::StrCat("lost the proxy at ", options_.proxy_socket,
-                         " and could not reach it again within ",
-                         absl::FormatDuration(options_.reconnect_timeout), ": ",
-                         result.error.message())));
+            resume ? absl::StrCat("lost the proxy at ", options_.proxy_socket,
+                                  " and could not reach it again", within)
+                   : absl::StrCat("cannot reach the proxy at ",
+                                  options_.proxy_socket, within)));
       }
       absl::SleepFor(std::min(backoff, give_up - now));
       backoff = std::min(backoff * 2, kMaxBackoff);

@@ -880,6 +880,15 @@ TEST_F(ShimBinaryTest, ProxyGoneForGoodExits255) {
   EXPECT_THAT(shim.err(), HasSubstr("could not reach it again within 1.5s"));
 }
 
+// No proxy at all: exit 255 after the timeout, naming the socket.
+TEST_F(ShimBinaryTest, NoProxyExits255NamingTheSocket) {
+  ShimProcess shim({ShimArgs(socket_, "500ms"), TokenEnv()});
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_THAT(shim.err(), HasSubstr(absl::StrCat("cannot reach the proxy at ",
+                                                 socket_, " within 500ms")));
+  EXPECT_THAT(shim.err(), HasSubstr("no such socket"));
+}
+
 TEST_F(ShimBinaryTest, PermissionDeniedExits255AtOnce) {
   Server server(
       socket_, [](grpc::ServerContext*, ServerStream*, const pb::ShimHello&) {
