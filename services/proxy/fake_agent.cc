@@ -93,8 +93,15 @@ grpc::Status FakeAgent::Signal(grpc::ServerContext*,
 }
 
 grpc::Status FakeAgent::Resize(grpc::ServerContext*,
-                               const agentpb::ResizeRequest*,
+                               const agentpb::ResizeRequest* request,
                                agentpb::ResizeResponse*) {
+  absl::MutexLock lock(&mu_);
+  auto it = processes_.find(request->process_id());
+  if (it == processes_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no process ", request->process_id()));
+  }
+  it->second.sizes.push_back(request->size());
   return grpc::Status::OK;
 }
 

@@ -43,6 +43,7 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
     bool exec = false;
     absl::Time started_at;
     std::vector<int> signals;
+    std::vector<berth::agent::v1::TerminalSize> sizes;  // from Resize
     std::string stdin;
     bool stdin_closed = false;
     std::vector<berth::agent::v1::OutputAck> acks;

@@ -597,6 +597,38 @@ TEST_F(ProxyServiceTest, SignalReachesTheProcessAndItsExitComesLast) {
             std::vector<int>{SIGTERM});
 }
 
+TEST_F(ProxyServiceTest, ResizesFromShimAndDriverReachTheProcess) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  pb::NewContainerResponse response;
+  ASSERT_TRUE(
+      NewContainer(NewContainerRequest(token, {"wait_signal"}), &response)
+          .ok());
+  pb::ConnectRequest resize;
+  resize.mutable_resize()->set_rows(40);
+  resize.mutable_resize()->set_columns(120);
+  shim.Send(resize);
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.at(response.process_id()).sizes.size() == 1;
+  }));
+  grpc::ClientContext context;
+  pb::ResizeRequest request;
+  request.set_token(token);
+  request.mutable_size()->set_rows(50);
+  request.mutable_size()->set_columns(100);
+  pb::ResizeResponse resize_response;
+  ASSERT_TRUE(stub_->Resize(&context, request, &resize_response).ok());
+  auto sizes = agent_.processes().at(response.process_id()).sizes;
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0].rows(), 40u);
+  EXPECT_EQ(sizes[0].columns(), 120u);
+  EXPECT_EQ(sizes[1].rows(), 50u);
+  EXPECT_EQ(sizes[1].columns(), 100u);
+  shim.SendSignal(SIGTERM);
+  EXPECT_TRUE(shim.WaitDone().ok());
+}
+
 TEST_F(ProxyServiceTest, DriverSignalReachesTheProcess) {
   RegisterFakeAgent();
   std::string token = Token();
