@@ -232,7 +232,7 @@ void ProxyServiceImpl::Stop() {
   }
   auto drained = [this]() {
     mu_.AssertHeld();
-    return live_agent_streams_ == 0;
+    return live_agent_streams_ == 0 && live_calls_ == 0;
   };
   mu_.Await(absl::Condition(&drained));
 }
@@ -273,6 +273,10 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.ping_timeout));
   std::string sandbox_id = request->sandbox_id();
+  {
+    absl::MutexLock lock(&mu_);
+    ++live_calls_;
+  }
   stub->async()->Ping(
       &call->context, &call->request, &call->response,
       [this, call, stub, reactor, response, sandbox_id,
@@ -284,10 +288,13 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
               grpc::StatusCode::UNAVAILABLE,
               absl::StrCat("agent of sandbox ", sandbox_id, " at ", target,
                            " does not answer: ", status.error_message())));
+          absl::MutexLock lock(&mu_);
+          --live_calls_;
           return;
         }
         {
           absl::MutexLock lock(&mu_);
+          --live_calls_;
           Sandbox& sandbox = sandboxes_[sandbox_id];
           if (sandbox.stub == nullptr) {
             sandbox.id = sandbox_id;
@@ -567,6 +574,7 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
   absl::Time deadline = absl::Now() + options_.agent_call_timeout;
   std::shared_ptr<Session> s = session;
   std::unique_ptr<PendingStart> owned = std::move(session->pending);
+  ++live_calls_;  // OnProcessStarted ends it
   // std::function needs a copyable callable: share the pending start.
   auto shared_pending =
       std::make_shared<std::unique_ptr<PendingStart>>(std::move(owned));
@@ -604,6 +612,7 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
                                         const grpc::Status& status,
                                         int32_t pid) {
   absl::MutexLock lock(&mu_);
+  --live_calls_;
   session->starting = false;
   if (!status.ok()) {
     LOG(WARNING) << "agent of sandbox " << session->sandbox_id
@@ -836,10 +845,20 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
       return;
     }
     case pb::ConnectRequest::kSignal:
-      SignalProcess(session, request.signal(), [this, shim](grpc::Status) {
-        absl::MutexLock lock(&mu_);
-        if (!shim->finished_) shim->StartRead(&shim->request_);
-      });
+      if (StubOf(session->sandbox_id) == nullptr) {
+        read_on();
+        return;
+      }
+      ++live_calls_;
+      SignalProcess(session, request.signal(),
+                    [this, session, shim](grpc::Status) {
+                      absl::MutexLock lock(&mu_);
+                      --live_calls_;
+                      // Read on unless the shim has gone meanwhile.
+                      if (session->shim == shim && !shim->finished_) {
+                        shim->StartRead(&shim->request_);
+                      }
+                    });
       return;
     case pb::ConnectRequest::kResize: {
       std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
@@ -854,10 +873,12 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
       call->request.set_container_id(session->container_id);
       call->request.set_process_id(session->process_id);
       *call->request.mutable_size() = request.resize();
+      ++live_calls_;
       stub->async()->Resize(&call->context, &call->request, &call->response,
-                            [this, call, stub, shim](grpc::Status) {
+                            [this, call, stub, session, shim](grpc::Status) {
                               absl::MutexLock lock(&mu_);
-                              if (!shim->finished_) {
+                              --live_calls_;
+                              if (session->shim == shim && !shim->finished_) {
                                 shim->StartRead(&shim->request_);
                               }
                             });
@@ -874,6 +895,10 @@ void ProxyServiceImpl::OnShimWriteDone(ShimReactor* shim, bool ok) {
   ShimReactor::Out done = std::move(shim->out_.front());
   shim->out_.pop_front();
   shim->writing_ = false;
+  if (shim->finished_) {
+    shim->out_.clear();  // no write after Finish
+    return;
+  }
   if (!ok) {
     // The stream is broken; OnCancel/OnDone follow.
     shim->out_.clear();

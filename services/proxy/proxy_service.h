@@ -195,16 +195,19 @@ class ProxyServiceImpl final
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const ProxyOptions options_;
-  Timer timer_;
 
   absl::Mutex mu_;
   std::optional<StateStore> store_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_process_ ABSL_GUARDED_BY(mu_) = 1;
   int live_agent_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  // Calls to agents whose callbacks use this object.
+  int live_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Sandbox> sandboxes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(mu_);
+  // Last, so that it goes first: its callbacks use everything above.
+  Timer timer_;
 };
 
 }  // namespace proxy
