@@ -578,6 +578,12 @@ AgentService::AgentService(AgentOptions options)
 }
 
 AgentService::~AgentService() {
+  std::vector<std::thread> destroyers;
+  {
+    absl::MutexLock lock(&mu_);
+    destroyers.swap(destroyers_);
+  }
+  for (std::thread& thread : destroyers) thread.join();
   KillAll(absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
@@ -1035,10 +1041,33 @@ grpc::Status AgentService::WaitProcess(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::DestroySandbox(
-    grpc::ServerContext* context, const v1::DestroySandboxRequest* request,
+namespace {
+
+// Answers a DestroySandbox call; runs `on_done` after the answer is sent.
+class DestroyReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit DestroyReactor(std::function<void()> on_done)
+      : on_done_(std::move(on_done)) {}
+  void OnDone() override {
+    if (on_done_) on_done_();
+    delete this;
+  }
+
+ private:
+  const std::function<void()> on_done_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AgentService::DestroySandbox(
+    grpc::CallbackServerContext* context,
+    const v1::DestroySandboxRequest* request,
     v1::DestroySandboxResponse* /*response*/) {
-  if (!HasDeadline(*context)) return NoDeadline();
+  if (!HasDeadline(*context)) {
+    auto* reactor = new DestroyReactor(nullptr);
+    reactor->Finish(NoDeadline());
+    return reactor;
+  }
   absl::Duration grace = absl::Seconds(5);
   if (request->has_timeout()) {
     grace = absl::Seconds(request->timeout().seconds()) +
@@ -1048,17 +1077,19 @@ grpc::Status AgentService::DestroySandbox(
   grace = std::max(absl::ZeroDuration(),
                    std::min(grace, Deadline(*context) - absl::Now() -
                                        absl::Milliseconds(500)));
-  bool first = false;
-  {
-    absl::MutexLock lock(&mu_);
-    first = !destroyed_;
-    destroyed_ = true;
-  }
+  absl::MutexLock lock(&mu_);
+  const bool first = !destroyed_;
+  destroyed_ = true;
+  auto* reactor = new DestroyReactor(first ? options_.on_destroyed
+                                           : std::function<void()>());
   LOG(INFO) << "sandbox " << options_.sandbox_id
             << ": destroying, SIGKILL after " << grace;
-  KillAll(grace);
-  if (first && options_.on_destroyed) options_.on_destroyed();
-  return grpc::Status::OK;
+  // Not on gRPC's callback thread: the grace may take seconds.
+  destroyers_.emplace_back([this, reactor, grace] {
+    KillAll(grace);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 }  // namespace berth::agent

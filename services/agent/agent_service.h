@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -38,8 +39,9 @@ struct AgentOptions {
   // Unacknowledged output kept per stream (stdout, stderr) of a process;
   // when it is full the agent stops reading that pipe.
   size_t output_window_bytes = 1 << 20;
-  // Called once DestroySandbox has killed every process (from the handler,
-  // before it answers); berth-agent then shuts down and exits 0. May be empty.
+  // Called once, after the first DestroySandbox has killed every process
+  // and its answer has been sent; berth-agent then shuts down and exits 0.
+  // May be empty.
   std::function<void()> on_destroyed;
 };
 
@@ -49,7 +51,8 @@ struct AgentOptions {
 // kills every process it started (SIGKILL to their process groups).
 class AgentService final
     : public v1::AgentService::WithCallbackMethod_ProcessIo<
-          v1::AgentService::Service> {
+          v1::AgentService::WithCallbackMethod_DestroySandbox<
+              v1::AgentService::Service>> {
  public:
   explicit AgentService(AgentOptions options);
   ~AgentService() override;
@@ -77,9 +80,12 @@ class AgentService final
   grpc::Status WaitProcess(grpc::ServerContext* context,
                            const v1::WaitProcessRequest* request,
                            v1::WaitProcessResponse* response) override;
-  grpc::Status DestroySandbox(grpc::ServerContext* context,
-                              const v1::DestroySandboxRequest* request,
-                              v1::DestroySandboxResponse* response) override;
+  // Kills on a thread of its own; on_destroyed runs once the answer is
+  // sent, so that a server shutting down then has no call in flight.
+  grpc::ServerUnaryReactor* DestroySandbox(
+      grpc::CallbackServerContext* context,
+      const v1::DestroySandboxRequest* request,
+      v1::DestroySandboxResponse* response) override;
 
  private:
   class Process;
@@ -117,6 +123,8 @@ class AgentService final
   uint64_t spawn_generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_reaper_ ABSL_GUARDED_BY(mu_) = false;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  // Threads of DestroySandbox calls, joined by the destructor.
+  std::vector<std::thread> destroyers_ ABSL_GUARDED_BY(mu_);
   std::thread reaper_;
 };
 

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -539,6 +541,46 @@ TEST_F(AgentServiceTest, AnExitedProcessWithoutAReaderKeepsItsOutput) {
   EXPECT_TRUE(io.has_exit);
 }
 
+TEST_F(AgentServiceTest, OrphansAreReapedAndDoNotHoldTheExitBack) {
+  // The shell exits at once; its background sleep keeps stdout open and is
+  // handed to the agent (subreaper here, PID 1 in a sandbox).
+  ASSERT_TRUE(
+      NewContainer("c1", "sh", Spec({"sh", "-c", "sleep 1000 & echo $!"}))
+          .ok());
+  IoResult io = Io("c1", "sh");
+  ASSERT_TRUE(io.status.ok()) << io.status.error_message();
+  ASSERT_TRUE(io.has_exit);
+  EXPECT_EQ(io.exit.exit_code(), 0);
+  pid_t orphan = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(io.out), &orphan))
+      << io.out;
+  ASSERT_EQ(kill(orphan, 0), 0);
+  ASSERT_EQ(kill(orphan, SIGKILL), 0);
+  // Reaped: a zombie would still take signal 0.
+  EXPECT_TRUE(testing::WaitFor([&] { return kill(orphan, 0) != 0; }));
+}
+
+TEST_F(AgentServiceTest, AnAckBeyondTheOutputIsOutOfRange) {
+  ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
+  auto context = Context();
+  auto stream = stub_->ProcessIo(context.get());
+  ProcessIoRequest request;
+  request.mutable_attach()->set_container_id("c1");
+  request.mutable_attach()->set_process_id("cat");
+  ASSERT_TRUE(stream->Write(request));
+  request.Clear();
+  request.mutable_ack()->set_stdout_offset(1000);
+  ASSERT_TRUE(stream->Write(request));
+  ProcessIoResponse response;
+  while (stream->Read(&response)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "stdout"))
+      << status.error_message();
+  ASSERT_TRUE(Signal("c1", "cat", SIGKILL).ok());
+}
+
 TEST_F(AgentServiceTest, DestroySandboxKillsEveryProcess) {
   int pid1 = 0, pid2 = 0;
   ASSERT_TRUE(NewContainer("c1", "init", Spec({"sleep", "1000"}), &pid1).ok());
@@ -561,7 +603,7 @@ TEST_F(AgentServiceTest, DestroySandboxKillsEveryProcess) {
   request.mutable_timeout()->set_nanos(300 * 1000 * 1000);
   v1::DestroySandboxResponse response;
   ASSERT_TRUE(stub_->DestroySandbox(Context().get(), request, &response).ok());
-  EXPECT_TRUE(destroyed_);
+  EXPECT_TRUE(testing::WaitFor([&] { return destroyed_.load(); }));
   v1::ProcessExit exit;
   ASSERT_TRUE(Wait("c1", "init", &exit).ok());
   EXPECT_EQ(exit.signal(), SIGTERM);

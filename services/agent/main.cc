@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,9 +58,12 @@ int main(int argc, char** argv) {
   berth::agent::AgentOptions options;
   options.sandbox_id = absl::GetFlag(FLAGS_sandbox_id);
   options.output_window_bytes = window;
-  // Ends WaitForShutdownSignal below; the server's graceful shutdown then
-  // lets the DestroySandbox call answer before the agent exits.
-  options.on_destroyed = [] { kill(getpid(), SIGTERM); };
+  // Called once DestroySandbox has answered: ends WaitForShutdownSignal.
+  static std::atomic<bool> destroyed{false};
+  options.on_destroyed = [] {
+    destroyed = true;
+    kill(getpid(), SIGTERM);
+  };
   berth::agent::AgentService service(options);
 
   berth::UnixGrpcServer::Options server_options;
@@ -75,6 +79,9 @@ int main(int argc, char** argv) {
             << options.sandbox_id << " serving on " << socket << " (pid "
             << getpid() << ")";
   berth::WaitForShutdownSignal();
-  (*server)->Shutdown(absl::Seconds(5));
+  // After DestroySandbox there is nothing left to finish: no grace. (A grace
+  // would be spent in full while a client's idle connection, sent GOAWAY,
+  // is not closed by its side: gRPC waits for it until the deadline.)
+  (*server)->Shutdown(destroyed ? absl::ZeroDuration() : absl::Seconds(5));
   return 0;
 }
