@@ -68,6 +68,17 @@ TEST(BerthProxyTest, Version) {
   EXPECT_THAT(ReadFileOrEmpty(dir.Join("log")), HasSubstr("0.1.0"));
 }
 
+TEST(BerthProxyTest, Help) {
+  ShortTempDir dir;
+  pid_t pid = Spawn({"--help"}, dir.Join("log"));
+  ASSERT_GT(pid, 0);
+  int status = WaitExit(pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string help = ReadFileOrEmpty(dir.Join("log"));
+  EXPECT_THAT(help, HasSubstr("--shim_timeout"));
+  EXPECT_THAT(help, HasSubstr("--state_dir"));
+}
+
 TEST(BerthProxyTest, ServesAProcessAndStopsOnSigterm) {
   ShortTempDir dir;
   testing::FakeAgent agent;

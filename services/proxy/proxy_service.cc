@@ -625,6 +625,14 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
     pending->reactor->Finish(failed);
     if (session->shim != nullptr) session->shim->End(failed);
     DropSession(session);
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      // Its agent is gone: so is the sandbox.
+      ForgetSandbox(session->sandbox_id,
+                    grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 absl::StrCat("sandbox ", session->sandbox_id,
+                                              ": its agent is gone (",
+                                              status.error_message(), ")")));
+    }
     return;
   }
   session->started = true;

@@ -690,6 +690,23 @@ TEST_F(ProxyServiceTest, AgentGoneEndsEveryShimOfTheSandbox) {
   EXPECT_EQ(Allocate("sb1", &token).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(ProxyServiceTest, AgentGoneBeforeTheStartFailsItAndForgetsTheSandbox) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  ASSERT_TRUE(shim.WaitConnected());
+  agent_server_->Shutdown(absl::Milliseconds(100));
+  pb::NewContainerResponse response;
+  grpc::Status status =
+      NewContainer(NewContainerRequest(token, {"emit", "out:x"}), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("sandbox sb1"));
+  EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::UNAVAILABLE);
+  std::string another;
+  EXPECT_EQ(Allocate("sb1", &another).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 // One shim stops reading: the other process's stream goes on to its end, the
 // stopped one's output is held back (the agent cannot write it all), and
 // once the shim reads again it gets all of it, intact.
