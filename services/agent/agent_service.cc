@@ -571,6 +571,9 @@ void AgentService::IoReactor::OnDone() {
 
 AgentService::AgentService(AgentOptions options)
     : options_(std::move(options)), started_at_(absl::Now()) {
+  // A process that closed its stdin must not kill the agent through a write
+  // to that pipe (EPIPE is handled); children get the default back.
+  signal(SIGPIPE, SIG_IGN);
   if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     PLOG(WARNING) << "becoming a child subreaper";
   }

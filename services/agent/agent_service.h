@@ -47,7 +47,8 @@ struct AgentOptions {
 
 // Thread-safe. Construct before serving; becomes the reaper of every child
 // of this process (PID 1 of the sandbox, else a child subreaper), so do not
-// wait for children of the process elsewhere while it lives. The destructor
+// wait for children of the process elsewhere while it lives. Ignores
+// SIGPIPE in the process (its children get the default). The destructor
 // kills every process it started (SIGKILL to their process groups).
 class AgentService final
     : public v1::AgentService::WithCallbackMethod_ProcessIo<

@@ -447,6 +447,19 @@ TEST_F(AgentServiceTest, StdinAndItsCloseReachTheProcess) {
   EXPECT_EQ(io.exit.exit_code(), 0);
 }
 
+TEST_F(AgentServiceTest, StdinToAProcessThatClosedItIsDropped) {
+  // The write to a pipe nobody reads fails (EPIPE), without a SIGPIPE that
+  // would end the agent.
+  ASSERT_TRUE(
+      NewContainer("c1", "p",
+                   Spec({"sh", "-c", "exec 0<&-; sleep 0.3; echo done"}))
+          .ok());
+  IoResult io = Io("c1", "p", 0, 0, Pattern(200 * 1024), /*close_stdin=*/true);
+  ASSERT_TRUE(io.status.ok()) << io.status.error_message();
+  EXPECT_EQ(io.out, "done\n");
+  EXPECT_EQ(io.exit.exit_code(), 0);
+}
+
 TEST_F(AgentServiceTest, TenMegabytesOfOutputArriveWhole) {
   const std::string data = Pattern(10 * 1024 * 1024);
   const std::string path = WriteDataFile("data", data);
