@@ -33,7 +33,7 @@ ABSL_FLAG(absl::Duration, reconnect_timeout, absl::Seconds(30),
 namespace {
 
 constexpr char kUsage[] =
-    "berth-shim: one sandboxed process's stdio, signals and exit code, "
+    "one sandboxed process's stdio, signals and exit code, "
     "through berth-proxy\n"
     "usage: BERTH_SHIM_TOKEN=... berth-shim [--proxy_socket=PATH] "
     "[--reconnect_timeout=30s]\n"

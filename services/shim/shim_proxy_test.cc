@@ -74,7 +74,8 @@ class ShimThroughProxyTest : public ::testing::Test {
 
   void TearDown() override {
     if (proxy_pid_ > 0) {
-      kill(proxy_pid_, SIGTERM);
+      // Its clean stop is berth-proxy's own test; SIGKILL is quicker.
+      kill(proxy_pid_, SIGKILL);
       int status = 0;
       waitpid(proxy_pid_, &status, 0);
     }
@@ -185,6 +186,25 @@ TEST_F(ShimThroughProxyTest, SignalReachesTheProcessAndExitIs128PlusN) {
   ASSERT_TRUE(NewContainer(token, {"wait_signal"}).ok());
   kill(shim.pid(), SIGUSR1);
   EXPECT_EQ(shim.Wait(), 128 + SIGUSR1) << shim.err() << ProxyLog();
+}
+
+TEST_F(ShimThroughProxyTest, UnknownTokenExits255AtOnce) {
+  ShimProcess shim(ShimOptions("00112233445566778899aabbccddeeff"));
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+  EXPECT_THAT(shim.err(), ::testing::HasSubstr("refused the token"));
+  EXPECT_THAT(shim.err(), ::testing::HasSubstr("00112233"));
+}
+
+// Issue 7, point 6: the agent goes; the shim exits 255 with the proxy's
+// message naming the sandbox, without trying again.
+TEST_F(ShimThroughProxyTest, AgentGoneExits255NamingTheSandbox) {
+  const std::string token = AllocateToken();
+  ShimProcess shim(ShimOptions(token));
+  ASSERT_TRUE(NewContainer(token, {"wait_signal"}).ok());
+  agent_server_->Shutdown(absl::ZeroDuration());
+  EXPECT_EQ(shim.Wait(), kShimFailureExitCode) << ProxyLog();
+  EXPECT_THAT(shim.err(), ::testing::HasSubstr("sandbox sb"));
+  EXPECT_THAT(shim.err(), ::testing::HasSubstr("agent is gone"));
 }
 
 // Issue 7, point 6, with the real shim: the proxy is killed while the shim's

@@ -584,6 +584,23 @@ TEST_F(ShimBinaryTest, NoTokenFlagAndNoTokenIsAnError) {
   }
 }
 
+TEST_F(ShimBinaryTest, VersionAndHelp) {
+  {
+    ShimProcess shim({{"--version"}, {}});
+    EXPECT_EQ(shim.Wait(), 0);
+    EXPECT_EQ(shim.out(), "berth-shim 0.1.0\n");
+  }
+  {
+    ShimProcess shim({{"--help"}, {}});
+    EXPECT_EQ(shim.Wait(), 0);
+    EXPECT_THAT(shim.out(), HasSubstr("--token_fd"));
+    EXPECT_THAT(shim.out(), HasSubstr("--proxy_socket"));
+    EXPECT_THAT(shim.out(), HasSubstr("--reconnect_timeout"));
+    EXPECT_THAT(shim.out(), Not(HasSubstr("--token ")));
+    EXPECT_THAT(shim.out(), Not(HasSubstr("--token (")));
+  }
+}
+
 // The proxy dies mid-stream and comes back: the shim resumes with the
 // offsets it wrote, and writes nothing twice even though the new proxy
 // repeats some output.
