@@ -65,6 +65,12 @@ int main(int argc, char** argv) {
   options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);
   options.reconnect_timeout = absl::GetFlag(FLAGS_reconnect_timeout);
   const int token_fd = absl::GetFlag(FLAGS_token_fd);
+  if (token_fd >= 0 && token_fd <= 2) {
+    LOG(ERROR) << "berth-shim: --token_fd=" << token_fd
+               << " is one of the process's stdin, stdout and stderr; pass "
+                  "the token on another descriptor";
+    return berth::shim::kShimFailureExitCode;
+  }
   if (token_fd >= 0) {
     absl::StatusOr<std::string> token = berth::shim::ReadTokenFromFd(token_fd);
     if (!token.ok()) {

@@ -582,6 +582,13 @@ TEST_F(ShimBinaryTest, NoTokenFlagAndNoTokenIsAnError) {
     EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
     EXPECT_THAT(shim.err(), HasSubstr("no token"));
   }
+  {
+    std::vector<std::string> args = ShimArgs(socket_);
+    args.push_back("--token_fd=0");
+    ShimProcess shim({args, TokenEnv()});
+    EXPECT_EQ(shim.Wait(), kShimFailureExitCode);
+    EXPECT_THAT(shim.err(), HasSubstr("--token_fd=0 is one of the process's"));
+  }
 }
 
 TEST_F(ShimBinaryTest, VersionAndHelp) {
