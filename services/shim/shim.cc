@@ -150,9 +150,10 @@ class Shim {
 
   int Run() {
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0)
+    if (wake_fd_ < 0) {
       return Fail(
           absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno))));
+    }
     if (options_.forward_signals) {
       sigset_t set;
       sigemptyset(&set);
@@ -292,7 +293,7 @@ class Shim {
         case pb::ConnectResponse::kConnected:
           if (!connected) {
             connected = true;
-            Publish(stream.get(), &context);
+            Publish(stream.get());
           }
           break;
         case pb::ConnectResponse::kStdout:
@@ -336,10 +337,9 @@ class Shim {
 
   // Makes `stream` the one the other thread sends on, and sends the terminal
   // size if stdin is a terminal.
-  void Publish(Stream* stream, grpc::ClientContext* context) {
+  void Publish(Stream* stream) {
     absl::MutexLock lock(&mu_);
     stream_ = stream;
-    context_ = context;
     ++generation_;
     pb::ConnectRequest request;
     if (TerminalSize(request.mutable_resize())) stream_->Write(request);
@@ -348,7 +348,6 @@ class Shim {
   void Unpublish() {
     absl::MutexLock lock(&mu_);
     stream_ = nullptr;
-    context_ = nullptr;
   }
 
   // The size of the terminal on stdin; false if stdin is not one.
@@ -494,7 +493,6 @@ class Shim {
   // The stream being read, once the proxy accepted the hello; null between
   // streams. Only used with mu_ held; owned by ConnectLoop's thread.
   Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Counts the streams published.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
