@@ -545,6 +545,26 @@ TEST_F(AgentServiceTest, AFullWindowBlocksTheProcessAndKeepsItsOutput) {
   EXPECT_EQ(io.exit.exit_code(), 0);
 }
 
+TEST_F(AgentServiceTest, AFullWindowStallsOnlyItsOwnProcess) {
+  TearDown();
+  StartAgent(/*window=*/64 * 1024);
+  const std::string data = Pattern(3 * 1024 * 1024);
+  const std::string path = WriteDataFile("data", data);
+  ASSERT_TRUE(NewContainer("c1", "stalled", Spec({"cat", path})).ok());
+  ASSERT_TRUE(ExecCmd("c1", "flowing", Spec({"cat", path})).ok());
+  // Nobody reads "stalled"; "flowing" goes through whole meanwhile.
+  IoResult flowing = Io("c1", "flowing");
+  ASSERT_TRUE(flowing.status.ok()) << flowing.status.error_message();
+  EXPECT_EQ(Checksum(flowing.out), Checksum(data));
+  v1::ProcessExit exit;
+  EXPECT_EQ(Wait("c1", "stalled", &exit, absl::Milliseconds(300)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  IoResult stalled = Io("c1", "stalled");
+  ASSERT_TRUE(stalled.status.ok()) << stalled.status.error_message();
+  EXPECT_EQ(stalled.out.size(), data.size());
+  EXPECT_EQ(Checksum(stalled.out), Checksum(data));
+}
+
 TEST_F(AgentServiceTest, AnExitedProcessWithoutAReaderKeepsItsOutput) {
   ASSERT_TRUE(NewContainer("c1", "echo", Spec({"echo", "kept"})).ok());
   v1::ProcessExit exit;
