@@ -79,8 +79,11 @@ struct Setup {
   std::unique_ptr<pb::ProxyService::Stub> stub;
 };
 
+// Made by the first run of BM_ProxyStdout, ended by main.
+Setup* setup = nullptr;
+
 void BM_ProxyStdout(benchmark::State& state) {
-  static Setup* setup = new Setup();
+  if (setup == nullptr) setup = new Setup();
   for (auto _ : state) {
     std::string token;
     {
@@ -167,4 +170,12 @@ BENCHMARK(BM_RawRelay)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace proxy
 }  // namespace berth
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  // Stops the proxy binary and the fake agent.
+  delete berth::proxy::setup;
+  return 0;
+}
