@@ -1,0 +1,99 @@
+// berth-driver-sandbox: the sandbox task driver plugin (sandbox_driver.h),
+// served with the plugin SDK.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "plugins/sdk/handshake.h"
+#include "plugins/sdk/serve.h"
+#include "services/driver/sandbox/sandbox_driver.h"
+
+ABSL_FLAG(std::string, agent_path, "",
+          "berth-agent. Default: next to this binary, else in its runfiles.");
+ABSL_FLAG(std::string, shim_path, "",
+          "berth-shim. Default: next to this binary, else in its runfiles.");
+ABSL_FLAG(std::string, init_path, "",
+          "berth-task-init. Default: next to this binary, else in its "
+          "runfiles.");
+ABSL_FLAG(std::string, proxy_socket, "",
+          "berth-proxy's socket until SetConfig names one.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Task directories (<dir>/tasks/<id>) until SetConfig names the "
+          "node's state directory. Default: <parent of "
+          "$BERTH_PLUGIN_SOCKET_DIR>/sandbox-state.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "berth-driver-sandbox: the berth task driver that runs each task in a "
+    "sandbox (berth-agent, berth-proxy, berth-shim)\n"
+    "usage: started by a host (berth-node) with BERTH_PLUGIN_MAGIC_COOKIE and "
+    "BERTH_PLUGIN_SOCKET_DIR in its environment [--proxy_socket=PATH] "
+    "[--agent_path=PATH] [--shim_path=PATH] [--init_path=PATH] "
+    "[--state_dir=DIR]";
+
+std::string SelfDir() {
+  char buffer[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (n <= 0) return "";
+  std::string path(buffer, static_cast<size_t>(n));
+  return path.substr(0, path.find_last_of('/'));
+}
+
+// `name` next to this binary, else at `workspace_path` in the runfiles or
+// the bazel-bin tree this binary is in.
+std::string FindBinary(const std::string& flag, const char* argv0,
+                       const std::string& name,
+                       const std::string& workspace_path) {
+  if (!flag.empty()) return flag;
+  const std::string dir = SelfDir();
+  std::vector<std::string> candidates = {absl::StrCat(dir, "/", name)};
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* value = std::getenv(env); value != nullptr) {
+      candidates.push_back(absl::StrCat(value, "/berth/", workspace_path));
+    }
+  }
+  candidates.push_back(absl::StrCat(argv0, ".runfiles/berth/", workspace_path));
+  // bazel-bin/services/driver/sandbox/<this> → bazel-bin/<workspace_path>.
+  candidates.push_back(absl::StrCat(dir, "/../../../", workspace_path));
+  for (const std::string& candidate : candidates) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return candidates[0];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = berth::plugin::InitPlugin(
+      argc, argv, kUsage, berth::sandbox_driver::kDriverVersion);
+  if (args.size() > 1) {
+    LOG(ERROR) << "unexpected argument " << args[1] << "; see --help";
+    return 2;
+  }
+  // Writes to a shim's stdin after it has gone fail with EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
+  berth::sandbox_driver::SandboxDriverOptions options;
+  options.agent_path = FindBinary(absl::GetFlag(FLAGS_agent_path), argv[0],
+                                  "berth-agent", "services/agent/berth-agent");
+  options.shim_path = FindBinary(absl::GetFlag(FLAGS_shim_path), argv[0],
+                                 "berth-shim", "services/shim/berth-shim");
+  options.init_path =
+      FindBinary(absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
+                 "services/driver/exec/init/berth-task-init");
+  options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (options.state_dir.empty()) {
+    options.state_dir = berth::plugin::DefaultStateDirNextToSockets("sandbox");
+  }
+  berth::sandbox_driver::SandboxDriver driver(options);
+  return berth::plugin::Serve(driver);
+}

@@ -1,0 +1,1084 @@
+#include "services/driver/sandbox/sandbox_driver.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "berth/agent/v1/agent.grpc.pb.h"
+#include "glog/logging.h"
+#include "grpcpp/client_context.h"
+#include "plugins/sdk/config.h"
+#include "plugins/sdk/proto_time.h"
+#include "plugins/sdk/signals.h"
+#include "services/common/dial.h"
+#include "services/common/status.h"
+#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/exec/launcher.h"
+#include "services/driver/exec/task_spec.h"
+
+extern char** environ;
+
+namespace berth::sandbox_driver {
+
+namespace dv1 = ::berth::driver::v1;
+namespace pv1 = ::berth::proxy::v1;
+namespace av1 = ::berth::agent::v1;
+
+namespace {
+
+constexpr uint32_t kStateVersion = 1;
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+
+int PidfdOpen(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+int PidfdSendSignal(int pidfd, int signal) {
+  return static_cast<int>(
+      syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
+}
+
+absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " exists and is not a directory"));
+    }
+    return false;
+  }
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    absl::StatusOr<bool> parent = MakeDirs(path.substr(0, slash), 0755);
+    if (!parent.ok()) return parent.status();
+  }
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
+  }
+  return true;
+}
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus()
+                           : absl::ErrnoToStatus(errno, path);
+  }
+  const int result = nftw(
+      path.c_str(),
+      [](const char* entry, const struct stat*, int, struct FTW*) {
+        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
+      },
+      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (result != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
+  }
+  return absl::OkStatus();
+}
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+// How a shim's wait status maps to the process's end: its exit code, or
+// 128+N for a signal N; a shim killed itself by a signal reports that.
+plugin::ExitStatus ShimExit(const siginfo_t& info) {
+  plugin::ExitStatus status;
+  if (info.si_code == CLD_EXITED) {
+    if (info.si_status > 128 && info.si_status < 128 + 65) {
+      status.signal = info.si_status - 128;
+    } else {
+      status.exit_code = info.si_status;
+    }
+  } else {
+    status.signal = info.si_status;
+  }
+  return status;
+}
+
+struct Shim {
+  pid_t pid = -1;
+  int pidfd = -1;
+};
+
+// Starts berth-shim with the token in its environment (never on its command
+// line) and the given stdio.
+absl::StatusOr<Shim> StartShim(const std::string& shim_path,
+                               const std::string& proxy_socket,
+                               const std::string& token, int stdin_fd,
+                               int stdout_fd, int stderr_fd) {
+  std::vector<std::string> args = {
+      shim_path, absl::StrCat("--proxy_socket=", proxy_socket),
+      "--reconnect_timeout=5s"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, "BERTH_SHIM_TOKEN=", 17) != 0) env.push_back(*e);
+  }
+  env.push_back(absl::StrCat("BERTH_SHIM_TOKEN=", token));
+  std::vector<char*> argv, envp;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::ErrnoToStatus(errno, "fork for berth-shim");
+  if (pid == 0) {
+    // Async-signal-safe only from here.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 ||
+        dup2(stderr_fd, 2) < 0) {
+      _exit(127);
+    }
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  Shim shim;
+  shim.pid = pid;
+  shim.pidfd = PidfdOpen(pid);
+  if (shim.pidfd < 0) {
+    const int err = errno;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return absl::ErrnoToStatus(err, "pidfd_open of berth-shim");
+  }
+  fcntl(shim.pidfd, F_SETFD, FD_CLOEXEC);
+  return shim;
+}
+
+void KillAndReap(Shim& shim) {
+  if (shim.pidfd < 0) return;
+  PidfdSendSignal(shim.pidfd, SIGKILL);
+  siginfo_t info;
+  waitid(static_cast<idtype_t>(P_PIDFD), shim.pidfd, &info, WEXITED);
+  close(shim.pidfd);
+  shim.pidfd = -1;
+}
+
+}  // namespace
+
+struct SandboxDriver::Task {
+  std::string id;
+  dv1::TaskConfig config;
+  exec_driver::TaskSpec spec;
+  std::string agent_socket;
+  std::string token;
+  pid_t shim_pid = -1;
+  absl::Time started_at;
+
+  mutable absl::Mutex mu;
+  int init_pidfd ABSL_GUARDED_BY(mu) = -1;
+  int shim_pidfd ABSL_GUARDED_BY(mu) = -1;
+  bool exited ABSL_GUARDED_BY(mu) = false;
+  bool torn_down ABSL_GUARDED_BY(mu) = false;
+  dv1::ExitResult result ABSL_GUARDED_BY(mu);
+  absl::Time completed_at ABSL_GUARDED_BY(mu);
+
+  ~Task() {
+    absl::MutexLock lock(&mu);
+    if (init_pidfd >= 0) close(init_pidfd);
+    if (shim_pidfd >= 0) close(shim_pidfd);
+  }
+  bool IsExited() const {
+    absl::MutexLock lock(&mu);
+    return exited;
+  }
+};
+
+SandboxDriver::SandboxDriver(SandboxDriverOptions options)
+    : options_(std::move(options)),
+      state_dir_(options_.state_dir),
+      proxy_socket_(options_.proxy_socket) {
+  PublishFingerprint(Probe());
+}
+
+SandboxDriver::~SandboxDriver() {
+  std::map<std::string, std::shared_ptr<Task>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks = tasks_;
+  }
+  for (auto& [id, task] : tasks) {
+    if (task == nullptr) continue;
+    {
+      absl::MutexLock lock(&task->mu);
+      if (task->shim_pidfd >= 0) {
+        watcher_.Forget(task->shim_pidfd);
+        PidfdSendSignal(task->shim_pidfd, SIGKILL);
+      }
+    }
+    Teardown(*task);
+  }
+}
+
+plugin::DriverInfo SandboxDriver::Info() const {
+  return {kDriverName, kDriverVersion,
+          "runs each task in a sandbox of its own: berth-agent in new "
+          "namespaces, its stdio through berth-proxy and berth-shim"};
+}
+
+plugin::v1::ConfigSchema SandboxDriver::TaskConfigSchema() const {
+  plugin::v1::ConfigSchema schema;
+  plugin::AddConfigField(
+      &schema, "command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
+      "The program: a path, or a name looked up on the task's PATH.");
+  plugin::AddConfigField(&schema, "args",
+                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
+                         "Its arguments.");
+  plugin::AddConfigField(
+      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
+      "Working directory, inside the task directory (relative to it, or "
+      "absolute below it); made if missing. Default: the task directory.");
+  return schema;
+}
+
+absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
+                                      const plugin::v1::NodeContext& node) {
+  if (!node.state_dir().empty()) {
+    if (node.state_dir()[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
+    }
+    const std::string dir = absl::StrCat(node.state_dir(), "/", kDriverName);
+    absl::StatusOr<bool> made = MakeDirs(dir, 0711);
+    if (!made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node.state_dir: ", made.status().message()));
+    }
+    absl::MutexLock lock(&mu_);
+    state_dir_ = dir;
+  }
+  if (!node.proxy_socket().empty()) {
+    absl::MutexLock lock(&mu_);
+    if (node.proxy_socket() != proxy_socket_) {
+      proxy_socket_ = node.proxy_socket();
+      proxy_.reset();
+    }
+  }
+  PublishFingerprint(Probe());
+  return absl::OkStatus();
+}
+
+dv1::DriverCapabilities SandboxDriver::Capabilities() const {
+  dv1::DriverCapabilities capabilities;
+  capabilities.set_send_signals(true);
+  capabilities.set_exec(true);
+  capabilities.set_exec_streaming(true);
+  capabilities.set_exec_tty(true);
+  capabilities.set_fs_isolation(dv1::FS_ISOLATION_NONE);
+  capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_HOST);
+  capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
+  capabilities.set_recover(false);
+  capabilities.set_stats(false);
+  return capabilities;
+}
+
+dv1::FingerprintResponse SandboxDriver::Probe() const {
+  dv1::FingerprintResponse fingerprint;
+  auto& attributes = *fingerprint.mutable_attributes();
+  attributes["driver.sandbox.agent"] = options_.agent_path;
+  attributes["driver.sandbox.shim"] = options_.shim_path;
+  attributes["driver.sandbox.init"] = options_.init_path;
+  std::string proxy_socket;
+  {
+    absl::MutexLock lock(&mu_);
+    proxy_socket = proxy_socket_;
+  }
+  attributes["driver.sandbox.proxy_socket"] = proxy_socket;
+  auto set = [&](dv1::HealthState health, std::string description) {
+    fingerprint.set_health(health);
+    fingerprint.set_health_description(std::move(description));
+    return fingerprint;
+  };
+  for (const auto& [name, path, flag] :
+       {std::tuple<const char*, std::string, const char*>{
+            "berth-agent", options_.agent_path, "--agent_path"},
+        {"berth-shim", options_.shim_path, "--shim_path"},
+        {"berth-task-init", options_.init_path, "--init_path"}}) {
+    if (path.empty() || access(path.c_str(), X_OK) != 0) {
+      return set(dv1::HEALTH_STATE_UNHEALTHY,
+                 absl::StrCat(name, " not found at \"", path, "\" (", flag,
+                              "): ", std::strerror(errno)));
+    }
+  }
+  if (proxy_socket.empty()) {
+    return set(dv1::HEALTH_STATE_UNHEALTHY,
+               "no berth-proxy socket configured (NodeContext.proxy_socket "
+               "or --proxy_socket)");
+  }
+  if (geteuid() != 0) {
+    return set(dv1::HEALTH_STATE_UNHEALTHY,
+               absl::StrCat("berth-driver-sandbox runs as uid ", geteuid(),
+                            " and needs root to make namespaces"));
+  }
+  return set(
+      dv1::HEALTH_STATE_HEALTHY,
+      absl::StrCat("agent, shim and init found; proxy at ", proxy_socket));
+}
+
+std::string SandboxDriver::state_dir() const {
+  absl::MutexLock lock(&mu_);
+  return state_dir_;
+}
+
+absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>>
+SandboxDriver::Proxy() {
+  absl::MutexLock lock(&mu_);
+  if (proxy_ != nullptr) return proxy_;
+  if (proxy_socket_.empty()) {
+    return absl::FailedPreconditionError(
+        "no berth-proxy socket configured (NodeContext.proxy_socket or "
+        "--proxy_socket)");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(proxy_socket_, absl::Seconds(5));
+  if (!channel.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "berth-proxy at ", proxy_socket_, ": ", channel.status().message()));
+  }
+  proxy_ = std::make_shared<pv1::ProxyService::Stub>(*channel);
+  return proxy_;
+}
+
+absl::StatusOr<std::shared_ptr<SandboxDriver::Task>> SandboxDriver::Find(
+    const std::string& task_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second == nullptr) {
+    return absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
+    const dv1::TaskConfig& config) {
+  absl::StatusOr<exec_driver::TaskSpec> spec =
+      exec_driver::ResolveTaskSpec(config, state_dir());
+  if (!spec.ok()) return spec.status();
+  const std::string id = spec->id;
+  const std::string prefix = absl::StrCat("task ", id, ": ");
+  absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+  if (!proxy.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, proxy.status().message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (tasks_.count(id) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("task ", id, " already exists"));
+    }
+    tasks_[id] = nullptr;  // reserved while it starts
+  }
+  auto task = std::make_shared<Task>();
+  task->id = id;
+  task->config = config;
+  task->spec = *spec;
+  std::vector<std::function<void()>> undo;
+  absl::Cleanup rollback = [&] {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(id);
+  };
+
+  absl::StatusOr<bool> made_dir = MakeDirs(spec->task_dir, 0755);
+  if (!made_dir.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "task_dir: ", made_dir.status().message()));
+  }
+  const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
+  const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
+  if (*made_dir) {
+    undo.push_back([dir = spec->task_dir] { (void)RemoveTree(dir); });
+    if (chown(spec->task_dir.c_str(), spec->uid, spec->gid) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat(prefix, "chown ", spec->task_dir));
+    }
+  } else {
+    undo.push_back([private_dir, log_dir] {
+      (void)RemoveTree(private_dir);
+      (void)RemoveTree(log_dir);
+    });
+  }
+  for (const auto& [dir, mode] :
+       {std::pair<std::string, mode_t>{private_dir, 0700}, {log_dir, 0755}}) {
+    absl::StatusOr<bool> made = MakeDirs(dir, mode);
+    if (!made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, made.status().message()));
+    }
+  }
+  absl::StatusOr<bool> made_work_dir = MakeDirs(spec->work_dir, 0755);
+  if (!made_work_dir.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "driver_config.work_dir: ", made_work_dir.status().message()));
+  }
+  if (*made_work_dir) chown(spec->work_dir.c_str(), spec->uid, spec->gid);
+
+  task->agent_socket = absl::StrCat(private_dir, "/agent.sock");
+  if (task->agent_socket.size() >= 108) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "task_dir: the agent's socket path ",
+                     task->agent_socket, " is longer than 107 bytes"));
+  }
+
+  // The agent, as the program of a berth-task-init.
+  const int init_log = open(absl::StrCat(private_dir, "/init.log").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (init_log < 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
+  }
+  absl::Cleanup close_log = [init_log] { close(init_log); };
+  exec_driver::InitSpec init;
+  init.path = options_.agent_path;
+  init.args = {options_.agent_path,
+               absl::StrCat("--socket=", task->agent_socket),
+               absl::StrCat("--sandbox_id=", id)};
+  init.env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  init.cwd = "/";
+  init.hostname = spec->hostname;
+  init.netns = spec->netns_path;
+  init.log_dir = absl::StrCat(private_dir, "/agent-logs");
+  init.exit_file = absl::StrCat(private_dir, "/agent-exit");
+  if (absl::StatusOr<bool> made = MakeDirs(init.log_dir, 0700); !made.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, made.status().message()));
+  }
+  const absl::Time started_at = absl::Now();
+  absl::StatusOr<exec_driver::StartedInit> started = exec_driver::StartInit(
+      options_.init_path, init, init_log, options_.start_timeout);
+  if (!started.ok()) {
+    const bool netns =
+        absl::StrContains(started.status().message(), "network namespace");
+    return absl::Status(
+        netns ? absl::StatusCode::kInvalidArgument
+              : absl::StatusCode::kFailedPrecondition,
+        absl::StrCat(prefix, netns ? "network.namespace_path: " : "",
+                     "starting berth-agent ", options_.agent_path, ": ",
+                     started.status().message()));
+  }
+  {
+    absl::MutexLock lock(&task->mu);
+    task->init_pidfd = started->pidfd;
+  }
+  undo.push_back([this, task] { Teardown(*task); });
+
+  // Its socket, then the proxy.
+  const absl::Time socket_deadline = absl::Now() + options_.start_timeout;
+  while (access(task->agent_socket.c_str(), F_OK) != 0) {
+    struct pollfd pfd = {started->pidfd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) > 0 || absl::Now() > socket_deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, "berth-agent did not make its socket ",
+                       task->agent_socket, " (see ", init.log_dir, ")"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, kCallTimeout);
+    pv1::RegisterSandboxRequest request;
+    request.set_sandbox_id(id);
+    request.set_agent_address(absl::StrCat("unix:", task->agent_socket));
+    pv1::RegisterSandboxResponse response;
+    absl::Status status =
+        FromGrpcStatus((*proxy)->RegisterSandbox(&context, request, &response));
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat(prefix, "RegisterSandbox: ", status.message()));
+    }
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, kCallTimeout);
+    pv1::AllocateTokenRequest request;
+    request.set_sandbox_id(id);
+    pv1::AllocateTokenResponse response;
+    absl::Status status =
+        FromGrpcStatus((*proxy)->AllocateToken(&context, request, &response));
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat(prefix, "AllocateToken: ", status.message()));
+    }
+    task->token = response.token();
+  }
+
+  // The shim: its stdio is the task's.
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int out_fd = open(absl::StrCat(log_dir, "/stdout.log").c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int err_fd = open(absl::StrCat(log_dir, "/stderr.log").c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  absl::Cleanup close_fds = [=] {
+    for (int fd : {null_fd, out_fd, err_fd}) {
+      if (fd >= 0) close(fd);
+    }
+  };
+  if (null_fd < 0 || out_fd < 0 || err_fd < 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(prefix, "opening the log files in ", log_dir));
+  }
+  std::string proxy_socket;
+  {
+    absl::MutexLock lock(&mu_);
+    proxy_socket = proxy_socket_;
+  }
+  absl::StatusOr<Shim> shim = StartShim(options_.shim_path, proxy_socket,
+                                        task->token, null_fd, out_fd, err_fd);
+  if (!shim.ok()) {
+    return absl::Status(shim.status().code(),
+                        absl::StrCat(prefix, shim.status().message()));
+  }
+  task->shim_pid = shim->pid;
+  {
+    absl::MutexLock lock(&task->mu);
+    task->shim_pidfd = shim->pidfd;
+  }
+  undo.push_back([task] {
+    absl::MutexLock lock(&task->mu);
+    Shim s{task->shim_pid, task->shim_pidfd};
+    KillAndReap(s);
+    task->shim_pidfd = -1;
+  });
+
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(40));
+    pv1::NewContainerRequest request;
+    request.set_token(task->token);
+    request.set_container_id(id);
+    av1::ProcessSpec* process = request.mutable_process();
+    process->add_args(spec->path);
+    for (size_t i = 1; i < spec->args.size(); ++i) {
+      process->add_args(spec->args[i]);
+    }
+    for (const std::string& env : spec->env) process->add_env(env);
+    process->set_cwd(spec->work_dir);
+    process->mutable_user()->set_uid(spec->uid);
+    process->mutable_user()->set_gid(spec->gid);
+    for (gid_t group : spec->groups) {
+      process->mutable_user()->add_additional_gids(group);
+    }
+    pv1::NewContainerResponse response;
+    absl::Status status =
+        FromGrpcStatus((*proxy)->NewContainer(&context, request, &response));
+    if (!status.ok()) {
+      const bool bad_input = absl::IsNotFound(status) ||
+                             absl::IsInvalidArgument(status) ||
+                             absl::IsPermissionDenied(status);
+      return absl::Status(
+          bad_input ? absl::StatusCode::kInvalidArgument : status.code(),
+          absl::StrCat(prefix, bad_input ? "driver_config.command: " : "",
+                       "NewContainer: ", status.message()));
+    }
+  }
+  task->started_at = started_at;
+
+  std::move(rollback).Cancel();
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_[id] = task;
+  }
+  {
+    absl::MutexLock lock(&task->mu);
+    absl::Status status =
+        watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
+    if (!status.ok()) {
+      LOG(ERROR) << prefix << "cannot watch its shim: " << status;
+    }
+  }
+
+  dv1::TaskEventsResponse event;
+  event.set_task_id(id);
+  event.set_allocation_id(config.allocation_id());
+  event.set_message(
+      absl::StrCat("started in a sandbox (shim pid ", task->shim_pid, ")"));
+  PublishTaskEvent(std::move(event));
+
+  dv1::StartTaskResponse response;
+  dv1::TaskHandle* handle = response.mutable_handle();
+  handle->set_version(kStateVersion);
+  *handle->mutable_config() = config;
+  handle->set_state(dv1::TASK_STATE_RUNNING);
+  return response;
+}
+
+void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
+  siginfo_t info = {};
+  {
+    absl::MutexLock lock(&task->mu);
+    if (task->shim_pidfd >= 0) {
+      waitid(static_cast<idtype_t>(P_PIDFD), task->shim_pidfd, &info, WEXITED);
+    }
+  }
+  const plugin::ExitStatus exit = ShimExit(info);
+  dv1::ExitResult result = plugin::ToExitResult(exit);
+  const absl::Time now = absl::Now();
+  *result.mutable_exited_at() = plugin::ToProtoTimestamp(now);
+  // The sandbox has no purpose once its task's process has ended.
+  Teardown(*task);
+  {
+    absl::MutexLock lock(&task->mu);
+    task->exited = true;
+    task->result = result;
+    task->completed_at = now;
+  }
+  dv1::TaskEventsResponse event;
+  event.set_task_id(task->id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message(
+      exit.signal != 0
+          ? absl::StrCat("was killed by ", plugin::SignalName(exit.signal))
+          : absl::StrCat("exited with code ", exit.exit_code));
+  (*event.mutable_annotations())["exit_code"] = absl::StrCat(exit.exit_code);
+  (*event.mutable_annotations())["signal"] = absl::StrCat(exit.signal);
+  PublishTaskEvent(std::move(event));
+}
+
+void SandboxDriver::Teardown(Task& task) {
+  int init_pidfd = -1;
+  {
+    absl::MutexLock lock(&task.mu);
+    if (task.torn_down) return;
+    task.torn_down = true;
+    init_pidfd = task.init_pidfd;
+    task.init_pidfd = -1;
+  }
+  if (init_pidfd >= 0) {
+    struct pollfd pfd = {init_pidfd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) == 0) {
+      // Ask the agent first; the init's SIGKILL ends whatever is left.
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          DialUnix(task.agent_socket, absl::Seconds(1));
+      if (channel.ok()) {
+        av1::AgentService::Stub agent(*channel);
+        grpc::ClientContext context;
+        SetDeadline(&context, absl::Seconds(3));
+        av1::DestroySandboxRequest request;
+        request.mutable_timeout()->set_nanos(500000000);
+        av1::DestroySandboxResponse response;
+        grpc::Status status =
+            agent.DestroySandbox(&context, request, &response);
+        if (!status.ok()) {
+          VLOG(1) << "task " << task.id
+                  << ": DestroySandbox: " << status.error_message();
+        }
+      }
+      if (poll(&pfd, 1, 1000) == 0) {
+        PidfdSendSignal(init_pidfd, SIGKILL);
+      }
+    }
+    siginfo_t info;
+    waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd, &info, WEXITED);
+    close(init_pidfd);
+  }
+  absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+  if (proxy.ok()) {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(3));
+    pv1::UnregisterSandboxRequest request;
+    request.set_sandbox_id(task.id);
+    pv1::UnregisterSandboxResponse response;
+    (*proxy)->UnregisterSandbox(&context, request, &response);
+  }
+}
+
+bool SandboxDriver::WaitExited(const std::shared_ptr<Task>& task,
+                               absl::Duration timeout) {
+  absl::MutexLock lock(&task->mu);
+  return task->mu.AwaitWithTimeout(absl::Condition(&task->exited), timeout);
+}
+
+absl::StatusOr<dv1::ExitResult> SandboxDriver::WaitTask(
+    const std::string& task_id, const plugin::CancelToken& cancel) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  while (!WaitExited(*task, absl::Milliseconds(100))) {
+    if (cancel.IsCancelled()) return absl::CancelledError("wait cancelled");
+  }
+  absl::MutexLock lock(&(*task)->mu);
+  return (*task)->result;
+}
+
+absl::Status SandboxDriver::ProxySignal(const std::string& task_id,
+                                        const std::string& token, int signal) {
+  absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+  if (!proxy.ok()) return proxy.status();
+  grpc::ClientContext context;
+  SetDeadline(&context, kCallTimeout);
+  pv1::SignalRequest request;
+  request.set_token(token);
+  request.set_signal(signal);
+  pv1::SignalResponse response;
+  absl::Status status =
+      FromGrpcStatus((*proxy)->Signal(&context, request, &response));
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("task ", task_id, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SandboxDriver::SignalTask(const std::string& task_id, int signal) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  if ((*task)->IsExited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " has exited"));
+  }
+  absl::Status status = ProxySignal(task_id, (*task)->token, signal);
+  if (!status.ok() && (*task)->IsExited()) return absl::OkStatus();
+  return status;
+}
+
+absl::Status SandboxDriver::StopTask(const std::string& task_id,
+                                     absl::Duration timeout, int signal) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (task->IsExited()) return absl::OkStatus();
+  absl::Status sent = ProxySignal(task_id, task->token, signal);
+  if (!sent.ok() && !task->IsExited()) LOG(WARNING) << sent << "; killing it";
+  if (WaitExited(task, timeout)) return absl::OkStatus();
+  (void)ProxySignal(task_id, task->token, SIGKILL);
+  if (WaitExited(task, absl::Seconds(5))) return absl::OkStatus();
+  Teardown(*task);
+  if (WaitExited(task, absl::Seconds(10))) return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "task ", task_id, " did not exit after SIGKILL and DestroySandbox"));
+}
+
+absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
+                                        bool force) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (!task->IsExited()) {
+    if (!force) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id,
+                       " is running: stop it first, or destroy it with force"));
+    }
+    if (absl::Status status = StopTask(task_id, absl::ZeroDuration(), SIGKILL);
+        !status.ok()) {
+      return status;
+    }
+  }
+  Teardown(*task);
+  {
+    absl::MutexLock lock(&task->mu);
+    if (task->shim_pidfd >= 0) {
+      watcher_.Forget(task->shim_pidfd);
+      close(task->shim_pidfd);
+      task->shim_pidfd = -1;
+    }
+  }
+  if (absl::Status removed = RemoveTree(task->spec.task_dir); !removed.ok()) {
+    return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
+                                                     removed.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(task_id);
+  }
+  dv1::TaskEventsResponse event;
+  event.set_task_id(task_id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message("destroyed");
+  PublishTaskEvent(std::move(event));
+  return absl::OkStatus();
+}
+
+dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
+  dv1::TaskStatus status;
+  status.set_id(task.id);
+  status.set_name(task.config.name());
+  *status.mutable_started_at() = plugin::ToProtoTimestamp(task.started_at);
+  {
+    absl::MutexLock lock(&task.mu);
+    status.set_state(task.exited ? dv1::TASK_STATE_EXITED
+                                 : dv1::TASK_STATE_RUNNING);
+    if (task.exited) {
+      *status.mutable_exit_result() = task.result;
+      *status.mutable_completed_at() =
+          plugin::ToProtoTimestamp(task.completed_at);
+    }
+  }
+  auto& attributes = *status.mutable_driver_attributes();
+  attributes["shim_pid"] = absl::StrCat(task.shim_pid);
+  attributes["agent_socket"] = task.agent_socket;
+  attributes["task_dir"] = task.spec.task_dir;
+  attributes["stdout"] = absl::StrCat(task.spec.task_dir, "/logs/stdout.log");
+  attributes["stderr"] = absl::StrCat(task.spec.task_dir, "/logs/stderr.log");
+  return status;
+}
+
+absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
+    const std::string& task_id) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  return StatusOf(**task);
+}
+
+absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
+    const plugin::ExecOptions& options, absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(options.task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  const std::string prefix = absl::StrCat("task ", options.task_id, ": ");
+  if (task->IsExited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", options.task_id, " is not running"));
+  }
+  absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+  if (!proxy.ok()) return proxy.status();
+  std::string token;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, kCallTimeout);
+    pv1::AllocateTokenRequest request;
+    request.set_sandbox_id(task->id);
+    pv1::AllocateTokenResponse response;
+    absl::Status status =
+        FromGrpcStatus((*proxy)->AllocateToken(&context, request, &response));
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat(prefix, "AllocateToken: ", status.message()));
+    }
+    token = response.token();
+  }
+
+  // The shim's stdio: pipes, pumped to and from the SDK's streams.
+  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  absl::Cleanup close_pipes = [&] {
+    for (int* p : {in_pipe, out_pipe, err_pipe}) {
+      for (int i = 0; i < 2; ++i) {
+        if (p[i] >= 0) close(p[i]);
+      }
+    }
+  };
+  if (options.in != nullptr) {
+    if (pipe2(in_pipe, O_CLOEXEC) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
+    }
+  } else {
+    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
+  }
+  std::string proxy_socket;
+  {
+    absl::MutexLock lock(&mu_);
+    proxy_socket = proxy_socket_;
+  }
+  absl::StatusOr<Shim> started =
+      StartShim(options_.shim_path, proxy_socket, token, in_pipe[0],
+                out_pipe[1], err_pipe[1]);
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat(prefix, started.status().message()));
+  }
+  Shim shim = *started;
+  absl::Cleanup reap = [&shim] { KillAndReap(shim); };
+  for (int* fd : {&in_pipe[0], &out_pipe[1], &err_pipe[1]}) {
+    close(*fd);
+    *fd = -1;
+  }
+
+  std::atomic<bool> output_failed{false};
+  auto pump_out = [&output_failed](int fd, plugin::ExecOutput* output) {
+    char buffer[plugin::kMaxExecFrameBytes];
+    while (true) {
+      const ssize_t n = read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!output_failed && output != nullptr &&
+          !output->Write(absl::string_view(buffer, n))) {
+        output_failed = true;
+      }
+    }
+  };
+  std::thread out_thread(pump_out, out_pipe[0], options.out);
+  std::thread err_thread(pump_out, err_pipe[0], options.err);
+  std::thread in_thread;
+  if (options.in != nullptr) {
+    // The thread owns the write end: the command sees EOF when stdin ends.
+    const int fd = in_pipe[1];
+    in_pipe[1] = -1;
+    in_thread = std::thread([&options, fd] {
+      absl::Cleanup close_fd = [fd] { close(fd); };
+      char buffer[plugin::kMaxExecFrameBytes];
+      while (true) {
+        const size_t n = options.in->Read(buffer, sizeof(buffer));
+        if (n == 0) break;
+        size_t done = 0;
+        while (done < n) {
+          const ssize_t w = write(fd, buffer + done, n - done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) return;
+          done += static_cast<size_t>(w);
+        }
+      }
+    });
+  }
+  auto close_stdin = [&] {
+    if (options.in != nullptr) options.in->Close();
+    if (in_thread.joinable()) in_thread.join();
+  };
+  absl::Cleanup join = [&] {
+    close_stdin();
+    out_thread.join();
+    err_thread.join();
+  };
+
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(40));
+    pv1::ExecCmdRequest request;
+    request.set_token(token);
+    request.set_container_id(task->id);
+    av1::ProcessSpec* process = request.mutable_process();
+    for (const std::string& arg : options.command) process->add_args(arg);
+    for (const std::string& env : task->spec.env) process->add_env(env);
+    process->set_cwd(task->spec.work_dir);
+    process->mutable_user()->set_uid(task->spec.uid);
+    process->mutable_user()->set_gid(task->spec.gid);
+    for (gid_t group : task->spec.groups) {
+      process->mutable_user()->add_additional_gids(group);
+    }
+    if (options.tty) {
+      process->set_terminal(true);
+      process->mutable_terminal_size()->set_rows(options.terminal_size.rows);
+      process->mutable_terminal_size()->set_columns(
+          options.terminal_size.columns);
+    }
+    pv1::ExecCmdResponse response;
+    absl::Status status =
+        FromGrpcStatus((*proxy)->ExecCmd(&context, request, &response));
+    if (!status.ok()) {
+      const bool bad_input =
+          absl::IsNotFound(status) || absl::IsInvalidArgument(status);
+      return absl::Status(
+          bad_input ? absl::StatusCode::kInvalidArgument : status.code(),
+          absl::StrCat(prefix, "ExecCmd ", options.command[0], ": ",
+                       status.message()));
+    }
+  }
+
+  // Until the shim exits: resizes, cancellation and the deadline.
+  bool killed = false;
+  absl::Status failure;
+  while (true) {
+    struct pollfd pfd = {shim.pidfd, POLLIN, 0};
+    if (poll(&pfd, 1, 50) > 0) break;
+    if (options.tty && options.resizes != nullptr) {
+      if (std::optional<plugin::TerminalSize> size =
+              options.resizes->TakeLatest();
+          size.has_value()) {
+        grpc::ClientContext context;
+        SetDeadline(&context, kCallTimeout);
+        pv1::ResizeRequest request;
+        request.set_token(token);
+        request.mutable_size()->set_rows(size->rows);
+        request.mutable_size()->set_columns(size->columns);
+        pv1::ResizeResponse response;
+        (*proxy)->Resize(&context, request, &response);
+      }
+    }
+    if (killed) continue;
+    const bool cancelled =
+        (options.cancel != nullptr && options.cancel->IsCancelled()) ||
+        output_failed;
+    if (cancelled || absl::Now() >= deadline) {
+      failure =
+          cancelled
+              ? absl::CancelledError(absl::StrCat(prefix, "exec cancelled"))
+              : absl::DeadlineExceededError(absl::StrCat(
+                    prefix, "exec of ", options.command[0], " timed out"));
+      (void)ProxySignal(task->id, token, SIGKILL);
+      killed = true;
+    }
+  }
+  siginfo_t info = {};
+  waitid(static_cast<idtype_t>(P_PIDFD), shim.pidfd, &info, WEXITED);
+  close(shim.pidfd);
+  shim.pidfd = -1;
+  std::move(join).Invoke();
+  if (!failure.ok()) return failure;
+  return ShimExit(info);
+}
+
+absl::StatusOr<plugin::ExitStatus> SandboxDriver::ExecTaskStreaming(
+    const plugin::ExecOptions& options) {
+  return RunExec(options, absl::InfiniteFuture());
+}
+
+namespace {
+
+class StringOutput : public plugin::ExecOutput {
+ public:
+  bool Write(absl::string_view data) override {
+    absl::MutexLock lock(&mu_);
+    data_.append(data.data(), data.size());
+    return true;
+  }
+  std::string Take() {
+    absl::MutexLock lock(&mu_);
+    return std::move(data_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::string data_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<dv1::ExecTaskResponse> SandboxDriver::ExecTask(
+    const std::string& task_id, const std::vector<std::string>& command,
+    absl::Duration timeout, const plugin::CancelToken& cancel) {
+  StringOutput out, err;
+  plugin::ExecOptions options;
+  options.task_id = task_id;
+  options.command = command;
+  options.out = &out;
+  options.err = &err;
+  options.cancel = &cancel;
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  absl::StatusOr<plugin::ExitStatus> status = RunExec(options, deadline);
+  if (!status.ok()) return status.status();
+  dv1::ExecTaskResponse response;
+  response.set_stdout(out.Take());
+  response.set_stderr(err.Take());
+  *response.mutable_result() = plugin::ToExitResult(*status);
+  return response;
+}
+
+}  // namespace berth::sandbox_driver

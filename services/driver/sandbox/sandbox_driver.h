@@ -1,0 +1,117 @@
+// berth-driver-sandbox: every task gets a sandbox (DESIGN.md, "A sandboxed
+// task"). berth-agent runs as the program of a berth-task-init (new pid,
+// mount, uts and ipc namespaces, joining the task's network namespace); the
+// driver registers it with berth-proxy, allocates a token, starts berth-shim
+// with the task's log files as its stdout and stderr, and asks the proxy for
+// NewContainer. The task's exit is the shim's (its code, or 128+N for a
+// signal N). Exec: a token and a shim of its own, over pipes pumped to the
+// SDK's streams, then ExecCmd.
+//
+// A task's files, in its task directory:
+//   logs/stdout.log, logs/stderr.log   the task's output (written by the shim)
+//   .berth/agent.sock                  the agent's socket
+//   .berth/init.log, .berth/agent-logs the init's and the agent's own messages
+
+#ifndef SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
+#define SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/proxy/v1/proxy.grpc.pb.h"
+#include "plugins/sdk/driver.h"
+#include "plugins/sdk/exec.h"
+#include "services/driver/exec/exit_watcher.h"
+
+namespace berth::sandbox_driver {
+
+inline constexpr char kDriverName[] = "sandbox";
+inline constexpr char kDriverVersion[] = "0.1.0";
+
+struct SandboxDriverOptions {
+  std::string agent_path;  // berth-agent
+  std::string shim_path;   // berth-shim
+  std::string init_path;   // berth-task-init
+  // berth-proxy's socket until SetConfig names one (NodeContext.proxy_socket).
+  std::string proxy_socket;
+  // Task directories (<dir>/tasks/<id>) until SetConfig names the node's
+  // state directory (then <state dir>/sandbox).
+  std::string state_dir;
+  // How long StartTask waits for the agent's socket.
+  absl::Duration start_timeout = absl::Seconds(10);
+};
+
+class SandboxDriver : public plugin::Driver,
+                      public plugin::ExecStreamingDriver {
+ public:
+  explicit SandboxDriver(SandboxDriverOptions options);
+  // Tears down every sandbox still there (the driver cannot recover them).
+  ~SandboxDriver() override;
+
+  plugin::DriverInfo Info() const override;
+  plugin::v1::ConfigSchema TaskConfigSchema() const override;
+  absl::Status SetConfig(const google::protobuf::Struct& config,
+                         const plugin::v1::NodeContext& node) override;
+  driver::v1::DriverCapabilities Capabilities() const override;
+
+  absl::StatusOr<driver::v1::StartTaskResponse> StartTask(
+      const driver::v1::TaskConfig& task) override;
+  absl::StatusOr<driver::v1::ExitResult> WaitTask(
+      const std::string& task_id, const plugin::CancelToken& cancel) override;
+  absl::Status StopTask(const std::string& task_id, absl::Duration timeout,
+                        int signal) override;
+  absl::Status DestroyTask(const std::string& task_id, bool force) override;
+  absl::StatusOr<driver::v1::TaskStatus> InspectTask(
+      const std::string& task_id) override;
+  absl::Status SignalTask(const std::string& task_id, int signal) override;
+  absl::StatusOr<driver::v1::ExecTaskResponse> ExecTask(
+      const std::string& task_id, const std::vector<std::string>& command,
+      absl::Duration timeout, const plugin::CancelToken& cancel) override;
+  absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
+      const plugin::ExecOptions& options) override;
+
+  driver::v1::FingerprintResponse Probe() const;
+
+ private:
+  struct Task;
+
+  absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnShimExited(const std::shared_ptr<Task>& task);
+  // Ends the sandbox: DestroySandbox on the agent, its init killed and
+  // reaped, the sandbox unregistered from the proxy. Idempotent.
+  void Teardown(Task& task);
+  bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
+  absl::Status ProxySignal(const std::string& task_id, const std::string& token,
+                           int signal);
+  absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
+                                             absl::Time deadline);
+  driver::v1::TaskStatus StatusOf(const Task& task) const;
+  std::string state_dir() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<proxy::v1::ProxyService::Stub>> Proxy()
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  const SandboxDriverOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::string state_dir_ ABSL_GUARDED_BY(mu_);
+  std::string proxy_socket_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<proxy::v1::ProxyService::Stub> proxy_ ABSL_GUARDED_BY(mu_);
+
+  // Last: its thread calls back into the driver until it is destroyed.
+  exec_driver::ExitWatcher watcher_;
+};
+
+}  // namespace berth::sandbox_driver
+
+#endif  // SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
