@@ -109,6 +109,12 @@ grpc::Status FakeAgent::ProcessIo(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<agentpb::ProcessIoResponse,
                              agentpb::ProcessIoRequest>* stream) {
+  // As berth-agent: no call without a deadline (the end-to-end test found
+  // the proxy opening this stream without one).
+  if (context->deadline() == std::chrono::system_clock::time_point::max()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a deadline is required");
+  }
   agentpb::ProcessIoRequest request;
   if (!stream->Read(&request) || !request.has_attach()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "attach first");

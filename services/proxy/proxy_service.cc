@@ -104,6 +104,10 @@ class ProxyServiceImpl::AgentIoReactor
       : service_(service), session_(std::move(session)) {}
 
   void Begin(AgentStub* stub, const agentpb::ProcessIoAttach& attach) {
+    // The agent refuses a call without a deadline; a process's I/O lasts as
+    // long as the process, which a year bounds generously.
+    context_.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::hours(24 * 365));
     stub->async()->ProcessIo(&context_, this);
     *out_.mutable_attach() = attach;
     writing_ = true;

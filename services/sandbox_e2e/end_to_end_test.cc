@@ -95,16 +95,8 @@ agent_pb::ProcessSpec RandomOutput(uint64_t bytes, const std::string& file) {
   return Sh(absl::StrCat("head -c ", bytes, " /dev/urandom | tee ", file));
 }
 
-// kProcessIoWithoutDeadline: berth-proxy opens the agent's ProcessIo stream
-// without a deadline (AgentIoReactor::Begin in services/proxy/
-// proxy_service.cc sets none), and berth-agent refuses every call without one
-// (INVALID_ARGUMENT "a deadline is required", as its README says). So with
-// the real agent every process's I/O stream fails at once: the proxy logs
-// "the stream of process P ended without an exit: a deadline is required",
-// the shim exits 255 with that message, and the process gets SIGHUP. The fake
-// agent of services/proxy does not check deadlines, so the proxy's own tests
-// pass. The tests that need output are DISABLED_ until that is fixed; run
-// them with --gtest_also_run_disabled_tests.
+// The proxy's ProcessIo calls to the agent carry a deadline (a year): the
+// agent refuses every call without one. These tests found that missing.
 
 class EndToEndTest : public ::testing::Test {
  protected:
@@ -263,8 +255,7 @@ class EndToEndTest : public ::testing::Test {
 
 // Point 8: the shim connects 2 s after NewContainer; the process starts only
 // then, and all its output arrives.
-// DISABLED: see kProcessIoWithoutDeadline above.
-TEST_F(EndToEndTest, DISABLED_ShimConnectingLateGetsAllOutput) {
+TEST_F(EndToEndTest, ShimConnectingLateGetsAllOutput) {
   constexpr uint64_t kBytes = 10'000'000;
   const std::string file = dir_.Join("out");
   const std::string token = AllocateToken();
@@ -312,8 +303,7 @@ TEST_F(EndToEndTest, NoShimDeadlineExceededAndNothingStarted) {
 
 // Point 8: a second call is served (start to exit) while a first waits for
 // its shim.
-// DISABLED: see kProcessIoWithoutDeadline above.
-TEST_F(EndToEndTest, DISABLED_SecondCallServedWhileFirstWaits) {
+TEST_F(EndToEndTest, SecondCallServedWhileFirstWaits) {
   const std::string first = AllocateToken();
   std::atomic<bool> first_returned{false};
   grpc::Status first_status;
@@ -341,8 +331,7 @@ TEST_F(EndToEndTest, DISABLED_SecondCallServedWhileFirstWaits) {
 // Point 8: two processes in one sandbox (NewContainer and ExecCmd); the
 // first's shim is stopped with SIGSTOP. The other's 100 MB pass completely,
 // and the stopped one's output is intact after SIGCONT.
-// DISABLED: see kProcessIoWithoutDeadline above.
-TEST_F(EndToEndTest, DISABLED_StoppedShimHoldsOnlyItsOwnProcess) {
+TEST_F(EndToEndTest, StoppedShimHoldsOnlyItsOwnProcess) {
   constexpr uint64_t kStoppedBytes = 20'000'000;
   constexpr uint64_t kBytes = 100'000'000;
   const std::string stopped_file = dir_.Join("stopped");
@@ -377,8 +366,7 @@ TEST_F(EndToEndTest, DISABLED_StoppedShimHoldsOnlyItsOwnProcess) {
 
 // Point 8: exit codes, and 128 + N for a signal, including one the shim
 // forwarded.
-// DISABLED: see kProcessIoWithoutDeadline above.
-TEST_F(EndToEndTest, DISABLED_ExitCodesAndSignals) {
+TEST_F(EndToEndTest, ExitCodesAndSignals) {
   {
     const std::string token = AllocateToken();
     ShimProcess shim(ShimOptions(token));
@@ -412,8 +400,7 @@ TEST_F(EndToEndTest, DISABLED_ExitCodesAndSignals) {
 // while a process writes 50 MB: the process keeps running, the shim
 // reconnects and resumes, and what it wrote is exactly what the process
 // wrote.
-// DISABLED: see kProcessIoWithoutDeadline above.
-TEST_F(EndToEndTest, DISABLED_ProxyKilledAndRestartedWhileOutputFlows) {
+TEST_F(EndToEndTest, ProxyKilledAndRestartedWhileOutputFlows) {
   constexpr uint64_t kBytes = 50'000'000;
   const std::string file = dir_.Join("out");
   const std::string token = AllocateToken();
