@@ -8,22 +8,12 @@
 #
 # The suite runs once per check (--filter), on the checks listed in
 # `checks`. Left out, and why:
-# - Every check that runs a process in a task (start_wait_inspect, exit_code,
-#   exit_signal, wait_twice, stop_signal, stop_timeout_kill, destroy,
-#   signal_task,
-#   exec_task, exec_streaming_output, exec_streaming_stdin,
-#   exec_streaming_tty): berth-proxy opens the agent's ProcessIo stream
-#   without a deadline, which berth-agent refuses ("a deadline is
-#   required"), so every shim ends with 255 as soon as its process starts
-#   (the same bug as the DISABLED_ cases of //services/sandbox_e2e). With a
-#   deadline set in the proxy's AgentIoReactor::Begin, all of these pass.
-#   Move them into `checks` with that fix.
-# - exec_streaming_100mb: even with that fix it stalls after about 1 MiB.
-#   cat's output fills the agent's window of unacknowledged output (1 MiB);
-#   the shim's acks travel on the same ProcessIo stream as its stdin, and the
-#   agent stops reading that stream while a stdin frame waits for cat, which
-#   waits for the agent to read its stdout: a deadlock in berth-agent's
-#   stream handling, not in the driver.
+# - exec_streaming_100mb: it stalls after about 1 MiB. cat's output fills the
+#   agent's window of unacknowledged output (1 MiB); the shim's acks travel on
+#   the same ProcessIo stream as its stdin, and the agent stops reading that
+#   stream while a stdin frame waits for cat, which waits for the agent to
+#   read its stdout: a deadlock in berth-agent's stream handling, not in the
+#   driver.
 #
 # usage: conformance_test.sh PROXY CONFORMANCE_DRIVER_TEST SUITE PLUGIN
 set -u
@@ -33,8 +23,10 @@ suite="$3"
 plugin="$4"
 checks=(
   cookie_refused health plugin_info api_versions config_schema capabilities
-  fingerprint task_events unknown_task_not_found missing_command
-  shutdown
+  fingerprint start_wait_inspect exit_code exit_signal wait_twice stop_signal
+  stop_timeout_kill destroy signal_task task_events exec_task
+  exec_streaming_output exec_streaming_stdin exec_streaming_tty
+  unknown_task_not_found missing_command shutdown
   # Skipped by the suite (no stats, no recover), run to see them skip.
   task_stats recover_task
 )
