@@ -37,6 +37,7 @@
 #include "services/driver/exec/exec_state.pb.h"
 #include "services/driver/exec/launcher.h"
 #include "services/driver/exec/task_cgroup.h"
+#include "services/driver/exec/task_dir.h"
 #include "services/driver/exec/task_spec.h"
 #include "services/stats/collector.h"
 #include "services/stats/host_info.h"
@@ -57,46 +58,6 @@ std::string ReadSmallFile(const std::string& path) {
   std::stringstream content;
   content << in.rdbuf();
   return content.str();
-}
-
-// Makes `path` and its missing parents; true if `path` itself was made.
-absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, " exists and is not a directory"));
-    }
-    return false;
-  }
-  const size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    absl::StatusOr<bool> parent = MakeDirs(path.substr(0, slash), 0755);
-    if (!parent.ok()) return parent.status();
-  }
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
-  }
-  return true;
-}
-
-// rm -rf without following symbolic links or crossing mounts.
-absl::Status RemoveTree(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : absl::ErrnoToStatus(errno, path);
-  }
-  const int result = nftw(
-      path.c_str(),
-      [](const char* entry, const struct stat*, int, struct FTW*) {
-        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
-      },
-      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  if (result != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
-  }
-  return absl::OkStatus();
 }
 
 std::string ExitFile(const std::string& task_dir) {
@@ -387,42 +348,12 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     tasks_.erase(id);
   };
 
-  // The task directory: made (and owned by the task's user) if missing.
-  absl::StatusOr<bool> made_dir = MakeDirs(spec->task_dir, 0755);
-  if (!made_dir.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix, "task_dir: ", made_dir.status().message()));
+  if (absl::Status status = PrepareTaskDirectories(*spec, prefix, &undo);
+      !status.ok()) {
+    return status;
   }
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
-  if (*made_dir) {
-    undo.push_back([dir = spec->task_dir] { (void)RemoveTree(dir); });
-    if (chown(spec->task_dir.c_str(), spec->uid, spec->gid) != 0) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat(prefix, "chown ", spec->task_dir));
-    }
-  } else {
-    undo.push_back([private_dir, log_dir] {
-      (void)RemoveTree(private_dir);
-      (void)RemoveTree(log_dir);
-    });
-  }
-  for (const auto& [dir, mode] :
-       {std::pair<std::string, mode_t>{private_dir, 0700}, {log_dir, 0755}}) {
-    absl::StatusOr<bool> made = MakeDirs(dir, mode);
-    if (!made.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(prefix, made.status().message()));
-    }
-  }
-  absl::StatusOr<bool> made_work_dir = MakeDirs(spec->work_dir, 0755);
-  if (!made_work_dir.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "driver_config.work_dir: ", made_work_dir.status().message()));
-  }
-  if (*made_work_dir) {
-    chown(spec->work_dir.c_str(), spec->uid, spec->gid);
-  }
 
   absl::StatusOr<TaskCgroup> cgroup =
       TaskCgroup::Create(mounts_, options_.cgroup_parent, id, spec->limits);

@@ -32,6 +32,7 @@
 #include "services/common/status.h"
 #include "services/driver/exec/init/init_spec.h"
 #include "services/driver/exec/launcher.h"
+#include "services/driver/exec/task_dir.h"
 #include "services/driver/exec/task_spec.h"
 
 extern char** environ;
@@ -41,6 +42,9 @@ namespace berth::sandbox_driver {
 namespace dv1 = ::berth::driver::v1;
 namespace pv1 = ::berth::proxy::v1;
 namespace av1 = ::berth::agent::v1;
+using ::berth::exec_driver::MakeDirs;
+using ::berth::exec_driver::PrepareTaskDirectories;
+using ::berth::exec_driver::RemoveTree;
 
 namespace {
 
@@ -53,44 +57,6 @@ int PidfdOpen(pid_t pid) {
 int PidfdSendSignal(int pidfd, int signal) {
   return static_cast<int>(
       syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
-}
-
-absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, " exists and is not a directory"));
-    }
-    return false;
-  }
-  const size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    absl::StatusOr<bool> parent = MakeDirs(path.substr(0, slash), 0755);
-    if (!parent.ok()) return parent.status();
-  }
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
-  }
-  return true;
-}
-
-absl::Status RemoveTree(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : absl::ErrnoToStatus(errno, path);
-  }
-  const int result = nftw(
-      path.c_str(),
-      [](const char* entry, const struct stat*, int, struct FTW*) {
-        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
-      },
-      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  if (result != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
-  }
-  return absl::OkStatus();
 }
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
@@ -400,39 +366,12 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     tasks_.erase(id);
   };
 
-  absl::StatusOr<bool> made_dir = MakeDirs(spec->task_dir, 0755);
-  if (!made_dir.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix, "task_dir: ", made_dir.status().message()));
+  if (absl::Status status = PrepareTaskDirectories(*spec, prefix, &undo);
+      !status.ok()) {
+    return status;
   }
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
-  if (*made_dir) {
-    undo.push_back([dir = spec->task_dir] { (void)RemoveTree(dir); });
-    if (chown(spec->task_dir.c_str(), spec->uid, spec->gid) != 0) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat(prefix, "chown ", spec->task_dir));
-    }
-  } else {
-    undo.push_back([private_dir, log_dir] {
-      (void)RemoveTree(private_dir);
-      (void)RemoveTree(log_dir);
-    });
-  }
-  for (const auto& [dir, mode] :
-       {std::pair<std::string, mode_t>{private_dir, 0700}, {log_dir, 0755}}) {
-    absl::StatusOr<bool> made = MakeDirs(dir, mode);
-    if (!made.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(prefix, made.status().message()));
-    }
-  }
-  absl::StatusOr<bool> made_work_dir = MakeDirs(spec->work_dir, 0755);
-  if (!made_work_dir.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "driver_config.work_dir: ", made_work_dir.status().message()));
-  }
-  if (*made_work_dir) chown(spec->work_dir.c_str(), spec->uid, spec->gid);
 
   task->agent_socket = absl::StrCat(private_dir, "/agent.sock");
   if (task->agent_socket.size() >= 108) {

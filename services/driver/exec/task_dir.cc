@@ -1,0 +1,92 @@
+#include "services/driver/exec/task_dir.h"
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace berth::exec_driver {
+
+absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " exists and is not a directory"));
+    }
+    return false;
+  }
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    absl::StatusOr<bool> parent = MakeDirs(path.substr(0, slash), 0755);
+    if (!parent.ok()) return parent.status();
+  }
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
+  }
+  return true;
+}
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus()
+                           : absl::ErrnoToStatus(errno, path);
+  }
+  const int result = nftw(
+      path.c_str(),
+      [](const char* entry, const struct stat*, int, struct FTW*) {
+        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
+      },
+      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (result != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareTaskDirectories(const TaskSpec& spec,
+                                    const std::string& prefix,
+                                    std::vector<std::function<void()>>* undo) {
+  absl::StatusOr<bool> made_dir = MakeDirs(spec.task_dir, 0755);
+  if (!made_dir.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "task_dir: ", made_dir.status().message()));
+  }
+  const std::string private_dir = absl::StrCat(spec.task_dir, "/.berth");
+  const std::string log_dir = absl::StrCat(spec.task_dir, "/logs");
+  if (*made_dir) {
+    undo->push_back([dir = spec.task_dir] { (void)RemoveTree(dir); });
+    if (chown(spec.task_dir.c_str(), spec.uid, spec.gid) != 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat(prefix, "chown ", spec.task_dir));
+    }
+  } else {
+    undo->push_back([private_dir, log_dir] {
+      (void)RemoveTree(private_dir);
+      (void)RemoveTree(log_dir);
+    });
+  }
+  for (const auto& [dir, mode] :
+       {std::pair<std::string, mode_t>{private_dir, 0700}, {log_dir, 0755}}) {
+    absl::StatusOr<bool> made = MakeDirs(dir, mode);
+    if (!made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, made.status().message()));
+    }
+  }
+  absl::StatusOr<bool> made_work_dir = MakeDirs(spec.work_dir, 0755);
+  if (!made_work_dir.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "driver_config.work_dir: ", made_work_dir.status().message()));
+  }
+  if (*made_work_dir) chown(spec.work_dir.c_str(), spec.uid, spec.gid);
+  return absl::OkStatus();
+}
+
+}  // namespace berth::exec_driver
