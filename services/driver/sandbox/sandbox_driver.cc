@@ -434,6 +434,15 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
+  // The socket is bound a moment before the agent listens on it: wait until
+  // it takes a connection, or the proxy's Ping may find it refusing.
+  if (absl::StatusOr<std::shared_ptr<grpc::Channel>> listening =
+          DialUnix(task->agent_socket, socket_deadline - absl::Now());
+      !listening.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "berth-agent does not listen on ", task->agent_socket, ": ",
+        listening.status().message(), " (see ", init.log_dir, ")"));
+  }
   {
     grpc::ClientContext context;
     SetDeadline(&context, kCallTimeout);
