@@ -1,0 +1,150 @@
+#include "services/node/cli/cli_args.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace berth::cli {
+namespace {
+
+const FlagSpec* FindLong(const std::vector<FlagSpec>& specs,
+                         absl::string_view name) {
+  for (const FlagSpec& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const FlagSpec* FindShort(const std::vector<FlagSpec>& specs, char name) {
+  for (const FlagSpec& spec : specs) {
+    if (spec.short_name != 0 && spec.short_name == name) return &spec;
+  }
+  return nullptr;
+}
+
+void Record(const FlagSpec& spec, std::string value, ParsedArgs* parsed) {
+  std::vector<std::string>& values = parsed->flags[spec.name];
+  if (!spec.repeated) values.clear();
+  values.push_back(std::move(value));
+}
+
+}  // namespace
+
+bool ParsedArgs::Has(absl::string_view name) const {
+  return flags.find(name) != flags.end();
+}
+
+std::string ParsedArgs::Value(absl::string_view name) const {
+  auto it = flags.find(name);
+  if (it == flags.end() || it->second.empty()) return "";
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::Values(absl::string_view name) const {
+  auto it = flags.find(name);
+  if (it == flags.end()) return {};
+  return it->second;
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
+                                     const std::vector<std::string>& args,
+                                     PositionalMode mode) {
+  ParsedArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      parsed.positional.insert(parsed.positional.end(), args.begin() + i + 1,
+                               args.end());
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (mode == PositionalMode::kStopAtFirst) {
+        parsed.positional.insert(parsed.positional.end(), args.begin() + i,
+                                 args.end());
+        break;
+      }
+      parsed.positional.push_back(arg);
+      continue;
+    }
+    if (absl::StartsWith(arg, "--")) {
+      const size_t equals = arg.find('=');
+      const std::string name = arg.substr(
+          2, equals == std::string::npos ? std::string::npos : equals - 2);
+      const FlagSpec* spec = FindLong(specs, name);
+      if (spec == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown flag --", name));
+      }
+      if (spec->value_name.empty()) {
+        if (equals != std::string::npos) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("flag --", name, " takes no value"));
+        }
+        Record(*spec, "", &parsed);
+      } else if (equals != std::string::npos) {
+        Record(*spec, arg.substr(equals + 1), &parsed);
+      } else if (i + 1 < args.size()) {
+        Record(*spec, args[++i], &parsed);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "flag --", name, " needs a value (", spec->value_name, ")"));
+      }
+      continue;
+    }
+    // One short flag or a cluster of them: "-d", "-it", "-p8080:80".
+    for (size_t j = 1; j < arg.size(); ++j) {
+      const FlagSpec* spec = FindShort(specs, arg[j]);
+      if (spec == nullptr) {
+        return absl::InvalidArgumentError(
+            j == 1 && arg.size() == 2
+                ? absl::StrCat("unknown flag ", arg)
+                : absl::StrCat("unknown flag -", std::string(1, arg[j]), " in ",
+                               arg));
+      }
+      if (spec->value_name.empty()) {
+        Record(*spec, "", &parsed);
+        continue;
+      }
+      if (j + 1 < arg.size()) {
+        Record(*spec, arg.substr(j + 1), &parsed);
+      } else if (i + 1 < args.size()) {
+        Record(*spec, args[++i], &parsed);
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag -", std::string(1, arg[j]), " needs a value (",
+                         spec->value_name, ")"));
+      }
+      break;
+    }
+  }
+  return parsed;
+}
+
+std::string FormatFlagHelp(const std::vector<FlagSpec>& specs) {
+  std::vector<std::string> names;
+  size_t width = 0;
+  for (const FlagSpec& spec : specs) {
+    std::string name = spec.short_name != 0
+                           ? absl::StrCat("-", std::string(1, spec.short_name),
+                                          ", --", spec.name)
+                           : absl::StrCat("    --", spec.name);
+    if (!spec.value_name.empty()) absl::StrAppend(&name, "=", spec.value_name);
+    width = std::max(width, name.size());
+    names.push_back(std::move(name));
+  }
+  std::string help;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    absl::StrAppend(&help, "  ", names[i],
+                    std::string(width - names[i].size() + 3, ' '),
+                    specs[i].help, "\n");
+  }
+  return help;
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,301 @@
+#include "services/node/cli/task_spec_flags.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "berth/network/v1/network.pb.h"
+#include "berth/node/v1/node.pb.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace berth::cli {
+namespace {
+
+namespace netpb = ::berth::network::v1;
+namespace nodepb = ::berth::node::v1;
+
+absl::Status FlagError(absl::string_view flag, absl::string_view value,
+                       absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " \"", value, "\": ", why));
+}
+
+absl::StatusOr<uint32_t> ParsePort(absl::string_view text,
+                                   absl::string_view what) {
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(text, &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " \"", text, "\" is not a port (1-65535)"));
+  }
+  return port;
+}
+
+// A status of a parse helper, prefixed with the flag's name.
+absl::Status Prefixed(absl::string_view flag, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseMemoryBytes(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  size_t unit_start = 0;
+  while (unit_start < lower.size() &&
+         (absl::ascii_isdigit(lower[unit_start]) || lower[unit_start] == '.')) {
+    ++unit_start;
+  }
+  absl::string_view number = absl::string_view(lower).substr(0, unit_start);
+  absl::string_view unit = absl::string_view(lower).substr(unit_start);
+  double value = 0;
+  if (number.empty() || !absl::SimpleAtod(number, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is not a size: use a number and b, k, m or g"));
+  }
+  uint64_t multiplier = 0;
+  if (unit.empty() || unit == "b") {
+    multiplier = 1;
+  } else {
+    const char prefix = unit[0];
+    const absl::string_view rest = unit.substr(1);
+    if (!rest.empty() && rest != "b" && rest != "ib")
+      multiplier = 0;
+    else if (prefix == 'k')
+      multiplier = uint64_t{1} << 10;
+    else if (prefix == 'm')
+      multiplier = uint64_t{1} << 20;
+    else if (prefix == 'g')
+      multiplier = uint64_t{1} << 30;
+    else if (prefix == 't')
+      multiplier = uint64_t{1} << 40;
+  }
+  if (multiplier == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" has an unknown unit \"", unit, "\": use b, k, m or g"));
+  }
+  const double bytes = std::round(value * static_cast<double>(multiplier));
+  if (!(bytes >= 1) || bytes > 9.0e18) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a size above zero"));
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+absl::StatusOr<uint64_t> ParseCpuMillicores(absl::string_view text) {
+  double cpus = 0;
+  if (!absl::SimpleAtod(text, &cpus) || !std::isfinite(cpus)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a number of CPUs (e.g. 0.5 or 2)"));
+  }
+  const double millicores = std::round(cpus * 1000);
+  if (millicores < 1 || millicores > 1.0e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" must be at least 0.001 CPUs"));
+  }
+  return static_cast<uint64_t>(millicores);
+}
+
+absl::StatusOr<nodepb::RestartPolicy> ParseRestartPolicy(
+    absl::string_view text) {
+  nodepb::RestartPolicy policy;
+  if (text == "no" || text == "never") {
+    policy.set_mode(nodepb::RESTART_MODE_NEVER);
+  } else if (text == "always") {
+    policy.set_mode(nodepb::RESTART_MODE_ALWAYS);
+  } else if (text == "on-failure") {
+    policy.set_mode(nodepb::RESTART_MODE_ON_FAILURE);
+  } else if (absl::ConsumePrefix(&text, "on-failure:")) {
+    uint32_t attempts = 0;
+    if (!absl::SimpleAtoi(text, &attempts)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "on-failure:", text, ": the attempts must be a whole number"));
+    }
+    policy.set_mode(nodepb::RESTART_MODE_ON_FAILURE);
+    policy.set_attempts(attempts);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" must be no, on-failure[:N] or always"));
+  }
+  return policy;
+}
+
+absl::Status ParseNetworkMode(absl::string_view text,
+                              nodepb::NetworkSpec* network) {
+  if (text == "none") {
+    network->set_mode(netpb::NETWORK_MODE_NONE);
+  } else if (text == "host") {
+    network->set_mode(netpb::NETWORK_MODE_HOST);
+  } else if (text == "bridge") {
+    network->set_mode(netpb::NETWORK_MODE_BRIDGE);
+  } else if (absl::ConsumePrefix(&text, "cni:") && !text.empty()) {
+    network->set_mode(netpb::NETWORK_MODE_CNI);
+    network->set_cni_network(std::string(text));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" must be none, host, bridge or cni:NAME"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<netpb::PortMapping> ParsePortMapping(absl::string_view text) {
+  netpb::PortMapping mapping;
+  absl::string_view ports = text;
+  const size_t slash = text.rfind('/');
+  if (slash != absl::string_view::npos) {
+    const absl::string_view protocol = text.substr(slash + 1);
+    ports = text.substr(0, slash);
+    if (protocol == "tcp") {
+      mapping.set_protocol(netpb::PROTOCOL_TCP);
+    } else if (protocol == "udp") {
+      mapping.set_protocol(netpb::PROTOCOL_UDP);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", text, "\": protocol \"", protocol, "\" must be tcp or udp"));
+    }
+  } else {
+    mapping.set_protocol(netpb::PROTOCOL_TCP);
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(ports, ':');
+  if (parts.size() != 2 && parts.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text,
+                     "\" must be HOST_PORT:CONTAINER_PORT[/tcp|udp] or "
+                     "HOST_IP:HOST_PORT:CONTAINER_PORT[/tcp|udp]"));
+  }
+  if (parts.size() == 3) {
+    if (parts[0].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\": the host address is empty"));
+    }
+    mapping.set_host_ip(std::string(parts[0]));
+    parts.erase(parts.begin());
+  }
+  absl::StatusOr<uint32_t> host_port = ParsePort(parts[0], "host port");
+  if (!host_port.ok()) return host_port.status();
+  absl::StatusOr<uint32_t> container_port =
+      ParsePort(parts[1], "container port");
+  if (!container_port.ok()) return container_port.status();
+  mapping.set_host_port(*host_port);
+  mapping.set_container_port(*container_port);
+  return mapping;
+}
+
+const std::vector<FlagSpec>& RunFlagSpecs() {
+  static const std::vector<FlagSpec>* const kSpecs = new std::vector<FlagSpec>{
+      {"name", 0, "NAME", "Name of the task (unique on the node)"},
+      {"driver", 0, "DRIVER", "Driver plugin that runs it (default exec)"},
+      {"net", 0, "MODE", "Network: none, host, bridge or cni:NAME"},
+      {"publish", 'p', "[IP:]HOST:CONTAINER[/tcp|udp]",
+       "Forward a host port into the task (repeatable)", true},
+      {"cpu", 0, "CPUS", "CPU limit in cores, e.g. 0.5"},
+      {"memory", 'm', "SIZE", "Memory limit, e.g. 64m or 1g"},
+      {"pids", 0, "N", "Limit on processes and threads"},
+      {"env", 'e', "K=V",
+       "Environment variable (repeatable; K alone takes it from here)", true},
+      {"restart", 0, "POLICY", "no, on-failure[:N] or always (default no)"},
+      {"user", 'u', "USER", "User to run as (name or uid)"},
+      {"workdir", 'w', "DIR", "Working directory inside the task directory"},
+      {"detach", 'd', "", "Print the task id and return at once"},
+      {"rm", 0, "", "Remove the task when it ends (not with -d)"},
+      {"json-spec", 0, "FILE",
+       "Start from a TaskSpec in protobuf JSON ('-' for stdin); flags given "
+       "replace its fields"},
+      {"help", 'h', "", "Print this help"},
+  };
+  return *kSpecs;
+}
+
+absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
+    const ParsedArgs& flags, const std::vector<std::string>& command,
+    nodepb::TaskSpec base, const EnvLookup& env) {
+  nodepb::TaskSpec spec = std::move(base);
+  if (flags.Has("name")) spec.set_name(flags.Value("name"));
+  if (flags.Has("driver")) spec.set_driver(flags.Value("driver"));
+  if (spec.driver().empty()) spec.set_driver(kDefaultDriver);
+
+  google::protobuf::Struct& config = *spec.mutable_driver_config();
+  if (!command.empty()) {
+    (*config.mutable_fields())["command"].set_string_value(command[0]);
+    google::protobuf::ListValue& args =
+        *(*config.mutable_fields())["args"].mutable_list_value();
+    args.clear_values();
+    for (size_t i = 1; i < command.size(); ++i) {
+      args.add_values()->set_string_value(command[i]);
+    }
+  }
+  if (flags.Has("workdir")) {
+    (*config.mutable_fields())["work_dir"].set_string_value(
+        flags.Value("workdir"));
+  }
+
+  for (const std::string& entry : flags.Values("env")) {
+    const size_t equals = entry.find('=');
+    const std::string name = entry.substr(0, equals);
+    if (name.empty()) {
+      return FlagError("--env", entry, "the variable name is empty");
+    }
+    if (equals != std::string::npos) {
+      (*spec.mutable_env())[name] = entry.substr(equals + 1);
+    } else if (std::optional<std::string> value = env(name)) {
+      (*spec.mutable_env())[name] = *value;
+    }
+  }
+
+  if (flags.Has("cpu")) {
+    absl::StatusOr<uint64_t> millicores =
+        ParseCpuMillicores(flags.Value("cpu"));
+    if (!millicores.ok()) return Prefixed("--cpu", millicores.status());
+    spec.mutable_resources()->set_cpu_millicores(*millicores);
+  }
+  if (flags.Has("memory")) {
+    absl::StatusOr<uint64_t> bytes = ParseMemoryBytes(flags.Value("memory"));
+    if (!bytes.ok()) return Prefixed("--memory", bytes.status());
+    spec.mutable_resources()->set_memory_bytes(*bytes);
+  }
+  if (flags.Has("pids")) {
+    uint64_t pids = 0;
+    if (!absl::SimpleAtoi(flags.Value("pids"), &pids) || pids == 0) {
+      return FlagError("--pids", flags.Value("pids"),
+                       "must be a whole number above zero");
+    }
+    spec.mutable_resources()->set_pids_limit(pids);
+  }
+
+  if (flags.Has("net")) {
+    absl::Status net =
+        ParseNetworkMode(flags.Value("net"), spec.mutable_network());
+    if (!net.ok()) return Prefixed("--net", net);
+    if (spec.network().mode() != netpb::NETWORK_MODE_CNI) {
+      spec.mutable_network()->clear_cni_network();
+    }
+  }
+  if (flags.Has("publish")) {
+    spec.mutable_network()->clear_port_mappings();
+    for (const std::string& text : flags.Values("publish")) {
+      absl::StatusOr<netpb::PortMapping> mapping = ParsePortMapping(text);
+      if (!mapping.ok()) return Prefixed("--publish", mapping.status());
+      *spec.mutable_network()->add_port_mappings() = *std::move(mapping);
+    }
+  }
+
+  if (flags.Has("restart")) {
+    absl::StatusOr<nodepb::RestartPolicy> restart =
+        ParseRestartPolicy(flags.Value("restart"));
+    if (!restart.ok()) return Prefixed("--restart", restart.status());
+    *spec.mutable_restart() = *std::move(restart);
+  }
+  if (flags.Has("user")) spec.set_user(flags.Value("user"));
+  return spec;
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,63 @@
+// The flags of `berth run` turned into a berth.node.v1.TaskSpec: memory
+// sizes ("64m"), CPUs ("0.5"), ports ("8080:80/tcp"), restart policies
+// ("on-failure:3"), network modes ("cni:NAME") and environment ("K=V").
+// Every error names the flag and the value at fault.
+
+#ifndef SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
+#define SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "berth/network/v1/network.pb.h"
+#include "berth/node/v1/node.pb.h"
+#include "services/node/cli/cli_args.h"
+
+namespace berth::cli {
+
+// The driver `berth run` uses unless told otherwise.
+inline constexpr char kDefaultDriver[] = "exec";
+
+// "64m" → 67108864. A number (fractions allowed: "1.5g") with an optional
+// binary unit b, k, m, g or t (also "kb"/"kib", ...; case ignored).
+absl::StatusOr<uint64_t> ParseMemoryBytes(absl::string_view text);
+
+// "0.5" → 500 thousandths of a core; at least 0.001.
+absl::StatusOr<uint64_t> ParseCpuMillicores(absl::string_view text);
+
+// "no" (or "never"), "on-failure", "on-failure:N", "always".
+absl::StatusOr<node::v1::RestartPolicy> ParseRestartPolicy(
+    absl::string_view text);
+
+// "none", "host", "bridge" or "cni:NAME"; sets mode (and cni_network).
+absl::Status ParseNetworkMode(absl::string_view text,
+                              node::v1::NetworkSpec* network);
+
+// "[HOST_IP:]HOST_PORT:CONTAINER_PORT[/tcp|/udp]".
+absl::StatusOr<network::v1::PortMapping> ParsePortMapping(
+    absl::string_view text);
+
+// Looks up a variable of the caller's environment.
+using EnvLookup =
+    std::function<std::optional<std::string>(const std::string& name)>;
+
+// The flags of `berth run` (see RunFlagSpecs) over `base` (a spec read from
+// --json-spec, or empty): each flag given replaces what `base` says; a
+// non-empty `command` sets driver_config.command and driver_config.args;
+// -w sets driver_config.work_dir; the driver is kDefaultDriver when neither
+// names one. "-e K" without "=" takes K from `env` (left out when unset).
+absl::StatusOr<node::v1::TaskSpec> TaskSpecFromRunFlags(
+    const ParsedArgs& flags, const std::vector<std::string>& command,
+    node::v1::TaskSpec base, const EnvLookup& env);
+
+// The flags of `berth run`.
+const std::vector<FlagSpec>& RunFlagSpecs();
+
+}  // namespace berth::cli
+
+#endif  // SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
