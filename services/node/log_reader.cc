@@ -1,0 +1,200 @@
+#include "services/node/log_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace berth::node {
+namespace {
+
+constexpr size_t kChunk = 32 * 1024;
+constexpr int kMaxRotations = 1000;
+
+// One stream's files, oldest first, and following its live file.
+struct StreamReader {
+  v1::LogStream stream;
+  std::string path;  // NAME.log
+  int fd = -1;       // the live file being followed
+  ino_t inode = 0;
+
+  ~StreamReader() {
+    if (fd >= 0) close(fd);
+  }
+
+  std::vector<std::string> KeptFiles() const {
+    std::vector<std::string> files;
+    for (int i = kMaxRotations; i >= 1; --i) {
+      std::string rotated = absl::StrCat(path, ".", i);
+      if (access(rotated.c_str(), F_OK) == 0) files.push_back(rotated);
+    }
+    files.push_back(path);
+    return files;
+  }
+};
+
+absl::Status ReadError(const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+}
+
+// Sends [offset, end) of `fd`; returns false when `write` said stop.
+bool SendRange(
+    int fd, off_t offset, v1::LogStream stream,
+    const std::function<bool(v1::LogStream, absl::string_view)>& write,
+    off_t* end_offset) {
+  char buffer[kChunk];
+  while (true) {
+    ssize_t n = pread(fd, buffer, sizeof(buffer), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    offset += n;
+    if (!write(stream, absl::string_view(buffer, n))) return false;
+  }
+  if (end_offset != nullptr) *end_offset = offset;
+  return true;
+}
+
+// Where, across the files `fds` (oldest first, -1 for a missing one), the
+// last `lines` lines begin: the index of the file and the offset in it. A
+// newline that is the very last byte ends the last line; it starts none.
+std::pair<size_t, off_t> TailStart(const std::vector<int>& fds,
+                                   uint64_t lines) {
+  uint64_t newlines = 0;
+  bool last_byte = true;
+  char buffer[kChunk];
+  for (size_t i = fds.size(); i-- > 0;) {
+    if (fds[i] < 0) continue;
+    struct stat st;
+    if (fstat(fds[i], &st) != 0) continue;
+    off_t end = st.st_size;
+    while (end > 0) {
+      off_t start =
+          std::max<off_t>(0, end - static_cast<off_t>(sizeof(buffer)));
+      ssize_t n = pread(fds[i], buffer, end - start, start);
+      if (n <= 0) break;
+      for (ssize_t j = n - 1; j >= 0; --j) {
+        const bool skip = last_byte;
+        last_byte = false;
+        if (buffer[j] != '\n' || skip) continue;
+        if (++newlines == lines) return {i, start + j + 1};
+      }
+      end = start;
+    }
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+absl::Status ReadTaskLogs(
+    const LogReadOptions& options,
+    const std::function<bool(v1::LogStream, absl::string_view)>& write) {
+  std::vector<v1::LogStream> wanted = options.streams;
+  if (wanted.empty() || std::find(wanted.begin(), wanted.end(),
+                                  v1::LOG_STREAM_UNSPECIFIED) != wanted.end()) {
+    wanted = {v1::LOG_STREAM_STDOUT, v1::LOG_STREAM_STDERR};
+  }
+  std::vector<std::unique_ptr<StreamReader>> readers;
+  for (v1::LogStream stream : wanted) {
+    auto reader = std::make_unique<StreamReader>();
+    reader->stream = stream;
+    reader->path = absl::StrCat(options.log_dir, stream == v1::LOG_STREAM_STDERR
+                                                     ? "/stderr.log"
+                                                     : "/stdout.log");
+    readers.push_back(std::move(reader));
+  }
+
+  std::vector<off_t> live_offsets(readers.size(), 0);
+  for (size_t r = 0; r < readers.size(); ++r) {
+    StreamReader& reader = *readers[r];
+    std::vector<std::string> files = reader.KeptFiles();
+    std::vector<int> fds;
+    for (const std::string& file : files) {
+      int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 && errno != ENOENT) {
+        for (int open_fd : fds) {
+          if (open_fd >= 0) close(open_fd);
+        }
+        return ReadError(file);
+      }
+      fds.push_back(fd);
+    }
+    size_t first = 0;
+    off_t first_offset = 0;
+    if (options.tail_lines > 0) {
+      std::tie(first, first_offset) = TailStart(fds, options.tail_lines);
+    }
+    bool go_on = true;
+    for (size_t i = first; i < fds.size() && go_on; ++i) {
+      if (fds[i] < 0) continue;
+      off_t end = 0;
+      go_on = SendRange(fds[i], i == first ? first_offset : 0, reader.stream,
+                        write, &end);
+      if (i == fds.size() - 1) live_offsets[r] = end;
+    }
+    // Keep the live file open to follow it.
+    reader.fd = fds.back();
+    fds.back() = -1;
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+    if (reader.fd >= 0) {
+      struct stat st;
+      if (fstat(reader.fd, &st) == 0) reader.inode = st.st_ino;
+    }
+    if (!go_on) return absl::OkStatus();
+  }
+  if (!options.follow) return absl::OkStatus();
+
+  while (true) {
+    if (options.cancelled && options.cancelled()) return absl::OkStatus();
+    // Read `running` before draining, so output written just before the
+    // task ended is still read.
+    const bool running = options.running ? options.running() : false;
+    for (size_t r = 0; r < readers.size(); ++r) {
+      StreamReader& reader = *readers[r];
+      if (reader.fd >= 0) {
+        off_t end = live_offsets[r];
+        if (!SendRange(reader.fd, live_offsets[r], reader.stream, write,
+                       &end)) {
+          return absl::OkStatus();
+        }
+        live_offsets[r] = end;
+      }
+      // Rotated (or made for the first time): finish the old file above,
+      // then move to the new one.
+      struct stat st;
+      if (stat(reader.path.c_str(), &st) == 0 &&
+          (reader.fd < 0 || st.st_ino != reader.inode)) {
+        int fd = open(reader.path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          if (reader.fd >= 0) {
+            // Drain what was written to the old file after the last read.
+            off_t end = live_offsets[r];
+            SendRange(reader.fd, live_offsets[r], reader.stream, write, &end);
+            close(reader.fd);
+          }
+          reader.fd = fd;
+          reader.inode = st.st_ino;
+          live_offsets[r] = 0;
+          off_t end = 0;
+          if (!SendRange(reader.fd, 0, reader.stream, write, &end)) {
+            return absl::OkStatus();
+          }
+          live_offsets[r] = end;
+        }
+      }
+    }
+    if (!running) return absl::OkStatus();
+    absl::SleepFor(options.poll_interval);
+  }
+}
+
+}  // namespace berth::node

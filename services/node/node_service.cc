@@ -1,0 +1,404 @@
+#include "services/node/node_service.h"
+
+#include <atomic>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpc_health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "plugins/host/driver_client.h"
+#include "services/common/status.h"
+#include "services/common/stream_log.h"
+#include "services/node/log_reader.h"
+
+namespace berth::node {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// The longest a stream handler waits before looking at cancellation.
+constexpr absl::Duration kPoll = absl::Milliseconds(250);
+
+grpc::Status Ended(absl::string_view rpc, grpc::ServerContext* context,
+                   const grpc::Status& status) {
+  LogStreamEnd(rpc, status, context);
+  return status;
+}
+
+v1::ComponentStatus CheckHealth(const std::string& name,
+                                const std::string& socket) {
+  v1::ComponentStatus status;
+  status.set_name(name);
+  status.set_socket(socket);
+  if (socket.empty()) {
+    status.set_message("not configured");
+    return status;
+  }
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status s = stub->Check(&context, request, &response);
+  status.set_healthy(s.ok() &&
+                     response.status() ==
+                         grpc::health::v1::HealthCheckResponse::SERVING);
+  status.set_message(s.ok() ? (status.healthy() ? "serving" : "not serving")
+                            : s.error_message());
+  return status;
+}
+
+}  // namespace
+
+NodeServiceImpl::NodeServiceImpl(Options options, TaskManager* tasks,
+                                 PluginManager* plugins, EventBus* events)
+    : options_(std::move(options)),
+      tasks_(tasks),
+      plugins_(plugins),
+      events_(events),
+      started_at_(absl::Now()) {}
+
+void NodeServiceImpl::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  for (plugin::host::CallCanceller* canceller : stats_streams_) {
+    canceller->Cancel();
+  }
+}
+
+bool NodeServiceImpl::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+grpc::Status NodeServiceImpl::RunTask(grpc::ServerContext*,
+                                      const v1::RunTaskRequest* request,
+                                      v1::RunTaskResponse* response) {
+  absl::StatusOr<v1::Task> task = tasks_->Run(request->spec());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  *response->mutable_task() = *std::move(task);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::ListTasks(grpc::ServerContext*,
+                                        const v1::ListTasksRequest* request,
+                                        v1::ListTasksResponse* response) {
+  for (v1::Task& task : tasks_->List(request->all())) {
+    *response->add_tasks() = std::move(task);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::InspectTask(grpc::ServerContext*,
+                                          const v1::InspectTaskRequest* request,
+                                          v1::InspectTaskResponse* response) {
+  absl::StatusOr<v1::Task> task = tasks_->Inspect(request->task_id());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  *response->mutable_task() = *std::move(task);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::StopTask(grpc::ServerContext*,
+                                       const v1::StopTaskRequest* request,
+                                       v1::StopTaskResponse* response) {
+  absl::Duration timeout = absl::Seconds(5);
+  if (request->has_timeout()) {
+    timeout =
+        absl::Nanoseconds(TimeUtil::DurationToNanoseconds(request->timeout()));
+    if (timeout < absl::ZeroDuration()) {
+      return ToGrpcStatus(
+          absl::InvalidArgumentError("timeout must not be negative"));
+    }
+  }
+  absl::StatusOr<v1::Task> task =
+      tasks_->Stop(request->task_id(), timeout, request->signal());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  *response->mutable_task() = *std::move(task);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::RemoveTask(grpc::ServerContext*,
+                                         const v1::RemoveTaskRequest* request,
+                                         v1::RemoveTaskResponse*) {
+  return ToGrpcStatus(tasks_->Remove(request->task_id(), request->force()));
+}
+
+namespace {
+
+// Relays one ExecTaskStreaming call between the caller and the task's
+// driver: the caller's frames are written to the driver as they are read
+// (the driver's flow control holds the caller back), and a thread reads the
+// driver's frames and writes them to the caller one at a time. The call ends
+// with the driver's status.
+class ExecRelay final
+    : public grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                                     driver::v1::ExecTaskStreamingResponse> {
+ public:
+  ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context)
+      : tasks_(tasks), context_(context) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (exec_ == nullptr) {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the caller ended the call before its setup"));
+        return;
+      }
+      absl::Status started = Start();
+      if (!started.ok()) {
+        Finish(ToGrpcStatus(started));
+        return;
+      }
+      StartRead(&request_);
+      return;
+    }
+    if (!ok) {
+      // Half-closed by the caller (the command's stdin ends), or cancelled.
+      if (!context_->IsCancelled()) (void)exec_->WritesDone();
+      return;
+    }
+    (void)exec_->Write(request_);
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    write_ok_ = ok;
+  }
+
+  void OnCancel() override { canceller_.Cancel(); }
+
+  void OnDone() override {
+    if (downstream_.joinable()) {
+      if (downstream_.get_id() == std::this_thread::get_id()) {
+        downstream_.detach();
+      } else {
+        downstream_.join();
+      }
+    }
+    delete this;
+  }
+
+ private:
+  absl::Status Start() {
+    if (!request_.has_setup()) {
+      return absl::InvalidArgumentError("the first request must be the setup");
+    }
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(request_.setup().task_id());
+    if (!target.ok()) return target.status();
+    // The driver knows the task by its full id, not a name or prefix.
+    request_.mutable_setup()->set_task_id(target->id);
+    absl::StatusOr<std::unique_ptr<plugin::host::ExecStream>> exec =
+        target->driver->ExecTaskStreaming(
+            {absl::InfiniteFuture(), &canceller_});
+    if (!exec.ok()) return exec.status();
+    if (absl::Status s = (*exec)->Write(request_); !s.ok()) return s;
+    exec_ = *std::move(exec);
+    downstream_ = std::thread([this] { Downstream(); });
+    return absl::OkStatus();
+  }
+
+  void Downstream() {
+    while (true) {
+      absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>>
+          next = exec_->Read();
+      if (!next.ok() || !next->has_value()) break;
+      absl::MutexLock lock(&mu_);
+      response_ = **std::move(next);
+      writing_ = true;
+      StartWrite(&response_);
+      mu_.Await(absl::Condition(
+          +[](bool* writing) { return !*writing; }, &writing_));
+      if (!write_ok_) {
+        canceller_.Cancel();
+        break;
+      }
+    }
+    absl::Status finished = exec_->Finish();
+    if (context_->IsCancelled()) {
+      LogStreamEnd("berth.node.v1.NodeService/ExecTaskStreaming",
+                   grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"),
+                   true);
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      return;
+    }
+    Finish(ToGrpcStatus(finished));
+  }
+
+  TaskManager* const tasks_;
+  grpc::CallbackServerContext* const context_;
+  plugin::host::CallCanceller canceller_;
+  driver::v1::ExecTaskStreamingRequest request_;
+  std::unique_ptr<plugin::host::ExecStream> exec_;
+  std::thread downstream_;
+  absl::Mutex mu_;
+  driver::v1::ExecTaskStreamingResponse response_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                        driver::v1::ExecTaskStreamingResponse>*
+NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
+  return new ExecRelay(tasks_, context);
+}
+
+grpc::Status NodeServiceImpl::TaskStats(
+    grpc::ServerContext* context, const v1::TaskStatsRequest* request,
+    grpc::ServerWriter<v1::TaskStatsResponse>* writer) {
+  absl::StatusOr<TaskManager::Target> target =
+      tasks_->RunningTarget(request->task_id());
+  if (!target.ok()) return ToGrpcStatus(target.status());
+  driver::v1::TaskStatsRequest stats_request;
+  stats_request.set_task_id(target->id);
+  if (request->has_interval()) {
+    *stats_request.mutable_interval() = request->interval();
+  }
+  plugin::host::CallCanceller canceller;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "berth-node is stopping");
+    }
+    stats_streams_.insert(&canceller);
+  }
+  grpc::Status status =
+      StreamStats(context, target->driver, stats_request, &canceller, writer);
+  absl::MutexLock lock(&mu_);
+  stats_streams_.erase(&canceller);
+  return status;
+}
+
+grpc::Status NodeServiceImpl::StreamStats(
+    grpc::ServerContext* context,
+    const std::shared_ptr<plugin::host::DriverClient>& driver,
+    const driver::v1::TaskStatsRequest& request,
+    plugin::host::CallCanceller* canceller,
+    grpc::ServerWriter<v1::TaskStatsResponse>* writer) {
+  constexpr char kRpc[] = "berth.node.v1.NodeService/TaskStats";
+  absl::StatusOr<std::unique_ptr<plugin::host::TaskStatsStream>> stats =
+      driver->TaskStats(request, {absl::InfiniteFuture(), canceller});
+  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  while (true) {
+    // A caller that went away is seen at the next sample's Write.
+    absl::StatusOr<std::optional<stats::v1::TaskResourceUsage>> usage =
+        (*stats)->Next();
+    if (!usage.ok() && canceller->cancelled()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "berth-node is stopping");
+    }
+    if (!usage.ok()) return ToGrpcStatus(usage.status());
+    if (!usage->has_value()) return grpc::Status::OK;  // the task ended
+    v1::TaskStatsResponse response;
+    *response.mutable_usage() = **usage;
+    if (!writer->Write(response)) {
+      return Ended(kRpc, context,
+                   grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    }
+  }
+}
+
+grpc::Status NodeServiceImpl::TaskLogs(
+    grpc::ServerContext* context, const v1::TaskLogsRequest* request,
+    grpc::ServerWriter<v1::TaskLogsResponse>* writer) {
+  constexpr char kRpc[] = "berth.node.v1.NodeService/TaskLogs";
+  absl::StatusOr<v1::Task> task = tasks_->Inspect(request->task_id());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  const std::string id = task->id();
+  LogReadOptions options;
+  options.log_dir = tasks_->LogDir(id);
+  for (int stream : request->streams()) {
+    options.streams.push_back(static_cast<v1::LogStream>(stream));
+  }
+  options.tail_lines = request->tail_lines();
+  options.follow = request->follow();
+  options.running = [this, &id] {
+    absl::StatusOr<v1::Task> now = tasks_->Inspect(id);
+    if (!now.ok()) return false;
+    return now->state() != v1::TASK_STATE_EXITED &&
+           now->state() != v1::TASK_STATE_FAILED;
+  };
+  options.cancelled = [this, context] {
+    return context->IsCancelled() || stopping();
+  };
+  bool write_failed = false;
+  absl::Status read =
+      ReadTaskLogs(options, [&](v1::LogStream stream, absl::string_view data) {
+        v1::TaskLogsResponse response;
+        response.set_stream(stream);
+        response.set_data(std::string(data));
+        if (writer->Write(response)) return true;
+        write_failed = true;
+        return false;
+      });
+  if (write_failed || context->IsCancelled()) {
+    return Ended(kRpc, context,
+                 grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  if (!read.ok()) {
+    return ToGrpcStatus(absl::Status(
+        read.code(), absl::StrCat("task ", id, ": ", read.message())));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::Events(
+    grpc::ServerContext* context, const v1::EventsRequest* request,
+    grpc::ServerWriter<v1::EventsResponse>* writer) {
+  constexpr char kRpc[] = "berth.node.v1.NodeService/Events";
+  std::vector<std::string> ids;
+  for (const std::string& ref : request->task_ids()) {
+    absl::StatusOr<v1::Task> task = tasks_->Inspect(ref);
+    if (!task.ok()) return ToGrpcStatus(task.status());
+    ids.push_back(task->id());
+  }
+  std::unique_ptr<EventBus::Subscription> subscription = events_->Subscribe();
+  // Sends headers now, so that a caller knows it is subscribed.
+  writer->SendInitialMetadata();
+  while (!context->IsCancelled() && !stopping()) {
+    std::optional<v1::EventsResponse> event =
+        subscription->Next(absl::Now() + kPoll);
+    if (!event.has_value()) continue;
+    if (!ids.empty() &&
+        std::find(ids.begin(), ids.end(), event->task_id()) == ids.end()) {
+      continue;
+    }
+    if (!writer->Write(*event)) break;
+  }
+  if (stopping() && !context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "berth-node is stopping");
+  }
+  return Ended(kRpc, context,
+               grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
+
+grpc::Status NodeServiceImpl::GetNodeStatus(
+    grpc::ServerContext*, const v1::GetNodeStatusRequest*,
+    v1::GetNodeStatusResponse* response) {
+  response->set_version(options_.version);
+  *response->add_services() = tasks_->NetnsStatus();
+  *response->add_services() = CheckHealth("berth-stats", options_.stats_socket);
+  *response->add_services() = CheckHealth("berth-proxy", options_.proxy_socket);
+  for (v1::ComponentStatus& plugin : plugins_->Status()) {
+    *response->add_plugins() = std::move(plugin);
+  }
+  *response->mutable_started_at() =
+      TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(started_at_));
+  return grpc::Status::OK;
+}
+
+}  // namespace berth::node

@@ -1,0 +1,94 @@
+// berth.node.v1.NodeService: the gRPC edge of berth-node. Task lifecycle is
+// TaskManager's; this turns calls into its methods, passes exec and stats
+// streams through to the task's driver, reads logs and streams events.
+
+#ifndef SERVICES_NODE_NODE_SERVICE_H_
+#define SERVICES_NODE_NODE_SERVICE_H_
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/time/time.h"
+#include "berth/node/v1/node.grpc.pb.h"
+#include "plugins/host/driver_client.h"
+#include "services/node/event_bus.h"
+#include "services/node/plugin_manager.h"
+#include "services/node/task_manager.h"
+
+namespace berth::node {
+
+class NodeServiceImpl final
+    : public v1::NodeService::WithCallbackMethod_ExecTaskStreaming<
+          v1::NodeService::Service> {
+ public:
+  struct Options {
+    std::string version;
+    // Neighbours whose health GetNodeStatus reports; empty: not configured.
+    std::string stats_socket;
+    std::string proxy_socket;
+  };
+
+  NodeServiceImpl(Options options, TaskManager* tasks, PluginManager* plugins,
+                  EventBus* events);
+
+  // Ends open streams (logs, events, stats) so that the server can stop.
+  void Shutdown();
+
+  grpc::Status RunTask(grpc::ServerContext* context,
+                       const v1::RunTaskRequest* request,
+                       v1::RunTaskResponse* response) override;
+  grpc::Status ListTasks(grpc::ServerContext* context,
+                         const v1::ListTasksRequest* request,
+                         v1::ListTasksResponse* response) override;
+  grpc::Status InspectTask(grpc::ServerContext* context,
+                           const v1::InspectTaskRequest* request,
+                           v1::InspectTaskResponse* response) override;
+  grpc::Status StopTask(grpc::ServerContext* context,
+                        const v1::StopTaskRequest* request,
+                        v1::StopTaskResponse* response) override;
+  grpc::Status RemoveTask(grpc::ServerContext* context,
+                          const v1::RemoveTaskRequest* request,
+                          v1::RemoveTaskResponse* response) override;
+  // Callback API: the command may end while the caller still holds its
+  // half of the stream open, and the call must then end with the driver's
+  // status, which a blocked synchronous Read would not allow.
+  grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                          driver::v1::ExecTaskStreamingResponse>*
+  ExecTaskStreaming(grpc::CallbackServerContext* context) override;
+  grpc::Status TaskStats(
+      grpc::ServerContext* context, const v1::TaskStatsRequest* request,
+      grpc::ServerWriter<v1::TaskStatsResponse>* writer) override;
+  grpc::Status TaskLogs(
+      grpc::ServerContext* context, const v1::TaskLogsRequest* request,
+      grpc::ServerWriter<v1::TaskLogsResponse>* writer) override;
+  grpc::Status Events(grpc::ServerContext* context,
+                      const v1::EventsRequest* request,
+                      grpc::ServerWriter<v1::EventsResponse>* writer) override;
+  grpc::Status GetNodeStatus(grpc::ServerContext* context,
+                             const v1::GetNodeStatusRequest* request,
+                             v1::GetNodeStatusResponse* response) override;
+
+ private:
+  bool stopping() const;
+  grpc::Status StreamStats(
+      grpc::ServerContext* context,
+      const std::shared_ptr<plugin::host::DriverClient>& driver,
+      const driver::v1::TaskStatsRequest& request,
+      plugin::host::CallCanceller* canceller,
+      grpc::ServerWriter<v1::TaskStatsResponse>* writer);
+
+  const Options options_;
+  TaskManager* const tasks_;
+  PluginManager* const plugins_;
+  EventBus* const events_;
+  const absl::Time started_at_;
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Cancelled by Shutdown: the driver streams of open TaskStats calls.
+  std::set<plugin::host::CallCanceller*> stats_streams_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace berth::node
+
+#endif  // SERVICES_NODE_NODE_SERVICE_H_

@@ -1,0 +1,897 @@
+#include "services/node/task_manager.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "plugins/host/errors.h"
+#include "services/common/status.h"
+
+namespace berth::node {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using plugin::host::DriverClient;
+using plugin::host::IsPluginShutdown;
+
+constexpr absl::Duration kDefaultRestartDelay = absl::Seconds(1);
+constexpr absl::Duration kDefaultStopTimeout = absl::Seconds(5);
+
+bool Finished(v1::TaskState state) {
+  return state == v1::TASK_STATE_EXITED || state == v1::TASK_STATE_FAILED;
+}
+
+std::string NewTaskId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint64_t>(gen));
+}
+
+std::string DescribeExit(const driver::v1::ExitResult& result) {
+  if (result.signal() != 0) {
+    return absl::StrCat("killed by signal ", result.signal(),
+                        result.oom_killed() ? " (out of memory)" : "");
+  }
+  return absl::StrCat("exited with code ", result.exit_code());
+}
+
+bool ValidName(absl::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  if (!absl::ascii_isalnum(name[0])) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+struct TaskManager::Entry {
+  internal::TaskRecord record;  // guarded by TaskManager::mu_
+  std::thread supervisor;
+  // Cancels the supervisor's WaitTask at shutdown.
+  plugin::host::CallCanceller canceller;
+  // StopTask was called (guarded by mu_).
+  bool stop_requested = false;
+  // Why the first start failed, for Run (guarded by mu_).
+  absl::Status start_error;
+  // Serializes Save of this task so the last state written is the last.
+  absl::Mutex save_mu;
+};
+
+absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
+  if (spec.driver().empty()) {
+    return absl::InvalidArgumentError("spec.driver is required");
+  }
+  if (!spec.name().empty() && !ValidName(spec.name())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.name: \"", spec.name(),
+        "\" is not a valid name (letters, digits, '-', '_', '.'; starting "
+        "with a letter or digit; at most 128)"));
+  }
+  const v1::NetworkSpec& net = spec.network();
+  if (net.mode() == network::v1::NETWORK_MODE_CNI &&
+      net.cni_network().empty()) {
+    return absl::InvalidArgumentError(
+        "spec.network.cni_network is required for NETWORK_MODE_CNI");
+  }
+  if (net.mode() != network::v1::NETWORK_MODE_CNI &&
+      !net.cni_network().empty()) {
+    return absl::InvalidArgumentError(
+        "spec.network.cni_network is only for NETWORK_MODE_CNI");
+  }
+  for (int i = 0; i < net.port_mappings_size(); ++i) {
+    const network::v1::PortMapping& port = net.port_mappings(i);
+    if (port.host_port() == 0 || port.host_port() > 65535 ||
+        port.container_port() == 0 || port.container_port() > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.network.port_mappings[", i, "]: ports must be 1..65535"));
+    }
+    if (net.mode() == network::v1::NETWORK_MODE_HOST ||
+        net.mode() == network::v1::NETWORK_MODE_NONE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.network.port_mappings[", i,
+                       "]: port mappings need bridge or CNI networking"));
+    }
+  }
+  if (spec.restart().has_delay()) {
+    if (TimeUtil::DurationToNanoseconds(spec.restart().delay()) < 0) {
+      return absl::InvalidArgumentError(
+          "spec.restart.delay must not be negative");
+    }
+  }
+  if (spec.resources().cpu_millicores() > 0 &&
+      spec.resources().cpu_millicores() < 10) {
+    return absl::InvalidArgumentError(
+        "spec.resources.cpu_millicores: at least 10 (0.01 CPU)");
+  }
+  return absl::OkStatus();
+}
+
+TaskManager::TaskManager(Options options, TaskStore* store,
+                         PluginManager* plugins, EventBus* events)
+    : options_(std::move(options)),
+      store_(store),
+      plugins_(plugins),
+      events_(events) {
+  if (!options_.netns_socket.empty()) {
+    netns_ = network::v1::NetworkService::NewStub(
+        grpc::CreateChannel(absl::StrCat("unix:", options_.netns_socket),
+                            grpc::InsecureChannelCredentials()));
+  }
+  mkdir(absl::StrCat(options_.state_dir, "/tasks").c_str(), 0711);
+}
+
+TaskManager::~TaskManager() { Shutdown(); }
+
+std::string TaskManager::TaskDir(const std::string& id) const {
+  return absl::StrCat(options_.state_dir, "/tasks/", id);
+}
+
+std::string TaskManager::LogDir(const std::string& id) const {
+  return absl::StrCat(TaskDir(id), "/logs");
+}
+
+bool TaskManager::shutting_down() const {
+  absl::MutexLock lock(&mu_);
+  return shutting_down_;
+}
+
+void TaskManager::Save(Entry& entry) {
+  absl::MutexLock save_lock(&entry.save_mu);
+  internal::TaskRecord copy;
+  {
+    absl::MutexLock lock(&mu_);
+    copy = entry.record;
+  }
+  if (absl::Status s = store_->Put(copy); !s.ok()) {
+    // The record in memory stays right; the next Save writes it again.
+    LOG(ERROR) << "task " << copy.task().id() << ": cannot persist: " << s;
+  }
+}
+
+absl::StatusOr<std::shared_ptr<DriverClient>> TaskManager::Driver(
+    const std::string& name, absl::Duration wait) {
+  return plugins_->Client(name, absl::Now() + wait);
+}
+
+std::shared_ptr<TaskManager::Entry> TaskManager::Find(const std::string& ref,
+                                                      absl::Status* error) {
+  if (ref.empty()) {
+    *error = absl::InvalidArgumentError("task_id is required");
+    return nullptr;
+  }
+  if (auto it = tasks_.find(ref); it != tasks_.end()) return it->second;
+  std::vector<std::shared_ptr<Entry>> matches;
+  for (const auto& [id, entry] : tasks_) {
+    if (entry->record.task().spec().name() == ref) return entry;
+    if (absl::StartsWith(id, ref)) matches.push_back(entry);
+  }
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) {
+    *error = absl::NotFoundError(absl::StrCat("no task ", ref));
+  } else {
+    *error = absl::InvalidArgumentError(
+        absl::StrCat("task id prefix ", ref, " matches ", matches.size(),
+                     " tasks; give more of the id"));
+  }
+  return nullptr;
+}
+
+absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec) {
+  if (absl::Status s = ValidateTaskSpec(spec); !s.ok()) return s;
+  if (!plugins_->Has(spec.driver())) {
+    std::vector<std::string> names = plugins_->Names();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.driver: unknown driver \"", spec.driver(), "\" (this node has: ",
+        names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  const network::v1::NetworkMode mode = spec.network().mode();
+  if (mode != network::v1::NETWORK_MODE_HOST && netns_ == nullptr) {
+    // A driver that makes its own network needs no berth-netns.
+    absl::StatusOr<driver::v1::DriverCapabilities> caps =
+        plugins_->Capabilities(spec.driver());
+    if (!caps.ok() || !caps->must_create_network()) {
+      return absl::FailedPreconditionError(
+          "spec.network: this node runs without berth-netns (--netns_socket "
+          "is empty); only host networking is available");
+    }
+  }
+  std::shared_ptr<Entry> entry = std::make_shared<Entry>();
+  v1::Task& task = *entry->record.mutable_task();
+  task.set_id(NewTaskId());
+  if (spec.name().empty())
+    spec.set_name(absl::StrCat("task-", task.id().substr(0, 8)));
+  *task.mutable_spec() = std::move(spec);
+  task.set_state(v1::TASK_STATE_PENDING);
+  *task.mutable_created_at() = TimeUtil::GetCurrentTime();
+  const std::string id = task.id();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      return absl::UnavailableError("berth-node is shutting down");
+    }
+    for (const auto& [other_id, other] : tasks_) {
+      if (other->record.task().spec().name() == task.spec().name()) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("spec.name: the name ", task.spec().name(),
+                         " is used by task ", other_id, " (remove it first)"));
+      }
+    }
+    // Persisted before anything else happens, under the lock so that a
+    // name is never taken twice.
+    if (absl::Status s = store_->Put(entry->record); !s.ok()) return s;
+    tasks_[id] = entry;
+    Launch(entry, Resume::kStart);
+  }
+  events_->Publish(v1::EVENT_TYPE_TASK_CREATED, id,
+                   absl::StrCat("task ", entry->record.task().spec().name(),
+                                " created (driver ",
+                                entry->record.task().spec().driver(), ")"));
+  absl::MutexLock lock(&mu_);
+  auto started = [&entry]() {
+    v1::TaskState state = entry->record.task().state();
+    return state != v1::TASK_STATE_PENDING && state != v1::TASK_STATE_STARTING;
+  };
+  mu_.Await(absl::Condition(&started));
+  if (!entry->start_error.ok()) {
+    const absl::Status& error = entry->start_error;
+    if (absl::StrContains(error.message(), id)) return error;
+    return absl::Status(error.code(),
+                        absl::StrCat("task ", id, ": ", error.message()));
+  }
+  return entry->record.task();
+}
+
+void TaskManager::Launch(std::shared_ptr<Entry> entry, Resume resume) {
+  entry->supervisor = std::thread(
+      [this, entry, resume]() mutable { Supervise(std::move(entry), resume); });
+}
+
+void TaskManager::Fail(Entry& entry, const absl::Status& error) {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    id = task.id();
+    task.set_state(v1::TASK_STATE_FAILED);
+    task.set_error(std::string(error.message()));
+    *task.mutable_finished_at() = TimeUtil::GetCurrentTime();
+    entry.start_error = error;
+  }
+  Save(entry);
+  LOG(WARNING) << "task " << id << ": failed to start: " << error.message();
+  events_->Publish(v1::EVENT_TYPE_TASK_FAILED, id,
+                   std::string(error.message()));
+}
+
+absl::Status TaskManager::SetUpNetwork(Entry& entry) {
+  v1::TaskSpec spec;
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    spec = entry.record.task().spec();
+    id = entry.record.task().id();
+  }
+  const network::v1::NetworkMode mode = spec.network().mode();
+  if (mode == network::v1::NETWORK_MODE_HOST) return absl::OkStatus();
+  absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(spec.driver());
+  network::v1::NetworkStatus status;
+  if (caps.ok() && caps->must_create_network()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(spec.driver(), options_.plugin_wait);
+    if (!driver.ok()) return driver.status();
+    driver::v1::CreateNetworkRequest request;
+    request.set_allocation_id(id);
+    request.set_hostname(spec.name());
+    absl::StatusOr<driver::v1::CreateNetworkResponse> made =
+        (*driver)->CreateNetwork(request,
+                                 {absl::Now() + options_.network_timeout});
+    if (!made.ok()) return made.status();
+    status = made->status();
+  } else {
+    if (netns_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "spec.network: this node runs without berth-netns");
+    }
+    network::v1::PrerunRequest request;
+    request.set_allocation_id(id);
+    request.set_mode(mode == network::v1::NETWORK_MODE_UNSPECIFIED
+                         ? network::v1::NETWORK_MODE_NONE
+                         : mode);
+    request.set_cni_network(spec.network().cni_network());
+    *request.mutable_port_mappings() = spec.network().port_mappings();
+    *request.mutable_dns() = spec.network().dns();
+    request.set_hostname(spec.name());
+    network::v1::PrerunResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.network_timeout));
+    // berth-netns may be restarting: wait for it within the deadline.
+    context.set_wait_for_ready(true);
+    grpc::Status s = netns_->Prerun(&context, request, &response);
+    if (!s.ok()) {
+      absl::Status error = FromGrpcStatus(s);
+      return absl::Status(error.code(), absl::StrCat("berth-netns Prerun (",
+                                                     options_.netns_socket,
+                                                     "): ", error.message()));
+    }
+    status = response.status();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_network_allocated(true);
+    *entry.record.mutable_task()->mutable_network() = status;
+  }
+  Save(entry);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::TearDownNetwork(Entry& entry) {
+  std::string id, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entry.record.network_allocated()) return absl::OkStatus();
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+  }
+  absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(driver_name);
+  absl::Status result;
+  if (caps.ok() && caps->must_create_network()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, options_.plugin_wait);
+    if (!driver.ok()) return driver.status();
+    driver::v1::DestroyNetworkRequest request;
+    request.set_allocation_id(id);
+    result =
+        (*driver)
+            ->DestroyNetwork(request, {absl::Now() + options_.network_timeout})
+            .status();
+  } else if (netns_ != nullptr) {
+    network::v1::PostrunRequest request;
+    request.set_allocation_id(id);
+    network::v1::PostrunResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.network_timeout));
+    context.set_wait_for_ready(true);
+    grpc::Status s = netns_->Postrun(&context, request, &response);
+    if (!s.ok()) {
+      absl::Status error = FromGrpcStatus(s);
+      result = absl::Status(error.code(), absl::StrCat("berth-netns Postrun (",
+                                                       options_.netns_socket,
+                                                       "): ", error.message()));
+    }
+  }
+  if (!result.ok()) return result;
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_network_allocated(false);
+  }
+  Save(entry);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::DestroyDriverTask(Entry& entry) {
+  std::string id, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entry.record.driver_task()) return absl::OkStatus();
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+  }
+  absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+      Driver(driver_name, options_.plugin_wait);
+  if (!driver.ok()) return driver.status();
+  driver::v1::DestroyTaskRequest request;
+  request.set_task_id(id);
+  request.set_force(true);
+  absl::Status s = (*driver)
+                       ->DestroyTask(request, {absl::Now() + absl::Seconds(60)})
+                       .status();
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_driver_task(false);
+  }
+  Save(entry);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::StartRun(Entry& entry) {
+  std::string id;
+  v1::TaskSpec spec;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    task.set_state(v1::TASK_STATE_STARTING);
+    task.clear_error();
+    task.clear_exit_result();
+    id = task.id();
+    spec = task.spec();
+  }
+  Save(entry);
+  if (absl::Status s = SetUpNetwork(entry); !s.ok()) return s;
+
+  absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+      Driver(spec.driver(), options_.plugin_wait);
+  if (!driver.ok()) return driver.status();
+  driver::v1::StartTaskRequest request;
+  driver::v1::TaskConfig& config = *request.mutable_task();
+  config.set_id(id);
+  config.set_name(spec.name());
+  config.set_allocation_id(id);
+  *config.mutable_driver_config() = spec.driver_config();
+  *config.mutable_env() = spec.env();
+  config.set_user(spec.user());
+  *config.mutable_resources() = spec.resources();
+  *config.mutable_logs() = spec.logs();
+  config.set_task_dir(TaskDir(id));
+  {
+    absl::MutexLock lock(&mu_);
+    const network::v1::NetworkStatus& net = entry.record.task().network();
+    if (spec.network().mode() == network::v1::NETWORK_MODE_HOST) {
+      config.mutable_network()->set_mode(
+          driver::v1::NETWORK_ISOLATION_MODE_HOST);
+    } else {
+      config.mutable_network()->set_mode(
+          driver::v1::NETWORK_ISOLATION_MODE_GROUP);
+      config.mutable_network()->set_namespace_path(net.namespace_path());
+    }
+  }
+  // Marked before the call: if the node dies inside it, the restarted node
+  // destroys whatever the driver made before starting again.
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_driver_task(true);
+  }
+  Save(entry);
+  absl::StatusOr<driver::v1::StartTaskResponse> started =
+      (*driver)->StartTask(request, {absl::Now() + absl::Seconds(60)});
+  if (!started.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      entry.record.set_driver_task(false);
+    }
+    return started.status();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    *entry.record.mutable_handle() = started->handle();
+    v1::Task& task = *entry.record.mutable_task();
+    task.set_state(v1::TASK_STATE_RUNNING);
+    *task.mutable_started_at() = TimeUtil::GetCurrentTime();
+    task.clear_finished_at();
+    if (started->has_network()) *task.mutable_network() = started->network();
+  }
+  Save(entry);
+  events_->Publish(v1::EVENT_TYPE_TASK_STARTED, id,
+                   absl::StrCat("task ", spec.name(), " started"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
+    Entry& entry, bool recover_first) {
+  std::string id, driver_name;
+  driver::v1::TaskHandle handle;
+  {
+    absl::MutexLock lock(&mu_);
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+    handle = entry.record.handle();
+  }
+  bool check_known = recover_first;
+  int lost = 0;
+  while (!shutting_down()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, absl::Seconds(1));
+    if (!driver.ok()) {
+      // No longer configured: nothing will bring it back.
+      if (absl::IsInvalidArgument(driver.status())) return driver.status();
+      continue;  // Down: its supervisor relaunches it.
+    }
+    if (check_known) {
+      // A driver that still knows the task (reattached) needs no recovery.
+      driver::v1::InspectTaskRequest inspect;
+      inspect.set_task_id(id);
+      absl::StatusOr<driver::v1::InspectTaskResponse> known =
+          (*driver)->InspectTask(inspect, {absl::Now() + absl::Seconds(10)});
+      if (!known.ok() && absl::IsNotFound(known.status())) {
+        driver::v1::RecoverTaskRequest recover;
+        *recover.mutable_handle() = handle;
+        absl::StatusOr<driver::v1::RecoverTaskResponse> recovered =
+            (*driver)->RecoverTask(recover, {absl::Now() + absl::Seconds(30)});
+        if (!recovered.ok()) {
+          if (IsPluginShutdown(recovered.status())) continue;
+          return absl::Status(recovered.status().code(),
+                              absl::StrCat("driver ", driver_name,
+                                           " could not recover the task: ",
+                                           recovered.status().message()));
+        }
+        LOG(INFO) << "task " << id << ": recovered by driver " << driver_name;
+      } else if (!known.ok()) {
+        if (IsPluginShutdown(known.status())) continue;
+        LOG(WARNING) << "task " << id << ": " << known.status();
+        absl::SleepFor(absl::Seconds(1));
+        continue;
+      }
+      check_known = false;
+    }
+    driver::v1::WaitTaskRequest wait;
+    wait.set_task_id(id);
+    absl::StatusOr<driver::v1::WaitTaskResponse> waited =
+        (*driver)->WaitTask(wait, {absl::InfiniteFuture(), &entry.canceller});
+    if (waited.ok()) return waited->result();
+    if (shutting_down()) break;
+    if (IsPluginShutdown(waited.status())) {
+      LOG(WARNING) << "task " << id << ": driver " << driver_name
+                   << " went away; recovering the task once it is back";
+      check_known = true;
+      continue;
+    }
+    if (absl::IsNotFound(waited.status()) && ++lost <= 3) {
+      check_known = true;
+      continue;
+    }
+    if (absl::IsNotFound(waited.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("driver ", driver_name,
+                       " lost the task: ", waited.status().message()));
+    }
+    LOG(WARNING) << "task " << id << ": WaitTask: " << waited.status()
+                 << "; waiting again";
+    absl::SleepFor(absl::Seconds(1));
+  }
+  return absl::CancelledError("berth-node is shutting down");
+}
+
+bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
+  std::string id;
+  bool restart = false;
+  absl::Duration delay = kDefaultRestartDelay;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    id = task.id();
+    *task.mutable_exit_result() = result;
+    *task.mutable_finished_at() = result.has_exited_at()
+                                      ? result.exited_at()
+                                      : TimeUtil::GetCurrentTime();
+    const v1::RestartPolicy& policy = task.spec().restart();
+    const bool failed = result.exit_code() != 0 || result.signal() != 0;
+    if (!entry.stop_requested && !task.stopped()) {
+      if (policy.mode() == v1::RESTART_MODE_ALWAYS) restart = true;
+      if (policy.mode() == v1::RESTART_MODE_ON_FAILURE && failed &&
+          (policy.attempts() == 0 || task.restarts() < policy.attempts())) {
+        restart = true;
+      }
+    }
+    if (policy.has_delay()) {
+      delay =
+          absl::Nanoseconds(TimeUtil::DurationToNanoseconds(policy.delay()));
+    }
+    task.set_state(restart ? v1::TASK_STATE_RESTARTING : v1::TASK_STATE_EXITED);
+  }
+  Save(entry);
+  LOG(INFO) << "task " << id << " " << DescribeExit(result);
+  events_->Publish(v1::EVENT_TYPE_TASK_EXITED, id, DescribeExit(result));
+  // Postrun, retried while berth-netns is away; a node that stops first
+  // leaves network_allocated set and the next one runs it.
+  for (absl::Duration backoff = absl::Milliseconds(200); !shutting_down();
+       backoff = std::min(backoff * 2, absl::Seconds(10))) {
+    absl::Status s = TearDownNetwork(entry);
+    if (s.ok()) break;
+    LOG(WARNING) << "task " << id << ": " << s << "; retrying in " << backoff;
+    absl::SleepFor(backoff);
+  }
+  if (!restart) return false;
+  events_->Publish(v1::EVENT_TYPE_TASK_RESTARTING, id,
+                   absl::StrCat("restarting in ", absl::FormatDuration(delay)));
+  {
+    absl::MutexLock lock(&mu_);
+    auto interrupted = [this, &entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return entry.stop_requested || shutting_down_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&interrupted), delay);
+    if (shutting_down_) return false;  // the next node restarts it
+    if (entry.stop_requested) {
+      entry.record.mutable_task()->set_state(v1::TASK_STATE_EXITED);
+      restart = false;
+    }
+  }
+  if (!restart) {
+    Save(entry);
+    return false;
+  }
+  if (absl::Status s = DestroyDriverTask(entry); !s.ok()) {
+    LOG(WARNING) << "task " << id << ": cannot destroy the last run: " << s;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.mutable_task()->set_restarts(entry.record.task().restarts() +
+                                              1);
+  }
+  return true;
+}
+
+void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
+  const std::string id = entry->record.task().id();  // immutable
+  if (resume == Resume::kPostrunOnly) {
+    absl::Status s = TearDownNetwork(*entry);
+    if (!s.ok()) LOG(WARNING) << "task " << id << ": missing Postrun: " << s;
+    return;
+  }
+  if (resume == Resume::kCleanThenStart) {
+    // An interrupted start: whatever the driver or berth-netns made of it
+    // goes, then it starts again from its spec.
+    if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
+      Fail(*entry, s);
+      return;
+    }
+    resume = Resume::kStart;
+  }
+  bool recover = resume == Resume::kWait;
+  while (!shutting_down()) {
+    if (!recover) {
+      absl::Status started = StartRun(*entry);
+      if (!started.ok()) {
+        if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
+          LOG(WARNING) << "task " << id << ": " << s;
+        }
+        if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+          LOG(WARNING) << "task " << id << ": " << s;
+        }
+        Fail(*entry, started);
+        return;
+      }
+      bool stop_now;
+      {
+        absl::MutexLock lock(&mu_);
+        stop_now = entry->stop_requested;
+      }
+      if (stop_now) {
+        // StopTask came while it started.
+        absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+            Driver(entry->record.task().spec().driver(), absl::Seconds(5));
+        if (driver.ok()) {
+          driver::v1::StopTaskRequest stop;
+          stop.set_task_id(id);
+          (void)(*driver)->StopTask(stop, {absl::Now() + absl::Seconds(30)});
+        }
+      }
+    }
+    absl::StatusOr<driver::v1::ExitResult> result = WaitRun(*entry, recover);
+    recover = false;
+    if (!result.ok()) {
+      if (absl::IsCancelled(result.status())) return;  // node shutdown
+      {
+        absl::MutexLock lock(&mu_);
+        v1::Task& task = *entry->record.mutable_task();
+        task.set_state(v1::TASK_STATE_FAILED);
+        task.set_error(std::string(result.status().message()));
+        *task.mutable_finished_at() = TimeUtil::GetCurrentTime();
+      }
+      Save(*entry);
+      events_->Publish(v1::EVENT_TYPE_TASK_FAILED, id,
+                       std::string(result.status().message()));
+      (void)TearDownNetwork(*entry);
+      return;
+    }
+    if (!EndRun(*entry, *result)) return;
+  }
+}
+
+absl::Status TaskManager::Recover() {
+  absl::StatusOr<std::vector<internal::TaskRecord>> records = store_->List();
+  if (!records.ok()) return records.status();
+  absl::MutexLock lock(&mu_);
+  for (internal::TaskRecord& record : *records) {
+    auto entry = std::make_shared<Entry>();
+    entry->record = std::move(record);
+    const std::string id = entry->record.task().id();
+    tasks_[id] = entry;
+    switch (entry->record.task().state()) {
+      case v1::TASK_STATE_RUNNING:
+        LOG(INFO) << "task " << id << ": recovering it from its driver "
+                  << entry->record.task().spec().driver();
+        Launch(entry, Resume::kWait);
+        break;
+      case v1::TASK_STATE_PENDING:
+      case v1::TASK_STATE_STARTING:
+      case v1::TASK_STATE_RESTARTING:
+        LOG(INFO) << "task " << id
+                  << ": its start was interrupted; starting it again";
+        Launch(entry, Resume::kCleanThenStart);
+        break;
+      default:
+        if (entry->record.network_allocated()) {
+          LOG(INFO) << "task " << id << ": running its missing Postrun";
+          Launch(entry, Resume::kPostrunOnly);
+        }
+        break;
+    }
+  }
+  LOG(INFO) << "recovered " << tasks_.size() << " tasks from the state store";
+  return absl::OkStatus();
+}
+
+std::vector<v1::Task> TaskManager::List(bool all) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Task> tasks;
+  for (const auto& [id, entry] : tasks_) {
+    if (!all && Finished(entry->record.task().state())) continue;
+    tasks.push_back(entry->record.task());
+  }
+  std::sort(tasks.begin(), tasks.end(),
+            [](const v1::Task& a, const v1::Task& b) {
+              return TimeUtil::TimestampToNanoseconds(a.created_at()) >
+                     TimeUtil::TimestampToNanoseconds(b.created_at());
+            });
+  return tasks;
+}
+
+absl::StatusOr<v1::Task> TaskManager::Inspect(const std::string& ref) {
+  absl::MutexLock lock(&mu_);
+  absl::Status error;
+  std::shared_ptr<Entry> entry = Find(ref, &error);
+  if (entry == nullptr) return error;
+  return entry->record.task();
+}
+
+absl::StatusOr<v1::Task> TaskManager::Stop(const std::string& ref,
+                                           absl::Duration timeout,
+                                           const std::string& signal) {
+  std::shared_ptr<Entry> entry;
+  bool running;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status error;
+    entry = Find(ref, &error);
+    if (entry == nullptr) return error;
+    if (Finished(entry->record.task().state())) return entry->record.task();
+    entry->stop_requested = true;
+    entry->record.mutable_task()->set_stopped(true);
+    running = entry->record.task().state() == v1::TASK_STATE_RUNNING;
+  }
+  Save(*entry);
+  const std::string id = entry->record.task().id();
+  if (timeout < absl::ZeroDuration()) timeout = kDefaultStopTimeout;
+  if (running) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(entry->record.task().spec().driver(), absl::Seconds(10));
+    if (!driver.ok()) return driver.status();
+    driver::v1::StopTaskRequest request;
+    request.set_task_id(id);
+    *request.mutable_timeout() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(timeout));
+    request.set_signal(signal);
+    absl::StatusOr<driver::v1::StopTaskResponse> stopped = (*driver)->StopTask(
+        request, {absl::Now() + timeout + absl::Seconds(30)});
+    if (!stopped.ok() && !absl::IsNotFound(stopped.status())) {
+      return stopped.status();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto done = [&entry]() { return Finished(entry->record.task().state()); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done),
+                            timeout + absl::Seconds(30))) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("task ", id, " was told to stop but has not ended yet"));
+  }
+  return entry->record.task();
+}
+
+absl::Status TaskManager::Remove(const std::string& ref, bool force) {
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status error;
+    entry = Find(ref, &error);
+    if (entry == nullptr) return error;
+    if (!Finished(entry->record.task().state()) && !force) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", entry->record.task().id(), " (",
+                       entry->record.task().spec().name(),
+                       ") is running; stop it first or remove it with force"));
+    }
+  }
+  const std::string id = entry->record.task().id();
+  if (force) {
+    absl::StatusOr<v1::Task> stopped =
+        Stop(id, absl::ZeroDuration(), "SIGKILL");
+    if (!stopped.ok()) return stopped.status();
+  }
+  if (entry->supervisor.joinable() &&
+      entry->supervisor.get_id() != std::this_thread::get_id()) {
+    entry->supervisor.join();
+  }
+  if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
+  }
+  if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
+  }
+  if (absl::Status s = store_->Delete(id); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(id);
+  }
+  events_->Publish(v1::EVENT_TYPE_TASK_REMOVED, id, "removed");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskManager::Target> TaskManager::RunningTarget(
+    const std::string& ref) {
+  std::string id, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status error;
+    std::shared_ptr<Entry> entry = Find(ref, &error);
+    if (entry == nullptr) return error;
+    id = entry->record.task().id();
+    if (entry->record.task().state() != v1::TASK_STATE_RUNNING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", id, " is not running (",
+                       v1::TaskState_Name(entry->record.task().state()), ")"));
+    }
+    driver_name = entry->record.task().spec().driver();
+  }
+  absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+      Driver(driver_name, absl::Seconds(10));
+  if (!driver.ok()) return driver.status();
+  return Target{id, *std::move(driver)};
+}
+
+v1::ComponentStatus TaskManager::NetnsStatus() {
+  v1::ComponentStatus status;
+  status.set_name("berth-netns");
+  status.set_socket(options_.netns_socket);
+  if (netns_ == nullptr) {
+    status.set_message("not configured (--netns_socket is empty)");
+    return status;
+  }
+  network::v1::ListNetworksRequest request;
+  network::v1::ListNetworksResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  grpc::Status s = netns_->ListNetworks(&context, request, &response);
+  status.set_healthy(s.ok());
+  status.set_message(s.ok()
+                         ? absl::StrCat(response.networks_size(), " networks")
+                         : s.error_message());
+  return status;
+}
+
+void TaskManager::Shutdown() {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (auto& [id, entry] : tasks_) entries.push_back(entry);
+  }
+  for (auto& entry : entries) entry->canceller.Cancel();
+  for (auto& entry : entries) {
+    if (entry->supervisor.joinable()) entry->supervisor.join();
+  }
+}
+
+}  // namespace berth::node

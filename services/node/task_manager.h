@@ -1,0 +1,144 @@
+// The life of the node's tasks: persisted first, then network (berth-netns
+// Prerun, or the driver's CreateNetwork), StartTask, the handle persisted,
+// WaitTask, the exit persisted, Postrun, the restart policy. One supervisor
+// thread per task that is not finished carries it through, across restarts
+// of its driver (RecoverTask) and of the node itself (Recover).
+
+#ifndef SERVICES_NODE_TASK_MANAGER_H_
+#define SERVICES_NODE_TASK_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/network/v1/network.grpc.pb.h"
+#include "berth/node/v1/node.pb.h"
+#include "plugins/host/driver_client.h"
+#include "services/node/event_bus.h"
+#include "services/node/plugin_manager.h"
+#include "services/node/task_store.h"
+
+namespace berth::node {
+
+// Thread-safe.
+class TaskManager {
+ public:
+  struct Options {
+    // Tasks' directories are <state_dir>/tasks/<id> (made by the driver).
+    std::string state_dir;
+    // berth-netns' socket; empty: only host networking is available.
+    std::string netns_socket;
+    // How long a start waits for its driver plugin to be up.
+    absl::Duration plugin_wait = absl::Seconds(30);
+    // Deadline of each call to berth-netns (which waits for it to be back
+    // when it restarts).
+    absl::Duration network_timeout = absl::Seconds(60);
+  };
+
+  TaskManager(Options options, TaskStore* store, PluginManager* plugins,
+              EventBus* events);
+  ~TaskManager();  // Shutdown()
+  TaskManager(const TaskManager&) = delete;
+  TaskManager& operator=(const TaskManager&) = delete;
+
+  // Loads every stored task and resumes it: running ones are recovered
+  // through their driver (an exit while the node was down is recorded with
+  // its real result), interrupted starts are started again, missing Postruns
+  // are run. Call once, before serving.
+  absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checks and persists the task, then starts it; returns once the first
+  // start succeeded (RUNNING) or failed. A failed start returns its error
+  // (the task stays listed as FAILED). INVALID_ARGUMENT names the field at
+  // fault (e.g. "spec.driver: unknown driver ...") and persists nothing.
+  absl::StatusOr<v1::Task> Run(v1::TaskSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Newest first; only tasks not finished unless `all`.
+  std::vector<v1::Task> List(bool all) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // `ref` is an id, a name or a unique id prefix. NOT_FOUND "no task REF",
+  // INVALID_ARGUMENT when a prefix matches several.
+  absl::StatusOr<v1::Task> Inspect(const std::string& ref)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops the task (signal, timeout, kill) and returns it once ended; its
+  // restart policy no longer applies. A finished task is returned as is.
+  absl::StatusOr<v1::Task> Stop(const std::string& ref, absl::Duration timeout,
+                                const std::string& signal)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Removes a finished task (its driver task, network and record).
+  // FAILED_PRECONDITION for a running one unless `force` (then killed).
+  absl::Status Remove(const std::string& ref, bool force)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For the pass-through calls: the task's id and a client of its driver
+  // (waiting briefly for it); FAILED_PRECONDITION when it is not running.
+  struct Target {
+    std::string id;
+    std::shared_ptr<plugin::host::DriverClient> driver;
+  };
+  absl::StatusOr<Target> RunningTarget(const std::string& ref)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Where a task's output files are: <task dir>/logs.
+  std::string LogDir(const std::string& id) const;
+
+  // Stops supervising: waits are cancelled, threads joined; tasks keep
+  // running and are recovered by the next node. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Health of berth-netns, for GetNodeStatus.
+  v1::ComponentStatus NetnsStatus();
+
+ private:
+  struct Entry;
+  enum class Resume { kStart, kCleanThenStart, kWait, kPostrunOnly };
+
+  std::shared_ptr<Entry> Find(const std::string& ref, absl::Status* error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Save(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  void Launch(std::shared_ptr<Entry> entry, Resume resume)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Supervise(std::shared_ptr<Entry> entry, Resume resume)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StartRun(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::ExitResult> WaitRun(Entry& entry,
+                                                 bool recover_first)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the exit and runs Postrun; true when the policy restarts it.
+  bool EndRun(Entry& entry, const driver::v1::ExitResult& result)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetUpNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TearDownNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DestroyDriverTask(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<plugin::host::DriverClient>> Driver(
+      const std::string& name, absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  bool shutting_down() const ABSL_LOCKS_EXCLUDED(mu_);
+  void Fail(Entry& entry, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string TaskDir(const std::string& id) const;
+
+  const Options options_;
+  TaskStore* const store_;
+  PluginManager* const plugins_;
+  EventBus* const events_;
+  std::unique_ptr<network::v1::NetworkService::Stub> netns_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Checks a spec before anything is persisted; errors name the field.
+absl::Status ValidateTaskSpec(const v1::TaskSpec& spec);
+
+}  // namespace berth::node
+
+#endif  // SERVICES_NODE_TASK_MANAGER_H_
