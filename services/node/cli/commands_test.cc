@@ -1,0 +1,752 @@
+// The command line against a FakeNodeService served on a Unix socket in a
+// temporary directory: the requests each subcommand makes, what it prints
+// and how it exits.
+
+#include "services/node/cli/commands.h"
+
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "berth/node/v1/node.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "gtest/gtest.h"
+#include "services/common/grpc_server.h"
+#include "services/common/test_util.h"
+#include "services/node/cli/fake_node_service.h"
+
+namespace berth::cli {
+namespace {
+
+namespace driverpb = ::berth::driver::v1;
+namespace netpb = ::berth::network::v1;
+namespace nodepb = ::berth::node::v1;
+namespace statspb = ::berth::stats::v1;
+using ::berth::cli::testing::FakeNodeService;
+using ::google::protobuf::util::MessageDifferencer;
+using ::google::protobuf::util::TimeUtil;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kWebId[] = "aaaabbbbccccddddeeeeffff00001111";
+constexpr char kDbId[] = "1234567890ab1234567890ab12345678";
+const absl::Time kNow = absl::FromUnixSeconds(1700000000);
+
+struct CliResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+int MemFile(const char* name, const std::string& content = "") {
+  const int fd = memfd_create(name, MFD_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, content.data(), content.size()),
+            static_cast<ssize_t>(content.size()));
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+// What was written to `fd`; pread, so that a writer's offset stays put.
+std::string ReadBack(int fd) {
+  std::string data;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = pread(fd, buffer, sizeof(buffer), data.size())) > 0) {
+    data.append(buffer, n);
+  }
+  return data;
+}
+
+nodepb::Task MakeTask(const std::string& id, const std::string& name,
+                      nodepb::TaskState state) {
+  nodepb::Task task;
+  task.set_id(id);
+  task.mutable_spec()->set_name(name);
+  task.mutable_spec()->set_driver("exec");
+  auto& fields =
+      *task.mutable_spec()->mutable_driver_config()->mutable_fields();
+  fields["command"].set_string_value("/bin/sleep");
+  fields["args"].mutable_list_value()->add_values()->set_string_value("100");
+  task.set_state(state);
+  *task.mutable_created_at() = TimeUtil::SecondsToTimestamp(
+      absl::ToUnixSeconds(kNow - absl::Seconds(5)));
+  return task;
+}
+
+nodepb::TaskLogsResponse Chunk(nodepb::LogStream stream,
+                               const std::string& data) {
+  nodepb::TaskLogsResponse chunk;
+  chunk.set_stream(stream);
+  chunk.set_data(data);
+  return chunk;
+}
+
+nodepb::TaskStatsResponse Sample(const std::string& id, double cpu_percent,
+                                 uint64_t memory, int processes) {
+  nodepb::TaskStatsResponse response;
+  statspb::TaskResourceUsage& usage = *response.mutable_usage();
+  usage.set_task_id(id);
+  usage.mutable_usage()->mutable_cpu()->set_percent(cpu_percent);
+  usage.mutable_usage()->mutable_memory()->set_usage(memory);
+  for (int pid = 1; pid <= processes; ++pid) (*usage.mutable_processes())[pid];
+  return response;
+}
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UnixGrpcServer::Options options;
+    options.socket_path = socket_path_;
+    options.services = {&fake_};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    variables_["BERTH_NODE_SOCKET"] = socket_path_;
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
+  }
+
+  CliEnvironment Environment(int in, int out, int err) {
+    CliEnvironment env;
+    env.stdin_fd = in;
+    env.stdout_fd = out;
+    env.stderr_fd = err;
+    env.getenv = [this](const std::string& name) -> std::optional<std::string> {
+      auto it = variables_.find(name);
+      if (it == variables_.end()) return std::nullopt;
+      return it->second;
+    };
+    env.now = [] { return kNow; };
+    env.stats_refresh = absl::Milliseconds(20);
+    return env;
+  }
+
+  CliResult Run(const std::vector<std::string>& args,
+                const std::string& stdin_data = "") {
+    const int in = MemFile("stdin", stdin_data);
+    const int out = MemFile("stdout");
+    const int err = MemFile("stderr");
+    CliResult result;
+    result.code = RunCli(args, Environment(in, out, err));
+    result.out = ReadBack(out);
+    result.err = ReadBack(err);
+    close(in);
+    close(out);
+    close(err);
+    return result;
+  }
+
+  berth::testing::ShortTempDir dir_;
+  const std::string socket_path_ = dir_.Join("node.sock");
+  std::map<std::string, std::string> variables_;
+  FakeNodeService fake_;
+  std::unique_ptr<UnixGrpcServer> server_;
+};
+
+// --- Socket, help, usage errors.
+
+TEST_F(CommandsTest, UnreachableNodeIsOneLine) {
+  const std::string absent = dir_.Join("absent.sock");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--socket", absent, "ps"},
+        std::vector<std::string>{"--socket=" + absent, "run", "--", "true"},
+        std::vector<std::string>{"--socket", absent, "node", "status"}}) {
+    CliResult result = Run(args);
+    EXPECT_EQ(result.code, 1);
+    EXPECT_EQ(result.out, "");
+    EXPECT_EQ(result.err,
+              absl::StrCat("berth: cannot reach berth-node at ", absent,
+                           ": is it running? (tools/dev up)\n"));
+  }
+  // A file that is no socket.
+  const std::string file = dir_.Join("not-a-socket");
+  std::ofstream(file) << "x";
+  CliResult result = Run({"--socket", file, "ps"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err, absl::StrCat("berth: cannot reach berth-node at ", file,
+                                     ": is it running? (tools/dev up)\n"));
+}
+
+TEST_F(CommandsTest, SocketResolution) {
+  CliEnvironment env = Environment(0, 1, 2);
+  variables_.clear();
+  EXPECT_EQ(ResolveNodeSocket("", env), "/run/berth/node.sock");
+  variables_["BERTH_RUNTIME_DIR"] = "/tmp/rt";
+  EXPECT_EQ(ResolveNodeSocket("", env), "/tmp/rt/node.sock");
+  variables_["BERTH_NODE_SOCKET"] = "/tmp/n.sock";
+  EXPECT_EQ(ResolveNodeSocket("", env), "/tmp/n.sock");
+  EXPECT_EQ(ResolveNodeSocket("/x.sock", env), "/x.sock");
+}
+
+TEST_F(CommandsTest, HelpOnEverySubcommand) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"run"},   {"ps"},   {"inspect"}, {"logs"},          {"exec"},
+      {"stats"}, {"stop"}, {"rm"},      {"node", "status"}};
+  for (const auto& command : commands) {
+    for (const char* flag : {"--help", "-h"}) {
+      std::vector<std::string> args = command;
+      args.push_back(flag);
+      CliResult result = Run(args);
+      const std::string name = absl::StrJoin(command, " ");
+      EXPECT_EQ(result.code, 0) << name;
+      EXPECT_THAT(result.out, StartsWith(absl::StrCat("usage: berth ", name)))
+          << name;
+      EXPECT_THAT(result.out, HasSubstr("--help")) << name;
+      EXPECT_EQ(result.err, "") << name;
+    }
+  }
+  CliResult top = Run({"--help"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_THAT(top.out, StartsWith("usage: berth [--socket=PATH] COMMAND"));
+  for (const char* name : {"run", "ps", "inspect", "logs", "exec", "stats",
+                           "stop", "rm", "node status"}) {
+    EXPECT_THAT(top.out, HasSubstr(absl::StrCat("  ", name, " "))) << name;
+  }
+  EXPECT_THAT(Run({"node", "--help"}).out,
+              StartsWith("usage: berth node status"));
+  EXPECT_THAT(Run({"help", "logs"}).out, StartsWith("usage: berth logs"));
+  CliResult version = Run({"--version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.out, absl::StrCat("berth ", kVersion, "\n"));
+  EXPECT_TRUE(fake_.run_requests().empty());
+}
+
+TEST_F(CommandsTest, UsageErrorsExit2NamingTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "--bogus", "--", "true"},
+       "berth run: unknown flag --bogus; see 'berth run --help'\n"},
+      {{"ps", "-z"}, "berth ps: unknown flag -z; see 'berth ps --help'\n"},
+      {{"frob"}, "berth: unknown command \"frob\"; see 'berth --help'\n"},
+      {{"--frob", "ps"}, "berth: unknown flag --frob; see 'berth --help'\n"},
+      {{"node", "frob"},
+       "berth node: unknown command \"frob\"; see 'berth node --help'\n"},
+      {{"run"},
+       "berth run: a command is required: berth run [FLAGS] -- COMMAND "
+       "[ARGS...]; see 'berth run --help'\n"},
+      {{"run", "--memory", "64q", "true"},
+       "berth run: --memory: \"64q\" has an unknown unit \"q\": use b, k, m "
+       "or g; see 'berth run --help'\n"},
+      {{"run", "-d", "--rm", "true"},
+       "berth run: --rm cannot be used with -d; see 'berth run --help'\n"},
+      {{"logs", "--tail", "x", "web"},
+       "berth logs: --tail \"x\" must be a number of lines above zero or "
+       "'all'; see 'berth logs --help'\n"},
+      {{"inspect"},
+       "berth inspect: takes exactly one TASK; see 'berth inspect --help'\n"},
+      {{"exec", "web"},
+       "berth exec: a COMMAND is required; see 'berth exec --help'\n"},
+      {{"stop"},
+       "berth stop: at least one TASK is required; see 'berth stop --help'\n"},
+      {{"stop", "--timeout", "soon", "web"},
+       "berth stop: --timeout \"soon\" must be a number of seconds; see "
+       "'berth stop --help'\n"},
+  };
+  for (const Case& c : cases) {
+    CliResult result = Run(c.args);
+    EXPECT_EQ(result.code, 2) << absl::StrJoin(c.args, " ");
+    EXPECT_EQ(result.err, c.err);
+    EXPECT_EQ(result.out, "");
+  }
+  EXPECT_TRUE(fake_.run_requests().empty());
+  CliResult bare = Run({});
+  EXPECT_EQ(bare.code, 2);
+  EXPECT_THAT(bare.err, StartsWith("usage: berth"));
+}
+
+// --- run
+
+TEST_F(CommandsTest, RunDetachedBuildsTheSpecAndPrintsTheId) {
+  CliResult result = Run(
+      {"run",     "-d",    "--name",    "web",      "--net",  "bridge", "-p",
+       "8080:80", "--cpu", "0.5",       "--memory", "64m",    "--pids", "16",
+       "-e",      "A=1",   "--restart", "always",   "--user", "nobody", "-w",
+       "srv",     "--",    "/bin/sh",   "-c",       "echo hi"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "00112233445566778899aabbccddeeff\n");
+  EXPECT_EQ(result.err, "");
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const nodepb::TaskSpec& spec = requests[0].spec();
+  EXPECT_EQ(spec.name(), "web");
+  EXPECT_EQ(spec.driver(), "exec");
+  EXPECT_EQ(spec.driver_config().fields().at("command").string_value(),
+            "/bin/sh");
+  EXPECT_EQ(spec.driver_config().fields().at("args").list_value().values_size(),
+            2);
+  EXPECT_EQ(spec.driver_config().fields().at("work_dir").string_value(), "srv");
+  EXPECT_EQ(spec.network().mode(), netpb::NETWORK_MODE_BRIDGE);
+  ASSERT_EQ(spec.network().port_mappings_size(), 1);
+  EXPECT_EQ(spec.network().port_mappings(0).host_port(), 8080u);
+  EXPECT_EQ(spec.resources().cpu_millicores(), 500u);
+  EXPECT_EQ(spec.resources().memory_bytes(), 67108864u);
+  EXPECT_EQ(spec.resources().pids_limit(), 16u);
+  EXPECT_EQ(spec.env().at("A"), "1");
+  EXPECT_EQ(spec.restart().mode(), nodepb::RESTART_MODE_ALWAYS);
+  EXPECT_EQ(spec.user(), "nobody");
+  EXPECT_TRUE(fake_.logs_requests().empty());
+}
+
+TEST_F(CommandsTest, RunAttachedCopiesOutputAndExitsWithTheTasksCode) {
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  outcome.mutable_exit_result()->set_exit_code(3);
+  fake_.SetRunOutcome(outcome);
+  const std::string binary("\x00\xff\r\nbytes", 9);
+  fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDOUT, "out 1\n"),
+                         Chunk(nodepb::LOG_STREAM_STDERR, "err 1\n"),
+                         Chunk(nodepb::LOG_STREAM_STDOUT, binary)});
+  CliResult result = Run({"run", "/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(result.code, 3);
+  EXPECT_EQ(result.out, "out 1\n" + binary);
+  EXPECT_EQ(result.err, "err 1\n");
+  ASSERT_EQ(fake_.logs_requests().size(), 1u);
+  EXPECT_EQ(fake_.logs_requests()[0].task_id(), kWebId);
+  EXPECT_TRUE(fake_.logs_requests()[0].follow());
+  EXPECT_TRUE(fake_.remove_requests().empty());
+}
+
+TEST_F(CommandsTest, RunKilledBySignalExits128PlusSignal) {
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  outcome.mutable_exit_result()->set_signal(9);
+  fake_.SetRunOutcome(outcome);
+  EXPECT_EQ(Run({"run", "--", "sleep", "100"}).code, 137);
+}
+
+TEST_F(CommandsTest, RunThatFailedToStartExits125WithTheError) {
+  nodepb::Task outcome = MakeTask(kWebId, "web", nodepb::TASK_STATE_FAILED);
+  outcome.set_error(
+      "driver_config.command: \"nope\" is not on the task's PATH");
+  fake_.SetRunOutcome(outcome);
+  CliResult result = Run({"run", "--name", "web", "nope"});
+  EXPECT_EQ(result.code, 125);
+  EXPECT_EQ(result.err,
+            "berth: task web failed to start: driver_config.command: \"nope\" "
+            "is not on the task's PATH\n");
+}
+
+TEST_F(CommandsTest, RunRmRemovesTheTaskAfterItEnds) {
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  outcome.mutable_exit_result()->set_exit_code(0);
+  fake_.SetRunOutcome(outcome);
+  CliResult result = Run({"run", "--rm", "--", "true"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  ASSERT_EQ(fake_.remove_requests().size(), 1u);
+  EXPECT_EQ(fake_.remove_requests()[0].task_id(), kWebId);
+}
+
+TEST_F(CommandsTest, RunNodeErrorIsOneLine) {
+  fake_.FailCalls("RunTask",
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "spec.driver: no driver \"nope\" on this node"));
+  CliResult result = Run({"run", "--driver", "nope", "--", "true"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err,
+            "berth: spec.driver: no driver \"nope\" on this node\n");
+}
+
+TEST_F(CommandsTest, RunJsonSpecFromFileAndStdin) {
+  const std::string path = dir_.Join("spec.json");
+  std::ofstream(path) << R"({"name": "from-json", "driver": "sandbox",
+      "driverConfig": {"command": "/bin/echo", "args": ["a"]},
+      "resources": {"memoryBytes": "1048576"}})";
+  EXPECT_EQ(Run({"run", "-d", "--json-spec", path, "--cpu", "2"}).code, 0);
+  EXPECT_EQ(Run({"run", "-d", "--json-spec", "-"},
+                R"({"driverConfig": {"command": "/bin/true"}})")
+                .code,
+            0);
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  const nodepb::TaskSpec& file_spec = requests[0].spec();
+  EXPECT_EQ(file_spec.name(), "from-json");
+  EXPECT_EQ(file_spec.driver(), "sandbox");
+  EXPECT_EQ(file_spec.resources().memory_bytes(), 1048576u);
+  EXPECT_EQ(file_spec.resources().cpu_millicores(), 2000u);
+  EXPECT_EQ(file_spec.driver_config().fields().at("command").string_value(),
+            "/bin/echo");
+  const nodepb::TaskSpec& stdin_spec = requests[1].spec();
+  EXPECT_EQ(stdin_spec.driver(), "exec");
+  EXPECT_EQ(stdin_spec.driver_config().fields().at("command").string_value(),
+            "/bin/true");
+
+  CliResult bad = Run({"run", "--json-spec", "-"}, R"({"nmae": "x"})");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, StartsWith("berth run: --json-spec -: not a "
+                                  "berth.node.v1.TaskSpec in JSON"));
+}
+
+// --- ps, inspect, logs
+
+TEST_F(CommandsTest, PsTable) {
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  nodepb::Task db = MakeTask(kDbId, "db", nodepb::TASK_STATE_EXITED);
+  db.mutable_exit_result()->set_exit_code(2);
+  *db.mutable_created_at() = TimeUtil::SecondsToTimestamp(
+      absl::ToUnixSeconds(kNow - absl::Minutes(3)));
+  fake_.AddTask(web);
+  fake_.AddTask(db);
+
+  CliResult running = Run({"ps"});
+  EXPECT_EQ(running.code, 0) << running.err;
+  EXPECT_EQ(running.out,
+            "ID             NAME   DRIVER   STATE     CREATED         EXIT   "
+            "COMMAND\n"
+            "aaaabbbbcccc   web    exec     running   5 seconds ago   -      "
+            "/bin/sleep 100\n");
+  CliResult all = Run({"ps", "-a"});
+  EXPECT_THAT(all.out, HasSubstr("1234567890ab   db     exec     exited    "
+                                 "3 minutes ago   2      /bin/sleep 100\n"));
+  ASSERT_EQ(fake_.list_requests().size(), 2u);
+  EXPECT_FALSE(fake_.list_requests()[0].all());
+  EXPECT_TRUE(fake_.list_requests()[1].all());
+
+  EXPECT_EQ(Run({"ps", "--all", "-q"}).out, "aaaabbbbcccc\n1234567890ab\n");
+}
+
+TEST_F(CommandsTest, PsJsonIsTheListTasksResponse) {
+  CliResult empty = Run({"ps", "--json"});
+  EXPECT_EQ(empty.code, 0);
+  EXPECT_EQ(empty.out, "{\n \"tasks\": []\n}\n");
+
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  CliResult result = Run({"ps", "--json"});
+  EXPECT_EQ(result.code, 0);
+  nodepb::ListTasksResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(result.out, &parsed).ok())
+      << result.out;
+  ASSERT_EQ(parsed.tasks_size(), 1);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      parsed.tasks(0), MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING)));
+}
+
+TEST_F(CommandsTest, InspectPrintsTheTaskAsJson) {
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  fake_.AddTask(web);
+  CliResult result = Run({"inspect", "web"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("\n \"id\": \"aaaabbbb"));  // indented
+  nodepb::Task parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(result.out, &parsed).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, web));
+
+  CliResult missing = Run({"inspect", "nope"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_EQ(missing.err, "berth: no task \"nope\"\n");
+}
+
+TEST_F(CommandsTest, LogsSplitsStreamsAndPassesTailAndFollow) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDERR, "warn\n"),
+                         Chunk(nodepb::LOG_STREAM_STDOUT, "line\n")});
+  CliResult result = Run({"logs", "-f", "--tail", "5", "web"});
+  EXPECT_EQ(result.code, 0);
+  EXPECT_EQ(result.out, "line\n");
+  EXPECT_EQ(result.err, "warn\n");
+  CliResult all = Run({"logs", "--tail=all", "web"});
+  EXPECT_EQ(all.code, 0);
+  ASSERT_EQ(fake_.logs_requests().size(), 2u);
+  EXPECT_TRUE(fake_.logs_requests()[0].follow());
+  EXPECT_EQ(fake_.logs_requests()[0].tail_lines(), 5u);
+  EXPECT_FALSE(fake_.logs_requests()[1].follow());
+  EXPECT_EQ(fake_.logs_requests()[1].tail_lines(), 0u);
+  CliResult missing = Run({"logs", "nope"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "berth: no task \"nope\"\n");
+}
+
+// --- exec
+
+TEST_F(CommandsTest, ExecInteractiveForwardsStdinAndExitsWithTheCode) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  driverpb::ExecTaskStreamingResponse err;
+  err.set_stderr("to stderr\n");
+  driverpb::ExitResult exit;
+  exit.set_exit_code(7);
+  fake_.SetExecScript({err}, exit);
+  CliResult result =
+      Run({"exec", "-i", "web", "--", "/bin/cat", "-"}, "hello from stdin\n");
+  EXPECT_EQ(result.code, 7);
+  EXPECT_EQ(result.out, "hello from stdin\n");
+  EXPECT_EQ(result.err, "to stderr\n");
+  std::vector<driverpb::ExecTaskStreamingRequest> requests =
+      fake_.exec_requests();
+  ASSERT_GE(requests.size(), 3u);
+  ASSERT_TRUE(requests[0].has_setup());
+  EXPECT_EQ(requests[0].setup().task_id(), "web");
+  EXPECT_THAT(requests[0].setup().command(), ElementsAre("/bin/cat", "-"));
+  EXPECT_FALSE(requests[0].setup().tty());
+  EXPECT_EQ(requests[1].stdin(), "hello from stdin\n");
+  EXPECT_TRUE(requests.back().has_stdin_close());
+}
+
+TEST_F(CommandsTest, ExecWithoutStdinClosesItAndReportsSignals) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  driverpb::ExecTaskStreamingResponse out;
+  out.set_stdout("hi\n");
+  driverpb::ExitResult exit;
+  exit.set_signal(15);
+  fake_.SetExecScript({out}, exit);
+  CliResult result = Run({"exec", "web", "echo", "hi"}, "not forwarded");
+  EXPECT_EQ(result.code, 143);
+  EXPECT_EQ(result.out, "hi\n");
+  std::vector<driverpb::ExecTaskStreamingRequest> requests =
+      fake_.exec_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_THAT(requests[0].setup().command(), ElementsAre("echo", "hi"));
+  EXPECT_TRUE(requests[1].has_stdin_close());
+
+  CliResult missing = Run({"exec", "nope", "--", "true"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "berth: no task \"nope\"\n");
+}
+
+TEST_F(CommandsTest, ExecTtyRawModeSizeAndResizeOnSigwinch) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  struct winsize size = {};
+  size.ws_row = 24;
+  size.ws_col = 80;
+  int master = -1;
+  int slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, &size), 0);
+  auto canonical = [slave] {
+    struct termios settings;
+    tcgetattr(slave, &settings);
+    return (settings.c_lflag & ICANON) != 0;
+  };
+  ASSERT_TRUE(canonical());
+
+  std::atomic<bool> raw_during_exec{false};
+  fake_.SetExecHandler(
+      [&](grpc::ServerContext* context, FakeNodeService::ExecStream* stream) {
+        driverpb::ExecTaskStreamingRequest request;
+        if (!stream->Read(&request)) return grpc::Status::CANCELLED;
+        fake_.RecordExecRequest(request);
+        raw_during_exec = !canonical();
+        while (stream->Read(&request)) {
+          fake_.RecordExecRequest(request);
+          if (request.has_resize()) break;
+        }
+        driverpb::ExecTaskStreamingResponse exit;
+        exit.mutable_exit()->set_exit_code(5);
+        stream->Write(exit);
+        return grpc::Status::OK;
+      });
+
+  const int out = MemFile("stdout");
+  const int err = MemFile("stderr");
+  int code = -1;
+  std::thread cli([&] {
+    code = RunCli({"exec", "-it", "web", "--", "/bin/sh"},
+                  Environment(slave, out, err));
+  });
+  ASSERT_TRUE(
+      berth::testing::WaitFor([&] { return !fake_.exec_requests().empty(); }));
+  size.ws_row = 30;
+  size.ws_col = 100;
+  ASSERT_EQ(ioctl(master, TIOCSWINSZ, &size), 0);
+  kill(getpid(), SIGWINCH);
+  cli.join();
+
+  EXPECT_EQ(code, 5) << ReadBack(err);
+  EXPECT_TRUE(raw_during_exec);
+  EXPECT_TRUE(canonical());  // restored
+  std::vector<driverpb::ExecTaskStreamingRequest> requests =
+      fake_.exec_requests();
+  ASSERT_GE(requests.size(), 2u);
+  ASSERT_TRUE(requests[0].has_setup());
+  EXPECT_TRUE(requests[0].setup().tty());
+  EXPECT_EQ(requests[0].setup().terminal_size().rows(), 24u);
+  EXPECT_EQ(requests[0].setup().terminal_size().columns(), 80u);
+  ASSERT_TRUE(requests.back().has_resize());
+  EXPECT_EQ(requests.back().resize().rows(), 30u);
+  EXPECT_EQ(requests.back().resize().columns(), 100u);
+  close(out);
+  close(err);
+  close(master);
+  close(slave);
+}
+
+TEST_F(CommandsTest, ExecInteractiveTtyNeedsATerminal) {
+  CliResult result = Run({"exec", "-it", "web", "--", "sh"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err,
+            "berth: exec -i -t: stdin is not a terminal (leave out -t)\n");
+  EXPECT_TRUE(fake_.exec_requests().empty());
+}
+
+// --- stats
+
+TEST_F(CommandsTest, StatsNoStreamTable) {
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  web.mutable_spec()->mutable_resources()->set_memory_bytes(64 << 20);
+  fake_.AddTask(web);
+  fake_.AddTask(MakeTask(kDbId, "db", nodepb::TASK_STATE_EXITED));
+  fake_.SetStats(kWebId, {Sample(kWebId, 12.5, 16 << 20, 3)},
+                 /*hold_open=*/true);
+  CliResult result = Run({"stats", "--no-stream"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "TASK           NAME   CPU %    MEM USAGE / LIMIT   MEM %    PIDS\n"
+            "aaaabbbbcccc   web    12.50%   16MiB / 64MiB       25.00%   3\n");
+  ASSERT_EQ(fake_.stats_requests().size(), 1u);  // running tasks only
+  EXPECT_EQ(fake_.stats_requests()[0].task_id(), kWebId);
+}
+
+TEST_F(CommandsTest, StatsJsonLinesOfNamedTasks) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  fake_.SetStats(kWebId, {Sample(kWebId, 1, 100, 0), Sample(kWebId, 2, 200, 0)},
+                 /*hold_open=*/false);
+  CliResult result = Run({"stats", "--json", "web"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  std::vector<std::string> lines =
+      absl::StrSplit(result.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << result.out;
+  statspb::TaskResourceUsage second;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(lines[1], &second).ok());
+  EXPECT_EQ(second.usage().memory().usage(), 200u);
+
+  CliResult missing = Run({"stats", "nope"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "berth: no task \"nope\"\n");
+}
+
+TEST_F(CommandsTest, StatsLiveRedrawsInPlaceUntilStreamsEnd) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  fake_.SetStats(kWebId, {Sample(kWebId, 50, 1024, 1)}, /*hold_open=*/true);
+  const int in = MemFile("stdin");
+  const int out = MemFile("stdout");
+  const int err = MemFile("stderr");
+  int code = -1;
+  std::thread cli([&] {
+    code = RunCli({"stats", "web"}, Environment(in, out, err));
+  });
+  const std::string row = "aaaabbbbcccc   web    50.00%   1KiB / --";
+  // Two redraws of the sampled task, each in place.
+  EXPECT_TRUE(berth::testing::WaitFor([&] {
+    std::string drawn = ReadBack(out);
+    const size_t first = drawn.find(row);
+    return first != std::string::npos &&
+           drawn.find(row, first + 1) != std::string::npos;
+  }));
+  fake_.EndHeldStreams();
+  cli.join();
+  EXPECT_EQ(code, 0) << ReadBack(err);
+  const std::string drawn = ReadBack(out);
+  EXPECT_THAT(drawn, StartsWith("\033[H\033[2JTASK "));
+  std::vector<std::string> frames =
+      absl::StrSplit(drawn, "\033[H\033[2J", absl::SkipEmpty());
+  ASSERT_GE(frames.size(), 2u);
+  EXPECT_THAT(frames[1], HasSubstr(row));
+  close(in);
+  close(out);
+  close(err);
+}
+
+// --- stop, rm, node status
+
+TEST_F(CommandsTest, StopPassesTimeoutAndSignal) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  fake_.AddTask(MakeTask(kDbId, "db", nodepb::TASK_STATE_RUNNING));
+  CliResult result =
+      Run({"stop", "--timeout", "3", "--signal", "SIGINT", "web", "db"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "web\ndb\n");
+  ASSERT_EQ(fake_.stop_requests().size(), 2u);
+  EXPECT_EQ(fake_.stop_requests()[0].task_id(), "web");
+  EXPECT_EQ(fake_.stop_requests()[0].timeout().seconds(), 3);
+  EXPECT_EQ(fake_.stop_requests()[0].signal(), "SIGINT");
+  EXPECT_EQ(fake_.stop_requests()[1].task_id(), "db");
+
+  CliResult partly = Run({"stop", "nope", "web"});
+  EXPECT_EQ(partly.code, 1);
+  EXPECT_EQ(partly.out, "web\n");
+  EXPECT_EQ(partly.err, "berth: no task \"nope\"\n");
+  EXPECT_FALSE(fake_.stop_requests()[2].has_timeout());
+}
+
+TEST_F(CommandsTest, RmWithAndWithoutForce) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  CliResult refused = Run({"rm", "web"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_THAT(refused.err, StartsWith("berth: task aaaabbbb"));
+  CliResult forced = Run({"rm", "-f", "web"});
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_EQ(forced.out, "web\n");
+  ASSERT_EQ(fake_.remove_requests().size(), 2u);
+  EXPECT_FALSE(fake_.remove_requests()[0].force());
+  EXPECT_TRUE(fake_.remove_requests()[1].force());
+}
+
+TEST_F(CommandsTest, NodeStatusTableAndUnhealthyExit) {
+  nodepb::GetNodeStatusResponse status;
+  status.set_version("0.1.0");
+  nodepb::ComponentStatus* netns = status.add_services();
+  netns->set_name("berth-netns");
+  netns->set_socket("/run/berth/netns.sock");
+  netns->set_healthy(true);
+  netns->set_message("0.1.0");
+  nodepb::ComponentStatus* exec = status.add_plugins();
+  exec->set_name("exec");
+  exec->set_socket("/run/berth/plugins/exec.sock");
+  exec->set_healthy(true);
+  exec->set_pid(4242);
+  fake_.SetNodeStatus(status);
+
+  CliResult healthy = Run({"node", "status"});
+  EXPECT_EQ(healthy.code, 0) << healthy.err;
+  EXPECT_EQ(healthy.out,
+            "COMPONENT     KIND      HEALTHY   SOCKET                         "
+            "PID    MESSAGE\n"
+            "berth-netns   service   yes       /run/berth/netns.sock          "
+            "-      0.1.0\n"
+            "exec          plugin    yes       /run/berth/plugins/exec.sock   "
+            "4242\n");
+
+  netns->set_healthy(false);
+  netns->set_message("cannot connect");
+  fake_.SetNodeStatus(status);
+  CliResult unhealthy = Run({"node", "status"});
+  EXPECT_EQ(unhealthy.code, 1);
+  EXPECT_THAT(unhealthy.out, HasSubstr("berth-netns   service   no "));
+  EXPECT_EQ(unhealthy.err, "berth: not healthy: berth-netns\n");
+
+  CliResult json = Run({"node", "status", "--json"});
+  EXPECT_EQ(json.code, 1);
+  nodepb::GetNodeStatusResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, status));
+}
+
+}  // namespace
+}  // namespace berth::cli

@@ -1,0 +1,161 @@
+// A berth.node.v1.NodeService for tests of the command line: it records
+// every request and answers from what the test scripted (tasks, log chunks,
+// stats samples, exec frames, node status, errors).
+
+#ifndef SERVICES_NODE_CLI_FAKE_NODE_SERVICE_H_
+#define SERVICES_NODE_CLI_FAKE_NODE_SERVICE_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "berth/driver/v1/driver.pb.h"
+#include "berth/node/v1/node.grpc.pb.h"
+#include "berth/node/v1/node.pb.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace berth::cli::testing {
+
+class FakeNodeService final : public node::v1::NodeService::Service {
+ public:
+  using ExecStream =
+      grpc::ServerReaderWriter<driver::v1::ExecTaskStreamingResponse,
+                               driver::v1::ExecTaskStreamingRequest>;
+  // Handles one ExecTaskStreaming call; requests it reads should be passed
+  // to RecordExecRequest.
+  using ExecHandler =
+      std::function<grpc::Status(grpc::ServerContext*, ExecStream*)>;
+
+  FakeNodeService();
+
+  // --- Script.
+
+  // A task the node knows (found by id, unique id prefix or name).
+  void AddTask(const node::v1::Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  // What RunTask makes: `outcome` with the request's spec, kept as the task
+  // (InspectTask returns it), answered in TASK_STATE_PENDING. Default: id
+  // "00112233445566778899aabbccddeeff", exited with code 0.
+  void SetRunOutcome(const node::v1::Task& outcome) ABSL_LOCKS_EXCLUDED(mu_);
+  // What TaskLogs sends for the task (before it ends the stream).
+  void SetLogs(const std::string& task_id,
+               std::vector<node::v1::TaskLogsResponse> chunks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // What TaskStats sends for the task; then it ends the stream, or, with
+  // `hold_open`, waits for the caller to cancel or EndHeldStreams().
+  void SetStats(const std::string& task_id,
+                std::vector<node::v1::TaskStatsResponse> samples,
+                bool hold_open) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the TaskStats streams held open (and those held later).
+  void EndHeldStreams() ABSL_LOCKS_EXCLUDED(mu_);
+  void SetNodeStatus(const node::v1::GetNodeStatusResponse& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Every call of `method` ("RunTask", "StopTask", ...) fails with `status`.
+  void FailCalls(const std::string& method, const grpc::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces the default exec behaviour: read the setup, send `exec_output`,
+  // echo stdin as stdout until stdin_close or the half-close, send an exit
+  // with `exec_exit`.
+  void SetExecHandler(ExecHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetExecScript(std::vector<driver::v1::ExecTaskStreamingResponse> output,
+                     const driver::v1::ExitResult& exit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- What was asked.
+
+  std::vector<node::v1::RunTaskRequest> run_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<node::v1::ListTasksRequest> list_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<node::v1::StopTaskRequest> stop_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<node::v1::RemoveTaskRequest> remove_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<node::v1::TaskLogsRequest> logs_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<node::v1::TaskStatsRequest> stats_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Every ExecTaskStreaming request, in order, and whether the caller
+  // half-closed.
+  std::vector<driver::v1::ExecTaskStreamingRequest> exec_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool exec_half_closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordExecRequest(const driver::v1::ExecTaskStreamingRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- NodeService.
+
+  grpc::Status RunTask(grpc::ServerContext* context,
+                       const node::v1::RunTaskRequest* request,
+                       node::v1::RunTaskResponse* response) override;
+  grpc::Status ListTasks(grpc::ServerContext* context,
+                         const node::v1::ListTasksRequest* request,
+                         node::v1::ListTasksResponse* response) override;
+  grpc::Status InspectTask(grpc::ServerContext* context,
+                           const node::v1::InspectTaskRequest* request,
+                           node::v1::InspectTaskResponse* response) override;
+  grpc::Status StopTask(grpc::ServerContext* context,
+                        const node::v1::StopTaskRequest* request,
+                        node::v1::StopTaskResponse* response) override;
+  grpc::Status RemoveTask(grpc::ServerContext* context,
+                          const node::v1::RemoveTaskRequest* request,
+                          node::v1::RemoveTaskResponse* response) override;
+  grpc::Status ExecTaskStreaming(grpc::ServerContext* context,
+                                 ExecStream* stream) override;
+  grpc::Status TaskStats(
+      grpc::ServerContext* context, const node::v1::TaskStatsRequest* request,
+      grpc::ServerWriter<node::v1::TaskStatsResponse>* writer) override;
+  grpc::Status TaskLogs(
+      grpc::ServerContext* context, const node::v1::TaskLogsRequest* request,
+      grpc::ServerWriter<node::v1::TaskLogsResponse>* writer) override;
+  grpc::Status GetNodeStatus(
+      grpc::ServerContext* context,
+      const node::v1::GetNodeStatusRequest* request,
+      node::v1::GetNodeStatusResponse* response) override;
+
+ private:
+  // The scripted failure of `method`, or OK.
+  grpc::Status Failure(const std::string& method) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The task `name` names (id, unique prefix, name); nullptr if none.
+  node::v1::Task* Find(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  grpc::Status DefaultExec(grpc::ServerContext* context, ExecStream* stream);
+
+  mutable absl::Mutex mu_;
+  std::vector<node::v1::Task> tasks_ ABSL_GUARDED_BY(mu_);
+  node::v1::Task run_outcome_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<node::v1::TaskLogsResponse>> logs_
+      ABSL_GUARDED_BY(mu_);
+  struct StatsScript {
+    std::vector<node::v1::TaskStatsResponse> samples;
+    bool hold_open = false;
+  };
+  std::map<std::string, StatsScript> stats_ ABSL_GUARDED_BY(mu_);
+  node::v1::GetNodeStatusResponse node_status_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
+  ExecHandler exec_handler_ ABSL_GUARDED_BY(mu_);
+  std::vector<driver::v1::ExecTaskStreamingResponse> exec_output_
+      ABSL_GUARDED_BY(mu_);
+  driver::v1::ExitResult exec_exit_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<node::v1::RunTaskRequest> run_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::ListTasksRequest> list_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::StopTaskRequest> stop_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::RemoveTaskRequest> remove_requests_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::TaskLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::TaskStatsRequest> stats_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<driver::v1::ExecTaskStreamingRequest> exec_requests_
+      ABSL_GUARDED_BY(mu_);
+  bool exec_half_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool end_held_streams_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace berth::cli::testing
+
+#endif  // SERVICES_NODE_CLI_FAKE_NODE_SERVICE_H_
