@@ -196,6 +196,9 @@ class AgentService::IoReactor
   void MaybeWrite();
   void FinishAttached(const grpc::Status& status);
   void ResumeReading();
+  // Output up to these offsets was acknowledged (in the stream or by
+  // AckOutput): nothing before them needs sending.
+  void Acked(uint64_t stdout_offset, uint64_t stderr_offset);
   bool finished() const { return finished_; }
 
  private:
@@ -407,10 +410,8 @@ void AgentService::IoReactor::OnReadDone(bool ok) {
         FinishAttached(ToGrpcStatus(status));
         return;
       }
-      out_sent_ = std::max(out_sent_, ack.stdout_offset());
-      err_sent_ = std::max(err_sent_, ack.stderr_offset());
       process->Wake();  // there may be room to read again
-      MaybeWrite();
+      Acked(ack.stdout_offset(), ack.stderr_offset());
       break;
     }
     case ProcessIoRequest::kAttach:
@@ -510,6 +511,14 @@ void AgentService::IoReactor::FinishAttached(const grpc::Status& status) {
   } else {
     Finish(status);
   }
+}
+
+void AgentService::IoReactor::Acked(uint64_t stdout_offset,
+                                    uint64_t stderr_offset) {
+  if (finished_) return;
+  out_sent_ = std::max(out_sent_, stdout_offset);
+  err_sent_ = std::max(err_sent_, stderr_offset);
+  MaybeWrite();
 }
 
 void AgentService::IoReactor::ResumeReading() {
@@ -1015,6 +1024,28 @@ grpc::Status AgentService::Resize(grpc::ServerContext* context,
 grpc::ServerBidiReactor<ProcessIoRequest, ProcessIoResponse>*
 AgentService::ProcessIo(grpc::CallbackServerContext* context) {
   return new IoReactor(this, context);
+}
+
+grpc::Status AgentService::AckOutput(grpc::ServerContext* context,
+                                     const v1::AckOutputRequest* request,
+                                     v1::AckOutputResponse* /*response*/) {
+  if (!HasDeadline(*context)) return NoDeadline();
+  absl::StatusOr<std::shared_ptr<Process>> found =
+      Find(request->container_id(), request->process_id());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  Process& process = **found;
+  absl::MutexLock lock(&process.mu);
+  absl::Status status = process.out.Ack(request->stdout_offset());
+  if (status.ok()) status = process.err.Ack(request->stderr_offset());
+  if (!status.ok()) {
+    return ToGrpcStatus(absl::OutOfRangeError(
+        absl::StrCat(process.name(), ": ", status.message())));
+  }
+  process.Wake();  // there may be room to read again
+  if (process.reactor != nullptr) {
+    process.reactor->Acked(request->stdout_offset(), request->stderr_offset());
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status AgentService::WaitProcess(grpc::ServerContext* context,

@@ -78,6 +78,10 @@ class AgentService final
                       v1::ResizeResponse* response) override;
   grpc::ServerBidiReactor<v1::ProcessIoRequest, v1::ProcessIoResponse>*
   ProcessIo(grpc::CallbackServerContext* context) override;
+  // Acknowledges output out of band (never queued behind stdin).
+  grpc::Status AckOutput(grpc::ServerContext* context,
+                         const v1::AckOutputRequest* request,
+                         v1::AckOutputResponse* response) override;
   grpc::Status WaitProcess(grpc::ServerContext* context,
                            const v1::WaitProcessRequest* request,
                            v1::WaitProcessResponse* response) override;

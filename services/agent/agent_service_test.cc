@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -612,6 +613,83 @@ TEST_F(AgentServiceTest, AnAckBeyondTheOutputIsOutOfRange) {
   EXPECT_TRUE(absl::StrContains(status.error_message(), "stdout"))
       << status.error_message();
   ASSERT_TRUE(Signal("c1", "cat", SIGKILL).ok());
+}
+
+grpc::Status AckOutput(v1::AgentService::Stub* stub, const std::string& process,
+                       uint64_t out, uint64_t err) {
+  v1::AckOutputRequest request;
+  request.set_container_id("c1");
+  request.set_process_id(process);
+  request.set_stdout_offset(out);
+  request.set_stderr_offset(err);
+  v1::AckOutputResponse response;
+  return stub->AckOutput(Context().get(), request, &response);
+}
+
+TEST_F(AgentServiceTest, AckOutputErrorsNameTheProcessAndStream) {
+  ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
+  grpc::Status status = AckOutput(stub_.get(), "cat", 1000, 0);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "stdout"))
+      << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "\"cat\""))
+      << status.error_message();
+  status = AckOutput(stub_.get(), "nope", 0, 0);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "nope"));
+  v1::AckOutputRequest request;
+  v1::AckOutputResponse response;
+  grpc::ClientContext no_deadline;
+  EXPECT_EQ(stub_->AckOutput(&no_deadline, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Signal("c1", "cat", SIGKILL).ok());
+}
+
+// cat with stdin flowing faster than it can echo, through a 64 KiB window:
+// the stream stops being read while a stdin frame waits for cat, so only an
+// out-of-band AckOutput makes room for cat's output (an ack on the stream
+// would wait behind that stdin, and cat for the room: a deadlock).
+TEST_F(AgentServiceTest, AckOutputMakesRoomWhileStdinWaits) {
+  TearDown();
+  StartAgent(/*window=*/64 * 1024);
+  const std::string data = Pattern(4 * 1024 * 1024);
+  ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
+  auto context = Context();
+  auto stream = stub_->ProcessIo(context.get());
+  ProcessIoRequest request;
+  request.mutable_attach()->set_container_id("c1");
+  request.mutable_attach()->set_process_id("cat");
+  ASSERT_TRUE(stream->Write(request));
+  std::thread writer([&] {
+    ProcessIoRequest frame;
+    for (size_t at = 0; at < data.size(); at += 32 * 1024) {
+      frame.set_stdin(data.substr(at, 32 * 1024));
+      if (!stream->Write(frame)) return;
+    }
+    frame.Clear();
+    frame.mutable_stdin_close();
+    stream->Write(frame);
+    stream->WritesDone();
+  });
+  std::string out;
+  bool exited = false;
+  uint64_t acked = 0;
+  ProcessIoResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_stdout_chunk()) out += response.stdout_chunk().data();
+    if (response.has_exit()) exited = true;
+    if (out.size() - acked >= 16 * 1024) {
+      const grpc::Status acked_status =
+          AckOutput(stub_.get(), "cat", out.size(), 0);
+      EXPECT_TRUE(acked_status.ok()) << acked_status.error_message();
+      acked = out.size();
+    }
+  }
+  writer.join();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(exited);
+  EXPECT_EQ(out.size(), data.size());
+  EXPECT_EQ(Checksum(out), Checksum(data));
 }
 
 TEST_F(AgentServiceTest, DestroySandboxKillsEveryProcess) {

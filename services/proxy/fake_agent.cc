@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -105,6 +106,41 @@ grpc::Status FakeAgent::Resize(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+void FakeAgent::HoldAcks(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_acks_ = hold;
+}
+
+grpc::Status FakeAgent::AckOutput(grpc::ServerContext* context,
+                                  const agentpb::AckOutputRequest* request,
+                                  agentpb::AckOutputResponse*) {
+  if (context->deadline() == std::chrono::system_clock::time_point::max()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a deadline is required");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = processes_.find(request->process_id());
+  if (it == processes_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no process ", request->process_id()));
+  }
+  agentpb::OutputAck ack;
+  ack.set_stdout_offset(request->stdout_offset());
+  ack.set_stderr_offset(request->stderr_offset());
+  it->second.acks.push_back(ack);
+  int& in_flight = acks_in_flight_[request->process_id()];
+  ++in_flight;
+  it->second.max_acks_in_flight =
+      std::max(it->second.max_acks_in_flight, in_flight);
+  auto released = [this]() {
+    mu_.AssertHeld();
+    return !hold_acks_;
+  };
+  mu_.Await(absl::Condition(&released));
+  --acks_in_flight_[request->process_id()];
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeAgent::ProcessIo(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<agentpb::ProcessIoResponse,
@@ -140,7 +176,7 @@ grpc::Status FakeAgent::ProcessIo(
       Process& p = processes_[process_id];
       if (in.has_stdin()) p.stdin += in.stdin();
       if (in.has_stdin_close()) p.stdin_closed = true;
-      if (in.has_ack()) p.acks.push_back(in.ack());
+      if (in.has_ack()) p.stream_acks.push_back(in.ack());
     }
     absl::MutexLock lock(&mu_);
     processes_[process_id].stdin_closed = true;

@@ -46,11 +46,19 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
     std::vector<berth::agent::v1::TerminalSize> sizes;  // from Resize
     std::string stdin;
     bool stdin_closed = false;
+    // From AckOutput calls, in order.
     std::vector<berth::agent::v1::OutputAck> acks;
+    // From ack frames on ProcessIo (the proxy sends none).
+    std::vector<berth::agent::v1::OutputAck> stream_acks;
+    // AckOutput calls of this process in flight at once, at most.
+    int max_acks_in_flight = 0;
     uint64_t stdout_written = 0;  // bytes whose Write returned
     bool attached = false;
     bool io_done = false;
   };
+
+  // While held, AckOutput calls wait (recorded first) until released.
+  void HoldAcks(bool hold) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every process started, by process id.
   std::map<std::string, Process> processes() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -76,6 +84,10 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
   grpc::Status Resize(grpc::ServerContext* context,
                       const berth::agent::v1::ResizeRequest* request,
                       berth::agent::v1::ResizeResponse* response) override;
+  grpc::Status AckOutput(
+      grpc::ServerContext* context,
+      const berth::agent::v1::AckOutputRequest* request,
+      berth::agent::v1::AckOutputResponse* response) override;
   grpc::Status ProcessIo(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<berth::agent::v1::ProcessIoResponse,
@@ -91,6 +103,8 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
   mutable absl::Mutex mu_;
   int32_t next_pid_ ABSL_GUARDED_BY(mu_) = 100;
   std::map<std::string, Process> processes_ ABSL_GUARDED_BY(mu_);
+  bool hold_acks_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> acks_in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace testing

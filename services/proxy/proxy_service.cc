@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
@@ -131,6 +132,9 @@ class ProxyServiceImpl::AgentIoReactor
   const std::shared_ptr<Session> session_;
   grpc::ClientContext context_;
   agentpb::ProcessIoRequest out_;
+  // Stdin (or its close) read from the shim while out_ was in flight.
+  agentpb::ProcessIoRequest held_;
+  bool has_held_ = false;
   agentpb::ProcessIoResponse in_;
   bool writing_ = false;
   bool attached_ = false;  // the attach was written
@@ -690,6 +694,67 @@ void ProxyServiceImpl::AttachIo(const std::shared_ptr<Session>& session,
   io->Begin(stub.get(), attach);
 }
 
+grpc::ServerUnaryReactor* ProxyServiceImpl::AckOutput(
+    grpc::CallbackServerContext* context, const pb::AckOutputRequest* request,
+    pb::AckOutputResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(request->token());
+  if (it == sessions_.end() || !it->second->started) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("no process for token ", TokenPrefix(request->token()))));
+    return reactor;
+  }
+  Session& session = *it->second;
+  session.ack_stdout = std::max(session.ack_stdout, request->stdout_offset());
+  session.ack_stderr = std::max(session.ack_stderr, request->stderr_offset());
+  ForwardAck(it->second);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+void ProxyServiceImpl::ForwardAck(const std::shared_ptr<Session>& session) {
+  if (session->ack_in_flight || stopping_ || !session->started) return;
+  if (session->ack_stdout <= session->ack_sent_stdout &&
+      session->ack_stderr <= session->ack_sent_stderr) {
+    return;
+  }
+  std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
+  if (stub == nullptr) return;
+  auto call = std::make_shared<
+      AgentCall<agentpb::AckOutputRequest, agentpb::AckOutputResponse>>();
+  call->context.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
+  call->request.set_container_id(session->container_id);
+  call->request.set_process_id(session->process_id);
+  call->request.set_stdout_offset(session->ack_stdout);
+  call->request.set_stderr_offset(session->ack_stderr);
+  session->ack_sent_stdout = session->ack_stdout;
+  session->ack_sent_stderr = session->ack_stderr;
+  session->ack_in_flight = true;
+  ++live_calls_;
+  stub->async()->AckOutput(&call->context, &call->request, &call->response,
+                           [this, call, stub, session](grpc::Status status) {
+                             absl::MutexLock lock(&mu_);
+                             --live_calls_;
+                             session->ack_in_flight = false;
+                             if (!status.ok() && !session->exited) {
+                               // The agent keeps the output; a later ack covers
+                               // it.
+                               LOG(WARNING)
+                                   << "acknowledging output of process "
+                                   << session->process_id << " up to stdout "
+                                   << call->request.stdout_offset()
+                                   << ", stderr "
+                                   << call->request.stderr_offset() << ": "
+                                   << status.error_message();
+                             }
+                             if (sessions_.count(session->token) != 0)
+                               ForwardAck(session);
+                           });
+}
+
 // --- Signal and Resize from drivers ----------------------------------------
 
 void ProxyServiceImpl::SignalProcess(const std::shared_ptr<Session>& session,
@@ -837,23 +902,42 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
     if (!shim->finished_) shim->StartRead(&shim->request_);
   };
   switch (request.frame_case()) {
+    case pb::ConnectRequest::kAck:
+      // Out of band, and read on at once: the agent reads no more of the
+      // process's stream while stdin waits for the process, which may be
+      // blocked on output only this ack lets the agent read.
+      session->ack_stdout =
+          std::max(session->ack_stdout, request.ack().stdout_offset());
+      session->ack_stderr =
+          std::max(session->ack_stderr, request.ack().stderr_offset());
+      ForwardAck(session);
+      read_on();
+      return;
     case pb::ConnectRequest::kStdin:
-    case pb::ConnectRequest::kStdinClose:
-    case pb::ConnectRequest::kAck: {
+    case pb::ConnectRequest::kStdinClose: {
       if (io == nullptr || session->exited) {
         read_on();
         return;
       }
-      io->out_.Clear();
+      agentpb::ProcessIoRequest frame;
       if (request.has_stdin()) {
-        io->out_.set_stdin(request.stdin());
-      } else if (request.has_stdin_close()) {
-        io->out_.mutable_stdin_close();
+        frame.set_stdin(request.stdin());
       } else {
-        *io->out_.mutable_ack() = request.ack();
+        frame.mutable_stdin_close();
       }
+      if (io->writing_) {
+        // One frame in flight, this one held: read on once the agent took
+        // the first (OnAgentWriteDone).
+        io->held_ = std::move(frame);
+        io->has_held_ = true;
+        return;
+      }
+      io->out_ = std::move(frame);
       io->writing_ = true;
-      io->StartWrite(&io->out_);  // OnAgentWriteDone reads on
+      io->StartWrite(&io->out_);
+      // Read on meanwhile, so that acks still reach the agent while it
+      // waits for the process to take this stdin.
+      read_on();
       return;
     }
     case pb::ConnectRequest::kSignal:
@@ -1016,16 +1100,29 @@ void ProxyServiceImpl::OnAgentRead(AgentIoReactor* io, bool ok) {
 void ProxyServiceImpl::OnAgentWriteDone(AgentIoReactor* io, bool ok) {
   absl::MutexLock lock(&mu_);
   io->writing_ = false;
+  const bool attach_written = !io->attached_;
   io->attached_ = true;
   if (!ok) return;  // the stream failed: OnAgentDone
   if (io->writes_done_pending_) {
     io->writes_done_pending_ = false;
+    io->has_held_ = false;
     io->StartWritesDone();
     return;
   }
   if (io->session_->exited) return;
   ShimReactor* shim = io->session_->shim;
-  if (shim != nullptr && !shim->finished_) shim->StartRead(&shim->request_);
+  const bool shim_live = shim != nullptr && !shim->finished_;
+  if (io->has_held_) {
+    io->out_ = std::move(io->held_);
+    io->has_held_ = false;
+    io->writing_ = true;
+    io->StartWrite(&io->out_);
+    if (shim_live) shim->StartRead(&shim->request_);  // held nothing now
+    return;
+  }
+  // After the attach the shim's requests are read; after stdin the shim's
+  // stream is being read already.
+  if (attach_written && shim_live) shim->StartRead(&shim->request_);
 }
 
 void ProxyServiceImpl::OnAgentDone(AgentIoReactor* io,

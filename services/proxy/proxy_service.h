@@ -102,6 +102,10 @@ class ProxyServiceImpl final
   grpc::ServerBidiReactor<berth::proxy::v1::ConnectRequest,
                           berth::proxy::v1::ConnectResponse>*
   Connect(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* AckOutput(
+      grpc::CallbackServerContext* context,
+      const berth::proxy::v1::AckOutputRequest* request,
+      berth::proxy::v1::AckOutputResponse* response) override;
 
  private:
   class ShimReactor;
@@ -148,6 +152,16 @@ class ProxyServiceImpl final
     // Offsets of the next output bytes, for agents that send no offsets.
     uint64_t stdout_next = 0;
     uint64_t stderr_next = 0;
+    // The shim's acknowledgements, forwarded to the agent by AckOutput, out
+    // of band (never queued behind stdin the process has not read): the
+    // latest offsets the shim acknowledged, those of the last AckOutput
+    // sent, and whether one is in flight (at most one per process; the
+    // latest offsets go when it completes).
+    uint64_t ack_stdout = 0;
+    uint64_t ack_stderr = 0;
+    uint64_t ack_sent_stdout = 0;
+    uint64_t ack_sent_stderr = 0;
+    bool ack_in_flight = false;
   };
 
   absl::Duration ShimTimeout(const google::protobuf::Duration& d) const;
@@ -182,6 +196,10 @@ class ProxyServiceImpl final
                      std::function<void(grpc::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<AgentStub> StubOf(const std::string& sandbox_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the shim's latest acknowledged offsets to the agent (AckOutput)
+  // unless one is in flight or they did not advance.
+  void ForwardAck(const std::shared_ptr<Session>& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Reactions of the streams, all under mu_.

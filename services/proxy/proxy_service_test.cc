@@ -576,8 +576,96 @@ TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
   const auto& process = processes.at(response.process_id());
   EXPECT_TRUE(process.exec);
   EXPECT_EQ(process.stdin, "abcdef");
+  // Out of band (AckOutput), never on the process's stream.
   ASSERT_EQ(process.acks.size(), 1u);
   EXPECT_EQ(process.acks[0].stdout_offset(), 6u);
+  EXPECT_TRUE(process.stream_acks.empty());
+}
+
+// A shim's AckOutput (out of band of its stream) reaches the agent; a token
+// without a process is NOT_FOUND naming its prefix.
+TEST_F(ProxyServiceTest, ShimAckOutputReachesTheAgent) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  ASSERT_TRUE(shim.WaitConnected());
+  {
+    grpc::ClientContext context;
+    pb::AckOutputRequest request;
+    request.set_token(token);
+    pb::AckOutputResponse response;
+    const grpc::Status status = stub_->AckOutput(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(status.error_message(), HasSubstr(token.substr(0, 8)));
+  }
+  grpc::ClientContext context;
+  pb::ExecCmdRequest request;
+  request.set_token(token);
+  request.set_container_id("c1");
+  request.mutable_process()->add_args("cat");
+  pb::ExecCmdResponse response;
+  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  grpc::ClientContext ack_context;
+  pb::AckOutputRequest ack;
+  ack.set_token(token);
+  ack.set_stdout_offset(5);
+  ack.set_stderr_offset(7);
+  pb::AckOutputResponse ack_response;
+  ASSERT_TRUE(stub_->AckOutput(&ack_context, ack, &ack_response).ok());
+  const std::string id = response.process_id();
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.at(id).acks.size() == 1;
+  }));
+  const auto acked = agent_.processes().at(id).acks[0];
+  EXPECT_EQ(acked.stdout_offset(), 5u);
+  EXPECT_EQ(acked.stderr_offset(), 7u);
+  shim.CloseStdin();
+  EXPECT_TRUE(shim.WaitDone().ok());
+}
+
+// At most one AckOutput in flight per process; the acks that come meanwhile
+// are coalesced into one with the latest offsets, sent once it completes.
+TEST_F(ProxyServiceTest, AcksAreCoalescedOneInFlight) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  ASSERT_TRUE(shim.WaitConnected());
+  grpc::ClientContext context;
+  pb::ExecCmdRequest request;
+  request.set_token(token);
+  request.set_container_id("c1");
+  request.mutable_process()->add_args("cat");
+  pb::ExecCmdResponse response;
+  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  const std::string id = response.process_id();
+  agent_.HoldAcks(true);
+  for (uint64_t offset : {1, 2, 3, 4}) {
+    pb::ConnectRequest ack;
+    ack.mutable_ack()->set_stdout_offset(offset);
+    ack.mutable_ack()->set_stderr_offset(offset * 10);
+    shim.Send(ack);
+  }
+  // The first is at the agent, held there.
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.count(id) != 0 && processes.at(id).acks.size() == 1;
+  }));
+  // Stdin still flows while the ack is held (the shim's stream is read on).
+  shim.SendStdin("abc");
+  ASSERT_TRUE(berth::testing::WaitFor([&] { return shim.out() == "abc"; }));
+  agent_.HoldAcks(false);
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.at(id).acks.size() == 2;
+  }));
+  shim.CloseStdin();
+  EXPECT_TRUE(shim.WaitDone().ok());
+  const auto process = agent_.processes().at(id);
+  ASSERT_EQ(process.acks.size(), 2u);
+  EXPECT_EQ(process.acks[0].stdout_offset(), 1u);
+  EXPECT_EQ(process.acks[0].stderr_offset(), 10u);
+  EXPECT_EQ(process.acks[1].stdout_offset(), 4u);
+  EXPECT_EQ(process.acks[1].stderr_offset(), 40u);
+  EXPECT_EQ(process.max_acks_in_flight, 1);
+  EXPECT_TRUE(process.stream_acks.empty());
 }
 
 TEST_F(ProxyServiceTest, SignalReachesTheProcessAndItsExitComesLast) {

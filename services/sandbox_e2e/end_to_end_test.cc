@@ -364,6 +364,40 @@ TEST_F(EndToEndTest, StoppedShimHoldsOnlyItsOwnProcess) {
   ExpectSameOutput(stopped.out(), stopped_file, kStoppedBytes);
 }
 
+// cat echoing 8 MiB while its stdin still flows: more than the agent's 1 MiB
+// window of unacknowledged output. The shim's acks must reach the agent
+// while stdin waits for cat (which waits for the agent to read its stdout):
+// they go out of band (AckOutput), not behind stdin on the process's
+// stream, where they deadlocked after about 1 MiB.
+TEST_F(EndToEndTest, CatEchoesMebibytesWhileStdinFlows) {
+  constexpr size_t kBytes = 8 << 20;
+  constexpr size_t kPiece = 64 << 10;
+  signal(SIGPIPE, SIG_IGN);  // a shim that died fails the writes, not us
+  std::string input(kBytes, '\0');
+  for (size_t i = 0; i < kBytes; ++i) {
+    input[i] = static_cast<char>((i * 131 + (i >> 12)) & 0xff);
+  }
+  const std::string token = AllocateToken();
+  ShimProcess shim(ShimOptions(token));
+  agent_pb::ProcessSpec cat;
+  cat.add_args("cat");
+  cat.add_env("PATH=/usr/bin:/bin");
+  pb::NewContainerResponse process;
+  ASSERT_TRUE(NewContainer(token, "c", cat, absl::Seconds(30), &process).ok())
+      << Logs();
+  std::thread writer([&] {
+    for (size_t at = 0; at < kBytes; at += kPiece) {
+      shim.WriteStdin(input.substr(at, kPiece));
+    }
+    shim.CloseStdin();
+  });
+  // Stalled, the shim is killed after 60 s and its output is short.
+  EXPECT_EQ(shim.Wait(), 0) << shim.err() << Logs();
+  writer.join();
+  EXPECT_EQ(shim.out().size(), kBytes);
+  EXPECT_TRUE(shim.out() == input) << "cat's output differs from its input";
+}
+
 // Point 8: exit codes, and 128 + N for a signal, including one the shim
 // forwarded.
 TEST_F(EndToEndTest, ExitCodesAndSignals) {

@@ -55,6 +55,8 @@ using Stream =
 constexpr size_t kMaxTokenSize = 4096;
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+// Deadline of an AckOutput call.
+constexpr absl::Duration kAckTimeout = absl::Seconds(10);
 
 // Writes all of `data` to `fd`; returns 0 or the errno that stopped it.
 int WriteAll(int fd, const char* data, size_t size) {
@@ -166,11 +168,18 @@ class Shim {
       }
     }
     std::thread up([this] { UpLoop(); });
+    std::thread acker([this] { AckLoop(); });
     const int code = ConnectLoop();
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
+    {
+      absl::MutexLock lock(&ack_mu_);
+      ack_stub_ = nullptr;
+      ack_stopping_ = true;
+    }
+    acker.join();  // an AckOutput in flight ends by its deadline
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
     up.join();
@@ -270,7 +279,7 @@ class Shim {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         Dial(options_.proxy_socket, give_up);
     if (!channel.ok()) return Lost(channel.status(), false);
-    std::unique_ptr<pb::ProxyService::Stub> stub =
+    std::shared_ptr<pb::ProxyService::Stub> stub =
         pb::ProxyService::NewStub(*channel);
     grpc::ClientContext context;
     std::unique_ptr<Stream> stream = stub->Connect(&context);
@@ -294,6 +303,8 @@ class Shim {
           if (!connected) {
             connected = true;
             Publish(stream.get());
+            absl::MutexLock lock(&ack_mu_);
+            ack_stub_ = stub;
           }
           break;
         case pb::ConnectResponse::kStdout:
@@ -346,6 +357,10 @@ class Shim {
   }
 
   void Unpublish() {
+    {
+      absl::MutexLock lock(&ack_mu_);
+      ack_stub_ = nullptr;
+    }
     absl::MutexLock lock(&mu_);
     stream_ = nullptr;
   }
@@ -359,10 +374,73 @@ class Shim {
     return true;
   }
 
-  // Acknowledges the output written so far; if the other thread is busy
-  // sending (a Write can block on flow control), leaves it to that thread,
-  // which sends the latest offsets after its Write.
+  // Acknowledges the output written so far: by AckOutput, out of band of
+  // the stream, where an ack would wait behind stdin the process has not
+  // read while the process waits for room for its output (a deadlock). At
+  // most one AckOutput is in flight; when it completes, the latest offsets
+  // go if they advanced. A proxy without AckOutput gets acks on the stream.
   void Ack() {
+    {
+      absl::MutexLock lock(&ack_mu_);
+      if (!stream_acks_) {
+        ack_wanted_ = true;  // the acker thread sends it
+        return;
+      }
+    }
+    AckOnStream();
+  }
+
+  // The acker thread: sends AckOutput with the offsets written so far
+  // whenever Ack() asked for it and they advanced; one call at a time, so
+  // the acks that come meanwhile go as one.
+  void AckLoop() {
+    uint64_t sent_stdout = 0, sent_stderr = 0;
+    while (true) {
+      std::shared_ptr<pb::ProxyService::Stub> stub;
+      {
+        absl::MutexLock lock(&ack_mu_);
+        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_) {
+          return ack_stopping_ || (ack_wanted_ && ack_stub_ != nullptr);
+        };
+        ack_mu_.Await(absl::Condition(&ready));
+        if (ack_stopping_) return;
+        ack_wanted_ = false;
+        stub = ack_stub_;
+      }
+      const uint64_t out = stdout_.written();
+      const uint64_t err = stderr_.written();
+      if (out <= sent_stdout && err <= sent_stderr) continue;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kAckTimeout));
+      pb::AckOutputRequest request;
+      request.set_token(options_.token);
+      request.set_stdout_offset(out);
+      request.set_stderr_offset(err);
+      pb::AckOutputResponse response;
+      const grpc::Status status = stub->AckOutput(&context, request, &response);
+      if (status.ok()) {
+        sent_stdout = out;
+        sent_stderr = err;
+        continue;
+      }
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        {
+          absl::MutexLock lock(&ack_mu_);
+          stream_acks_ = true;  // an older proxy
+        }
+        AckOnStream();
+        return;
+      }
+      // Sent again with the next output; a reconnecting shim's hello
+      // carries its offsets anyway.
+      VLOG(1) << "AckOutput: " << status.error_message();
+    }
+  }
+
+  // Acknowledges on the stream; if the other thread is busy sending (a Write
+  // can block on flow control), leaves it to that thread, which sends the
+  // latest offsets after its Write.
+  void AckOnStream() {
     ack_pending_.store(true);
     if (!mu_.TryLock()) return;  // the holder sends it when it unlocks
     if (ack_pending_.exchange(false)) SendAckLocked();
@@ -488,6 +566,15 @@ class Shim {
   int signal_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> ack_pending_{false};
+
+  absl::Mutex ack_mu_;
+  // The stub of the stream the proxy accepted; null between streams.
+  std::shared_ptr<pb::ProxyService::Stub> ack_stub_ ABSL_GUARDED_BY(ack_mu_);
+  // Output was written since the acker thread last looked.
+  bool ack_wanted_ ABSL_GUARDED_BY(ack_mu_) = false;
+  bool ack_stopping_ ABSL_GUARDED_BY(ack_mu_) = false;
+  // The proxy has no AckOutput: acks go on the stream.
+  bool stream_acks_ ABSL_GUARDED_BY(ack_mu_) = false;
 
   absl::Mutex mu_;
   // The stream being read, once the proxy accepted the hello; null between

@@ -7,13 +7,7 @@
 # restarts of the plugin.
 #
 # The suite runs once per check (--filter), on the checks listed in
-# `checks`. Left out, and why:
-# - exec_streaming_100mb: it stalls after about 1 MiB. cat's output fills the
-#   agent's window of unacknowledged output (1 MiB); the shim's acks travel on
-#   the same ProcessIo stream as its stdin, and the agent stops reading that
-#   stream while a stdin frame waits for cat, which waits for the agent to
-#   read its stdout: a deadlock in berth-agent's stream handling, not in the
-#   driver.
+# `checks`.
 #
 # usage: conformance_test.sh PROXY CONFORMANCE_DRIVER_TEST SUITE PLUGIN
 set -u
@@ -26,6 +20,7 @@ checks=(
   fingerprint start_wait_inspect exit_code exit_signal wait_twice stop_signal
   stop_timeout_kill destroy signal_task task_events exec_task
   exec_streaming_output exec_streaming_stdin exec_streaming_tty
+  exec_streaming_100mb
   unknown_task_not_found missing_command shutdown
   # Skipped by the suite (no stats, no recover), run to see them skip.
   task_stats recover_task

@@ -30,6 +30,7 @@ static const char* AgentService_method_names[] = {
   "/berth.agent.v1.AgentService/Signal",
   "/berth.agent.v1.AgentService/Resize",
   "/berth.agent.v1.AgentService/ProcessIo",
+  "/berth.agent.v1.AgentService/AckOutput",
   "/berth.agent.v1.AgentService/WaitProcess",
   "/berth.agent.v1.AgentService/DestroySandbox",
 };
@@ -47,8 +48,9 @@ AgentService::Stub::Stub(const std::shared_ptr< ::grpc::ChannelInterface>& chann
   , rpcmethod_Signal_(AgentService_method_names[3], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_Resize_(AgentService_method_names[4], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_ProcessIo_(AgentService_method_names[5], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
-  , rpcmethod_WaitProcess_(AgentService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
-  , rpcmethod_DestroySandbox_(AgentService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_AckOutput_(AgentService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_WaitProcess_(AgentService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_DestroySandbox_(AgentService_method_names[8], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   {}
 
 ::grpc::Status AgentService::Stub::Ping(::grpc::ClientContext* context, const ::berth::agent::v1::PingRequest& request, ::berth::agent::v1::PingResponse* response) {
@@ -182,6 +184,29 @@ void AgentService::Stub::async::ProcessIo(::grpc::ClientContext* context, ::grpc
   return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>::Create(channel_.get(), cq, rpcmethod_ProcessIo_, context, false, nullptr);
 }
 
+::grpc::Status AgentService::Stub::AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::berth::agent::v1::AckOutputResponse* response) {
+  return ::grpc::internal::BlockingUnaryCall< ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), rpcmethod_AckOutput_, context, request, response);
+}
+
+void AgentService::Stub::async::AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, std::function<void(::grpc::Status)> f) {
+  ::grpc::internal::CallbackUnaryCall< ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_AckOutput_, context, request, response, std::move(f));
+}
+
+void AgentService::Stub::async::AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) {
+  ::grpc::internal::ClientCallbackUnaryFactory::Create< ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_AckOutput_, context, request, response, reactor);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>* AgentService::Stub::PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+  return ::grpc::internal::ClientAsyncResponseReaderHelper::Create< ::berth::agent::v1::AckOutputResponse, ::berth::agent::v1::AckOutputRequest, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), cq, rpcmethod_AckOutput_, context, request);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>* AgentService::Stub::AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+  auto* result =
+    this->PrepareAsyncAckOutputRaw(context, request, cq);
+  result->StartCall();
+  return result;
+}
+
 ::grpc::Status AgentService::Stub::WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::berth::agent::v1::WaitProcessResponse* response) {
   return ::grpc::internal::BlockingUnaryCall< ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), rpcmethod_WaitProcess_, context, request, response);
 }
@@ -292,6 +317,16 @@ AgentService::Service::Service() {
   AddMethod(new ::grpc::internal::RpcServiceMethod(
       AgentService_method_names[6],
       ::grpc::internal::RpcMethod::NORMAL_RPC,
+      new ::grpc::internal::RpcMethodHandler< AgentService::Service, ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
+          [](AgentService::Service* service,
+             ::grpc::ServerContext* ctx,
+             const ::berth::agent::v1::AckOutputRequest* req,
+             ::berth::agent::v1::AckOutputResponse* resp) {
+               return service->AckOutput(ctx, req, resp);
+             }, this)));
+  AddMethod(new ::grpc::internal::RpcServiceMethod(
+      AgentService_method_names[7],
+      ::grpc::internal::RpcMethod::NORMAL_RPC,
       new ::grpc::internal::RpcMethodHandler< AgentService::Service, ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
           [](AgentService::Service* service,
              ::grpc::ServerContext* ctx,
@@ -300,7 +335,7 @@ AgentService::Service::Service() {
                return service->WaitProcess(ctx, req, resp);
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
-      AgentService_method_names[7],
+      AgentService_method_names[8],
       ::grpc::internal::RpcMethod::NORMAL_RPC,
       new ::grpc::internal::RpcMethodHandler< AgentService::Service, ::berth::agent::v1::DestroySandboxRequest, ::berth::agent::v1::DestroySandboxResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
           [](AgentService::Service* service,
@@ -352,6 +387,13 @@ AgentService::Service::~Service() {
 ::grpc::Status AgentService::Service::ProcessIo(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::agent::v1::ProcessIoResponse, ::berth::agent::v1::ProcessIoRequest>* stream) {
   (void) context;
   (void) stream;
+  return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+}
+
+::grpc::Status AgentService::Service::AckOutput(::grpc::ServerContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response) {
+  (void) context;
+  (void) request;
+  (void) response;
   return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
 }
 

@@ -87,9 +87,9 @@ class AgentService final {
     // stdout and stderr flow out, and the exit comes last, after all output.
     // One stream per process, so each has its own flow control. Output carries
     // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
-    // it is acknowledged (ack), up to a bounded window, and then stops reading
-    // the process's pipe, so that a client that reconnects (attach with the
-    // offsets it has) loses and repeats nothing.
+    // it is acknowledged (ack, or AckOutput), up to a bounded window, and then
+    // stops reading the process's pipe, so that a client that reconnects
+    // (attach with the offsets it has) loses and repeats nothing.
     std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>> ProcessIo(::grpc::ClientContext* context) {
       return std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>>(ProcessIoRaw(context));
     }
@@ -98,6 +98,19 @@ class AgentService final {
     }
     std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>> PrepareAsyncProcessIo(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>>(PrepareAsyncProcessIoRaw(context, cq));
+    }
+    // Acknowledges a process's output out of band: the same as an ack on its
+    // ProcessIo stream, but never queued behind stdin that the process has not
+    // read yet (the agent stops reading ProcessIo while a stdin frame waits
+    // for the process, and a process blocked on its full output window reads
+    // no stdin). Offsets before what is already acknowledged change nothing;
+    // one beyond what was read from the process is OUT_OF_RANGE.
+    virtual ::grpc::Status AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::berth::agent::v1::AckOutputResponse* response) = 0;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>> AsyncAckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>>(AsyncAckOutputRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>> PrepareAsyncAckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>>(PrepareAsyncAckOutputRaw(context, request, cq));
     }
     // Waits until a process has exited and returns how.
     virtual ::grpc::Status WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::berth::agent::v1::WaitProcessResponse* response) = 0;
@@ -138,10 +151,18 @@ class AgentService final {
       // stdout and stderr flow out, and the exit comes last, after all output.
       // One stream per process, so each has its own flow control. Output carries
       // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
-      // it is acknowledged (ack), up to a bounded window, and then stops reading
-      // the process's pipe, so that a client that reconnects (attach with the
-      // offsets it has) loses and repeats nothing.
+      // it is acknowledged (ack, or AckOutput), up to a bounded window, and then
+      // stops reading the process's pipe, so that a client that reconnects
+      // (attach with the offsets it has) loses and repeats nothing.
       virtual void ProcessIo(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::agent::v1::ProcessIoRequest,::berth::agent::v1::ProcessIoResponse>* reactor) = 0;
+      // Acknowledges a process's output out of band: the same as an ack on its
+      // ProcessIo stream, but never queued behind stdin that the process has not
+      // read yet (the agent stops reading ProcessIo while a stdin frame waits
+      // for the process, and a process blocked on its full output window reads
+      // no stdin). Offsets before what is already acknowledged change nothing;
+      // one beyond what was read from the process is OUT_OF_RANGE.
+      virtual void AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, std::function<void(::grpc::Status)>) = 0;
+      virtual void AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
       // Waits until a process has exited and returns how.
       virtual void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, std::function<void(::grpc::Status)>) = 0;
       virtual void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
@@ -166,6 +187,8 @@ class AgentService final {
     virtual ::grpc::ClientReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* ProcessIoRaw(::grpc::ClientContext* context) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* AsyncProcessIoRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* PrepareAsyncProcessIoRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>* AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::AckOutputResponse>* PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::WaitProcessResponse>* AsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::WaitProcessResponse>* PrepareAsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::DestroySandboxResponse>* AsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) = 0;
@@ -218,6 +241,13 @@ class AgentService final {
     std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>> PrepareAsyncProcessIo(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>>(PrepareAsyncProcessIoRaw(context, cq));
     }
+    ::grpc::Status AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::berth::agent::v1::AckOutputResponse* response) override;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>> AsyncAckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>>(AsyncAckOutputRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>> PrepareAsyncAckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>>(PrepareAsyncAckOutputRaw(context, request, cq));
+    }
     ::grpc::Status WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::berth::agent::v1::WaitProcessResponse* response) override;
     std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::WaitProcessResponse>> AsyncWaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::WaitProcessResponse>>(AsyncWaitProcessRaw(context, request, cq));
@@ -246,6 +276,8 @@ class AgentService final {
       void Resize(::grpc::ClientContext* context, const ::berth::agent::v1::ResizeRequest* request, ::berth::agent::v1::ResizeResponse* response, std::function<void(::grpc::Status)>) override;
       void Resize(::grpc::ClientContext* context, const ::berth::agent::v1::ResizeRequest* request, ::berth::agent::v1::ResizeResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void ProcessIo(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::agent::v1::ProcessIoRequest,::berth::agent::v1::ProcessIoResponse>* reactor) override;
+      void AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, std::function<void(::grpc::Status)>) override;
+      void AckOutput(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, std::function<void(::grpc::Status)>) override;
       void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void DestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response, std::function<void(::grpc::Status)>) override;
@@ -274,6 +306,8 @@ class AgentService final {
     ::grpc::ClientReaderWriter< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* ProcessIoRaw(::grpc::ClientContext* context) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* AsyncProcessIoRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::agent::v1::ProcessIoRequest, ::berth::agent::v1::ProcessIoResponse>* PrepareAsyncProcessIoRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>* AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::AckOutputResponse>* PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::agent::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::WaitProcessResponse>* AsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::WaitProcessResponse>* PrepareAsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::DestroySandboxResponse>* AsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) override;
@@ -284,6 +318,7 @@ class AgentService final {
     const ::grpc::internal::RpcMethod rpcmethod_Signal_;
     const ::grpc::internal::RpcMethod rpcmethod_Resize_;
     const ::grpc::internal::RpcMethod rpcmethod_ProcessIo_;
+    const ::grpc::internal::RpcMethod rpcmethod_AckOutput_;
     const ::grpc::internal::RpcMethod rpcmethod_WaitProcess_;
     const ::grpc::internal::RpcMethod rpcmethod_DestroySandbox_;
   };
@@ -308,10 +343,17 @@ class AgentService final {
     // stdout and stderr flow out, and the exit comes last, after all output.
     // One stream per process, so each has its own flow control. Output carries
     // byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
-    // it is acknowledged (ack), up to a bounded window, and then stops reading
-    // the process's pipe, so that a client that reconnects (attach with the
-    // offsets it has) loses and repeats nothing.
+    // it is acknowledged (ack, or AckOutput), up to a bounded window, and then
+    // stops reading the process's pipe, so that a client that reconnects
+    // (attach with the offsets it has) loses and repeats nothing.
     virtual ::grpc::Status ProcessIo(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::agent::v1::ProcessIoResponse, ::berth::agent::v1::ProcessIoRequest>* stream);
+    // Acknowledges a process's output out of band: the same as an ack on its
+    // ProcessIo stream, but never queued behind stdin that the process has not
+    // read yet (the agent stops reading ProcessIo while a stdin frame waits
+    // for the process, and a process blocked on its full output window reads
+    // no stdin). Offsets before what is already acknowledged change nothing;
+    // one beyond what was read from the process is OUT_OF_RANGE.
+    virtual ::grpc::Status AckOutput(::grpc::ServerContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response);
     // Waits until a process has exited and returns how.
     virtual ::grpc::Status WaitProcess(::grpc::ServerContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response);
     // Kills every process of the sandbox and ends the agent.
@@ -438,12 +480,32 @@ class AgentService final {
     }
   };
   template <class BaseClass>
+  class WithAsyncMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithAsyncMethod_AckOutput() {
+      ::grpc::Service::MarkMethodAsync(6);
+    }
+    ~WithAsyncMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAckOutput(::grpc::ServerContext* context, ::berth::agent::v1::AckOutputRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::agent::v1::AckOutputResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(6, context, request, response, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithAsyncMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodAsync(6);
+      ::grpc::Service::MarkMethodAsync(7);
     }
     ~WithAsyncMethod_WaitProcess() override {
       BaseClassMustBeDerivedFromService(this);
@@ -454,7 +516,7 @@ class AgentService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestWaitProcess(::grpc::ServerContext* context, ::berth::agent::v1::WaitProcessRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::agent::v1::WaitProcessResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(6, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(7, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -463,7 +525,7 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodAsync(7);
+      ::grpc::Service::MarkMethodAsync(8);
     }
     ~WithAsyncMethod_DestroySandbox() override {
       BaseClassMustBeDerivedFromService(this);
@@ -474,10 +536,10 @@ class AgentService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestDestroySandbox(::grpc::ServerContext* context, ::berth::agent::v1::DestroySandboxRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::agent::v1::DestroySandboxResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(7, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
-  typedef WithAsyncMethod_Ping<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_ProcessIo<WithAsyncMethod_WaitProcess<WithAsyncMethod_DestroySandbox<Service > > > > > > > > AsyncService;
+  typedef WithAsyncMethod_Ping<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_ProcessIo<WithAsyncMethod_AckOutput<WithAsyncMethod_WaitProcess<WithAsyncMethod_DestroySandbox<Service > > > > > > > > > AsyncService;
   template <class BaseClass>
   class WithCallbackMethod_Ping : public BaseClass {
    private:
@@ -637,18 +699,45 @@ class AgentService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithCallbackMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithCallbackMethod_AckOutput() {
+      ::grpc::Service::MarkMethodCallback(6,
+          new ::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::berth::agent::v1::AckOutputRequest* request, ::berth::agent::v1::AckOutputResponse* response) { return this->AckOutput(context, request, response); }));}
+    void SetMessageAllocatorFor_AckOutput(
+        ::grpc::MessageAllocator< ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse>* allocator) {
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(6);
+      static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse>*>(handler)
+              ->SetMessageAllocator(allocator);
+    }
+    ~WithCallbackMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* AckOutput(
+      ::grpc::CallbackServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/)  { return nullptr; }
+  };
+  template <class BaseClass>
   class WithCallbackMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodCallback(6,
+      ::grpc::Service::MarkMethodCallback(7,
           new ::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response) { return this->WaitProcess(context, request, response); }));}
     void SetMessageAllocatorFor_WaitProcess(
         ::grpc::MessageAllocator< ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse>* allocator) {
-      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(6);
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(7);
       static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse>*>(handler)
               ->SetMessageAllocator(allocator);
     }
@@ -669,13 +758,13 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodCallback(7,
+      ::grpc::Service::MarkMethodCallback(8,
           new ::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::DestroySandboxRequest, ::berth::agent::v1::DestroySandboxResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response) { return this->DestroySandbox(context, request, response); }));}
     void SetMessageAllocatorFor_DestroySandbox(
         ::grpc::MessageAllocator< ::berth::agent::v1::DestroySandboxRequest, ::berth::agent::v1::DestroySandboxResponse>* allocator) {
-      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(7);
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(8);
       static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::DestroySandboxRequest, ::berth::agent::v1::DestroySandboxResponse>*>(handler)
               ->SetMessageAllocator(allocator);
     }
@@ -690,7 +779,7 @@ class AgentService final {
     virtual ::grpc::ServerUnaryReactor* DestroySandbox(
       ::grpc::CallbackServerContext* /*context*/, const ::berth::agent::v1::DestroySandboxRequest* /*request*/, ::berth::agent::v1::DestroySandboxResponse* /*response*/)  { return nullptr; }
   };
-  typedef WithCallbackMethod_Ping<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_ProcessIo<WithCallbackMethod_WaitProcess<WithCallbackMethod_DestroySandbox<Service > > > > > > > > CallbackService;
+  typedef WithCallbackMethod_Ping<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_ProcessIo<WithCallbackMethod_AckOutput<WithCallbackMethod_WaitProcess<WithCallbackMethod_DestroySandbox<Service > > > > > > > > > CallbackService;
   typedef CallbackService ExperimentalCallbackService;
   template <class BaseClass>
   class WithGenericMethod_Ping : public BaseClass {
@@ -795,12 +884,29 @@ class AgentService final {
     }
   };
   template <class BaseClass>
+  class WithGenericMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithGenericMethod_AckOutput() {
+      ::grpc::Service::MarkMethodGeneric(6);
+    }
+    ~WithGenericMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+  };
+  template <class BaseClass>
   class WithGenericMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodGeneric(6);
+      ::grpc::Service::MarkMethodGeneric(7);
     }
     ~WithGenericMethod_WaitProcess() override {
       BaseClassMustBeDerivedFromService(this);
@@ -817,7 +923,7 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodGeneric(7);
+      ::grpc::Service::MarkMethodGeneric(8);
     }
     ~WithGenericMethod_DestroySandbox() override {
       BaseClassMustBeDerivedFromService(this);
@@ -949,12 +1055,32 @@ class AgentService final {
     }
   };
   template <class BaseClass>
+  class WithRawMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawMethod_AckOutput() {
+      ::grpc::Service::MarkMethodRaw(6);
+    }
+    ~WithRawMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAckOutput(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(6, context, request, response, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithRawMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodRaw(6);
+      ::grpc::Service::MarkMethodRaw(7);
     }
     ~WithRawMethod_WaitProcess() override {
       BaseClassMustBeDerivedFromService(this);
@@ -965,7 +1091,7 @@ class AgentService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestWaitProcess(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(6, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(7, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -974,7 +1100,7 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodRaw(7);
+      ::grpc::Service::MarkMethodRaw(8);
     }
     ~WithRawMethod_DestroySandbox() override {
       BaseClassMustBeDerivedFromService(this);
@@ -985,7 +1111,7 @@ class AgentService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestDestroySandbox(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(7, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1122,12 +1248,34 @@ class AgentService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithRawCallbackMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawCallbackMethod_AckOutput() {
+      ::grpc::Service::MarkMethodRawCallback(6,
+          new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->AckOutput(context, request, response); }));
+    }
+    ~WithRawCallbackMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* AckOutput(
+      ::grpc::CallbackServerContext* /*context*/, const ::grpc::ByteBuffer* /*request*/, ::grpc::ByteBuffer* /*response*/)  { return nullptr; }
+  };
+  template <class BaseClass>
   class WithRawCallbackMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodRawCallback(6,
+      ::grpc::Service::MarkMethodRawCallback(7,
           new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->WaitProcess(context, request, response); }));
@@ -1149,7 +1297,7 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodRawCallback(7,
+      ::grpc::Service::MarkMethodRawCallback(8,
           new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->DestroySandbox(context, request, response); }));
@@ -1301,12 +1449,39 @@ class AgentService final {
     virtual ::grpc::Status StreamedResize(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::agent::v1::ResizeRequest,::berth::agent::v1::ResizeResponse>* server_unary_streamer) = 0;
   };
   template <class BaseClass>
+  class WithStreamedUnaryMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithStreamedUnaryMethod_AckOutput() {
+      ::grpc::Service::MarkMethodStreamed(6,
+        new ::grpc::internal::StreamedUnaryHandler<
+          ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse>(
+            [this](::grpc::ServerContext* context,
+                   ::grpc::ServerUnaryStreamer<
+                     ::berth::agent::v1::AckOutputRequest, ::berth::agent::v1::AckOutputResponse>* streamer) {
+                       return this->StreamedAckOutput(context,
+                         streamer);
+                  }));
+    }
+    ~WithStreamedUnaryMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable regular version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::AckOutputRequest* /*request*/, ::berth::agent::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    // replace default version of method with streamed unary
+    virtual ::grpc::Status StreamedAckOutput(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::agent::v1::AckOutputRequest,::berth::agent::v1::AckOutputResponse>* server_unary_streamer) = 0;
+  };
+  template <class BaseClass>
   class WithStreamedUnaryMethod_WaitProcess : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithStreamedUnaryMethod_WaitProcess() {
-      ::grpc::Service::MarkMethodStreamed(6,
+      ::grpc::Service::MarkMethodStreamed(7,
         new ::grpc::internal::StreamedUnaryHandler<
           ::berth::agent::v1::WaitProcessRequest, ::berth::agent::v1::WaitProcessResponse>(
             [this](::grpc::ServerContext* context,
@@ -1333,7 +1508,7 @@ class AgentService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithStreamedUnaryMethod_DestroySandbox() {
-      ::grpc::Service::MarkMethodStreamed(7,
+      ::grpc::Service::MarkMethodStreamed(8,
         new ::grpc::internal::StreamedUnaryHandler<
           ::berth::agent::v1::DestroySandboxRequest, ::berth::agent::v1::DestroySandboxResponse>(
             [this](::grpc::ServerContext* context,
@@ -1354,9 +1529,9 @@ class AgentService final {
     // replace default version of method with streamed unary
     virtual ::grpc::Status StreamedDestroySandbox(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::agent::v1::DestroySandboxRequest,::berth::agent::v1::DestroySandboxResponse>* server_unary_streamer) = 0;
   };
-  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > StreamedUnaryService;
+  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > > StreamedUnaryService;
   typedef Service SplitStreamedService;
-  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > StreamedService;
+  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > > StreamedService;
 };
 
 }  // namespace v1

@@ -302,6 +302,33 @@ struct ProcessIoResponseDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ProcessIoResponseDefaultTypeInternal _ProcessIoResponse_default_instance_;
+PROTOBUF_CONSTEXPR AckOutputRequest::AckOutputRequest(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.container_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.process_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.stdout_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_.stderr_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct AckOutputRequestDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AckOutputRequestDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AckOutputRequestDefaultTypeInternal() {}
+  union {
+    AckOutputRequest _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AckOutputRequestDefaultTypeInternal _AckOutputRequest_default_instance_;
+PROTOBUF_CONSTEXPR AckOutputResponse::AckOutputResponse(
+    ::_pbi::ConstantInitialized) {}
+struct AckOutputResponseDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AckOutputResponseDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AckOutputResponseDefaultTypeInternal() {}
+  union {
+    AckOutputResponse _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AckOutputResponseDefaultTypeInternal _AckOutputResponse_default_instance_;
 PROTOBUF_CONSTEXPR WaitProcessRequest::WaitProcessRequest(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.container_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -356,7 +383,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace agent
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24];
+static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[26];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 
@@ -531,6 +558,22 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   ::_pbi::kInvalidFieldOffsetTag,
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessIoResponse, _impl_.frame_),
   ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputRequest, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputRequest, _impl_.container_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputRequest, _impl_.process_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputRequest, _impl_.stdout_offset_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputRequest, _impl_.stderr_offset_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::AckOutputResponse, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::WaitProcessRequest, _internal_metadata_),
   ~0u,  // no _extensions_
   ~0u,  // no _oneof_case_
@@ -580,10 +623,12 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 140, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
   { 146, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
   { 157, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
-  { 169, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
-  { 177, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
-  { 184, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
-  { 191, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
+  { 169, -1, -1, sizeof(::berth::agent::v1::AckOutputRequest)},
+  { 179, -1, -1, sizeof(::berth::agent::v1::AckOutputResponse)},
+  { 185, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
+  { 193, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
+  { 200, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
+  { 207, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -607,6 +652,8 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::agent::v1::_StdinClose_default_instance_._instance,
   &::berth::agent::v1::_ProcessIoRequest_default_instance_._instance,
   &::berth::agent::v1::_ProcessIoResponse_default_instance_._instance,
+  &::berth::agent::v1::_AckOutputRequest_default_instance_._instance,
+  &::berth::agent::v1::_AckOutputResponse_default_instance_._instance,
   &::berth::agent::v1::_WaitProcessRequest_default_instance_._instance,
   &::berth::agent::v1::_WaitProcessResponse_default_instance_._instance,
   &::berth::agent::v1::_DestroySandboxRequest_default_instance_._instance,
@@ -656,30 +703,35 @@ const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOB
   "2\033.berth.agent.v1.ProcessExitH\000\0223\n\014stdou"
   "t_chunk\030\004 \001(\0132\033.berth.agent.v1.OutputChu"
   "nkH\000\0223\n\014stderr_chunk\030\005 \001(\0132\033.berth.agent"
-  ".v1.OutputChunkH\000B\007\n\005frame\">\n\022WaitProces"
-  "sRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nproces"
-  "s_id\030\002 \001(\t\"@\n\023WaitProcessResponse\022)\n\004exi"
-  "t\030\001 \001(\0132\033.berth.agent.v1.ProcessExit\"C\n\025"
-  "DestroySandboxRequest\022*\n\007timeout\030\001 \001(\0132\031"
-  ".google.protobuf.Duration\"\030\n\026DestroySand"
-  "boxResponse2\231\005\n\014AgentService\022A\n\004Ping\022\033.b"
-  "erth.agent.v1.PingRequest\032\034.berth.agent."
-  "v1.PingResponse\022Y\n\014NewContainer\022#.berth."
-  "agent.v1.NewContainerRequest\032$.berth.age"
-  "nt.v1.NewContainerResponse\022J\n\007ExecCmd\022\036."
-  "berth.agent.v1.ExecCmdRequest\032\037.berth.ag"
-  "ent.v1.ExecCmdResponse\022G\n\006Signal\022\035.berth"
-  ".agent.v1.SignalRequest\032\036.berth.agent.v1"
-  ".SignalResponse\022G\n\006Resize\022\035.berth.agent."
-  "v1.ResizeRequest\032\036.berth.agent.v1.Resize"
-  "Response\022T\n\tProcessIo\022 .berth.agent.v1.P"
-  "rocessIoRequest\032!.berth.agent.v1.Process"
-  "IoResponse(\0010\001\022V\n\013WaitProcess\022\".berth.ag"
-  "ent.v1.WaitProcessRequest\032#.berth.agent."
-  "v1.WaitProcessResponse\022_\n\016DestroySandbox"
-  "\022%.berth.agent.v1.DestroySandboxRequest\032"
-  "&.berth.agent.v1.DestroySandboxResponseB"
-  "\003\370\001\001b\006proto3"
+  ".v1.OutputChunkH\000B\007\n\005frame\"j\n\020AckOutputR"
+  "equest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_"
+  "id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rstder"
+  "r_offset\030\004 \001(\004\"\023\n\021AckOutputResponse\">\n\022W"
+  "aitProcessRequest\022\024\n\014container_id\030\001 \001(\t\022"
+  "\022\n\nprocess_id\030\002 \001(\t\"@\n\023WaitProcessRespon"
+  "se\022)\n\004exit\030\001 \001(\0132\033.berth.agent.v1.Proces"
+  "sExit\"C\n\025DestroySandboxRequest\022*\n\007timeou"
+  "t\030\001 \001(\0132\031.google.protobuf.Duration\"\030\n\026De"
+  "stroySandboxResponse2\353\005\n\014AgentService\022A\n"
+  "\004Ping\022\033.berth.agent.v1.PingRequest\032\034.ber"
+  "th.agent.v1.PingResponse\022Y\n\014NewContainer"
+  "\022#.berth.agent.v1.NewContainerRequest\032$."
+  "berth.agent.v1.NewContainerResponse\022J\n\007E"
+  "xecCmd\022\036.berth.agent.v1.ExecCmdRequest\032\037"
+  ".berth.agent.v1.ExecCmdResponse\022G\n\006Signa"
+  "l\022\035.berth.agent.v1.SignalRequest\032\036.berth"
+  ".agent.v1.SignalResponse\022G\n\006Resize\022\035.ber"
+  "th.agent.v1.ResizeRequest\032\036.berth.agent."
+  "v1.ResizeResponse\022T\n\tProcessIo\022 .berth.a"
+  "gent.v1.ProcessIoRequest\032!.berth.agent.v"
+  "1.ProcessIoResponse(\0010\001\022P\n\tAckOutput\022 .b"
+  "erth.agent.v1.AckOutputRequest\032!.berth.a"
+  "gent.v1.AckOutputResponse\022V\n\013WaitProcess"
+  "\022\".berth.agent.v1.WaitProcessRequest\032#.b"
+  "erth.agent.v1.WaitProcessResponse\022_\n\016Des"
+  "troySandbox\022%.berth.agent.v1.DestroySand"
+  "boxRequest\032&.berth.agent.v1.DestroySandb"
+  "oxResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -687,9 +739,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fagent_2fv1_2fagent_2eproto = {
-    false, false, 2612, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
+    false, false, 2823, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
     "berth/agent/v1/agent.proto",
-    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 24,
+    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 26,
     schemas, file_default_instances, TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets,
     file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto, file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
     file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
@@ -5332,6 +5384,359 @@ void ProcessIoResponse::InternalSwap(ProcessIoResponse* other) {
 
 // ===================================================================
 
+class AckOutputRequest::_Internal {
+ public:
+};
+
+AckOutputRequest::AckOutputRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.AckOutputRequest)
+}
+AckOutputRequest::AckOutputRequest(const AckOutputRequest& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  AckOutputRequest* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , decltype(_impl_.process_id_){}
+    , decltype(_impl_.stdout_offset_){}
+    , decltype(_impl_.stderr_offset_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.container_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_container_id().empty()) {
+    _this->_impl_.container_id_.Set(from._internal_container_id(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.process_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.process_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_process_id().empty()) {
+    _this->_impl_.process_id_.Set(from._internal_process_id(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.stdout_offset_, &from._impl_.stdout_offset_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+    reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.AckOutputRequest)
+}
+
+inline void AckOutputRequest::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , decltype(_impl_.process_id_){}
+    , decltype(_impl_.stdout_offset_){uint64_t{0u}}
+    , decltype(_impl_.stderr_offset_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.container_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.process_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.process_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+AckOutputRequest::~AckOutputRequest() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.AckOutputRequest)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void AckOutputRequest::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.container_id_.Destroy();
+  _impl_.process_id_.Destroy();
+}
+
+void AckOutputRequest::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void AckOutputRequest::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.AckOutputRequest)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.container_id_.ClearToEmpty();
+  _impl_.process_id_.ClearToEmpty();
+  ::memset(&_impl_.stdout_offset_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+      reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* AckOutputRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string container_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_container_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.agent.v1.AckOutputRequest.container_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string process_id = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_process_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.agent.v1.AckOutputRequest.process_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stdout_offset = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.stdout_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stderr_offset = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 32)) {
+          _impl_.stderr_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* AckOutputRequest::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.AckOutputRequest)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string container_id = 1;
+  if (!this->_internal_container_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_container_id().data(), static_cast<int>(this->_internal_container_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.agent.v1.AckOutputRequest.container_id");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_container_id(), target);
+  }
+
+  // string process_id = 2;
+  if (!this->_internal_process_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_process_id().data(), static_cast<int>(this->_internal_process_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.agent.v1.AckOutputRequest.process_id");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_process_id(), target);
+  }
+
+  // uint64 stdout_offset = 3;
+  if (this->_internal_stdout_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(3, this->_internal_stdout_offset(), target);
+  }
+
+  // uint64 stderr_offset = 4;
+  if (this->_internal_stderr_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(4, this->_internal_stderr_offset(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.AckOutputRequest)
+  return target;
+}
+
+size_t AckOutputRequest::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.AckOutputRequest)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string container_id = 1;
+  if (!this->_internal_container_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_container_id());
+  }
+
+  // string process_id = 2;
+  if (!this->_internal_process_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_process_id());
+  }
+
+  // uint64 stdout_offset = 3;
+  if (this->_internal_stdout_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stdout_offset());
+  }
+
+  // uint64 stderr_offset = 4;
+  if (this->_internal_stderr_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stderr_offset());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AckOutputRequest::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    AckOutputRequest::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputRequest::GetClassData() const { return &_class_data_; }
+
+
+void AckOutputRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<AckOutputRequest*>(&to_msg);
+  auto& from = static_cast<const AckOutputRequest&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.AckOutputRequest)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_container_id().empty()) {
+    _this->_internal_set_container_id(from._internal_container_id());
+  }
+  if (!from._internal_process_id().empty()) {
+    _this->_internal_set_process_id(from._internal_process_id());
+  }
+  if (from._internal_stdout_offset() != 0) {
+    _this->_internal_set_stdout_offset(from._internal_stdout_offset());
+  }
+  if (from._internal_stderr_offset() != 0) {
+    _this->_internal_set_stderr_offset(from._internal_stderr_offset());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void AckOutputRequest::CopyFrom(const AckOutputRequest& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.AckOutputRequest)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool AckOutputRequest::IsInitialized() const {
+  return true;
+}
+
+void AckOutputRequest::InternalSwap(AckOutputRequest* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.container_id_, lhs_arena,
+      &other->_impl_.container_id_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.process_id_, lhs_arena,
+      &other->_impl_.process_id_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(AckOutputRequest, _impl_.stderr_offset_)
+      + sizeof(AckOutputRequest::_impl_.stderr_offset_)
+      - PROTOBUF_FIELD_OFFSET(AckOutputRequest, _impl_.stdout_offset_)>(
+          reinterpret_cast<char*>(&_impl_.stdout_offset_),
+          reinterpret_cast<char*>(&other->_impl_.stdout_offset_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata AckOutputRequest::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
+}
+
+// ===================================================================
+
+class AckOutputResponse::_Internal {
+ public:
+};
+
+AckOutputResponse::AckOutputResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase(arena, is_message_owned) {
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.AckOutputResponse)
+}
+AckOutputResponse::AckOutputResponse(const AckOutputResponse& from)
+  : ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase() {
+  AckOutputResponse* const _this = this; (void)_this;
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.AckOutputResponse)
+}
+
+
+
+
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AckOutputResponse::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyImpl,
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeImpl,
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputResponse::GetClassData() const { return &_class_data_; }
+
+
+
+
+
+
+
+::PROTOBUF_NAMESPACE_ID::Metadata AckOutputResponse::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
+}
+
+// ===================================================================
+
 class WaitProcessRequest::_Internal {
  public:
 };
@@ -5580,7 +5985,7 @@ void WaitProcessRequest::InternalSwap(WaitProcessRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
 }
 
 // ===================================================================
@@ -5773,7 +6178,7 @@ void WaitProcessResponse::InternalSwap(WaitProcessResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
 }
 
 // ===================================================================
@@ -5972,7 +6377,7 @@ void DestroySandboxRequest::InternalSwap(DestroySandboxRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24]);
 }
 
 // ===================================================================
@@ -6012,7 +6417,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroySandboxResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[25]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -6099,6 +6504,14 @@ Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessIoRequest >(Arena* arena) 
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::ProcessIoResponse*
 Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessIoResponse >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::agent::v1::ProcessIoResponse >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::AckOutputRequest*
+Arena::CreateMaybeMessage< ::berth::agent::v1::AckOutputRequest >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::AckOutputRequest >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::AckOutputResponse*
+Arena::CreateMaybeMessage< ::berth::agent::v1::AckOutputResponse >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::AckOutputResponse >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::WaitProcessRequest*
 Arena::CreateMaybeMessage< ::berth::agent::v1::WaitProcessRequest >(Arena* arena) {

@@ -50,6 +50,12 @@ extern const ::PROTOBUF_NAMESPACE_ID::internal::DescriptorTable descriptor_table
 namespace berth {
 namespace agent {
 namespace v1 {
+class AckOutputRequest;
+struct AckOutputRequestDefaultTypeInternal;
+extern AckOutputRequestDefaultTypeInternal _AckOutputRequest_default_instance_;
+class AckOutputResponse;
+struct AckOutputResponseDefaultTypeInternal;
+extern AckOutputResponseDefaultTypeInternal _AckOutputResponse_default_instance_;
 class DestroySandboxRequest;
 struct DestroySandboxRequestDefaultTypeInternal;
 extern DestroySandboxRequestDefaultTypeInternal _DestroySandboxRequest_default_instance_;
@@ -126,6 +132,8 @@ extern WaitProcessResponseDefaultTypeInternal _WaitProcessResponse_default_insta
 }  // namespace agent
 }  // namespace berth
 PROTOBUF_NAMESPACE_OPEN
+template<> ::berth::agent::v1::AckOutputRequest* Arena::CreateMaybeMessage<::berth::agent::v1::AckOutputRequest>(Arena*);
+template<> ::berth::agent::v1::AckOutputResponse* Arena::CreateMaybeMessage<::berth::agent::v1::AckOutputResponse>(Arena*);
 template<> ::berth::agent::v1::DestroySandboxRequest* Arena::CreateMaybeMessage<::berth::agent::v1::DestroySandboxRequest>(Arena*);
 template<> ::berth::agent::v1::DestroySandboxResponse* Arena::CreateMaybeMessage<::berth::agent::v1::DestroySandboxResponse>(Arena*);
 template<> ::berth::agent::v1::ExecCmdRequest* Arena::CreateMaybeMessage<::berth::agent::v1::ExecCmdRequest>(Arena*);
@@ -3639,6 +3647,315 @@ class ProcessIoResponse final :
 };
 // -------------------------------------------------------------------
 
+class AckOutputRequest final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.AckOutputRequest) */ {
+ public:
+  inline AckOutputRequest() : AckOutputRequest(nullptr) {}
+  ~AckOutputRequest() override;
+  explicit PROTOBUF_CONSTEXPR AckOutputRequest(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AckOutputRequest(const AckOutputRequest& from);
+  AckOutputRequest(AckOutputRequest&& from) noexcept
+    : AckOutputRequest() {
+    *this = ::std::move(from);
+  }
+
+  inline AckOutputRequest& operator=(const AckOutputRequest& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AckOutputRequest& operator=(AckOutputRequest&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AckOutputRequest& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const AckOutputRequest* internal_default_instance() {
+    return reinterpret_cast<const AckOutputRequest*>(
+               &_AckOutputRequest_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    20;
+
+  friend void swap(AckOutputRequest& a, AckOutputRequest& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AckOutputRequest* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AckOutputRequest* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AckOutputRequest* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AckOutputRequest>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const AckOutputRequest& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const AckOutputRequest& from) {
+    AckOutputRequest::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(AckOutputRequest* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.AckOutputRequest";
+  }
+  protected:
+  explicit AckOutputRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kContainerIdFieldNumber = 1,
+    kProcessIdFieldNumber = 2,
+    kStdoutOffsetFieldNumber = 3,
+    kStderrOffsetFieldNumber = 4,
+  };
+  // string container_id = 1;
+  void clear_container_id();
+  const std::string& container_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_container_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_container_id();
+  PROTOBUF_NODISCARD std::string* release_container_id();
+  void set_allocated_container_id(std::string* container_id);
+  private:
+  const std::string& _internal_container_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_container_id(const std::string& value);
+  std::string* _internal_mutable_container_id();
+  public:
+
+  // string process_id = 2;
+  void clear_process_id();
+  const std::string& process_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_process_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_process_id();
+  PROTOBUF_NODISCARD std::string* release_process_id();
+  void set_allocated_process_id(std::string* process_id);
+  private:
+  const std::string& _internal_process_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_process_id(const std::string& value);
+  std::string* _internal_mutable_process_id();
+  public:
+
+  // uint64 stdout_offset = 3;
+  void clear_stdout_offset();
+  uint64_t stdout_offset() const;
+  void set_stdout_offset(uint64_t value);
+  private:
+  uint64_t _internal_stdout_offset() const;
+  void _internal_set_stdout_offset(uint64_t value);
+  public:
+
+  // uint64 stderr_offset = 4;
+  void clear_stderr_offset();
+  uint64_t stderr_offset() const;
+  void set_stderr_offset(uint64_t value);
+  private:
+  uint64_t _internal_stderr_offset() const;
+  void _internal_set_stderr_offset(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.AckOutputRequest)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr container_id_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr process_id_;
+    uint64_t stdout_offset_;
+    uint64_t stderr_offset_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class AckOutputResponse final :
+    public ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase /* @@protoc_insertion_point(class_definition:berth.agent.v1.AckOutputResponse) */ {
+ public:
+  inline AckOutputResponse() : AckOutputResponse(nullptr) {}
+  explicit PROTOBUF_CONSTEXPR AckOutputResponse(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AckOutputResponse(const AckOutputResponse& from);
+  AckOutputResponse(AckOutputResponse&& from) noexcept
+    : AckOutputResponse() {
+    *this = ::std::move(from);
+  }
+
+  inline AckOutputResponse& operator=(const AckOutputResponse& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AckOutputResponse& operator=(AckOutputResponse&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AckOutputResponse& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const AckOutputResponse* internal_default_instance() {
+    return reinterpret_cast<const AckOutputResponse*>(
+               &_AckOutputResponse_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    21;
+
+  friend void swap(AckOutputResponse& a, AckOutputResponse& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AckOutputResponse* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AckOutputResponse* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AckOutputResponse* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AckOutputResponse>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyFrom;
+  inline void CopyFrom(const AckOutputResponse& from) {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyImpl(*this, from);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeFrom;
+  void MergeFrom(const AckOutputResponse& from) {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeImpl(*this, from);
+  }
+  public:
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.AckOutputResponse";
+  }
+  protected:
+  explicit AckOutputResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.AckOutputResponse)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+  };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
 class WaitProcessRequest final :
     public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.WaitProcessRequest) */ {
  public:
@@ -3687,7 +4004,7 @@ class WaitProcessRequest final :
                &_WaitProcessRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    22;
 
   friend void swap(WaitProcessRequest& a, WaitProcessRequest& b) {
     a.Swap(&b);
@@ -3856,7 +4173,7 @@ class WaitProcessResponse final :
                &_WaitProcessResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    23;
 
   friend void swap(WaitProcessResponse& a, WaitProcessResponse& b) {
     a.Swap(&b);
@@ -4013,7 +4330,7 @@ class DestroySandboxRequest final :
                &_DestroySandboxRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    24;
 
   friend void swap(DestroySandboxRequest& a, DestroySandboxRequest& b) {
     a.Swap(&b);
@@ -4169,7 +4486,7 @@ class DestroySandboxResponse final :
                &_DestroySandboxResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    25;
 
   friend void swap(DestroySandboxResponse& a, DestroySandboxResponse& b) {
     a.Swap(&b);
@@ -6787,6 +7104,154 @@ inline ProcessIoResponse::FrameCase ProcessIoResponse::frame_case() const {
 }
 // -------------------------------------------------------------------
 
+// AckOutputRequest
+
+// string container_id = 1;
+inline void AckOutputRequest::clear_container_id() {
+  _impl_.container_id_.ClearToEmpty();
+}
+inline const std::string& AckOutputRequest::container_id() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.AckOutputRequest.container_id)
+  return _internal_container_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void AckOutputRequest::set_container_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.container_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.AckOutputRequest.container_id)
+}
+inline std::string* AckOutputRequest::mutable_container_id() {
+  std::string* _s = _internal_mutable_container_id();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.AckOutputRequest.container_id)
+  return _s;
+}
+inline const std::string& AckOutputRequest::_internal_container_id() const {
+  return _impl_.container_id_.Get();
+}
+inline void AckOutputRequest::_internal_set_container_id(const std::string& value) {
+  
+  _impl_.container_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::_internal_mutable_container_id() {
+  
+  return _impl_.container_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::release_container_id() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.AckOutputRequest.container_id)
+  return _impl_.container_id_.Release();
+}
+inline void AckOutputRequest::set_allocated_container_id(std::string* container_id) {
+  if (container_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.container_id_.SetAllocated(container_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.container_id_.IsDefault()) {
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.AckOutputRequest.container_id)
+}
+
+// string process_id = 2;
+inline void AckOutputRequest::clear_process_id() {
+  _impl_.process_id_.ClearToEmpty();
+}
+inline const std::string& AckOutputRequest::process_id() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.AckOutputRequest.process_id)
+  return _internal_process_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void AckOutputRequest::set_process_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.process_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.AckOutputRequest.process_id)
+}
+inline std::string* AckOutputRequest::mutable_process_id() {
+  std::string* _s = _internal_mutable_process_id();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.AckOutputRequest.process_id)
+  return _s;
+}
+inline const std::string& AckOutputRequest::_internal_process_id() const {
+  return _impl_.process_id_.Get();
+}
+inline void AckOutputRequest::_internal_set_process_id(const std::string& value) {
+  
+  _impl_.process_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::_internal_mutable_process_id() {
+  
+  return _impl_.process_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::release_process_id() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.AckOutputRequest.process_id)
+  return _impl_.process_id_.Release();
+}
+inline void AckOutputRequest::set_allocated_process_id(std::string* process_id) {
+  if (process_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.process_id_.SetAllocated(process_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.process_id_.IsDefault()) {
+    _impl_.process_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.AckOutputRequest.process_id)
+}
+
+// uint64 stdout_offset = 3;
+inline void AckOutputRequest::clear_stdout_offset() {
+  _impl_.stdout_offset_ = uint64_t{0u};
+}
+inline uint64_t AckOutputRequest::_internal_stdout_offset() const {
+  return _impl_.stdout_offset_;
+}
+inline uint64_t AckOutputRequest::stdout_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.AckOutputRequest.stdout_offset)
+  return _internal_stdout_offset();
+}
+inline void AckOutputRequest::_internal_set_stdout_offset(uint64_t value) {
+  
+  _impl_.stdout_offset_ = value;
+}
+inline void AckOutputRequest::set_stdout_offset(uint64_t value) {
+  _internal_set_stdout_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.AckOutputRequest.stdout_offset)
+}
+
+// uint64 stderr_offset = 4;
+inline void AckOutputRequest::clear_stderr_offset() {
+  _impl_.stderr_offset_ = uint64_t{0u};
+}
+inline uint64_t AckOutputRequest::_internal_stderr_offset() const {
+  return _impl_.stderr_offset_;
+}
+inline uint64_t AckOutputRequest::stderr_offset() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.AckOutputRequest.stderr_offset)
+  return _internal_stderr_offset();
+}
+inline void AckOutputRequest::_internal_set_stderr_offset(uint64_t value) {
+  
+  _impl_.stderr_offset_ = value;
+}
+inline void AckOutputRequest::set_stderr_offset(uint64_t value) {
+  _internal_set_stderr_offset(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.AckOutputRequest.stderr_offset)
+}
+
+// -------------------------------------------------------------------
+
+// AckOutputResponse
+
+// -------------------------------------------------------------------
+
 // WaitProcessRequest
 
 // string container_id = 1;
@@ -7079,6 +7544,10 @@ inline void DestroySandboxRequest::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

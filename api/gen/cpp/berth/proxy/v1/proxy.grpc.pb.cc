@@ -32,6 +32,7 @@ static const char* ProxyService_method_names[] = {
   "/berth.proxy.v1.ProxyService/Signal",
   "/berth.proxy.v1.ProxyService/Resize",
   "/berth.proxy.v1.ProxyService/Connect",
+  "/berth.proxy.v1.ProxyService/AckOutput",
 };
 
 std::unique_ptr< ProxyService::Stub> ProxyService::NewStub(const std::shared_ptr< ::grpc::ChannelInterface>& channel, const ::grpc::StubOptions& options) {
@@ -49,6 +50,7 @@ ProxyService::Stub::Stub(const std::shared_ptr< ::grpc::ChannelInterface>& chann
   , rpcmethod_Signal_(ProxyService_method_names[5], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_Resize_(ProxyService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_Connect_(ProxyService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
+  , rpcmethod_AckOutput_(ProxyService_method_names[8], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   {}
 
 ::grpc::Status ProxyService::Stub::RegisterSandbox(::grpc::ClientContext* context, const ::berth::proxy::v1::RegisterSandboxRequest& request, ::berth::proxy::v1::RegisterSandboxResponse* response) {
@@ -228,6 +230,29 @@ void ProxyService::Stub::async::Connect(::grpc::ClientContext* context, ::grpc::
   return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>::Create(channel_.get(), cq, rpcmethod_Connect_, context, false, nullptr);
 }
 
+::grpc::Status ProxyService::Stub::AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::berth::proxy::v1::AckOutputResponse* response) {
+  return ::grpc::internal::BlockingUnaryCall< ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), rpcmethod_AckOutput_, context, request, response);
+}
+
+void ProxyService::Stub::async::AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, std::function<void(::grpc::Status)> f) {
+  ::grpc::internal::CallbackUnaryCall< ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_AckOutput_, context, request, response, std::move(f));
+}
+
+void ProxyService::Stub::async::AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) {
+  ::grpc::internal::ClientCallbackUnaryFactory::Create< ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_AckOutput_, context, request, response, reactor);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>* ProxyService::Stub::PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+  return ::grpc::internal::ClientAsyncResponseReaderHelper::Create< ::berth::proxy::v1::AckOutputResponse, ::berth::proxy::v1::AckOutputRequest, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), cq, rpcmethod_AckOutput_, context, request);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>* ProxyService::Stub::AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+  auto* result =
+    this->PrepareAsyncAckOutputRaw(context, request, cq);
+  result->StartCall();
+  return result;
+}
+
 ProxyService::Service::Service() {
   AddMethod(new ::grpc::internal::RpcServiceMethod(
       ProxyService_method_names[0],
@@ -309,6 +334,16 @@ ProxyService::Service::Service() {
              ::berth::proxy::v1::ConnectRequest>* stream) {
                return service->Connect(ctx, stream);
              }, this)));
+  AddMethod(new ::grpc::internal::RpcServiceMethod(
+      ProxyService_method_names[8],
+      ::grpc::internal::RpcMethod::NORMAL_RPC,
+      new ::grpc::internal::RpcMethodHandler< ProxyService::Service, ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
+          [](ProxyService::Service* service,
+             ::grpc::ServerContext* ctx,
+             const ::berth::proxy::v1::AckOutputRequest* req,
+             ::berth::proxy::v1::AckOutputResponse* resp) {
+               return service->AckOutput(ctx, req, resp);
+             }, this)));
 }
 
 ProxyService::Service::~Service() {
@@ -366,6 +401,13 @@ ProxyService::Service::~Service() {
 ::grpc::Status ProxyService::Service::Connect(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::proxy::v1::ConnectResponse, ::berth::proxy::v1::ConnectRequest>* stream) {
   (void) context;
   (void) stream;
+  return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+}
+
+::grpc::Status ProxyService::Service::AckOutput(::grpc::ServerContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response) {
+  (void) context;
+  (void) request;
+  (void) response;
   return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
 }
 

@@ -120,6 +120,20 @@ class ProxyService final {
     std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>> PrepareAsyncConnect(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>>(PrepareAsyncConnectRaw(context, cq));
     }
+    // For shims: acknowledges the output a shim has written out, out of band
+    // of its Connect stream, where an ack would wait behind stdin the process
+    // has not read while the process may be waiting for exactly this ack (its
+    // agent stops reading its output when the window of unacknowledged output
+    // is full). The proxy passes the latest offsets on to the agent
+    // (berth.agent.v1 AckOutput), at most one call per process in flight. An
+    // unknown token, or one without a process, is NOT_FOUND.
+    virtual ::grpc::Status AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::berth::proxy::v1::AckOutputResponse* response) = 0;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>> AsyncAckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>>(AsyncAckOutputRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>> PrepareAsyncAckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>>(PrepareAsyncAckOutputRaw(context, request, cq));
+    }
     class async_interface {
      public:
       virtual ~async_interface() {}
@@ -153,6 +167,15 @@ class ProxyService final {
       // PERMISSION_DENIED); then stdin, stdin close, signals and terminal sizes
       // flow up, stdout and stderr flow down, and the exit comes last.
       virtual void Connect(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::proxy::v1::ConnectRequest,::berth::proxy::v1::ConnectResponse>* reactor) = 0;
+      // For shims: acknowledges the output a shim has written out, out of band
+      // of its Connect stream, where an ack would wait behind stdin the process
+      // has not read while the process may be waiting for exactly this ack (its
+      // agent stops reading its output when the window of unacknowledged output
+      // is full). The proxy passes the latest offsets on to the agent
+      // (berth.agent.v1 AckOutput), at most one call per process in flight. An
+      // unknown token, or one without a process, is NOT_FOUND.
+      virtual void AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, std::function<void(::grpc::Status)>) = 0;
+      virtual void AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
     };
     typedef class async_interface experimental_async_interface;
     virtual class async_interface* async() { return nullptr; }
@@ -175,6 +198,8 @@ class ProxyService final {
     virtual ::grpc::ClientReaderWriterInterface< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* ConnectRaw(::grpc::ClientContext* context) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* AsyncConnectRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* PrepareAsyncConnectRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>* AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::proxy::v1::AckOutputResponse>* PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) = 0;
   };
   class Stub final : public StubInterface {
    public:
@@ -237,6 +262,13 @@ class ProxyService final {
     std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>> PrepareAsyncConnect(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>>(PrepareAsyncConnectRaw(context, cq));
     }
+    ::grpc::Status AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::berth::proxy::v1::AckOutputResponse* response) override;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>> AsyncAckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>>(AsyncAckOutputRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>> PrepareAsyncAckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>>(PrepareAsyncAckOutputRaw(context, request, cq));
+    }
     class async final :
       public StubInterface::async_interface {
      public:
@@ -255,6 +287,8 @@ class ProxyService final {
       void Resize(::grpc::ClientContext* context, const ::berth::proxy::v1::ResizeRequest* request, ::berth::proxy::v1::ResizeResponse* response, std::function<void(::grpc::Status)>) override;
       void Resize(::grpc::ClientContext* context, const ::berth::proxy::v1::ResizeRequest* request, ::berth::proxy::v1::ResizeResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void Connect(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::proxy::v1::ConnectRequest,::berth::proxy::v1::ConnectResponse>* reactor) override;
+      void AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, std::function<void(::grpc::Status)>) override;
+      void AckOutput(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
      private:
       friend class Stub;
       explicit async(Stub* stub): stub_(stub) { }
@@ -283,6 +317,8 @@ class ProxyService final {
     ::grpc::ClientReaderWriter< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* ConnectRaw(::grpc::ClientContext* context) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* AsyncConnectRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::proxy::v1::ConnectRequest, ::berth::proxy::v1::ConnectResponse>* PrepareAsyncConnectRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>* AsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::proxy::v1::AckOutputResponse>* PrepareAsyncAckOutputRaw(::grpc::ClientContext* context, const ::berth::proxy::v1::AckOutputRequest& request, ::grpc::CompletionQueue* cq) override;
     const ::grpc::internal::RpcMethod rpcmethod_RegisterSandbox_;
     const ::grpc::internal::RpcMethod rpcmethod_UnregisterSandbox_;
     const ::grpc::internal::RpcMethod rpcmethod_AllocateToken_;
@@ -291,6 +327,7 @@ class ProxyService final {
     const ::grpc::internal::RpcMethod rpcmethod_Signal_;
     const ::grpc::internal::RpcMethod rpcmethod_Resize_;
     const ::grpc::internal::RpcMethod rpcmethod_Connect_;
+    const ::grpc::internal::RpcMethod rpcmethod_AckOutput_;
   };
   static std::unique_ptr<Stub> NewStub(const std::shared_ptr< ::grpc::ChannelInterface>& channel, const ::grpc::StubOptions& options = ::grpc::StubOptions());
 
@@ -321,6 +358,14 @@ class ProxyService final {
     // PERMISSION_DENIED); then stdin, stdin close, signals and terminal sizes
     // flow up, stdout and stderr flow down, and the exit comes last.
     virtual ::grpc::Status Connect(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::proxy::v1::ConnectResponse, ::berth::proxy::v1::ConnectRequest>* stream);
+    // For shims: acknowledges the output a shim has written out, out of band
+    // of its Connect stream, where an ack would wait behind stdin the process
+    // has not read while the process may be waiting for exactly this ack (its
+    // agent stops reading its output when the window of unacknowledged output
+    // is full). The proxy passes the latest offsets on to the agent
+    // (berth.agent.v1 AckOutput), at most one call per process in flight. An
+    // unknown token, or one without a process, is NOT_FOUND.
+    virtual ::grpc::Status AckOutput(::grpc::ServerContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response);
   };
   template <class BaseClass>
   class WithAsyncMethod_RegisterSandbox : public BaseClass {
@@ -482,7 +527,27 @@ class ProxyService final {
       ::grpc::Service::RequestAsyncBidiStreaming(7, context, stream, new_call_cq, notification_cq, tag);
     }
   };
-  typedef WithAsyncMethod_RegisterSandbox<WithAsyncMethod_UnregisterSandbox<WithAsyncMethod_AllocateToken<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_Connect<Service > > > > > > > > AsyncService;
+  template <class BaseClass>
+  class WithAsyncMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithAsyncMethod_AckOutput() {
+      ::grpc::Service::MarkMethodAsync(8);
+    }
+    ~WithAsyncMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAckOutput(::grpc::ServerContext* context, ::berth::proxy::v1::AckOutputRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::proxy::v1::AckOutputResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
+    }
+  };
+  typedef WithAsyncMethod_RegisterSandbox<WithAsyncMethod_UnregisterSandbox<WithAsyncMethod_AllocateToken<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_Connect<WithAsyncMethod_AckOutput<Service > > > > > > > > > AsyncService;
   template <class BaseClass>
   class WithCallbackMethod_RegisterSandbox : public BaseClass {
    private:
@@ -695,7 +760,34 @@ class ProxyService final {
       ::grpc::CallbackServerContext* /*context*/)
       { return nullptr; }
   };
-  typedef WithCallbackMethod_RegisterSandbox<WithCallbackMethod_UnregisterSandbox<WithCallbackMethod_AllocateToken<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_Connect<Service > > > > > > > > CallbackService;
+  template <class BaseClass>
+  class WithCallbackMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithCallbackMethod_AckOutput() {
+      ::grpc::Service::MarkMethodCallback(8,
+          new ::grpc::internal::CallbackUnaryHandler< ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::berth::proxy::v1::AckOutputRequest* request, ::berth::proxy::v1::AckOutputResponse* response) { return this->AckOutput(context, request, response); }));}
+    void SetMessageAllocatorFor_AckOutput(
+        ::grpc::MessageAllocator< ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse>* allocator) {
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(8);
+      static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse>*>(handler)
+              ->SetMessageAllocator(allocator);
+    }
+    ~WithCallbackMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* AckOutput(
+      ::grpc::CallbackServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/)  { return nullptr; }
+  };
+  typedef WithCallbackMethod_RegisterSandbox<WithCallbackMethod_UnregisterSandbox<WithCallbackMethod_AllocateToken<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_Connect<WithCallbackMethod_AckOutput<Service > > > > > > > > > CallbackService;
   typedef CallbackService ExperimentalCallbackService;
   template <class BaseClass>
   class WithGenericMethod_RegisterSandbox : public BaseClass {
@@ -829,6 +921,23 @@ class ProxyService final {
     }
     // disable synchronous version of this method
     ::grpc::Status Connect(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::proxy::v1::ConnectResponse, ::berth::proxy::v1::ConnectRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+  };
+  template <class BaseClass>
+  class WithGenericMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithGenericMethod_AckOutput() {
+      ::grpc::Service::MarkMethodGeneric(8);
+    }
+    ~WithGenericMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
       abort();
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
@@ -991,6 +1100,26 @@ class ProxyService final {
     }
     void RequestConnect(::grpc::ServerContext* context, ::grpc::ServerAsyncReaderWriter< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* stream, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
       ::grpc::Service::RequestAsyncBidiStreaming(7, context, stream, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
+  class WithRawMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawMethod_AckOutput() {
+      ::grpc::Service::MarkMethodRaw(8);
+    }
+    ~WithRawMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAckOutput(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1169,6 +1298,28 @@ class ProxyService final {
     virtual ::grpc::ServerBidiReactor< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* Connect(
       ::grpc::CallbackServerContext* /*context*/)
       { return nullptr; }
+  };
+  template <class BaseClass>
+  class WithRawCallbackMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawCallbackMethod_AckOutput() {
+      ::grpc::Service::MarkMethodRawCallback(8,
+          new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->AckOutput(context, request, response); }));
+    }
+    ~WithRawCallbackMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* AckOutput(
+      ::grpc::CallbackServerContext* /*context*/, const ::grpc::ByteBuffer* /*request*/, ::grpc::ByteBuffer* /*response*/)  { return nullptr; }
   };
   template <class BaseClass>
   class WithStreamedUnaryMethod_RegisterSandbox : public BaseClass {
@@ -1359,9 +1510,36 @@ class ProxyService final {
     // replace default version of method with streamed unary
     virtual ::grpc::Status StreamedResize(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::proxy::v1::ResizeRequest,::berth::proxy::v1::ResizeResponse>* server_unary_streamer) = 0;
   };
-  typedef WithStreamedUnaryMethod_RegisterSandbox<WithStreamedUnaryMethod_UnregisterSandbox<WithStreamedUnaryMethod_AllocateToken<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<Service > > > > > > > StreamedUnaryService;
+  template <class BaseClass>
+  class WithStreamedUnaryMethod_AckOutput : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithStreamedUnaryMethod_AckOutput() {
+      ::grpc::Service::MarkMethodStreamed(8,
+        new ::grpc::internal::StreamedUnaryHandler<
+          ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse>(
+            [this](::grpc::ServerContext* context,
+                   ::grpc::ServerUnaryStreamer<
+                     ::berth::proxy::v1::AckOutputRequest, ::berth::proxy::v1::AckOutputResponse>* streamer) {
+                       return this->StreamedAckOutput(context,
+                         streamer);
+                  }));
+    }
+    ~WithStreamedUnaryMethod_AckOutput() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable regular version of this method
+    ::grpc::Status AckOutput(::grpc::ServerContext* /*context*/, const ::berth::proxy::v1::AckOutputRequest* /*request*/, ::berth::proxy::v1::AckOutputResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    // replace default version of method with streamed unary
+    virtual ::grpc::Status StreamedAckOutput(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::proxy::v1::AckOutputRequest,::berth::proxy::v1::AckOutputResponse>* server_unary_streamer) = 0;
+  };
+  typedef WithStreamedUnaryMethod_RegisterSandbox<WithStreamedUnaryMethod_UnregisterSandbox<WithStreamedUnaryMethod_AllocateToken<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<Service > > > > > > > > StreamedUnaryService;
   typedef Service SplitStreamedService;
-  typedef WithStreamedUnaryMethod_RegisterSandbox<WithStreamedUnaryMethod_UnregisterSandbox<WithStreamedUnaryMethod_AllocateToken<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<Service > > > > > > > StreamedService;
+  typedef WithStreamedUnaryMethod_RegisterSandbox<WithStreamedUnaryMethod_UnregisterSandbox<WithStreamedUnaryMethod_AllocateToken<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<Service > > > > > > > > StreamedService;
 };
 
 }  // namespace v1

@@ -293,10 +293,36 @@ struct ConnectResponseDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ConnectResponseDefaultTypeInternal _ConnectResponse_default_instance_;
+PROTOBUF_CONSTEXPR AckOutputRequest::AckOutputRequest(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.token_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.stdout_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_.stderr_offset_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct AckOutputRequestDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AckOutputRequestDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AckOutputRequestDefaultTypeInternal() {}
+  union {
+    AckOutputRequest _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AckOutputRequestDefaultTypeInternal _AckOutputRequest_default_instance_;
+PROTOBUF_CONSTEXPR AckOutputResponse::AckOutputResponse(
+    ::_pbi::ConstantInitialized) {}
+struct AckOutputResponseDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AckOutputResponseDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AckOutputResponseDefaultTypeInternal() {}
+  union {
+    AckOutputResponse _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AckOutputResponseDefaultTypeInternal _AckOutputResponse_default_instance_;
 }  // namespace v1
 }  // namespace proxy
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto[20];
+static ::_pb::Metadata file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto[22];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fproxy_2fv1_2fproxy_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fproxy_2fv1_2fproxy_2eproto = nullptr;
 
@@ -463,6 +489,21 @@ const uint32_t TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto::offsets[] PROTOBU
   ::_pbi::kInvalidFieldOffsetTag,
   ::_pbi::kInvalidFieldOffsetTag,
   PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::ConnectResponse, _impl_.frame_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::AckOutputRequest, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::AckOutputRequest, _impl_.token_),
+  PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::AckOutputRequest, _impl_.stdout_offset_),
+  PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::AckOutputRequest, _impl_.stderr_offset_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::proxy::v1::AckOutputResponse, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
 };
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::proxy::v1::RegisterSandboxRequest)},
@@ -485,6 +526,8 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 136, -1, -1, sizeof(::berth::proxy::v1::OutputChunk)},
   { 144, -1, -1, sizeof(::berth::proxy::v1::Connected)},
   { 151, -1, -1, sizeof(::berth::proxy::v1::ConnectResponse)},
+  { 162, -1, -1, sizeof(::berth::proxy::v1::AckOutputRequest)},
+  { 171, -1, -1, sizeof(::berth::proxy::v1::AckOutputResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -508,6 +551,8 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::proxy::v1::_OutputChunk_default_instance_._instance,
   &::berth::proxy::v1::_Connected_default_instance_._instance,
   &::berth::proxy::v1::_ConnectResponse_default_instance_._instance,
+  &::berth::proxy::v1::_AckOutputRequest_default_instance_._instance,
+  &::berth::proxy::v1::_AckOutputResponse_default_instance_._instance,
 };
 
 const char descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) =
@@ -552,25 +597,29 @@ const char descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto[] PROTOB
   "th.proxy.v1.OutputChunkH\000\022-\n\006stderr\030\003 \001("
   "\0132\033.berth.proxy.v1.OutputChunkH\000\022+\n\004exit"
   "\030\004 \001(\0132\033.berth.agent.v1.ProcessExitH\000B\007\n"
-  "\005frame2\303\005\n\014ProxyService\022b\n\017RegisterSandb"
-  "ox\022&.berth.proxy.v1.RegisterSandboxReque"
-  "st\032\'.berth.proxy.v1.RegisterSandboxRespo"
-  "nse\022h\n\021UnregisterSandbox\022(.berth.proxy.v"
-  "1.UnregisterSandboxRequest\032).berth.proxy"
-  ".v1.UnregisterSandboxResponse\022\\\n\rAllocat"
-  "eToken\022$.berth.proxy.v1.AllocateTokenReq"
-  "uest\032%.berth.proxy.v1.AllocateTokenRespo"
-  "nse\022Y\n\014NewContainer\022#.berth.proxy.v1.New"
-  "ContainerRequest\032$.berth.proxy.v1.NewCon"
-  "tainerResponse\022J\n\007ExecCmd\022\036.berth.proxy."
-  "v1.ExecCmdRequest\032\037.berth.proxy.v1.ExecC"
-  "mdResponse\022G\n\006Signal\022\035.berth.proxy.v1.Si"
-  "gnalRequest\032\036.berth.proxy.v1.SignalRespo"
-  "nse\022G\n\006Resize\022\035.berth.proxy.v1.ResizeReq"
-  "uest\032\036.berth.proxy.v1.ResizeResponse\022N\n\007"
-  "Connect\022\036.berth.proxy.v1.ConnectRequest\032"
-  "\037.berth.proxy.v1.ConnectResponse(\0010\001B\003\370\001"
-  "\001b\006proto3"
+  "\005frame\"O\n\020AckOutputRequest\022\r\n\005token\030\001 \001("
+  "\t\022\025\n\rstdout_offset\030\002 \001(\004\022\025\n\rstderr_offse"
+  "t\030\003 \001(\004\"\023\n\021AckOutputResponse2\225\006\n\014ProxySe"
+  "rvice\022b\n\017RegisterSandbox\022&.berth.proxy.v"
+  "1.RegisterSandboxRequest\032\'.berth.proxy.v"
+  "1.RegisterSandboxResponse\022h\n\021UnregisterS"
+  "andbox\022(.berth.proxy.v1.UnregisterSandbo"
+  "xRequest\032).berth.proxy.v1.UnregisterSand"
+  "boxResponse\022\\\n\rAllocateToken\022$.berth.pro"
+  "xy.v1.AllocateTokenRequest\032%.berth.proxy"
+  ".v1.AllocateTokenResponse\022Y\n\014NewContaine"
+  "r\022#.berth.proxy.v1.NewContainerRequest\032$"
+  ".berth.proxy.v1.NewContainerResponse\022J\n\007"
+  "ExecCmd\022\036.berth.proxy.v1.ExecCmdRequest\032"
+  "\037.berth.proxy.v1.ExecCmdResponse\022G\n\006Sign"
+  "al\022\035.berth.proxy.v1.SignalRequest\032\036.bert"
+  "h.proxy.v1.SignalResponse\022G\n\006Resize\022\035.be"
+  "rth.proxy.v1.ResizeRequest\032\036.berth.proxy"
+  ".v1.ResizeResponse\022N\n\007Connect\022\036.berth.pr"
+  "oxy.v1.ConnectRequest\032\037.berth.proxy.v1.C"
+  "onnectResponse(\0010\001\022P\n\tAckOutput\022 .berth."
+  "proxy.v1.AckOutputRequest\032!.berth.proxy."
+  "v1.AckOutputResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_deps[2] = {
   &::descriptor_table_berth_2fagent_2fv1_2fagent_2eproto,
@@ -578,9 +627,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fproxy_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto = {
-    false, false, 2369, descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto,
+    false, false, 2553, descriptor_table_protodef_berth_2fproxy_2fv1_2fproxy_2eproto,
     "berth/proxy/v1/proxy.proto",
-    &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once, descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_deps, 2, 20,
+    &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once, descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_deps, 2, 22,
     schemas, file_default_instances, TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto::offsets,
     file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto, file_level_enum_descriptors_berth_2fproxy_2fv1_2fproxy_2eproto,
     file_level_service_descriptors_berth_2fproxy_2fv1_2fproxy_2eproto,
@@ -5164,6 +5213,309 @@ void ConnectResponse::InternalSwap(ConnectResponse* other) {
       file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto[19]);
 }
 
+// ===================================================================
+
+class AckOutputRequest::_Internal {
+ public:
+};
+
+AckOutputRequest::AckOutputRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.proxy.v1.AckOutputRequest)
+}
+AckOutputRequest::AckOutputRequest(const AckOutputRequest& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  AckOutputRequest* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.token_){}
+    , decltype(_impl_.stdout_offset_){}
+    , decltype(_impl_.stderr_offset_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.token_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.token_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_token().empty()) {
+    _this->_impl_.token_.Set(from._internal_token(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.stdout_offset_, &from._impl_.stdout_offset_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+    reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  // @@protoc_insertion_point(copy_constructor:berth.proxy.v1.AckOutputRequest)
+}
+
+inline void AckOutputRequest::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.token_){}
+    , decltype(_impl_.stdout_offset_){uint64_t{0u}}
+    , decltype(_impl_.stderr_offset_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.token_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.token_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+AckOutputRequest::~AckOutputRequest() {
+  // @@protoc_insertion_point(destructor:berth.proxy.v1.AckOutputRequest)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void AckOutputRequest::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.token_.Destroy();
+}
+
+void AckOutputRequest::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void AckOutputRequest::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.proxy.v1.AckOutputRequest)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.token_.ClearToEmpty();
+  ::memset(&_impl_.stdout_offset_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.stderr_offset_) -
+      reinterpret_cast<char*>(&_impl_.stdout_offset_)) + sizeof(_impl_.stderr_offset_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* AckOutputRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string token = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_token();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.proxy.v1.AckOutputRequest.token"));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stdout_offset = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.stdout_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 stderr_offset = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.stderr_offset_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* AckOutputRequest::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.proxy.v1.AckOutputRequest)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string token = 1;
+  if (!this->_internal_token().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_token().data(), static_cast<int>(this->_internal_token().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.proxy.v1.AckOutputRequest.token");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_token(), target);
+  }
+
+  // uint64 stdout_offset = 2;
+  if (this->_internal_stdout_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_stdout_offset(), target);
+  }
+
+  // uint64 stderr_offset = 3;
+  if (this->_internal_stderr_offset() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(3, this->_internal_stderr_offset(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.proxy.v1.AckOutputRequest)
+  return target;
+}
+
+size_t AckOutputRequest::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.proxy.v1.AckOutputRequest)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string token = 1;
+  if (!this->_internal_token().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_token());
+  }
+
+  // uint64 stdout_offset = 2;
+  if (this->_internal_stdout_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stdout_offset());
+  }
+
+  // uint64 stderr_offset = 3;
+  if (this->_internal_stderr_offset() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_stderr_offset());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AckOutputRequest::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    AckOutputRequest::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputRequest::GetClassData() const { return &_class_data_; }
+
+
+void AckOutputRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<AckOutputRequest*>(&to_msg);
+  auto& from = static_cast<const AckOutputRequest&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.proxy.v1.AckOutputRequest)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_token().empty()) {
+    _this->_internal_set_token(from._internal_token());
+  }
+  if (from._internal_stdout_offset() != 0) {
+    _this->_internal_set_stdout_offset(from._internal_stdout_offset());
+  }
+  if (from._internal_stderr_offset() != 0) {
+    _this->_internal_set_stderr_offset(from._internal_stderr_offset());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void AckOutputRequest::CopyFrom(const AckOutputRequest& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.proxy.v1.AckOutputRequest)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool AckOutputRequest::IsInitialized() const {
+  return true;
+}
+
+void AckOutputRequest::InternalSwap(AckOutputRequest* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.token_, lhs_arena,
+      &other->_impl_.token_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(AckOutputRequest, _impl_.stderr_offset_)
+      + sizeof(AckOutputRequest::_impl_.stderr_offset_)
+      - PROTOBUF_FIELD_OFFSET(AckOutputRequest, _impl_.stdout_offset_)>(
+          reinterpret_cast<char*>(&_impl_.stdout_offset_),
+          reinterpret_cast<char*>(&other->_impl_.stdout_offset_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata AckOutputRequest::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_getter, &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once,
+      file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto[20]);
+}
+
+// ===================================================================
+
+class AckOutputResponse::_Internal {
+ public:
+};
+
+AckOutputResponse::AckOutputResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase(arena, is_message_owned) {
+  // @@protoc_insertion_point(arena_constructor:berth.proxy.v1.AckOutputResponse)
+}
+AckOutputResponse::AckOutputResponse(const AckOutputResponse& from)
+  : ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase() {
+  AckOutputResponse* const _this = this; (void)_this;
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  // @@protoc_insertion_point(copy_constructor:berth.proxy.v1.AckOutputResponse)
+}
+
+
+
+
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AckOutputResponse::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyImpl,
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeImpl,
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputResponse::GetClassData() const { return &_class_data_; }
+
+
+
+
+
+
+
+::PROTOBUF_NAMESPACE_ID::Metadata AckOutputResponse::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_getter, &descriptor_table_berth_2fproxy_2fv1_2fproxy_2eproto_once,
+      file_level_metadata_berth_2fproxy_2fv1_2fproxy_2eproto[21]);
+}
+
 // @@protoc_insertion_point(namespace_scope)
 }  // namespace v1
 }  // namespace proxy
@@ -5248,6 +5600,14 @@ Arena::CreateMaybeMessage< ::berth::proxy::v1::Connected >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::berth::proxy::v1::ConnectResponse*
 Arena::CreateMaybeMessage< ::berth::proxy::v1::ConnectResponse >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::proxy::v1::ConnectResponse >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::proxy::v1::AckOutputRequest*
+Arena::CreateMaybeMessage< ::berth::proxy::v1::AckOutputRequest >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::proxy::v1::AckOutputRequest >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::proxy::v1::AckOutputResponse*
+Arena::CreateMaybeMessage< ::berth::proxy::v1::AckOutputResponse >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::proxy::v1::AckOutputResponse >(arena);
 }
 PROTOBUF_NAMESPACE_CLOSE
 

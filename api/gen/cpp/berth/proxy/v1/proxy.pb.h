@@ -50,6 +50,12 @@ extern const ::PROTOBUF_NAMESPACE_ID::internal::DescriptorTable descriptor_table
 namespace berth {
 namespace proxy {
 namespace v1 {
+class AckOutputRequest;
+struct AckOutputRequestDefaultTypeInternal;
+extern AckOutputRequestDefaultTypeInternal _AckOutputRequest_default_instance_;
+class AckOutputResponse;
+struct AckOutputResponseDefaultTypeInternal;
+extern AckOutputResponseDefaultTypeInternal _AckOutputResponse_default_instance_;
 class AllocateTokenRequest;
 struct AllocateTokenRequestDefaultTypeInternal;
 extern AllocateTokenRequestDefaultTypeInternal _AllocateTokenRequest_default_instance_;
@@ -114,6 +120,8 @@ extern UnregisterSandboxResponseDefaultTypeInternal _UnregisterSandboxResponse_d
 }  // namespace proxy
 }  // namespace berth
 PROTOBUF_NAMESPACE_OPEN
+template<> ::berth::proxy::v1::AckOutputRequest* Arena::CreateMaybeMessage<::berth::proxy::v1::AckOutputRequest>(Arena*);
+template<> ::berth::proxy::v1::AckOutputResponse* Arena::CreateMaybeMessage<::berth::proxy::v1::AckOutputResponse>(Arena*);
 template<> ::berth::proxy::v1::AllocateTokenRequest* Arena::CreateMaybeMessage<::berth::proxy::v1::AllocateTokenRequest>(Arena*);
 template<> ::berth::proxy::v1::AllocateTokenResponse* Arena::CreateMaybeMessage<::berth::proxy::v1::AllocateTokenResponse>(Arena*);
 template<> ::berth::proxy::v1::ConnectRequest* Arena::CreateMaybeMessage<::berth::proxy::v1::ConnectRequest>(Arena*);
@@ -3517,6 +3525,299 @@ class ConnectResponse final :
   union { Impl_ _impl_; };
   friend struct ::TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto;
 };
+// -------------------------------------------------------------------
+
+class AckOutputRequest final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.proxy.v1.AckOutputRequest) */ {
+ public:
+  inline AckOutputRequest() : AckOutputRequest(nullptr) {}
+  ~AckOutputRequest() override;
+  explicit PROTOBUF_CONSTEXPR AckOutputRequest(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AckOutputRequest(const AckOutputRequest& from);
+  AckOutputRequest(AckOutputRequest&& from) noexcept
+    : AckOutputRequest() {
+    *this = ::std::move(from);
+  }
+
+  inline AckOutputRequest& operator=(const AckOutputRequest& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AckOutputRequest& operator=(AckOutputRequest&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AckOutputRequest& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const AckOutputRequest* internal_default_instance() {
+    return reinterpret_cast<const AckOutputRequest*>(
+               &_AckOutputRequest_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    20;
+
+  friend void swap(AckOutputRequest& a, AckOutputRequest& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AckOutputRequest* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AckOutputRequest* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AckOutputRequest* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AckOutputRequest>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const AckOutputRequest& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const AckOutputRequest& from) {
+    AckOutputRequest::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(AckOutputRequest* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.proxy.v1.AckOutputRequest";
+  }
+  protected:
+  explicit AckOutputRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kTokenFieldNumber = 1,
+    kStdoutOffsetFieldNumber = 2,
+    kStderrOffsetFieldNumber = 3,
+  };
+  // string token = 1;
+  void clear_token();
+  const std::string& token() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_token(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_token();
+  PROTOBUF_NODISCARD std::string* release_token();
+  void set_allocated_token(std::string* token);
+  private:
+  const std::string& _internal_token() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_token(const std::string& value);
+  std::string* _internal_mutable_token();
+  public:
+
+  // uint64 stdout_offset = 2;
+  void clear_stdout_offset();
+  uint64_t stdout_offset() const;
+  void set_stdout_offset(uint64_t value);
+  private:
+  uint64_t _internal_stdout_offset() const;
+  void _internal_set_stdout_offset(uint64_t value);
+  public:
+
+  // uint64 stderr_offset = 3;
+  void clear_stderr_offset();
+  uint64_t stderr_offset() const;
+  void set_stderr_offset(uint64_t value);
+  private:
+  uint64_t _internal_stderr_offset() const;
+  void _internal_set_stderr_offset(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.proxy.v1.AckOutputRequest)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr token_;
+    uint64_t stdout_offset_;
+    uint64_t stderr_offset_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto;
+};
+// -------------------------------------------------------------------
+
+class AckOutputResponse final :
+    public ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase /* @@protoc_insertion_point(class_definition:berth.proxy.v1.AckOutputResponse) */ {
+ public:
+  inline AckOutputResponse() : AckOutputResponse(nullptr) {}
+  explicit PROTOBUF_CONSTEXPR AckOutputResponse(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AckOutputResponse(const AckOutputResponse& from);
+  AckOutputResponse(AckOutputResponse&& from) noexcept
+    : AckOutputResponse() {
+    *this = ::std::move(from);
+  }
+
+  inline AckOutputResponse& operator=(const AckOutputResponse& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AckOutputResponse& operator=(AckOutputResponse&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AckOutputResponse& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const AckOutputResponse* internal_default_instance() {
+    return reinterpret_cast<const AckOutputResponse*>(
+               &_AckOutputResponse_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    21;
+
+  friend void swap(AckOutputResponse& a, AckOutputResponse& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AckOutputResponse* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AckOutputResponse* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AckOutputResponse* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AckOutputResponse>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyFrom;
+  inline void CopyFrom(const AckOutputResponse& from) {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::CopyImpl(*this, from);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeFrom;
+  void MergeFrom(const AckOutputResponse& from) {
+    ::PROTOBUF_NAMESPACE_ID::internal::ZeroFieldsBase::MergeImpl(*this, from);
+  }
+  public:
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.proxy.v1.AckOutputResponse";
+  }
+  protected:
+  explicit AckOutputResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  // @@protoc_insertion_point(class_scope:berth.proxy.v1.AckOutputResponse)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+  };
+  friend struct ::TableStruct_berth_2fproxy_2fv1_2fproxy_2eproto;
+};
 // ===================================================================
 
 
@@ -5805,9 +6106,111 @@ inline void ConnectResponse::clear_has_frame() {
 inline ConnectResponse::FrameCase ConnectResponse::frame_case() const {
   return ConnectResponse::FrameCase(_impl_._oneof_case_[0]);
 }
+// -------------------------------------------------------------------
+
+// AckOutputRequest
+
+// string token = 1;
+inline void AckOutputRequest::clear_token() {
+  _impl_.token_.ClearToEmpty();
+}
+inline const std::string& AckOutputRequest::token() const {
+  // @@protoc_insertion_point(field_get:berth.proxy.v1.AckOutputRequest.token)
+  return _internal_token();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void AckOutputRequest::set_token(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.token_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.proxy.v1.AckOutputRequest.token)
+}
+inline std::string* AckOutputRequest::mutable_token() {
+  std::string* _s = _internal_mutable_token();
+  // @@protoc_insertion_point(field_mutable:berth.proxy.v1.AckOutputRequest.token)
+  return _s;
+}
+inline const std::string& AckOutputRequest::_internal_token() const {
+  return _impl_.token_.Get();
+}
+inline void AckOutputRequest::_internal_set_token(const std::string& value) {
+  
+  _impl_.token_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::_internal_mutable_token() {
+  
+  return _impl_.token_.Mutable(GetArenaForAllocation());
+}
+inline std::string* AckOutputRequest::release_token() {
+  // @@protoc_insertion_point(field_release:berth.proxy.v1.AckOutputRequest.token)
+  return _impl_.token_.Release();
+}
+inline void AckOutputRequest::set_allocated_token(std::string* token) {
+  if (token != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.token_.SetAllocated(token, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.token_.IsDefault()) {
+    _impl_.token_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.proxy.v1.AckOutputRequest.token)
+}
+
+// uint64 stdout_offset = 2;
+inline void AckOutputRequest::clear_stdout_offset() {
+  _impl_.stdout_offset_ = uint64_t{0u};
+}
+inline uint64_t AckOutputRequest::_internal_stdout_offset() const {
+  return _impl_.stdout_offset_;
+}
+inline uint64_t AckOutputRequest::stdout_offset() const {
+  // @@protoc_insertion_point(field_get:berth.proxy.v1.AckOutputRequest.stdout_offset)
+  return _internal_stdout_offset();
+}
+inline void AckOutputRequest::_internal_set_stdout_offset(uint64_t value) {
+  
+  _impl_.stdout_offset_ = value;
+}
+inline void AckOutputRequest::set_stdout_offset(uint64_t value) {
+  _internal_set_stdout_offset(value);
+  // @@protoc_insertion_point(field_set:berth.proxy.v1.AckOutputRequest.stdout_offset)
+}
+
+// uint64 stderr_offset = 3;
+inline void AckOutputRequest::clear_stderr_offset() {
+  _impl_.stderr_offset_ = uint64_t{0u};
+}
+inline uint64_t AckOutputRequest::_internal_stderr_offset() const {
+  return _impl_.stderr_offset_;
+}
+inline uint64_t AckOutputRequest::stderr_offset() const {
+  // @@protoc_insertion_point(field_get:berth.proxy.v1.AckOutputRequest.stderr_offset)
+  return _internal_stderr_offset();
+}
+inline void AckOutputRequest::_internal_set_stderr_offset(uint64_t value) {
+  
+  _impl_.stderr_offset_ = value;
+}
+inline void AckOutputRequest::set_stderr_offset(uint64_t value) {
+  _internal_set_stderr_offset(value);
+  // @@protoc_insertion_point(field_set:berth.proxy.v1.AckOutputRequest.stderr_offset)
+}
+
+// -------------------------------------------------------------------
+
+// AckOutputResponse
+
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

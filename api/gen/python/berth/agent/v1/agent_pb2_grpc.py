@@ -45,6 +45,11 @@ class AgentServiceStub(object):
                 request_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoRequest.SerializeToString,
                 response_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoResponse.FromString,
                 )
+        self.AckOutput = channel.unary_unary(
+                '/berth.agent.v1.AgentService/AckOutput',
+                request_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputRequest.SerializeToString,
+                response_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputResponse.FromString,
+                )
         self.WaitProcess = channel.unary_unary(
                 '/berth.agent.v1.AgentService/WaitProcess',
                 request_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.WaitProcessRequest.SerializeToString,
@@ -102,9 +107,21 @@ class AgentServiceServicer(object):
         stdout and stderr flow out, and the exit comes last, after all output.
         One stream per process, so each has its own flow control. Output carries
         byte offsets (stdout_chunk, stderr_chunk); the agent keeps output until
-        it is acknowledged (ack), up to a bounded window, and then stops reading
-        the process's pipe, so that a client that reconnects (attach with the
-        offsets it has) loses and repeats nothing.
+        it is acknowledged (ack, or AckOutput), up to a bounded window, and then
+        stops reading the process's pipe, so that a client that reconnects
+        (attach with the offsets it has) loses and repeats nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckOutput(self, request, context):
+        """Acknowledges a process's output out of band: the same as an ack on its
+        ProcessIo stream, but never queued behind stdin that the process has not
+        read yet (the agent stops reading ProcessIo while a stdin frame waits
+        for the process, and a process blocked on its full output window reads
+        no stdin). Offsets before what is already acknowledged change nothing;
+        one beyond what was read from the process is OUT_OF_RANGE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -156,6 +173,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ProcessIo,
                     request_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoRequest.FromString,
                     response_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoResponse.SerializeToString,
+            ),
+            'AckOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckOutput,
+                    request_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputRequest.FromString,
+                    response_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputResponse.SerializeToString,
             ),
             'WaitProcess': grpc.unary_unary_rpc_method_handler(
                     servicer.WaitProcess,
@@ -277,6 +299,23 @@ class AgentService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/berth.agent.v1.AgentService/ProcessIo',
             berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoRequest.SerializeToString,
             berth_dot_agent_dot_v1_dot_agent__pb2.ProcessIoResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AckOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/berth.agent.v1.AgentService/AckOutput',
+            berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputRequest.SerializeToString,
+            berth_dot_agent_dot_v1_dot_agent__pb2.AckOutputResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

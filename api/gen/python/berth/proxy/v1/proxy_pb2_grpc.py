@@ -55,6 +55,11 @@ class ProxyServiceStub(object):
                 request_serializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectRequest.SerializeToString,
                 response_deserializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectResponse.FromString,
                 )
+        self.AckOutput = channel.unary_unary(
+                '/berth.proxy.v1.ProxyService/AckOutput',
+                request_serializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputRequest.SerializeToString,
+                response_deserializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputResponse.FromString,
+                )
 
 
 class ProxyServiceServicer(object):
@@ -124,6 +129,19 @@ class ProxyServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AckOutput(self, request, context):
+        """For shims: acknowledges the output a shim has written out, out of band
+        of its Connect stream, where an ack would wait behind stdin the process
+        has not read while the process may be waiting for exactly this ack (its
+        agent stops reading its output when the window of unacknowledged output
+        is full). The proxy passes the latest offsets on to the agent
+        (berth.agent.v1 AckOutput), at most one call per process in flight. An
+        unknown token, or one without a process, is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProxyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +184,11 @@ def add_ProxyServiceServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectRequest.FromString,
                     response_serializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectResponse.SerializeToString,
+            ),
+            'AckOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckOutput,
+                    request_deserializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputRequest.FromString,
+                    response_serializer=berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,5 +334,22 @@ class ProxyService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/berth.proxy.v1.ProxyService/Connect',
             berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectRequest.SerializeToString,
             berth_dot_proxy_dot_v1_dot_proxy__pb2.ConnectResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AckOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/berth.proxy.v1.ProxyService/AckOutput',
+            berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputRequest.SerializeToString,
+            berth_dot_proxy_dot_v1_dot_proxy__pb2.AckOutputResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
