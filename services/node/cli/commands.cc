@@ -381,22 +381,17 @@ class Cli {
   // Shows the task's output until it ends; returns its exit code.
   int Attach(const nodepb::Task& started, bool remove) {
     const std::string& id = started.id();
-    grpc::Status logs = grpc::Status::OK;
-    if (!HasEnded(started)) logs = CopyLogs(id, /*follow=*/true, 0);
-
+    LogPosition position;
     nodepb::Task task = started;
-    const absl::Time deadline = absl::Now() + env_.exit_wait;
     while (!HasEnded(task)) {
+      grpc::Status logs = CopyLogs(id, /*follow=*/true, 0, &position);
       grpc::Status status = Inspect(id, &task);
       if (!status.ok()) return NodeError(status);
       if (HasEnded(task)) break;
       if (!logs.ok()) return NodeError(logs);
-      if (absl::Now() > deadline) {
-        return Fail(absl::StrCat("the output of task ", id,
-                                 " ended but the task is still ",
-                                 StateText(task.state())));
-      }
-      absl::SleepFor(absl::Milliseconds(50));
+      // The output ended before the task did (it may not have been
+      // started yet): follow again, skipping what was shown.
+      absl::SleepFor(env_.log_refollow_delay);
     }
 
     int code = 0;
@@ -419,9 +414,16 @@ class Cli {
     return code;
   }
 
-  // Copies a task's output to stdout and stderr until the stream ends.
+  // How much of each output stream of a task was copied.
+  struct LogPosition {
+    uint64_t stdout_bytes = 0;
+    uint64_t stderr_bytes = 0;
+  };
+
+  // Copies a task's output to stdout and stderr until the stream ends. With
+  // `position`, skips the bytes it counts as copied and counts the new ones.
   grpc::Status CopyLogs(const std::string& task, bool follow,
-                        uint64_t tail_lines) {
+                        uint64_t tail_lines, LogPosition* position = nullptr) {
     grpc::ClientContext context;
     nodepb::TaskLogsRequest request;
     request.set_task_id(task);
@@ -429,11 +431,26 @@ class Cli {
     request.set_tail_lines(tail_lines);
     std::unique_ptr<grpc::ClientReader<nodepb::TaskLogsResponse>> reader =
         stub_->TaskLogs(&context, request);
+    LogPosition seen;
     nodepb::TaskLogsResponse chunk;
     while (reader->Read(&chunk)) {
-      WriteAll(chunk.stream() == nodepb::LOG_STREAM_STDERR ? env_.stderr_fd
-                                                           : env_.stdout_fd,
-               chunk.data());
+      const bool is_stderr = chunk.stream() == nodepb::LOG_STREAM_STDERR;
+      absl::string_view data = chunk.data();
+      if (position != nullptr) {
+        uint64_t& seen_bytes =
+            is_stderr ? seen.stderr_bytes : seen.stdout_bytes;
+        const uint64_t copied =
+            is_stderr ? position->stderr_bytes : position->stdout_bytes;
+        const uint64_t skip =
+            seen_bytes >= copied
+                ? 0
+                : std::min<uint64_t>(copied - seen_bytes, data.size());
+        seen_bytes += data.size();
+        data.remove_prefix(skip);
+        (is_stderr ? position->stderr_bytes : position->stdout_bytes) +=
+            data.size();
+      }
+      WriteAll(is_stderr ? env_.stderr_fd : env_.stdout_fd, data);
     }
     return reader->Finish();
   }

@@ -44,9 +44,9 @@ struct CliEnvironment {
   absl::Duration call_timeout = absl::Seconds(30);
   // `stats` without --no-stream: time between redraws of the table.
   absl::Duration stats_refresh = absl::Seconds(1);
-  // `run` without -d: how long, after the output ended, to wait for the node
-  // to record the task's end.
-  absl::Duration exit_wait = absl::Seconds(10);
+  // `run` without -d: when the output ended before the task did, the time
+  // before following it again.
+  absl::Duration log_refollow_delay = absl::Milliseconds(100);
 };
 
 // The process's own environment variables, for CliEnvironment::getenv.

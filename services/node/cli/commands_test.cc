@@ -142,6 +142,7 @@ class CommandsTest : public ::testing::Test {
     };
     env.now = [] { return kNow; };
     env.stats_refresh = absl::Milliseconds(20);
+    env.log_refollow_delay = absl::Milliseconds(1);
     return env;
   }
 
@@ -330,6 +331,22 @@ TEST_F(CommandsTest, RunAttachedCopiesOutputAndExitsWithTheTasksCode) {
   EXPECT_EQ(fake_.logs_requests()[0].task_id(), kWebId);
   EXPECT_TRUE(fake_.logs_requests()[0].follow());
   EXPECT_TRUE(fake_.remove_requests().empty());
+}
+
+TEST_F(CommandsTest, RunFollowsAgainWhenOutputEndsBeforeTheTask) {
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  outcome.mutable_exit_result()->set_exit_code(4);
+  fake_.SetRunOutcome(outcome, /*logs_calls=*/3);
+  // Every TaskLogs call sends the whole output again, as a follow from the
+  // start does.
+  fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDOUT, "abc"),
+                         Chunk(nodepb::LOG_STREAM_STDERR, "e1\n"),
+                         Chunk(nodepb::LOG_STREAM_STDOUT, "def\n")});
+  CliResult result = Run({"run", "--", "/bin/true"});
+  EXPECT_EQ(result.code, 4);
+  EXPECT_EQ(result.out, "abcdef\n");
+  EXPECT_EQ(result.err, "e1\n");
+  EXPECT_EQ(fake_.logs_requests().size(), 3u);
 }
 
 TEST_F(CommandsTest, RunKilledBySignalExits128PlusSignal) {

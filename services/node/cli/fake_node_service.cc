@@ -34,9 +34,11 @@ void FakeNodeService::AddTask(const nodepb::Task& task) {
   tasks_.push_back(task);
 }
 
-void FakeNodeService::SetRunOutcome(const nodepb::Task& outcome) {
+void FakeNodeService::SetRunOutcome(const nodepb::Task& outcome,
+                                    int logs_calls) {
   absl::MutexLock lock(&mu_);
   run_outcome_ = outcome;
+  run_outcome_logs_calls_ = logs_calls;
 }
 
 void FakeNodeService::SetLogs(const std::string& task_id,
@@ -146,12 +148,16 @@ grpc::Status FakeNodeService::RunTask(grpc::ServerContext*,
   if (grpc::Status failure = Failure("RunTask"); !failure.ok()) return failure;
   absl::MutexLock lock(&mu_);
   run_requests_.push_back(*request);
-  nodepb::Task task = run_outcome_;
-  *task.mutable_spec() = request->spec();
+  nodepb::Task outcome = run_outcome_;
+  *outcome.mutable_spec() = request->spec();
+  nodepb::Task task = outcome;
+  task.clear_exit_result();
+  task.clear_error();
+  task.set_state(nodepb::TASK_STATE_RUNNING);
   tasks_.push_back(task);
+  pending_outcomes_[task.id()] = {outcome, run_outcome_logs_calls_};
   *response->mutable_task() = task;
   response->mutable_task()->set_state(nodepb::TASK_STATE_PENDING);
-  response->mutable_task()->clear_exit_result();
   return grpc::Status::OK;
 }
 
@@ -322,6 +328,15 @@ grpc::Status FakeNodeService::TaskLogs(
   }
   for (const auto& chunk : chunks) {
     if (!writer->Write(chunk)) break;
+  }
+  absl::MutexLock lock(&mu_);
+  nodepb::Task* task = Find(request->task_id());
+  if (task == nullptr) return grpc::Status::OK;
+  auto pending = pending_outcomes_.find(task->id());
+  if (pending != pending_outcomes_.end() &&
+      --pending->second.logs_calls_left <= 0) {
+    *task = pending->second.outcome;
+    pending_outcomes_.erase(pending);
   }
   return grpc::Status::OK;
 }

@@ -37,10 +37,13 @@ class FakeNodeService final : public node::v1::NodeService::Service {
 
   // A task the node knows (found by id, unique id prefix or name).
   void AddTask(const node::v1::Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  // What RunTask makes: `outcome` with the request's spec, kept as the task
-  // (InspectTask returns it), answered in TASK_STATE_PENDING. Default: id
-  // "00112233445566778899aabbccddeeff", exited with code 0.
-  void SetRunOutcome(const node::v1::Task& outcome) ABSL_LOCKS_EXCLUDED(mu_);
+  // What RunTask makes: a task with `outcome`'s id and the request's spec,
+  // answered in TASK_STATE_PENDING and then running; it becomes `outcome`
+  // (with the spec) when TaskLogs has been called `logs_calls` times for it.
+  // Default: id "00112233445566778899aabbccddeeff", exited with code 0,
+  // after one TaskLogs call.
+  void SetRunOutcome(const node::v1::Task& outcome, int logs_calls = 1)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // What TaskLogs sends for the task (before it ends the stream).
   void SetLogs(const std::string& task_id,
                std::vector<node::v1::TaskLogsResponse> chunks)
@@ -129,6 +132,13 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   mutable absl::Mutex mu_;
   std::vector<node::v1::Task> tasks_ ABSL_GUARDED_BY(mu_);
   node::v1::Task run_outcome_ ABSL_GUARDED_BY(mu_);
+  int run_outcome_logs_calls_ ABSL_GUARDED_BY(mu_) = 1;
+  struct PendingOutcome {
+    node::v1::Task outcome;
+    int logs_calls_left = 0;
+  };
+  // By task id: what a task RunTask made becomes.
+  std::map<std::string, PendingOutcome> pending_outcomes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<node::v1::TaskLogsResponse>> logs_
       ABSL_GUARDED_BY(mu_);
   struct StatsScript {
