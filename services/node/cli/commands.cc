@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +58,8 @@ constexpr size_t kStdinChunkBytes = 32 * 1024;
 constexpr size_t kCommandWidth = 30;
 // ANSI: cursor home, then clear the screen.
 constexpr char kClearScreen[] = "\033[H\033[2J";
+// The node's time between the stop signal and the kill when none is given.
+constexpr absl::Duration kDefaultStopTimeout = absl::Seconds(5);
 
 void WriteAll(int fd, absl::string_view data) {
   while (!data.empty()) {
@@ -379,20 +382,34 @@ class Cli {
   }
 
   // Shows the task's output until it ends; returns its exit code.
+  // SIGINT and SIGTERM stop the task with that signal while berth shows its
+  // output (like docker's signal proxy); a second one ends berth itself and
+  // leaves the task to the node.
   int Attach(const nodepb::Task& started, bool remove) {
-    const std::string& id = started.id();
-    LogPosition position;
-    nodepb::Task task = started;
-    while (!HasEnded(task)) {
-      grpc::Status logs = CopyLogs(id, /*follow=*/true, 0, &position);
-      grpc::Status status = Inspect(id, &task);
-      if (!status.ok()) return NodeError(status);
-      if (HasEnded(task)) break;
-      if (!logs.ok()) return NodeError(logs);
-      // The output ended before the task did (it may not have been
-      // started yet): follow again, skipping what was shown.
-      absl::SleepFor(env_.log_refollow_delay);
+    absl::StatusOr<std::unique_ptr<SignalPipe>> signals =
+        SignalPipe::Install({SIGINT, SIGTERM});
+    int stop_pipe[2] = {-1, -1};
+    std::thread forwarder;
+    if (signals.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
+      forwarder = std::thread([this, &started, &signals, &stop_pipe] {
+        ForwardSignals(started.id(), signals->get(), stop_pipe[0]);
+      });
     }
+    absl::StatusOr<nodepb::Task> ended = FollowUntilEnd(started);
+    if (forwarder.joinable()) {
+      WriteAll(stop_pipe[1], "x");
+      forwarder.join();
+      close(stop_pipe[0]);
+      close(stop_pipe[1]);
+    }
+    if (signals.ok()) signals->reset();  // the signals' actions back
+    if (!ended.ok()) {
+      return NodeError(
+          grpc::Status(static_cast<grpc::StatusCode>(ended.status().code()),
+                       std::string(ended.status().message())));
+    }
+    const nodepb::Task& task = *ended;
+    const std::string& id = task.id();
 
     int code = 0;
     if (task.state() == nodepb::TASK_STATE_FAILED) {
@@ -412,6 +429,62 @@ class Cli {
       if (!status.ok()) NodeError(status);
     }
     return code;
+  }
+
+  // Shows the task's output until it has ended; returns the ended task.
+  absl::StatusOr<nodepb::Task> FollowUntilEnd(const nodepb::Task& started) {
+    const std::string& id = started.id();
+    LogPosition position;
+    nodepb::Task task = started;
+    while (!HasEnded(task)) {
+      grpc::Status logs = CopyLogs(id, /*follow=*/true, 0, &position);
+      grpc::Status status = Inspect(id, &task);
+      if (!status.ok()) return FromGrpc(status);
+      if (HasEnded(task)) break;
+      if (!logs.ok()) return FromGrpc(logs);
+      // The output ended before the task did (it may not have been
+      // started yet): follow again, skipping what was shown.
+      absl::SleepFor(env_.log_refollow_delay);
+    }
+    return task;
+  }
+
+  static absl::Status FromGrpc(const grpc::Status& status) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+
+  // Until stop_fd is readable: the first SIGINT or SIGTERM stops the task
+  // with that signal, a second one takes its default action.
+  void ForwardSignals(const std::string& task, SignalPipe* signals,
+                      int stop_fd) {
+    bool forwarded = false;
+    while (true) {
+      pollfd fds[2] = {{stop_fd, POLLIN, 0}, {signals->read_fd(), POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[0].revents != 0) return;
+      for (int signal : signals->Drain()) {
+        if (forwarded) {
+          struct sigaction default_action = {};
+          default_action.sa_handler = SIG_DFL;
+          sigaction(signal, &default_action, nullptr);
+          kill(getpid(), signal);
+          return;
+        }
+        forwarded = true;
+        grpc::ClientContext context;
+        SetDeadline(&context, kDefaultStopTimeout);
+        nodepb::StopTaskRequest request;
+        request.set_task_id(task);
+        request.set_signal(signal == SIGINT ? "SIGINT" : "SIGTERM");
+        nodepb::StopTaskResponse response;
+        grpc::Status status = stub_->StopTask(&context, request, &response);
+        if (!status.ok()) NodeError(status);
+      }
+    }
   }
 
   // How much of each output stream of a task was copied.
@@ -551,10 +624,10 @@ class Cli {
     }
     if (!Connect()) return Unreachable();
 
-    std::unique_ptr<WindowChangeSignal> window_change;
+    std::unique_ptr<SignalPipe> window_change;
     if (tty) {
-      absl::StatusOr<std::unique_ptr<WindowChangeSignal>> installed =
-          WindowChangeSignal::Install();
+      absl::StatusOr<std::unique_ptr<SignalPipe>> installed =
+          SignalPipe::Install({SIGWINCH});
       if (!installed.ok()) return Fail(installed.status().message());
       window_change = *std::move(installed);
     }
@@ -649,8 +722,8 @@ class Cli {
   void PumpInput(
       grpc::ClientReaderWriter<driverpb::ExecTaskStreamingRequest,
                                driverpb::ExecTaskStreamingResponse>* stream,
-      bool forward_stdin, bool tty, int stop_fd,
-      WindowChangeSignal* window_change, bool* writes_done) {
+      bool forward_stdin, bool tty, int stop_fd, SignalPipe* window_change,
+      bool* writes_done) {
     bool stdin_open = forward_stdin;
     std::string buffer(kStdinChunkBytes, '\0');
     while (true) {
@@ -662,7 +735,7 @@ class Cli {
         return;
       }
       if (fds[0].revents != 0) return;
-      if (fds[2].revents != 0 && window_change->Drain()) {
+      if (fds[2].revents != 0 && !window_change->Drain().empty()) {
         if (std::optional<driverpb::TerminalSize> size = TerminalSize()) {
           driverpb::ExecTaskStreamingRequest resize;
           *resize.mutable_resize() = *size;
@@ -864,7 +937,7 @@ class Cli {
       return UsageError("stop", "at least one TASK is required");
     }
     nodepb::StopTaskRequest request;
-    absl::Duration timeout = absl::Seconds(5);
+    absl::Duration timeout = kDefaultStopTimeout;
     if (args.Has("timeout")) {
       double seconds = -1;
       if (!absl::SimpleAtod(args.Value("timeout"), &seconds) || seconds < 0 ||

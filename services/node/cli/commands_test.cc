@@ -349,6 +349,22 @@ TEST_F(CommandsTest, RunFollowsAgainWhenOutputEndsBeforeTheTask) {
   EXPECT_EQ(fake_.logs_requests().size(), 3u);
 }
 
+TEST_F(CommandsTest, RunPassesCtrlCToTheTaskAsAStop) {
+  fake_.SetRunOutcome(MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED),
+                      /*logs_calls=*/1 << 30);
+  CliResult result;
+  std::thread cli([&] { result = Run({"run", "--", "sleep", "100"}); });
+  ASSERT_TRUE(
+      berth::testing::WaitFor([&] { return !fake_.logs_requests().empty(); }));
+  kill(getpid(), SIGINT);
+  cli.join();
+  EXPECT_EQ(result.code, 130) << result.err;
+  const std::vector<nodepb::StopTaskRequest> stops = fake_.stop_requests();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].task_id(), kWebId);
+  EXPECT_EQ(stops[0].signal(), "SIGINT");
+}
+
 TEST_F(CommandsTest, RunKilledBySignalExits128PlusSignal) {
   nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
   outcome.mutable_exit_result()->set_signal(9);

@@ -200,6 +200,12 @@ grpc::Status FakeNodeService::StopTask(grpc::ServerContext*,
   if (task == nullptr) return NotFound(request->task_id());
   task->set_state(nodepb::TASK_STATE_EXITED);
   task->set_stopped(true);
+  task->mutable_exit_result()->set_exit_code(0);
+  task->mutable_exit_result()->set_signal(request->signal() == "SIGINT" ? 2
+                                          : request->signal() == "SIGKILL"
+                                              ? 9
+                                              : 15);
+  pending_outcomes_.erase(task->id());
   *response->mutable_task() = *task;
   return grpc::Status::OK;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,13 +37,18 @@ void RestoreAndReraise(int signal) {
   errno = saved_errno;
 }
 
-std::atomic<int> winch_write_fd{-1};
+// By signal number: 1 + the write end of the SignalPipe watching it, or 0
+// (so that the zero-initialized array means "none").
+constexpr int kMaxSignal = 65;
+std::atomic<int> signal_write_fds[kMaxSignal];
 
-void OnWindowChange(int) {
+void WriteSignalNumber(int signal) {
   const int saved_errno = errno;
-  const int fd = winch_write_fd.load();
+  const int fd = signal > 0 && signal < kMaxSignal
+                     ? signal_write_fds[signal].load() - 1
+                     : -1;
   if (fd >= 0) {
-    const char byte = 0;
+    const unsigned char byte = static_cast<unsigned char>(signal);
     [[maybe_unused]] ssize_t written = write(fd, &byte, 1);
   }
   errno = saved_errno;
@@ -101,44 +107,57 @@ std::optional<driver::v1::TerminalSize> TerminalSizeOf(int fd) {
   return terminal_size;
 }
 
-absl::StatusOr<std::unique_ptr<WindowChangeSignal>>
-WindowChangeSignal::Install() {
-  if (winch_write_fd.load() >= 0) {
-    return absl::FailedPreconditionError("SIGWINCH is already watched");
+absl::StatusOr<std::unique_ptr<SignalPipe>> SignalPipe::Install(
+    std::vector<int> signals) {
+  for (int signal : signals) {
+    if (signal <= 0 || signal >= kMaxSignal) {
+      return absl::InvalidArgumentError(absl::StrCat("no signal ", signal));
+    }
+    if (signal_write_fds[signal].load() != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("signal ", signal, " is already watched"));
+    }
   }
   int fds[2];
   if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return ErrnoError("pipe2");
-  std::unique_ptr<WindowChangeSignal> watcher(
-      new WindowChangeSignal(fds[0], fds[1]));
-  winch_write_fd.store(fds[1]);
-  struct sigaction action = {};
-  action.sa_handler = OnWindowChange;
-  action.sa_flags = SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  if (sigaction(SIGWINCH, &action, &watcher->saved_action_) != 0) {
-    return ErrnoError("sigaction(SIGWINCH)");
+  std::unique_ptr<SignalPipe> pipe(new SignalPipe(fds[0], fds[1]));
+  for (int signal : signals) {
+    signal_write_fds[signal].store(fds[1] + 1);
+    struct sigaction action = {};
+    action.sa_handler = WriteSignalNumber;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    struct sigaction saved = {};
+    if (sigaction(signal, &action, &saved) != 0) {
+      signal_write_fds[signal].store(0);
+      return ErrnoError(absl::StrCat("sigaction(", signal, ")"));
+    }
+    pipe->signals_.push_back(signal);
+    pipe->saved_actions_.push_back(saved);
   }
-  return watcher;
+  return pipe;
 }
 
-WindowChangeSignal::~WindowChangeSignal() {
-  sigaction(SIGWINCH, &saved_action_, nullptr);
-  winch_write_fd.store(-1);
+SignalPipe::~SignalPipe() {
+  for (size_t i = 0; i < signals_.size(); ++i) {
+    sigaction(signals_[i], &saved_actions_[i], nullptr);
+    signal_write_fds[signals_[i]].store(0);
+  }
   close(read_fd_);
   close(write_fd_);
 }
 
-bool WindowChangeSignal::Drain() {
-  bool any = false;
-  char buffer[64];
+std::vector<int> SignalPipe::Drain() {
+  std::vector<int> arrived;
+  unsigned char buffer[64];
   while (true) {
     const ssize_t n = read(read_fd_, buffer, sizeof(buffer));
     if (n > 0) {
-      any = true;
+      arrived.insert(arrived.end(), buffer, buffer + n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    return any;
+    return arrived;
   }
 }
 

@@ -1,6 +1,6 @@
 // The local terminal of `berth exec -t`: raw mode that is restored on every
-// way out (return, exception, SIGINT/SIGTERM/SIGHUP/SIGQUIT), its size, and
-// SIGWINCH as a readable file descriptor.
+// way out (return, exception, SIGINT/SIGTERM/SIGHUP/SIGQUIT), its size; and
+// signals (SIGWINCH, SIGINT, ...) as a readable file descriptor.
 
 #ifndef SERVICES_NODE_CLI_TERMINAL_H_
 #define SERVICES_NODE_CLI_TERMINAL_H_
@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "berth/driver/v1/driver.pb.h"
@@ -39,26 +40,35 @@ class RawTerminal {
 // The size of the terminal `fd`; nullopt if it is not one.
 std::optional<driver::v1::TerminalSize> TerminalSizeOf(int fd);
 
-// Makes SIGWINCH readable: while it lives, each SIGWINCH writes a byte to
-// read_fd() (a non-blocking pipe). One at a time per process.
-class WindowChangeSignal {
+// Makes signals readable: while it lives, each of its signals that arrives
+// writes its number as one byte to read_fd() (a non-blocking pipe) instead of
+// taking its action. A signal is watched by one SignalPipe at a time.
+//
+//   absl::StatusOr<std::unique_ptr<SignalPipe>> winch =
+//       SignalPipe::Install({SIGWINCH});
+//   ... poll((*winch)->read_fd()) ...; (*winch)->Drain() → {SIGWINCH}
+class SignalPipe {
  public:
-  static absl::StatusOr<std::unique_ptr<WindowChangeSignal>> Install();
-  ~WindowChangeSignal();
+  static absl::StatusOr<std::unique_ptr<SignalPipe>> Install(
+      std::vector<int> signals);
+  // Puts back the actions the signals had.
+  ~SignalPipe();
 
-  WindowChangeSignal(const WindowChangeSignal&) = delete;
-  WindowChangeSignal& operator=(const WindowChangeSignal&) = delete;
+  SignalPipe(const SignalPipe&) = delete;
+  SignalPipe& operator=(const SignalPipe&) = delete;
 
   int read_fd() const { return read_fd_; }
-  // Reads every pending byte; true if there was at least one.
-  bool Drain();
+  // The signals that arrived since the last call, in order; reads without
+  // blocking.
+  std::vector<int> Drain();
 
  private:
-  WindowChangeSignal(int read_fd, int write_fd)
+  SignalPipe(int read_fd, int write_fd)
       : read_fd_(read_fd), write_fd_(write_fd) {}
   const int read_fd_;
   const int write_fd_;
-  struct sigaction saved_action_ = {};
+  std::vector<int> signals_;
+  std::vector<struct sigaction> saved_actions_;
 };
 
 }  // namespace berth::cli

@@ -80,13 +80,18 @@ TEST_F(PtyTest, SizeAndWindowChange) {
   EXPECT_EQ(size->rows(), 24u);
   EXPECT_EQ(size->columns(), 80u);
 
-  absl::StatusOr<std::unique_ptr<WindowChangeSignal>> winch =
-      WindowChangeSignal::Install();
-  ASSERT_TRUE(winch.ok()) << winch.status();
-  EXPECT_FALSE((*winch)->Drain());
+  absl::StatusOr<std::unique_ptr<SignalPipe>> signals =
+      SignalPipe::Install({SIGWINCH, SIGUSR1});
+  ASSERT_TRUE(signals.ok()) << signals.status();
+  EXPECT_FALSE(SignalPipe::Install({SIGUSR1}).ok());  // one watcher each
+  EXPECT_TRUE((*signals)->Drain().empty());
   raise(SIGWINCH);
-  EXPECT_TRUE((*winch)->Drain());
-  EXPECT_FALSE((*winch)->Drain());
+  raise(SIGUSR1);
+  EXPECT_EQ((*signals)->Drain(), (std::vector<int>{SIGWINCH, SIGUSR1}));
+  EXPECT_TRUE((*signals)->Drain().empty());
+  signals->reset();
+  // Back to their former actions: another pipe may watch them.
+  EXPECT_TRUE(SignalPipe::Install({SIGUSR1}).ok());
 }
 
 }  // namespace
