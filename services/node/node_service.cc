@@ -390,9 +390,18 @@ grpc::Status NodeServiceImpl::GetNodeStatus(
     grpc::ServerContext*, const v1::GetNodeStatusRequest*,
     v1::GetNodeStatusResponse* response) {
   response->set_version(options_.version);
-  *response->add_services() = tasks_->NetnsStatus();
-  *response->add_services() = CheckHealth("berth-stats", options_.stats_socket);
-  *response->add_services() = CheckHealth("berth-proxy", options_.proxy_socket);
+  // Services the node was told to run without are not listed.
+  if (std::optional<v1::ComponentStatus> netns = tasks_->NetnsStatus()) {
+    *response->add_services() = *std::move(netns);
+  }
+  if (!options_.stats_socket.empty()) {
+    *response->add_services() =
+        CheckHealth("berth-stats", options_.stats_socket);
+  }
+  if (!options_.proxy_socket.empty()) {
+    *response->add_services() =
+        CheckHealth("berth-proxy", options_.proxy_socket);
+  }
   for (v1::ComponentStatus& plugin : plugins_->Status()) {
     *response->add_plugins() = std::move(plugin);
   }

@@ -390,11 +390,13 @@ absl::Status TaskManager::TearDownNetwork(Entry& entry) {
 
 absl::Status TaskManager::DestroyDriverTask(Entry& entry) {
   std::string id, driver_name;
+  driver::v1::TaskHandle handle;
   {
     absl::MutexLock lock(&mu_);
     if (!entry.record.driver_task()) return absl::OkStatus();
     id = entry.record.task().id();
     driver_name = entry.record.task().spec().driver();
+    handle = entry.record.handle();
   }
   absl::StatusOr<std::shared_ptr<DriverClient>> driver =
       Driver(driver_name, options_.plugin_wait);
@@ -402,9 +404,18 @@ absl::Status TaskManager::DestroyDriverTask(Entry& entry) {
   driver::v1::DestroyTaskRequest request;
   request.set_task_id(id);
   request.set_force(true);
-  absl::Status s = (*driver)
-                       ->DestroyTask(request, {absl::Now() + absl::Seconds(60)})
-                       .status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  absl::Status s = (*driver)->DestroyTask(request, {deadline}).status();
+  if (absl::IsNotFound(s) && handle.has_config()) {
+    // A driver relaunched since the task ended does not know it: it adopts
+    // it again from the handle (its exit record), then removes its cgroup
+    // and directory.
+    driver::v1::RecoverTaskRequest recover;
+    *recover.mutable_handle() = handle;
+    if ((*driver)->RecoverTask(recover, {deadline}).ok()) {
+      s = (*driver)->DestroyTask(request, {deadline}).status();
+    }
+  }
   if (!s.ok() && !absl::IsNotFound(s)) return s;
   {
     absl::MutexLock lock(&mu_);
@@ -860,14 +871,11 @@ absl::StatusOr<TaskManager::Target> TaskManager::RunningTarget(
   return Target{id, *std::move(driver)};
 }
 
-v1::ComponentStatus TaskManager::NetnsStatus() {
+std::optional<v1::ComponentStatus> TaskManager::NetnsStatus() {
+  if (netns_ == nullptr) return std::nullopt;
   v1::ComponentStatus status;
   status.set_name("berth-netns");
   status.set_socket(options_.netns_socket);
-  if (netns_ == nullptr) {
-    status.set_message("not configured (--netns_socket is empty)");
-    return status;
-  }
   network::v1::ListNetworksRequest request;
   network::v1::ListNetworksResponse response;
   grpc::ClientContext context;

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,8 +96,8 @@ class TaskManager {
   // running and are recovered by the next node. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Health of berth-netns, for GetNodeStatus.
-  v1::ComponentStatus NetnsStatus();
+  // Health of berth-netns, for GetNodeStatus; nullopt without it.
+  std::optional<v1::ComponentStatus> NetnsStatus();
 
  private:
   struct Entry;

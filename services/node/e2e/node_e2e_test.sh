@@ -1,0 +1,269 @@
+#!/bin/bash
+# End-to-end test of a whole node: berth-node (with berth-driver-exec as its
+# plugin), berth-netns and berth-stats on a temporary runtime and state
+# directory, driven through the `berth` command line as a user would.
+#
+# Each scenario prints "PASS name" or "FAIL name: why"; the test fails if
+# any failed, and at the end checks that nothing is left: no process, no
+# namespace, no veth on the test's bridge, no iptables rule naming the test's
+# network, no cgroup.
+#
+# usage: node_e2e_test.sh NODE CLI DRIVER NETNS STATS
+set -u
+# Absolute, and through the runfiles' symbolic links: the driver finds
+# berth-task-init next to its real path.
+node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") driver_bin=$(readlink -f "$3")
+netns_bin=$(readlink -f "$4") stats_bin=$(readlink -f "$5")
+export PATH="/usr/sbin:/sbin:$PATH"
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIPPED: needs root (namespaces, cgroups, CNI)"
+  exit 0
+fi
+if [[ ! -x /usr/lib/cni/bridge ]]; then
+  echo "FAILED: no CNI plugins in /usr/lib/cni (Debian's containernetworking-plugins; tools/dev installs it)"
+  exit 1
+fi
+
+tag="e$((RANDOM % 90000 + 10000))"
+dir="$(mktemp -d /tmp/berth-XXXXXX)"
+run="$dir/run" state="$dir/state"
+bridge="b$tag" network="berth-$tag" prefix="berth-$tag-"
+subnet="10.212.$((RANDOM % 200 + 20)).0/24"
+cgroup_parent="/berth-$tag"
+failures=0
+pids=()
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
+berth() { "$cli" --socket="$run/node.sock" "$@"; }
+
+# Waits up to $1 tenths of a second for the command in $2... to succeed.
+wait_for() {
+  local tries=$1; shift
+  for _ in $(seq "$tries"); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+start_netns() {
+  "$netns_bin" --runtime_dir="$run" --state_dir="$state" \
+    --netns_dir="$dir/netns" --namespace_prefix="$prefix" \
+    --cni_config_dir="$dir/cni" --bridge_network="$network" \
+    --bridge_name="$bridge" --bridge_subnet="$subnet" \
+    >>"$dir/netns.log" 2>&1 &
+  netns_pid=$!
+  wait_for 100 test -S "$run/netns.sock"
+}
+
+start_node() {
+  "$node_bin" --runtime_dir="$run" --state_dir="$state" \
+    --plugin_config="$dir/plugins.json" --proxy_socket=none \
+    >>"$dir/node.log" 2>&1 &
+  node_pid=$!
+  wait_for 100 berth node status
+}
+
+task_field() {  # task_field TASK JQ-LIKE-PYTHON-EXPR
+  berth inspect "$1" | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); print($2)"
+}
+
+cleanup() {
+  for task in $(berth ps -a -q 2>/dev/null); do berth rm -f "$task" >/dev/null 2>&1; done
+  [[ -n ${node_pid:-} ]] && kill "$node_pid" 2>/dev/null && wait "$node_pid" 2>/dev/null
+  [[ -n ${netns_pid:-} ]] && kill "$netns_pid" 2>/dev/null && wait "$netns_pid" 2>/dev/null
+  [[ -n ${stats_pid:-} ]] && kill "$stats_pid" 2>/dev/null && wait "$stats_pid" 2>/dev/null
+  pkill -9 -f "$dir/" 2>/dev/null
+  ip link del "$bridge" 2>/dev/null
+  umount "$dir/netns" 2>/dev/null
+  for c in /sys/fs/cgroup/*/"berth-$tag" /sys/fs/cgroup/"berth-$tag"; do
+    [[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+mkdir -p "$run" "$state"
+cat >"$dir/plugins.json" <<JSON
+{"plugins": [{"name": "exec", "binary": "$driver_bin",
+  "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]}]}
+JSON
+"$stats_bin" --runtime_dir="$run" >>"$dir/stats.log" 2>&1 &
+stats_pid=$!
+start_netns || { echo "FAILED: berth-netns did not start:"; cat "$dir/netns.log"; exit 1; }
+start_node || { echo "FAILED: berth-node did not start:"; cat "$dir/node.log"; exit 1; }
+
+# --- run → exit code, output on the right streams.
+out=$(berth run --net host -- /bin/sh -c 'echo to-out; echo to-err >&2; exit 3' 2>"$dir/err")
+code=$?
+if [[ $code -eq 3 && $out == to-out && $(cat "$dir/err") == to-err ]]; then
+  pass run_exit_code
+else
+  fail run_exit_code "exit $code, stdout '$out', stderr '$(cat "$dir/err")'"
+fi
+berth run --net host --name killed -- /bin/sh -c 'kill -TERM $$' >/dev/null 2>&1
+code=$?
+[[ $code -eq 143 ]] && pass run_signal_exit || fail run_signal_exit "exit $code, want 143"
+
+# --- bad specs: a clear error, nothing persisted as running.
+before=$(berth ps -a -q | wc -l)
+msg=$(berth run --driver nope -- /bin/true 2>&1)
+code=$?
+after=$(berth ps -a -q | wc -l)
+if [[ $code -ne 0 && $msg == *'unknown driver "nope"'* && $before -eq $after ]]; then
+  pass unknown_driver
+else
+  fail unknown_driver "exit $code, '$msg', tasks $before -> $after"
+fi
+msg=$(berth run --net host --name bad-command -- /nonexistent/binary 2>&1)
+code=$?
+state_now=$(task_field bad-command 't["state"]')
+if [[ $code -ne 0 && $msg == *driver_config.command* && $msg == *"/nonexistent/binary"* &&
+      $state_now == TASK_STATE_FAILED && -z $(berth ps -q) ]]; then
+  pass bad_field
+else
+  fail bad_field "exit $code, '$msg', state $state_now, running: $(berth ps -q)"
+fi
+
+# --- two bridge tasks reach each other.
+berth run -d --net bridge --name server -- /usr/bin/python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7000)); s.listen(1)
+c, _ = s.accept(); c.sendall(b"hello from " + socket.gethostname().encode() + b"\n"); c.close()' >/dev/null
+server_ip=$(task_field server 't["network"]["addresses"][0]["cidr"].split("/")[0]')
+reply=$(berth run --net bridge --name client -- /usr/bin/python3 -c "
+import socket, time
+for _ in range(50):
+    try:
+        s = socket.create_connection(('$server_ip', 7000), timeout=2); break
+    except OSError:
+        time.sleep(0.1)
+print(s.recv(100).decode().strip())" 2>&1)
+client_ip=$(task_field client 't["network"]["addresses"][0]["cidr"].split("/")[0]')
+if [[ $reply == "hello from server" && -n $server_ip && $server_ip != "$client_ip" ]]; then
+  pass bridge_tasks_reach_each_other
+else
+  fail bridge_tasks_reach_each_other "server $server_ip client $client_ip reply '$reply'"
+fi
+
+# --- logs -f follows until the task ends.
+berth run -d --net host --name ticker -- /bin/sh -c 'for i in 1 2 3 4 5; do echo tick $i; sleep 0.3; done' >/dev/null
+berth logs -f ticker >"$dir/follow" 2>&1 &
+follow_pid=$!
+if wait_for 100 grep -q "tick 1" "$dir/follow" && ! grep -q "tick 5" "$dir/follow" &&
+   wait_for 100 bash -c "! kill -0 $follow_pid" &&
+   [[ $(cat "$dir/follow") == $'tick 1\ntick 2\ntick 3\ntick 4\ntick 5' ]]; then
+  pass logs_follow
+else
+  fail logs_follow "got '$(cat "$dir/follow")'"
+fi
+[[ $(berth logs --tail 2 ticker) == $'tick 4\ntick 5' ]] && pass logs_tail ||
+  fail logs_tail "got '$(berth logs --tail 2 ticker)'"
+
+# --- exec -t under a real terminal: size, resize on SIGWINCH, exit code.
+berth run -d --net host --name shell -- /bin/sleep 60 >/dev/null
+pty_out=$(/usr/bin/python3 - "$cli" "$run/node.sock" <<'PY'
+import fcntl, os, pty, select, signal, struct, sys, termios, time
+cli, sock = sys.argv[1], sys.argv[2]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(cli, [cli, "--socket=" + sock, "exec", "-it", "shell", "--",
+                   "/bin/sh", "-c", "stty size; read line; stty size; exit 7"])
+def size(rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+size(30, 100)
+out = b""
+def read_until(token, timeout=20):
+    global out
+    end = time.time() + timeout
+    while token not in out and time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try: out += os.read(fd, 4096)
+            except OSError: break
+read_until(b"30 100")
+size(40, 120)
+os.kill(pid, signal.SIGWINCH)
+time.sleep(0.5)
+os.write(fd, b"go\r")
+read_until(b"40 120")
+_, status = os.waitpid(pid, 0)
+print(out.decode(errors="replace").replace("\r", "").replace("\n", "|"))
+print("exit", os.waitstatus_to_exitcode(status))
+PY
+)
+if [[ $pty_out == *"30 100"*"40 120"* && $pty_out == *"exit 7"* ]]; then
+  pass exec_tty_resize_exit_code
+else
+  fail exec_tty_resize_exit_code "$pty_out"
+fi
+berth rm -f shell >/dev/null
+
+# --- stats of a running task.
+berth run -d --net host --name busy -- /bin/sleep 30 >/dev/null
+stats=$(berth stats --no-stream --json busy 2>&1)
+if [[ $stats == *memory* ]]; then pass stats_no_stream; else fail stats_no_stream "$stats"; fi
+berth rm -f busy >/dev/null
+
+# --- kill -9 of berth-node while a task runs: tracked after the restart, and
+# its later exit recorded.
+berth run -d --net bridge --name survivor -- /bin/sh -c 'sleep 3; exit 4' >/dev/null
+kill -9 "$node_pid"; wait "$node_pid" 2>/dev/null
+start_node || fail node_restart "berth-node did not come back"
+state_now=$(task_field survivor 't["state"]')
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field survivor 't[\"state\"]') == TASK_STATE_EXITED ]]"
+code_now=$(task_field survivor 't["exitResult"].get("exitCode", 0)')
+if [[ $state_now == TASK_STATE_RUNNING && $code_now == 4 ]]; then
+  pass node_kill9_task_recovered
+else
+  fail node_kill9_task_recovered "state after restart $state_now, exit code $code_now"
+fi
+
+# --- kill -9 of the exec driver: relaunched, task recovered.
+berth run -d --net host --name orphan -- /bin/sh -c 'sleep 3; exit 9' >/dev/null
+driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
+kill -9 "$driver_pid"
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field orphan 't[\"state\"]') == TASK_STATE_EXITED ]]"
+code_now=$(task_field orphan 't["exitResult"].get("exitCode", 0)')
+new_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0].get("pid", 0))')
+if [[ $code_now == 9 && $new_pid != 0 && $new_pid != "$driver_pid" ]]; then
+  pass driver_kill9_task_recovered
+else
+  fail driver_kill9_task_recovered "exit code $code_now, driver pid $driver_pid -> $new_pid"
+fi
+
+# --- kill -9 of berth-netns between Prerun and Postrun: nothing leaked.
+berth run -d --net bridge --name netns-orphan -- /bin/sleep 2 >/dev/null
+kill -9 "$netns_pid"; wait "$netns_pid" 2>/dev/null
+sleep 3  # the task ends while berth-netns is away; Postrun waits for it
+start_netns || fail netns_restart "berth-netns did not come back"
+ns=$(task_field netns-orphan 't["network"].get("namespacePath", "")')
+wait_for 300 test ! -e "$ns"
+if [[ $(task_field netns-orphan 't["state"]') == TASK_STATE_EXITED && -n $ns && ! -e $ns ]]; then
+  pass netns_kill9_nothing_leaked
+else
+  fail netns_kill9_nothing_leaked "state $(task_field netns-orphan 't["state"]'), namespace $ns $(ls -l "$ns" 2>&1)"
+fi
+
+# --- remove everything; then nothing may be left.
+for task in $(berth ps -a -q); do berth rm -f "$task" >/dev/null || fail rm "$task"; done
+[[ -z $(berth ps -a -q) ]] && pass rm_all || fail rm_all "left: $(berth ps -a -q)"
+leftovers=""
+[[ -n $(ls -A "$dir/netns" 2>/dev/null) ]] && leftovers+=" namespaces: $(ls "$dir/netns")"
+[[ -n $(ip -o link show master "$bridge" 2>/dev/null) ]] && leftovers+=" veths on $bridge"
+[[ -n $(iptables-save 2>/dev/null | grep -- "$prefix") ]] && leftovers+=" iptables rules naming $prefix"
+[[ -n $(ls -A "$state/node/tasks" 2>/dev/null) ]] && leftovers+=" task dirs: $(ls "$state/node/tasks")"
+for c in /sys/fs/cgroup/*/"berth-$tag" /sys/fs/cgroup/"berth-$tag"; do
+  [[ -n $(find "$c" -mindepth 1 -type d 2>/dev/null) ]] && leftovers+=" cgroups under $c"
+done
+[[ -z $leftovers ]] && pass nothing_left || fail nothing_left "$leftovers"
+
+if ((failures > 0)); then
+  echo "--- berth-node log (last 40 lines)"; tail -n 40 "$dir/node.log"
+  echo "FAILED: $failures scenarios"
+  exit 1
+fi
+echo "all scenarios passed"

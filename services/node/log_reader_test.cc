@@ -1,0 +1,150 @@
+#include "services/node/log_reader.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "services/common/test_util.h"
+
+namespace berth::node {
+namespace {
+
+using ::berth::testing::ShortTempDir;
+
+void Append(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << data;
+}
+
+struct Collected {
+  std::string out;
+  std::string err;
+};
+
+Collected Read(LogReadOptions options) {
+  Collected collected;
+  absl::Status status =
+      ReadTaskLogs(options, [&](v1::LogStream stream, absl::string_view data) {
+        (stream == v1::LOG_STREAM_STDERR ? collected.err : collected.out)
+            .append(data.data(), data.size());
+        return true;
+      });
+  EXPECT_TRUE(status.ok()) << status;
+  return collected;
+}
+
+TEST(LogReaderTest, ReadsRotatedFilesOldestFirst) {
+  ShortTempDir dir;
+  Append(dir.Join("stdout.log.2"), "one\n");
+  Append(dir.Join("stdout.log.1"), "two\n");
+  Append(dir.Join("stdout.log"), "three\n");
+  Append(dir.Join("stderr.log"), "oops\n");
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  Collected all = Read(options);
+  EXPECT_EQ(all.out, "one\ntwo\nthree\n");
+  EXPECT_EQ(all.err, "oops\n");
+
+  options.streams = {v1::LOG_STREAM_STDERR};
+  Collected err_only = Read(options);
+  EXPECT_EQ(err_only.out, "");
+  EXPECT_EQ(err_only.err, "oops\n");
+}
+
+TEST(LogReaderTest, TailTakesTheLastLinesAcrossRotations) {
+  ShortTempDir dir;
+  Append(dir.Join("stdout.log.1"), "a\nb\nc\n");
+  Append(dir.Join("stdout.log"), "d\ne\n");
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  options.streams = {v1::LOG_STREAM_STDOUT};
+  options.tail_lines = 1;
+  EXPECT_EQ(Read(options).out, "e\n");
+  options.tail_lines = 3;
+  EXPECT_EQ(Read(options).out, "c\nd\ne\n");
+  options.tail_lines = 100;
+  EXPECT_EQ(Read(options).out, "a\nb\nc\nd\ne\n");
+}
+
+TEST(LogReaderTest, TailCountsAnUnfinishedLastLine) {
+  ShortTempDir dir;
+  Append(dir.Join("stdout.log"), "a\nb\nprompt> ");
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  options.streams = {v1::LOG_STREAM_STDOUT};
+  options.tail_lines = 2;
+  EXPECT_EQ(Read(options).out, "b\nprompt> ");
+}
+
+TEST(LogReaderTest, MissingFilesAreEmptyOutput) {
+  ShortTempDir dir;
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  Collected none = Read(options);
+  EXPECT_EQ(none.out, "");
+  EXPECT_EQ(none.err, "");
+}
+
+TEST(LogReaderTest, FollowReadsNewOutputAcrossARotationUntilTheTaskEnds) {
+  ShortTempDir dir;
+  const std::string live = dir.Join("stdout.log");
+  Append(live, "before\n");
+  std::atomic<bool> running{true};
+  absl::Notification first_read;
+  std::string out;
+  std::thread writer([&] {
+    first_read.WaitForNotification();
+    Append(live, "during\n");
+    absl::SleepFor(absl::Milliseconds(50));
+    // Rotate as the task's init does: write the tail of the old file, then
+    // move it aside and start a new one.
+    Append(live, "last-of-old\n");
+    ASSERT_EQ(std::rename(live.c_str(), dir.Join("stdout.log.1").c_str()), 0);
+    Append(live, "first-of-new\n");
+    absl::SleepFor(absl::Milliseconds(50));
+    Append(live, "end\n");
+    running = false;
+  });
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  options.streams = {v1::LOG_STREAM_STDOUT};
+  options.follow = true;
+  options.poll_interval = absl::Milliseconds(5);
+  options.running = [&] { return running.load(); };
+  absl::Status status =
+      ReadTaskLogs(options, [&](v1::LogStream, absl::string_view data) {
+        out.append(data.data(), data.size());
+        if (!first_read.HasBeenNotified()) first_read.Notify();
+        return true;
+      });
+  writer.join();
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(out, "before\nduring\nlast-of-old\nfirst-of-new\nend\n");
+}
+
+TEST(LogReaderTest, FollowEndsWhenCancelled) {
+  ShortTempDir dir;
+  Append(dir.Join("stdout.log"), "x\n");
+  LogReadOptions options;
+  options.log_dir = dir.path();
+  options.follow = true;
+  options.poll_interval = absl::Milliseconds(5);
+  options.running = [] { return true; };
+  int polls = 0;
+  options.cancelled = [&] { return ++polls > 3; };
+  std::string out;
+  absl::Status status =
+      ReadTaskLogs(options, [&](v1::LogStream, absl::string_view data) {
+        out.append(data.data(), data.size());
+        return true;
+      });
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(out, "x\n");
+}
+
+}  // namespace
+}  // namespace berth::node
