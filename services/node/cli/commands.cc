@@ -823,20 +823,23 @@ class Cli {
         absl::MutexLock lock(&mu_);
         if (no_stream_) {
           mu_.Await(absl::Condition(this, &StatsSession::AllSampledOrEnded));
-          if (!json_) cli_->Out(RenderLocked(/*all=*/true));
+          if (!json_) cli_->Out(RenderTable(/*all=*/true));
         } else {
           while (!AllEnded()) {
             mu_.AwaitWithTimeout(absl::Condition(this, &StatsSession::AllEnded),
                                  cli_->env_.stats_refresh);
             if (!json_ && !AllEnded()) {
-              cli_->Out(absl::StrCat(kClearScreen, RenderLocked(false)));
+              cli_->Out(absl::StrCat(kClearScreen, RenderTable(/*all=*/false)));
             }
           }
         }
       }
       for (auto& context : contexts_) context->TryCancel();
       for (std::thread& thread : threads) thread.join();
-      if (targets_.empty() && !json_) cli_->Out(RenderTable(true));
+      absl::MutexLock lock(&mu_);
+      if (targets_.empty() && !json_ && !no_stream_) {
+        cli_->Out(RenderTable(/*all=*/true));  // the header alone
+      }
       int code = kExitOk;
       for (const std::string& error : errors_) code = cli_->Fail(error);
       return code;
@@ -884,13 +887,8 @@ class Cli {
       return true;
     }
 
-    std::string RenderLocked(bool all) const
-        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return RenderTable(all);
-    }
-
     // The table of the tasks sampled (and, unless `all`, still streaming).
-    std::string RenderTable(bool all) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::string RenderTable(bool all) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Table table(
           {"TASK", "NAME", "CPU %", "MEM USAGE / LIMIT", "MEM %", "PIDS"});
       for (size_t i = 0; i < targets_.size(); ++i) {
@@ -926,7 +924,7 @@ class Cli {
     std::vector<std::optional<statspb::TaskResourceUsage>> samples_
         ABSL_GUARDED_BY(mu_);
     std::vector<bool> ended_ ABSL_GUARDED_BY(mu_);
-    std::vector<std::string> errors_;  // read after the threads are joined
+    std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts_;
   };
 

@@ -654,6 +654,19 @@ TEST_F(CommandsTest, StatsNoStreamTable) {
   EXPECT_EQ(fake_.stats_requests()[0].task_id(), kWebId);
 }
 
+TEST_F(CommandsTest, StatsWithoutRunningTasksPrintsTheHeaderOnce) {
+  fake_.AddTask(MakeTask(kDbId, "db", nodepb::TASK_STATE_EXITED));
+  const std::string header =
+      "TASK   NAME   CPU %   MEM USAGE / LIMIT   MEM %   PIDS\n";
+  for (const char* flag : {"--no-stream", "--json"}) {
+    CliResult result = Run({"stats", flag});
+    EXPECT_EQ(result.code, 0) << flag;
+    EXPECT_EQ(result.out, std::string(flag) == "--json" ? "" : header) << flag;
+  }
+  EXPECT_EQ(Run({"stats"}).out, header);
+  EXPECT_TRUE(fake_.stats_requests().empty());
+}
+
 TEST_F(CommandsTest, StatsJsonLinesOfNamedTasks) {
   fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
   fake_.SetStats(kWebId, {Sample(kWebId, 1, 100, 0), Sample(kWebId, 2, 200, 0)},
