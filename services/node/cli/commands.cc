@@ -676,7 +676,7 @@ class Cli {
       });
     }
 
-    std::optional<driverpb::ExitResult> exit;
+    std::optional<driverpb::ExitResult> exit_result;
     driverpb::ExecTaskStreamingResponse response;
     while (stream->Read(&response)) {
       switch (response.frame_case()) {
@@ -687,7 +687,7 @@ class Cli {
           WriteAll(env_.stderr_fd, response.stderr());
           break;
         case driverpb::ExecTaskStreamingResponse::kExit:
-          exit = response.exit();
+          exit_result = response.exit();
           break;
         default:
           break;
@@ -703,11 +703,11 @@ class Cli {
     grpc::Status status = stream->Finish();
     raw.reset();  // messages below on a terminal that is itself again
     if (!status.ok()) return NodeError(status);
-    if (!exit.has_value()) {
+    if (!exit_result.has_value()) {
       return Fail(absl::StrCat("exec in task ", task,
                                " ended without the command's exit status"));
     }
-    return ExitCodeOf(*exit);
+    return ExitCodeOf(*exit_result);
   }
 
   std::optional<driverpb::TerminalSize> TerminalSize() const {

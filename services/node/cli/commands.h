@@ -29,6 +29,9 @@ inline constexpr int kExitUsage = 2;
 // `berth run`: the task could not be started.
 inline constexpr int kExitTaskFailed = 125;
 
+// The process's own environment variables, for CliEnvironment::getenv.
+std::optional<std::string> ProcessEnv(const std::string& name);
+
 // What the command line reads, writes and asks its surroundings.
 struct CliEnvironment {
   int stdin_fd = STDIN_FILENO;
@@ -36,7 +39,8 @@ struct CliEnvironment {
   int stderr_fd = STDERR_FILENO;
   // The caller's environment variables (BERTH_NODE_SOCKET,
   // BERTH_RUNTIME_DIR, and those `run -e K` takes).
-  std::function<std::optional<std::string>(const std::string&)> getenv;
+  std::function<std::optional<std::string>(const std::string&)> getenv =
+      ProcessEnv;
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // How long to wait for a connection to berth-node.
   absl::Duration connect_timeout = absl::Seconds(2);
@@ -48,9 +52,6 @@ struct CliEnvironment {
   // before following it again.
   absl::Duration log_refollow_delay = absl::Milliseconds(100);
 };
-
-// The process's own environment variables, for CliEnvironment::getenv.
-std::optional<std::string> ProcessEnv(const std::string& name);
 
 // Runs `berth` with `args` (argv without argv[0]) and returns the exit code.
 int RunCli(const std::vector<std::string>& args, const CliEnvironment& env);

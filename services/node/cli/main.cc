@@ -6,8 +6,7 @@
 #include "services/node/cli/commands.h"
 
 int main(int argc, char** argv) {
-  berth::cli::CliEnvironment env;
-  env.getenv = berth::cli::ProcessEnv;
+  const berth::cli::CliEnvironment env;
   return berth::cli::RunCli(std::vector<std::string>(argv + 1, argv + argc),
                             env);
 }

@@ -195,21 +195,22 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
       {"name", 0, "NAME", "Name of the task (unique on the node)"},
       {"driver", 0, "DRIVER", "Driver plugin that runs it (default exec)"},
       {"net", 0, "MODE", "Network: none, host, bridge or cni:NAME"},
-      {"publish", 'p', "[IP:]HOST:CONTAINER[/tcp|udp]",
-       "Forward a host port into the task (repeatable)", true},
+      {"publish", 'p', "PORTS",
+       "[IP:]HOST:CONTAINER[/tcp|udp]: forward a host port into the task "
+       "(repeatable)",
+       true},
       {"cpu", 0, "CPUS", "CPU limit in cores, e.g. 0.5"},
       {"memory", 'm', "SIZE", "Memory limit, e.g. 64m or 1g"},
       {"pids", 0, "N", "Limit on processes and threads"},
       {"env", 'e', "K=V",
-       "Environment variable (repeatable; K alone takes it from here)", true},
+       "Environment variable (repeatable; -e K passes K from here)", true},
       {"restart", 0, "POLICY", "no, on-failure[:N] or always (default no)"},
       {"user", 'u', "USER", "User to run as (name or uid)"},
       {"workdir", 'w', "DIR", "Working directory inside the task directory"},
       {"detach", 'd', "", "Print the task id and return at once"},
       {"rm", 0, "", "Remove the task when it ends (not with -d)"},
       {"json-spec", 0, "FILE",
-       "Start from a TaskSpec in protobuf JSON ('-' for stdin); flags given "
-       "replace its fields"},
+       "A TaskSpec in protobuf JSON ('-': stdin); flags replace its fields"},
       {"help", 'h', "", "Print this help"},
   };
   return *kSpecs;
