@@ -22,7 +22,6 @@ checks=(
   exec_streaming_output exec_streaming_stdin exec_streaming_tty
   exec_streaming_100mb
   unknown_task_not_found missing_command shutdown
-  # Skipped by the suite (no stats, no recover), run to see them skip.
   task_stats recover_task
 )
 
@@ -50,7 +49,8 @@ done
 export BERTH_TEST_PROXY_SOCKET="$dir/run/proxy.sock"
 status=0
 for check in "${checks[@]}"; do
-  if ! "$driver_test" --expect=pass "$suite" "$plugin" -- --filter="$check"
+  if ! "$driver_test" --expect=pass --cgroup_parent=/berth-sandbox-conformance \
+    "$suite" "$plugin" -- --filter="$check"
   then
     echo "FAILED: check $check" >&2
     status=1

@@ -25,6 +25,13 @@ ABSL_FLAG(std::string, init_path, "",
           "runfiles.");
 ABSL_FLAG(std::string, proxy_socket, "",
           "berth-proxy's socket until SetConfig names one.");
+ABSL_FLAG(std::string, cgroup_root, "/sys/fs/cgroup",
+          "Where the cgroup file systems are mounted.");
+ABSL_FLAG(std::string, cgroup_parent, "/berth-sandbox",
+          "Parent of the tasks' cgroups (<parent>/<task id>).");
+ABSL_FLAG(std::string, stats_socket, "",
+          "berth-stats' socket until SetConfig names one; none: TaskStats "
+          "measures the task's cgroup in-process.");
 ABSL_FLAG(std::string, state_dir, "",
           "Task directories (<dir>/tasks/<id>) until SetConfig names the "
           "node's state directory. Default: <parent of "
@@ -38,7 +45,8 @@ constexpr char kUsage[] =
     "usage: started by a host (berth-node) with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--proxy_socket=PATH] "
     "[--agent_path=PATH] [--shim_path=PATH] [--init_path=PATH] "
-    "[--state_dir=DIR]";
+    "[--state_dir=DIR] [--cgroup_root=DIR] [--cgroup_parent=/berth-sandbox] "
+    "[--stats_socket=PATH]";
 
 std::string SelfDir() {
   char buffer[PATH_MAX];
@@ -90,6 +98,9 @@ int main(int argc, char** argv) {
       FindBinary(absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
                  "services/driver/exec/init/berth-task-init");
   options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);
+  options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
+  options.cgroup_parent = absl::GetFlag(FLAGS_cgroup_parent);
+  options.stats_socket = absl::GetFlag(FLAGS_stats_socket);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (options.state_dir.empty()) {
     options.state_dir = berth::plugin::DefaultStateDirNextToSockets("sandbox");

@@ -11,9 +11,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -25,6 +28,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
+#include "plugins/host/process_util.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
@@ -32,8 +36,12 @@
 #include "services/common/status.h"
 #include "services/driver/exec/init/init_spec.h"
 #include "services/driver/exec/launcher.h"
+#include "services/driver/exec/task_cgroup.h"
 #include "services/driver/exec/task_dir.h"
 #include "services/driver/exec/task_spec.h"
+#include "services/driver/sandbox/sandbox_state.pb.h"
+#include "services/stats/collector.h"
+#include "services/stats/host_info.h"
 
 extern char** environ;
 
@@ -45,11 +53,17 @@ namespace av1 = ::berth::agent::v1;
 using ::berth::exec_driver::MakeDirs;
 using ::berth::exec_driver::PrepareTaskDirectories;
 using ::berth::exec_driver::RemoveTree;
+using ::berth::exec_driver::TaskCgroup;
+using ::berth::plugin::host::internal::ReadProcStat;
 
 namespace {
 
-constexpr uint32_t kStateVersion = 1;
+// Version 2: driver_state is a SandboxTaskState (version 1 had none).
+constexpr uint32_t kStateVersion = 2;
 constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+// How long the agent is given to say how a process whose shim has exited
+// ended (it has: the shim exits after the exit frame).
+constexpr absl::Duration kWaitTimeout = absl::Seconds(5);
 
 int PidfdOpen(pid_t pid) {
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -63,8 +77,128 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::string ExitFile(const std::string& task_dir) {
+  return absl::StrCat(task_dir, "/.berth/exit");
+}
+
+// Writes `result` to `path` as an exit record (temporary file, renamed).
+absl::Status WriteExitFile(const std::string& path,
+                           const dv1::ExitResult& result) {
+  exec_driver::ExitRecord record;
+  record.exit_code = result.exit_code();
+  record.signal = result.signal();
+  record.exited_at_unix_nanos =
+      absl::ToUnixNanos(plugin::FromProtoTimestamp(result.exited_at()));
+  const std::string temporary = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << exec_driver::EncodeExitRecord(record);
+    out.flush();
+    if (!out) {
+      return absl::InternalError(absl::StrCat("writing ", temporary));
+    }
+  }
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("renaming ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Field 22 of /proc/PID/stat; 0 when it cannot be read.
+uint64_t StartTicks(pid_t pid) {
+  absl::StatusOr<plugin::host::internal::ProcStat> stat = ReadProcStat(pid);
+  return stat.ok() ? stat->start_time : 0;
+}
+
+// Whether `pid` is still the live process that started at `start_ticks`.
+bool SameLiveProcess(pid_t pid, uint64_t start_ticks) {
+  if (pid <= 0 || start_ticks == 0) return false;
+  absl::StatusOr<plugin::host::internal::ProcStat> stat = ReadProcStat(pid);
+  return stat.ok() && stat->start_time == start_ticks && stat->state != 'Z' &&
+         stat->state != 'X';
+}
+
+// A pidfd of `pid` if it is still the process that started at
+// `start_ticks` (checked again after opening), else -1.
+int OpenIfSame(pid_t pid, uint64_t start_ticks) {
+  if (!SameLiveProcess(pid, start_ticks)) return -1;
+  const int pidfd = PidfdOpen(pid);
+  if (pidfd >= 0 && !SameLiveProcess(pid, start_ticks)) {
+    close(pidfd);
+    return -1;
+  }
+  if (pidfd >= 0) fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+  return pidfd;
+}
+
+absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> AgentAt(
+    const std::string& socket, absl::Duration timeout) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(socket, timeout);
+  if (!channel.ok()) return channel.status();
+  return std::make_unique<av1::AgentService::Stub>(*channel);
+}
+
+// How the agent's process `process_id` of container `container_id` ended,
+// waiting at most `timeout` (DEADLINE_EXCEEDED while it runs).
+absl::StatusOr<av1::ProcessExit> AgentWait(const std::string& socket,
+                                           const std::string& container_id,
+                                           const std::string& process_id,
+                                           absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =
+      AgentAt(socket, absl::Seconds(1));
+  if (!agent.ok()) return agent.status();
+  grpc::ClientContext context;
+  SetDeadline(&context, timeout);
+  av1::WaitProcessRequest request;
+  request.set_container_id(container_id);
+  request.set_process_id(process_id);
+  av1::WaitProcessResponse response;
+  absl::Status status =
+      FromGrpcStatus((*agent)->WaitProcess(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.exit();
+}
+
+absl::Status AgentSignal(const std::string& socket,
+                         const std::string& container_id,
+                         const std::string& process_id, int signal) {
+  absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =
+      AgentAt(socket, absl::Seconds(1));
+  if (!agent.ok()) return agent.status();
+  grpc::ClientContext context;
+  SetDeadline(&context, kCallTimeout);
+  av1::SignalRequest request;
+  request.set_container_id(container_id);
+  request.set_process_id(process_id);
+  request.set_signal(signal);
+  av1::SignalResponse response;
+  return FromGrpcStatus((*agent)->Signal(&context, request, &response));
+}
+
+dv1::ExitResult FromProcessExit(const av1::ProcessExit& exit) {
+  dv1::ExitResult result;
+  result.set_exit_code(exit.exit_code());
+  result.set_signal(exit.signal());
+  if (exit.has_exited_at()) {
+    *result.mutable_exited_at() = exit.exited_at();
+  } else {
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+  }
+  return result;
+}
+
 // How a shim's wait status maps to the process's end: its exit code, or
-// 128+N for a signal N; a shim killed itself by a signal reports that.
+// 128+N read as signal N (ambiguous: the agent's WaitProcess is asked
+// first); a shim killed itself by a signal reports that.
 plugin::ExitStatus ShimExit(const siginfo_t& info) {
   plugin::ExitStatus status;
   if (info.si_code == CLD_EXITED) {
@@ -148,8 +282,18 @@ struct SandboxDriver::Task {
   exec_driver::TaskSpec spec;
   std::string agent_socket;
   std::string token;
+  // The agent's id of the task's process (its container is the task id).
+  std::string process_id;
   pid_t shim_pid = -1;
+  pid_t init_pid = -1;
   absl::Time started_at;
+  // What the handle carries.
+  SandboxTaskState state;
+  // None when the host has no usable cgroups.
+  std::optional<TaskCgroup> cgroup;
+
+  absl::Mutex stats_mu;
+  std::unique_ptr<stats::Collector> collector ABSL_GUARDED_BY(stats_mu);
 
   mutable absl::Mutex mu;
   int init_pidfd ABSL_GUARDED_BY(mu) = -1;
@@ -173,11 +317,20 @@ struct SandboxDriver::Task {
 SandboxDriver::SandboxDriver(SandboxDriverOptions options)
     : options_(std::move(options)),
       state_dir_(options_.state_dir),
-      proxy_socket_(options_.proxy_socket) {
+      proxy_socket_(options_.proxy_socket),
+      stats_socket_(options_.stats_socket),
+      mounts_([this]() -> stats::CgroupMounts {
+        absl::StatusOr<stats::CgroupMounts> mounts =
+            stats::DetectCgroupLayout(options_.cgroup_root);
+        return mounts.ok() ? *mounts : stats::CgroupMounts();
+      }()),
+      mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
+      cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)) {
   PublishFingerprint(Probe());
 }
 
 SandboxDriver::~SandboxDriver() {
+  // The sandboxes live on (RecoverTask re-adopts them); only the watches go.
   std::map<std::string, std::shared_ptr<Task>> tasks;
   {
     absl::MutexLock lock(&mu_);
@@ -185,14 +338,8 @@ SandboxDriver::~SandboxDriver() {
   }
   for (auto& [id, task] : tasks) {
     if (task == nullptr) continue;
-    {
-      absl::MutexLock lock(&task->mu);
-      if (task->shim_pidfd >= 0) {
-        watcher_.Forget(task->shim_pidfd);
-        PidfdSendSignal(task->shim_pidfd, SIGKILL);
-      }
-    }
-    Teardown(*task);
+    absl::MutexLock lock(&task->mu);
+    if (task->shim_pidfd >= 0) watcher_.Forget(task->shim_pidfd);
   }
 }
 
@@ -240,6 +387,13 @@ absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
       proxy_.reset();
     }
   }
+  if (!node.stats_socket().empty()) {
+    absl::MutexLock lock(&mu_);
+    if (node.stats_socket() != stats_socket_) {
+      stats_socket_ = node.stats_socket();
+      stats_stub_.reset();
+    }
+  }
   PublishFingerprint(Probe());
   return absl::OkStatus();
 }
@@ -253,8 +407,8 @@ dv1::DriverCapabilities SandboxDriver::Capabilities() const {
   capabilities.set_fs_isolation(dv1::FS_ISOLATION_NONE);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_HOST);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
-  capabilities.set_recover(false);
-  capabilities.set_stats(false);
+  capabilities.set_recover(true);
+  capabilities.set_stats(true);
   return capabilities;
 }
 
@@ -270,6 +424,7 @@ dv1::FingerprintResponse SandboxDriver::Probe() const {
     proxy_socket = proxy_socket_;
   }
   attributes["driver.sandbox.proxy_socket"] = proxy_socket;
+  attributes["driver.sandbox.cgroup_parent"] = options_.cgroup_parent;
   auto set = [&](dv1::HealthState health, std::string description) {
     fingerprint.set_health(health);
     fingerprint.set_health_description(std::move(description));
@@ -372,6 +527,32 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   }
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
+  // Whatever a previous task of this directory recorded is not this one's.
+  unlink(ExitFile(spec->task_dir).c_str());
+
+  // The sandbox's cgroup (the init, the agent and every process of the
+  // task), with the task's limits.
+  const bool has_limits =
+      spec->limits.cpu_shares != 0 || spec->limits.cpu_millicores != 0 ||
+      spec->limits.memory_bytes != 0 || spec->limits.pids_limit != 0;
+  if (mounts_status_.ok() && mounts_.layout != stats::v1::CGROUP_LAYOUT_NONE) {
+    absl::StatusOr<TaskCgroup> cgroup =
+        TaskCgroup::Create(mounts_, options_.cgroup_parent, id, spec->limits);
+    if (!cgroup.ok()) {
+      return absl::Status(cgroup.status().code(),
+                          absl::StrCat(prefix, cgroup.status().message()));
+    }
+    task->cgroup = *cgroup;
+    undo.push_back([cgroup = *cgroup, prefix] {
+      absl::Status status = cgroup.KillAll(absl::Seconds(5));
+      if (status.ok()) status = cgroup.Remove(absl::Seconds(5));
+      if (!status.ok()) LOG(WARNING) << prefix << status;
+    });
+  } else if (has_limits) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "resources: no usable cgroups at ",
+                     options_.cgroup_root, " to apply them"));
+  }
 
   task->agent_socket = absl::StrCat(private_dir, "/agent.sock");
   if (task->agent_socket.size() >= 108) {
@@ -400,6 +581,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   init.netns = spec->netns_path;
   init.log_dir = absl::StrCat(private_dir, "/agent-logs");
   init.exit_file = absl::StrCat(private_dir, "/agent-exit");
+  if (task->cgroup.has_value()) init.cgroup_procs = task->cgroup->ProcsFiles();
   if (absl::StatusOr<bool> made = MakeDirs(init.log_dir, 0700); !made.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, made.status().message()));
@@ -417,6 +599,9 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
                      "starting berth-agent ", options_.agent_path, ": ",
                      started.status().message()));
   }
+  task->init_pid = started->pid;
+  task->state.set_init_pid(started->pid);
+  task->state.set_init_start_ticks(StartTicks(started->pid));
   {
     absl::MutexLock lock(&task->mu);
     task->init_pidfd = started->pidfd;
@@ -501,6 +686,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
                         absl::StrCat(prefix, shim.status().message()));
   }
   task->shim_pid = shim->pid;
+  task->state.set_shim_pid(shim->pid);
+  task->state.set_shim_start_ticks(StartTicks(shim->pid));
   {
     absl::MutexLock lock(&task->mu);
     task->shim_pidfd = shim->pidfd;
@@ -542,8 +729,21 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
           absl::StrCat(prefix, bad_input ? "driver_config.command: " : "",
                        "NewContainer: ", status.message()));
     }
+    task->process_id = response.process_id();
   }
   task->started_at = started_at;
+  SandboxTaskState& state = task->state;
+  state.set_agent_socket(task->agent_socket);
+  state.set_token(task->token);
+  state.set_process_id(task->process_id);
+  if (task->cgroup.has_value()) state.set_cgroup_parent(options_.cgroup_parent);
+  state.set_task_dir(spec->task_dir);
+  state.set_work_dir(spec->work_dir);
+  state.set_uid(spec->uid);
+  state.set_gid(spec->gid);
+  for (gid_t group : spec->groups) state.add_groups(group);
+  for (const std::string& env : spec->env) state.add_env(env);
+  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
 
   std::move(rollback).Cancel();
   {
@@ -566,43 +766,86 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
       absl::StrCat("started in a sandbox (shim pid ", task->shim_pid, ")"));
   PublishTaskEvent(std::move(event));
 
+  RegisterStats(*task);
+
   dv1::StartTaskResponse response;
   dv1::TaskHandle* handle = response.mutable_handle();
   handle->set_version(kStateVersion);
   *handle->mutable_config() = config;
   handle->set_state(dv1::TASK_STATE_RUNNING);
+  handle->set_driver_state(task->state.SerializeAsString());
   return response;
 }
 
 void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
   siginfo_t info = {};
+  bool reaped = false;
   {
     absl::MutexLock lock(&task->mu);
+    if (task->exited) return;
+    // Only a shim this driver started is its child (not a recovered one).
     if (task->shim_pidfd >= 0) {
-      waitid(static_cast<idtype_t>(P_PIDFD), task->shim_pidfd, &info, WEXITED);
+      reaped = waitid(static_cast<idtype_t>(P_PIDFD), task->shim_pidfd, &info,
+                      WEXITED) == 0;
     }
   }
-  const plugin::ExitStatus exit = ShimExit(info);
-  dv1::ExitResult result = plugin::ToExitResult(exit);
-  const absl::Time now = absl::Now();
-  *result.mutable_exited_at() = plugin::ToProtoTimestamp(now);
+  // The shim exits once the exit frame came, after all output: the agent
+  // knows how the process ended, code and signal apart (the shim's own
+  // status makes exit code 130 and SIGINT both 130).
+  dv1::ExitResult result;
+  absl::StatusOr<av1::ProcessExit> exit =
+      AgentWait(task->agent_socket, task->id, task->process_id, kWaitTimeout);
+  if (exit.ok()) {
+    result = FromProcessExit(*exit);
+  } else {
+    if (reaped) {
+      result = plugin::ToExitResult(ShimExit(info));
+    } else {
+      result.set_exit_code(255);
+    }
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+    LOG(WARNING) << "task " << task->id << ": the agent at "
+                 << task->agent_socket << " did not say how process "
+                 << task->process_id << " ended (" << exit.status()
+                 << "); taking the shim's exit: code " << result.exit_code()
+                 << ", signal " << result.signal();
+  }
+  Finish(task, std::move(result));
+}
+
+void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
+                           dv1::ExitResult result) {
+  if (result.signal() == SIGKILL && task->cgroup.has_value()) {
+    absl::StatusOr<uint64_t> ooms = task->cgroup->OomKillCount();
+    if (ooms.ok() && *ooms > 0) result.set_oom_killed(true);
+  }
+  // Recorded before the teardown: a driver killed in between still finds
+  // how the task ended.
+  if (absl::Status written =
+          WriteExitFile(ExitFile(task->spec.task_dir), result);
+      !written.ok()) {
+    LOG(WARNING) << "task " << task->id << ": " << written
+                 << " (a restarted driver will not know how it ended)";
+  }
   // The sandbox has no purpose once its task's process has ended.
   Teardown(*task);
   {
     absl::MutexLock lock(&task->mu);
+    if (task->exited) return;
     task->exited = true;
     task->result = result;
-    task->completed_at = now;
+    task->completed_at = plugin::FromProtoTimestamp(result.exited_at());
   }
   dv1::TaskEventsResponse event;
   event.set_task_id(task->id);
   event.set_allocation_id(task->config.allocation_id());
   event.set_message(
-      exit.signal != 0
-          ? absl::StrCat("was killed by ", plugin::SignalName(exit.signal))
-          : absl::StrCat("exited with code ", exit.exit_code));
-  (*event.mutable_annotations())["exit_code"] = absl::StrCat(exit.exit_code);
-  (*event.mutable_annotations())["signal"] = absl::StrCat(exit.signal);
+      result.signal() != 0
+          ? absl::StrCat("was killed by ", plugin::SignalName(result.signal()))
+          : absl::StrCat("exited with code ", result.exit_code()));
+  (*event.mutable_annotations())["exit_code"] =
+      absl::StrCat(result.exit_code());
+  (*event.mutable_annotations())["signal"] = absl::StrCat(result.signal());
   PublishTaskEvent(std::move(event));
 }
 
@@ -639,8 +882,15 @@ void SandboxDriver::Teardown(Task& task) {
         PidfdSendSignal(init_pidfd, SIGKILL);
       }
     }
+    // A recovered init is not this process's child: waitid cannot wait for
+    // it, but its pidfd becomes readable when it exits.
+    if (poll(&pfd, 1, 10000) == 0) {
+      LOG(WARNING) << "task " << task.id << ": its init (pid " << task.init_pid
+                   << ") did not exit after SIGKILL";
+    }
     siginfo_t info;
-    waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd, &info, WEXITED);
+    waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd, &info,
+           WEXITED | WNOHANG);
     close(init_pidfd);
   }
   absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
@@ -690,6 +940,22 @@ absl::Status SandboxDriver::ProxySignal(const std::string& task_id,
   return absl::OkStatus();
 }
 
+absl::Status SandboxDriver::SignalMain(const Task& task, int signal) {
+  absl::Status status = ProxySignal(task.id, task.token, signal);
+  if (!absl::IsNotFound(status) && !absl::IsUnavailable(status)) {
+    return status;
+  }
+  absl::Status direct =
+      AgentSignal(task.agent_socket, task.id, task.process_id, signal);
+  if (!direct.ok()) {
+    return absl::Status(
+        direct.code(),
+        absl::StrCat(status.message(), "; and through its agent at ",
+                     task.agent_socket, ": ", direct.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SandboxDriver::SignalTask(const std::string& task_id, int signal) {
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
   if (!task.ok()) return task.status();
@@ -697,7 +963,7 @@ absl::Status SandboxDriver::SignalTask(const std::string& task_id, int signal) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task_id, " has exited"));
   }
-  absl::Status status = ProxySignal(task_id, (*task)->token, signal);
+  absl::Status status = SignalMain(**task, signal);
   if (!status.ok() && (*task)->IsExited()) return absl::OkStatus();
   return status;
 }
@@ -708,10 +974,10 @@ absl::Status SandboxDriver::StopTask(const std::string& task_id,
   if (!found.ok()) return found.status();
   const std::shared_ptr<Task>& task = *found;
   if (task->IsExited()) return absl::OkStatus();
-  absl::Status sent = ProxySignal(task_id, task->token, signal);
+  absl::Status sent = SignalMain(*task, signal);
   if (!sent.ok() && !task->IsExited()) LOG(WARNING) << sent << "; killing it";
   if (WaitExited(task, timeout)) return absl::OkStatus();
-  (void)ProxySignal(task_id, task->token, SIGKILL);
+  (void)SignalMain(*task, SIGKILL);
   if (WaitExited(task, absl::Seconds(5))) return absl::OkStatus();
   Teardown(*task);
   if (WaitExited(task, absl::Seconds(10))) return absl::OkStatus();
@@ -744,6 +1010,15 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
       task->shim_pidfd = -1;
     }
   }
+  if (task->cgroup.has_value()) {
+    absl::Status status = task->cgroup->KillAll(absl::Seconds(5));
+    if (status.ok()) status = task->cgroup->Remove(absl::Seconds(10));
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("task ", task_id, ": ",
+                                                      status.message()));
+    }
+  }
+  UnregisterStats(task_id);
   if (absl::Status removed = RemoveTree(task->spec.task_dir); !removed.ok()) {
     return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
                                                      removed.message()));
@@ -777,6 +1052,9 @@ dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
   }
   auto& attributes = *status.mutable_driver_attributes();
   attributes["shim_pid"] = absl::StrCat(task.shim_pid);
+  attributes["init_pid"] = absl::StrCat(task.init_pid);
+  attributes["process_id"] = task.process_id;
+  if (task.cgroup.has_value()) attributes["cgroup"] = task.cgroup->path();
   attributes["agent_socket"] = task.agent_socket;
   attributes["task_dir"] = task.spec.task_dir;
   attributes["stdout"] = absl::StrCat(task.spec.task_dir, "/logs/stdout.log");
@@ -789,6 +1067,261 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
   if (!task.ok()) return task.status();
   return StatusOf(**task);
+}
+
+absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
+    const dv1::TaskHandle& handle) {
+  const std::string& id = handle.config().id();
+  if (absl::Status status = exec_driver::CheckTaskId(id); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handle.config.id: ", status.message()));
+  }
+  const std::string prefix = absl::StrCat("task ", id, ": ");
+  SandboxTaskState state;
+  if (handle.version() != kStateVersion ||
+      !state.ParseFromString(handle.driver_state()) || state.init_pid() <= 0 ||
+      state.task_dir().empty() || state.agent_socket().empty() ||
+      state.process_id().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix,
+        "handle.driver_state is not a sandbox driver handle of version ",
+        kStateVersion));
+  }
+  if (absl::StatusOr<std::shared_ptr<Task>> known = Find(id); known.ok()) {
+    return StatusOf(**known);
+  }
+  auto task = std::make_shared<Task>();
+  task->id = id;
+  task->config = handle.config();
+  task->spec.id = id;
+  task->spec.task_dir = state.task_dir();
+  task->spec.work_dir = state.work_dir();
+  task->spec.uid = state.uid();
+  task->spec.gid = state.gid();
+  task->spec.groups.assign(state.groups().begin(), state.groups().end());
+  task->spec.env.assign(state.env().begin(), state.env().end());
+  task->agent_socket = state.agent_socket();
+  task->token = state.token();
+  task->process_id = state.process_id();
+  task->shim_pid = state.shim_pid();
+  task->init_pid = state.init_pid();
+  task->started_at = absl::FromUnixNanos(state.started_at_unix_nanos());
+  task->state = state;
+  if (!state.cgroup_parent().empty()) {
+    absl::StatusOr<TaskCgroup> cgroup =
+        TaskCgroup::Open(mounts_, state.cgroup_parent(), id);
+    if (!cgroup.ok()) {
+      return absl::Status(cgroup.status().code(),
+                          absl::StrCat(prefix, cgroup.status().message()));
+    }
+    task->cgroup = *cgroup;
+  }
+
+  // How it ended, if it has: recorded by a driver that saw it end, else
+  // asked of the agent, which outlives the shim and the driver.
+  std::optional<dv1::ExitResult> ended;
+  const std::string exit_file = ExitFile(state.task_dir());
+  exec_driver::ExitRecord record;
+  const int init_pidfd = OpenIfSame(state.init_pid(), state.init_start_ticks());
+  {
+    absl::MutexLock lock(&task->mu);
+    task->init_pidfd = init_pidfd;
+  }
+  if (exec_driver::DecodeExitRecord(ReadSmallFile(exit_file), &record)) {
+    dv1::ExitResult result;
+    result.set_exit_code(record.exit_code);
+    result.set_signal(record.signal);
+    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+        absl::FromUnixNanos(record.exited_at_unix_nanos));
+    ended = result;
+  } else if (init_pidfd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "its sandbox's init (pid ", state.init_pid(),
+                     ") is gone and it left no exit record in ", exit_file));
+  } else {
+    // The sandbox lives. The proxy may have forgotten it (restarted without
+    // its state): registering again is harmless when it has not.
+    absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+    if (proxy.ok()) {
+      grpc::ClientContext context;
+      SetDeadline(&context, kCallTimeout);
+      pv1::RegisterSandboxRequest request;
+      request.set_sandbox_id(id);
+      request.set_agent_address(absl::StrCat("unix:", task->agent_socket));
+      pv1::RegisterSandboxResponse response;
+      absl::Status status = FromGrpcStatus(
+          (*proxy)->RegisterSandbox(&context, request, &response));
+      if (!status.ok()) {
+        LOG(WARNING) << prefix << "registering its sandbox again: " << status;
+      }
+    } else {
+      LOG(WARNING) << prefix << proxy.status();
+    }
+    const int shim_pidfd =
+        OpenIfSame(state.shim_pid(), state.shim_start_ticks());
+    if (shim_pidfd >= 0) {
+      absl::MutexLock lock(&task->mu);
+      task->shim_pidfd = shim_pidfd;
+    } else {
+      // The shim is gone, most likely after the process ended while no
+      // driver ran. A shim that was this process's child is a zombie:
+      // reap it.
+      if (const int zombie = PidfdOpen(state.shim_pid()); zombie >= 0) {
+        if (StartTicks(state.shim_pid()) == state.shim_start_ticks()) {
+          siginfo_t info;
+          waitid(static_cast<idtype_t>(P_PIDFD), zombie, &info,
+                 WEXITED | WNOHANG);
+        }
+        close(zombie);
+      }
+      absl::StatusOr<av1::ProcessExit> exit =
+          AgentWait(task->agent_socket, id, task->process_id, absl::Seconds(1));
+      if (absl::IsDeadlineExceeded(exit.status())) {
+        // Running without its shim, so without stdio: ended as the proxy
+        // ends the process of a shim that went away.
+        LOG(WARNING) << prefix << "its shim (pid " << state.shim_pid()
+                     << ") is gone and process " << task->process_id
+                     << " runs without stdio: killing it";
+        (void)AgentSignal(task->agent_socket, id, task->process_id, SIGKILL);
+        exit =
+            AgentWait(task->agent_socket, id, task->process_id, kWaitTimeout);
+      }
+      if (!exit.ok()) {
+        Teardown(*task);
+        return absl::FailedPreconditionError(
+            absl::StrCat(prefix, "its shim (pid ", state.shim_pid(),
+                         ") is gone and its agent at ", task->agent_socket,
+                         " does not say how process ", task->process_id,
+                         " ended: ", exit.status().message()));
+      }
+      ended = FromProcessExit(*exit);
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = tasks_.emplace(id, task);
+    if (!inserted) {
+      if (it->second == nullptr) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("task ", id, " is being started"));
+      }
+      return StatusOf(*it->second);
+    }
+  }
+  if (ended.has_value()) {
+    Finish(task, *ended);
+  } else {
+    RegisterStats(*task);
+    absl::MutexLock lock(&task->mu);
+    absl::Status status =
+        watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
+    if (!status.ok()) {
+      LOG(ERROR) << prefix << "cannot watch its shim: " << status;
+    }
+  }
+  dv1::TaskEventsResponse event;
+  event.set_task_id(id);
+  event.set_allocation_id(task->config.allocation_id());
+  event.set_message(task->IsExited() ? "recovered (already exited)"
+                                     : "recovered");
+  PublishTaskEvent(std::move(event));
+  return StatusOf(*task);
+}
+
+stats::v1::StatsService::Stub* SandboxDriver::stats_stub() {
+  absl::MutexLock lock(&mu_);
+  if (stats_socket_.empty()) return nullptr;
+  if (stats_stub_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(stats_socket_, absl::Seconds(1));
+    if (!channel.ok()) {
+      LOG(WARNING) << "berth-stats: " << channel.status()
+                   << "; measuring in-process meanwhile";
+      return nullptr;
+    }
+    stats_stub_ = stats::v1::StatsService::NewStub(*channel);
+  }
+  return stats_stub_.get();
+}
+
+void SandboxDriver::RegisterStats(const Task& task) {
+  if (!task.cgroup.has_value()) return;
+  stats::v1::StatsService::Stub* stub = stats_stub();
+  if (stub == nullptr) return;
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Seconds(2));
+  stats::v1::RegisterTaskRequest request;
+  request.set_task_id(task.id);
+  request.set_cgroup_path(task.cgroup->path());
+  stats::v1::RegisterTaskResponse response;
+  grpc::Status status = stub->RegisterTask(&context, request, &response);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+    LOG(WARNING) << "task " << task.id << ": registering with berth-stats: "
+                 << status.error_message();
+  }
+}
+
+void SandboxDriver::UnregisterStats(const std::string& task_id) {
+  stats::v1::StatsService::Stub* stub = stats_stub();
+  if (stub == nullptr) return;
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Seconds(2));
+  stats::v1::UnregisterTaskRequest request;
+  request.set_task_id(task_id);
+  stats::v1::UnregisterTaskResponse response;
+  grpc::Status status = stub->UnregisterTask(&context, request, &response);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
+    LOG(WARNING) << "task " << task_id << ": unregistering from berth-stats: "
+                 << status.error_message();
+  }
+}
+
+absl::StatusOr<stats::v1::TaskResourceUsage> SandboxDriver::TaskStats(
+    const std::string& task_id) {
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (!task->cgroup.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "task ", task_id, " has no cgroup to measure (no usable cgroups at ",
+        options_.cgroup_root, " when it started)"));
+  }
+  if (stats::v1::StatsService::Stub* stub = stats_stub(); stub != nullptr) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      grpc::ClientContext context;
+      SetDeadline(&context, absl::Seconds(2));
+      stats::v1::GetTaskStatsRequest request;
+      request.set_task_id(task_id);
+      stats::v1::GetTaskStatsResponse response;
+      grpc::Status status = stub->GetTaskStats(&context, request, &response);
+      if (status.ok()) return response.usage();
+      if (status.error_code() != grpc::StatusCode::NOT_FOUND) break;
+      // berth-stats restarted and forgot the task: register it again.
+      RegisterStats(*task);
+    }
+  }
+  absl::MutexLock lock(&task->stats_mu);
+  if (task->collector == nullptr) {
+    stats::CollectorOptions collector_options;
+    collector_options.cpu_mhz = cpu_mhz_;
+    absl::StatusOr<std::unique_ptr<stats::Collector>> collector =
+        stats::NewCgroupCollector(mounts_, task->cgroup->path(),
+                                  collector_options);
+    if (!collector.ok()) {
+      return absl::Status(
+          collector.status().code(),
+          absl::StrCat("task ", task_id, ": ", collector.status().message()));
+    }
+    task->collector = std::move(*collector);
+  }
+  stats::v1::TaskResourceUsage usage;
+  absl::Status status = task->collector->Sample(&usage);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("task ", task_id, ": ", status.message()));
+  }
+  usage.set_task_id(task_id);
+  return usage;
 }
 
 absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
@@ -904,6 +1437,7 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
     err_thread.join();
   };
 
+  std::string process_id;
   {
     grpc::ClientContext context;
     SetDeadline(&context, absl::Seconds(40));
@@ -936,6 +1470,7 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
           absl::StrCat(prefix, "ExecCmd ", options.command[0], ": ",
                        status.message()));
     }
+    process_id = response.process_id();
   }
 
   // Until the shim exits: resizes, cancellation and the deadline.
@@ -978,7 +1513,19 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
   shim.pidfd = -1;
   std::move(join).Invoke();
   if (!failure.ok()) return failure;
-  return ShimExit(info);
+  // How it ended, from the agent (the shim's 128+N is ambiguous).
+  absl::StatusOr<av1::ProcessExit> exit =
+      AgentWait(task->agent_socket, task->id, process_id, kWaitTimeout);
+  if (!exit.ok()) {
+    LOG(WARNING) << prefix << "the agent did not say how exec'd process "
+                 << process_id << " ended (" << exit.status()
+                 << "); taking its shim's exit status";
+    return ShimExit(info);
+  }
+  plugin::ExitStatus status;
+  status.exit_code = exit->exit_code();
+  status.signal = exit->signal();
+  return status;
 }
 
 absl::StatusOr<plugin::ExitStatus> SandboxDriver::ExecTaskStreaming(

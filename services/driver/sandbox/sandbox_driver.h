@@ -3,14 +3,23 @@
 // mount, uts and ipc namespaces, joining the task's network namespace); the
 // driver registers it with berth-proxy, allocates a token, starts berth-shim
 // with the task's log files as its stdout and stderr, and asks the proxy for
-// NewContainer. The task's exit is the shim's (its code, or 128+N for a
-// signal N). Exec: a token and a shim of its own, over pipes pumped to the
-// SDK's streams, then ExecCmd.
+// NewContainer. Each sandbox (the init, the agent and every process in it)
+// is in a cgroup of its own with the task's limits, measured for TaskStats.
+// The task has ended when its shim has (all output written); how it ended
+// (code, signal) comes from the agent's WaitProcess, not from the shim's exit
+// status, which cannot tell exit code 130 from SIGINT. Exec: a token and a
+// shim of its own, over pipes pumped to the SDK's streams, then ExecCmd.
+//
+// Tasks are recoverable: StartTask's handle carries the init, shim, token,
+// process and cgroup (sandbox_state.proto); the sandbox outlives the driver
+// (killed or shut down), and RecoverTask re-adopts it, or reports how it
+// ended while no driver ran.
 //
 // A task's files, in its task directory:
 //   logs/stdout.log, logs/stderr.log   the task's output (written by the shim)
 //   .berth/agent.sock                  the agent's socket
 //   .berth/init.log, .berth/agent-logs the init's and the agent's own messages
+//   .berth/exit                        how the task ended, once it has
 
 #ifndef SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
 #define SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
@@ -28,9 +37,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
+#include "berth/stats/v1/stats.grpc.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
 #include "services/driver/exec/exit_watcher.h"
+#include "services/stats/cgroup_layout.h"
 
 namespace berth::sandbox_driver {
 
@@ -48,13 +59,20 @@ struct SandboxDriverOptions {
   std::string state_dir;
   // How long StartTask waits for the agent's socket.
   absl::Duration start_timeout = absl::Seconds(10);
+  // Where the cgroup file systems are, and the parent of the tasks' cgroups
+  // (<parent>/<task id>).
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string cgroup_parent = "/berth-sandbox";
+  // berth-stats' socket until SetConfig says (NodeContext.stats_socket);
+  // empty: TaskStats measures the cgroup in-process.
+  std::string stats_socket;
 };
 
 class SandboxDriver : public plugin::Driver,
                       public plugin::ExecStreamingDriver {
  public:
   explicit SandboxDriver(SandboxDriverOptions options);
-  // Tears down every sandbox still there (the driver cannot recover them).
+  // Leaves every sandbox running, for RecoverTask after a restart.
   ~SandboxDriver() override;
 
   plugin::DriverInfo Info() const override;
@@ -72,6 +90,10 @@ class SandboxDriver : public plugin::Driver,
   absl::Status DestroyTask(const std::string& task_id, bool force) override;
   absl::StatusOr<driver::v1::TaskStatus> InspectTask(
       const std::string& task_id) override;
+  absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
+      const driver::v1::TaskHandle& handle) override;
+  absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
+      const std::string& task_id) override;
   absl::Status SignalTask(const std::string& task_id, int signal) override;
   absl::StatusOr<driver::v1::ExecTaskResponse> ExecTask(
       const std::string& task_id, const std::vector<std::string>& command,
@@ -87,12 +109,21 @@ class SandboxDriver : public plugin::Driver,
   absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnShimExited(const std::shared_ptr<Task>& task);
+  // Records how the task ended (its exit file), tears the sandbox down and
+  // marks the task exited.
+  void Finish(const std::shared_ptr<Task>& task, driver::v1::ExitResult result);
   // Ends the sandbox: DestroySandbox on the agent, its init killed and
   // reaped, the sandbox unregistered from the proxy. Idempotent.
   void Teardown(Task& task);
+  void RegisterStats(const Task& task);
+  void UnregisterStats(const std::string& task_id);
+  stats::v1::StatsService::Stub* stats_stub() ABSL_LOCKS_EXCLUDED(mu_);
   bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
   absl::Status ProxySignal(const std::string& task_id, const std::string& token,
                            int signal);
+  // The signal to the task's process through the proxy, else (the proxy
+  // forgot it) straight through its agent.
+  absl::Status SignalMain(const Task& task, int signal);
   absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
                                              absl::Time deadline);
   driver::v1::TaskStatus StatusOf(const Task& task) const;
@@ -107,6 +138,12 @@ class SandboxDriver : public plugin::Driver,
   std::string state_dir_ ABSL_GUARDED_BY(mu_);
   std::string proxy_socket_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<proxy::v1::ProxyService::Stub> proxy_ ABSL_GUARDED_BY(mu_);
+  std::string stats_socket_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<stats::v1::StatsService::Stub> stats_stub_
+      ABSL_GUARDED_BY(mu_);
+  const stats::CgroupMounts mounts_;
+  const absl::Status mounts_status_;
+  const double cpu_mhz_;
 
   // Last: its thread calls back into the driver until it is destroyed.
   exec_driver::ExitWatcher watcher_;

@@ -85,7 +85,8 @@ TEST(SandboxDriverTest, Capabilities) {
   EXPECT_TRUE(capabilities.exec_tty());
   EXPECT_EQ(capabilities.fs_isolation(), dv1::FS_ISOLATION_NONE);
   ASSERT_EQ(capabilities.network_isolation_modes_size(), 2);
-  EXPECT_FALSE(capabilities.recover());
+  EXPECT_TRUE(capabilities.recover());
+  EXPECT_TRUE(capabilities.stats());
 }
 
 TEST(SandboxDriverTest, StartWithoutTheProxyFailsAndLeavesNothing) {

@@ -1,0 +1,255 @@
+// The driver in-process with a real berth-proxy (its binary, on a temporary
+// runtime directory) and the real agent, init and shim: the real exit of a
+// task and of an exec (code and signal apart, which the shim's 128+N cannot
+// tell), recovery of a task that ended while no driver ran, and the task's
+// cgroup with its limits. Needs root (namespaces, cgroups); skips without.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "plugins/sdk/cancel.h"
+#include "services/common/test_util.h"
+#include "services/driver/sandbox/sandbox_driver.h"
+
+extern char** environ;
+
+namespace berth::sandbox_driver {
+namespace {
+
+namespace dv1 = ::berth::driver::v1;
+using ::berth::testing::PathExists;
+using ::berth::testing::ReadFileOrEmpty;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::WaitFor;
+
+// The state of a process ('Z' for a zombie), '?' when there is none.
+char ProcessState(pid_t pid) {
+  const std::string stat =
+      ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
+  return stat[paren + 2];
+}
+
+class SandboxDriverProxyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, cgroups)";
+    if (!PathExists("/sys/fs/cgroup/pids") &&
+        !PathExists("/sys/fs/cgroup/cgroup.controllers")) {
+      GTEST_SKIP() << "no cgroup file system at /sys/fs/cgroup";
+    }
+    std::vector<std::string> args = {RunfilePath("services/proxy/berth-proxy"),
+                                     "--runtime_dir=" + dir_.Join("run"),
+                                     "--state_dir=" + dir_.Join("ps"),
+                                     "--shim_timeout=10s"};
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = dir_.Join("proxy.log");
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ASSERT_EQ(posix_spawn(&proxy_pid_, argv[0], &actions, nullptr, argv.data(),
+                          environ),
+              0);
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_TRUE(WaitFor([&] {
+      return PathExists(dir_.Join("run/proxy.sock"));
+    })) << ReadFileOrEmpty(log);
+  }
+
+  void TearDown() override {
+    driver_.reset();
+    if (proxy_pid_ > 0) {
+      kill(proxy_pid_, SIGTERM);
+      waitpid(proxy_pid_, nullptr, 0);
+    }
+    for (const char* hierarchy :
+         {"cpu", "cpuacct", "memory", "pids", "freezer", "cpu,cpuacct", ""}) {
+      rmdir(absl::StrCat("/sys/fs/cgroup/", hierarchy, "/", cgroup_parent_)
+                .c_str());
+    }
+  }
+
+  SandboxDriverOptions Options() {
+    SandboxDriverOptions options;
+    options.agent_path = RunfilePath("services/agent/berth-agent");
+    options.shim_path = RunfilePath("services/shim/berth-shim");
+    options.init_path =
+        RunfilePath("services/driver/exec/init/berth-task-init");
+    options.proxy_socket = dir_.Join("run/proxy.sock");
+    options.state_dir = dir_.Join("state");
+    options.cgroup_parent = "/" + cgroup_parent_;
+    return options;
+  }
+
+  SandboxDriver& driver() {
+    if (driver_ == nullptr)
+      driver_ = std::make_unique<SandboxDriver>(Options());
+    return *driver_;
+  }
+
+  dv1::TaskConfig ShellTask(const std::string& id, const std::string& script) {
+    dv1::TaskConfig task;
+    task.set_id(id);
+    task.set_task_dir(dir_.Join(id));
+    auto& fields = *task.mutable_driver_config()->mutable_fields();
+    fields["command"].set_string_value("/bin/sh");
+    auto* args = fields["args"].mutable_list_value();
+    args->add_values()->set_string_value("-c");
+    args->add_values()->set_string_value(script);
+    return task;
+  }
+
+  dv1::ExitResult Wait(const std::string& id) {
+    plugin::CancelToken cancel;
+    absl::StatusOr<dv1::ExitResult> result = driver().WaitTask(id, cancel);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.value_or(dv1::ExitResult());
+  }
+
+  void Destroy(const std::string& id) {
+    absl::Status status = driver().DestroyTask(id, /*force=*/true);
+    EXPECT_TRUE(status.ok()) << status;
+  }
+
+  testing::ShortTempDir dir_;
+  const std::string cgroup_parent_ = absl::StrCat("berth-sbtest-", getpid());
+  pid_t proxy_pid_ = -1;
+  std::unique_ptr<SandboxDriver> driver_;
+};
+
+// Exit code 130 and SIGINT are both 130 as the shim's exit status; the
+// driver asks the agent and tells them apart, for tasks and for execs.
+TEST_F(SandboxDriverProxyTest, ExitCode130IsNotSigint) {
+  ASSERT_TRUE(driver().StartTask(ShellTask("code130", "exit 130")).ok());
+  dv1::ExitResult code = Wait("code130");
+  EXPECT_EQ(code.exit_code(), 130);
+  EXPECT_EQ(code.signal(), 0);
+
+  ASSERT_TRUE(driver().StartTask(ShellTask("sigint", "exec sleep 1000")).ok());
+  ASSERT_TRUE(driver().SignalTask("sigint", SIGINT).ok());
+  dv1::ExitResult signalled = Wait("sigint");
+  EXPECT_EQ(signalled.exit_code(), 0);
+  EXPECT_EQ(signalled.signal(), SIGINT);
+
+  ASSERT_TRUE(driver().StartTask(ShellTask("execs", "exec sleep 1000")).ok());
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver().ExecTask(
+      "execs", {"/bin/sh", "-c", "exit 130"}, absl::Seconds(30), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(exec->result().exit_code(), 130);
+  EXPECT_EQ(exec->result().signal(), 0);
+  exec = driver().ExecTask("execs", {"/bin/sh", "-c", "kill -INT $$"},
+                           absl::Seconds(30), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(exec->result().exit_code(), 0);
+  EXPECT_EQ(exec->result().signal(), SIGINT);
+
+  for (const char* id : {"code130", "sigint", "execs"}) Destroy(id);
+}
+
+// The driver goes (its sandboxes stay), the task ends while none runs; a new
+// driver recovers it from its handle with how it really ended.
+TEST_F(SandboxDriverProxyTest, RecoversATaskThatEndedWhileNoDriverRan) {
+  const std::string go = dir_.Join("go");
+  const dv1::TaskConfig config =
+      ShellTask("ended", absl::StrCat("while [ ! -e ", go,
+                                      " ]; do sleep 0.05; done; "
+                                      "exit 7"));
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+  ASSERT_TRUE(started.ok()) << started.status();
+  absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("ended");
+  ASSERT_TRUE(status.ok());
+  pid_t shim = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(status->driver_attributes().at("shim_pid"), &shim));
+  driver_.reset();  // no driver from here on
+  ASSERT_TRUE(std::ofstream(go).good());
+  // The task exits; its shim (a child of this process) stays a zombie,
+  // unreaped.
+  ASSERT_TRUE(WaitFor([&] { return ProcessState(shim) == 'Z'; }));
+  EXPECT_FALSE(PathExists(dir_.Join("ended/.berth/exit")))
+      << "a driver recorded the exit";
+
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      driver().RecoverTask(started->handle());
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->state(), dv1::TASK_STATE_EXITED);
+  EXPECT_EQ(recovered->exit_result().exit_code(), 7);
+  EXPECT_EQ(recovered->exit_result().signal(), 0);
+  EXPECT_EQ(Wait("ended").exit_code(), 7);
+  EXPECT_EQ(ProcessState(shim), '?') << "the shim was not reaped";
+  Destroy("ended");
+}
+
+// A running task survives its driver; the next one re-adopts it, stops it
+// and gets its real end.
+TEST_F(SandboxDriverProxyTest, RecoversARunningTask) {
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      driver().StartTask(ShellTask("running", "exec sleep 1000"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  driver_.reset();
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      driver().RecoverTask(started->handle());
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->state(), dv1::TASK_STATE_RUNNING);
+  ASSERT_TRUE(driver().StopTask("running", absl::Seconds(5), SIGTERM).ok());
+  dv1::ExitResult stopped = Wait("running");
+  EXPECT_EQ(stopped.signal(), SIGTERM);
+  Destroy("running");
+
+  // A handle of something else is refused, naming the field.
+  dv1::TaskHandle bad = started->handle();
+  bad.set_driver_state("nonsense");
+  absl::StatusOr<dv1::TaskStatus> refused = driver().RecoverTask(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "driver_state"))
+      << refused.status();
+}
+
+// The sandbox's processes are in the task's cgroup, with its limits,
+// measured by TaskStats, and the cgroup goes with DestroyTask.
+TEST_F(SandboxDriverProxyTest, SandboxInItsCgroupWithItsLimits) {
+  if (!PathExists("/sys/fs/cgroup/pids/cgroup.procs")) {
+    GTEST_SKIP() << "checks the cgroup v1 pids hierarchy, which is not here";
+  }
+  dv1::TaskConfig config = ShellTask("limited", "exec sleep 1000");
+  config.mutable_resources()->set_pids_limit(50);
+  ASSERT_TRUE(driver().StartTask(config).ok());
+  const std::string cgroup =
+      absl::StrCat("/sys/fs/cgroup/pids/", cgroup_parent_, "/limited");
+  EXPECT_EQ(absl::StripAsciiWhitespace(ReadFileOrEmpty(cgroup + "/pids.max")),
+            "50");
+  absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("limited");
+  ASSERT_TRUE(status.ok());
+  const std::string init_pid = status->driver_attributes().at("init_pid");
+  EXPECT_TRUE(absl::StrContains(ReadFileOrEmpty(cgroup + "/cgroup.procs"),
+                                init_pid + "\n"))
+      << "the sandbox's init " << init_pid << " is not in " << cgroup;
+  absl::StatusOr<stats::v1::TaskResourceUsage> usage =
+      driver().TaskStats("limited");
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->task_id(), "limited");
+  EXPECT_GT(usage->usage().memory().usage(), 0u);
+  Destroy("limited");
+  EXPECT_FALSE(PathExists(cgroup)) << cgroup << " is left";
+}
+
+}  // namespace
+}  // namespace berth::sandbox_driver
