@@ -541,6 +541,27 @@ TEST_F(CommandsTest, ExecInteractiveForwardsStdinAndExitsWithTheCode) {
   EXPECT_TRUE(requests.back().has_stdin_close());
 }
 
+TEST_F(CommandsTest, ExecForwardsLargeBinaryStdinInChunks) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  std::string input(200 * 1024 + 7, '\0');
+  for (size_t i = 0; i < input.size(); ++i) {
+    input[i] = static_cast<char>((i * 131) % 251);
+  }
+  CliResult result = Run({"exec", "-i", "web", "--", "cat"}, input);
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_TRUE(result.out == input)
+      << "echoed " << result.out.size() << " bytes of " << input.size();
+  size_t frames = 0;
+  for (const auto& request : fake_.exec_requests()) {
+    if (!request.has_stdin()) continue;
+    ++frames;
+    EXPECT_LE(request.stdin().size(), 32u * 1024);
+  }
+  EXPECT_GE(frames, 7u);
+  EXPECT_TRUE(fake_.exec_requests().back().has_stdin_close());
+  EXPECT_TRUE(fake_.exec_half_closed());
+}
+
 TEST_F(CommandsTest, ExecWithoutStdinClosesItAndReportsSignals) {
   fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
   driverpb::ExecTaskStreamingResponse out;
@@ -556,6 +577,7 @@ TEST_F(CommandsTest, ExecWithoutStdinClosesItAndReportsSignals) {
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_THAT(requests[0].setup().command(), ElementsAre("echo", "hi"));
   EXPECT_TRUE(requests[1].has_stdin_close());
+  EXPECT_TRUE(fake_.exec_half_closed());
 
   CliResult missing = Run({"exec", "nope", "--", "true"});
   EXPECT_EQ(missing.code, 1);

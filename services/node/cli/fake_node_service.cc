@@ -257,6 +257,7 @@ grpc::Status FakeNodeService::DefaultExec(grpc::ServerContext*,
                         "the first request must be the setup");
   }
   RecordExecRequest(request);
+  const bool tty = request.setup().tty();
   {
     absl::MutexLock lock(&mu_);
     if (Find(request.setup().task_id()) == nullptr) {
@@ -285,6 +286,12 @@ grpc::Status FakeNodeService::DefaultExec(grpc::ServerContext*,
       stream->Write(echo);
     }
     stdin_closed = request.has_stdin_close();
+  }
+  // Without a terminal the caller half-closes after stdin_close.
+  if (stdin_closed && !tty) {
+    while (stream->Read(&request)) RecordExecRequest(request);
+    absl::MutexLock lock(&mu_);
+    exec_half_closed_ = true;
   }
   stream->Write(exit);
   return grpc::Status::OK;

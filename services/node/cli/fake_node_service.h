@@ -61,8 +61,8 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   void FailCalls(const std::string& method, const grpc::Status& status)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Replaces the default exec behaviour: read the setup, send `exec_output`,
-  // echo stdin as stdout until stdin_close or the half-close, send an exit
-  // with `exec_exit`.
+  // echo stdin as stdout until stdin_close or the half-close, without a tty
+  // wait for the half-close, send an exit with `exec_exit`.
   void SetExecHandler(ExecHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
   void SetExecScript(std::vector<driver::v1::ExecTaskStreamingResponse> output,
                      const driver::v1::ExitResult& exit)
