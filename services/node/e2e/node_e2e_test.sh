@@ -208,6 +208,38 @@ stats=$(berth stats --no-stream --json busy 2>&1)
 if [[ $stats == *memory* ]]; then pass stats_no_stream; else fail stats_no_stream "$stats"; fi
 berth rm -f busy >/dev/null
 
+# --- restart policies: on-failure with a limit; always until stopped.
+berth run -d --net host --name flaky --restart on-failure:2 -- /bin/sh -c 'exit 1' >/dev/null
+wait_for 150 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field flaky 't[\"state\"]') == TASK_STATE_EXITED ]]"
+restarts=$(task_field flaky 't.get("restarts", 0)')
+[[ $restarts == 2 && $(task_field flaky 't["exitResult"]["exitCode"]') == 1 ]] &&
+  pass restart_on_failure_limit || fail restart_on_failure_limit "restarts $restarts"
+berth run -d --net host --name forever --restart always -- /bin/sh -c 'sleep 0.2' >/dev/null
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; (( \$(task_field forever 't.get(\"restarts\", 0)') >= 2 ))"
+berth stop --timeout 1 forever >/dev/null
+after_stop=$(task_field forever 't.get("restarts", 0)')
+sleep 1.5
+if [[ $(task_field forever 't["state"]') == TASK_STATE_EXITED &&
+      $(task_field forever 't.get("stopped", False)') == True &&
+      $(task_field forever 't.get("restarts", 0)') == "$after_stop" ]]; then
+  pass restart_always_until_stopped
+else
+  fail restart_always_until_stopped "$(berth inspect forever)"
+fi
+
+# --- kill -9 of berth-stats: the driver registers its tasks again.
+berth run -d --net host --name measured -- /bin/sleep 30 >/dev/null
+kill -9 "$stats_pid"; wait "$stats_pid" 2>/dev/null
+"$stats_bin" --runtime_dir="$run" >>"$dir/stats.log" 2>&1 &
+stats_pid=$!
+wait_for 100 test -S "$run/stats.sock"
+if wait_for 100 bash -c "'$cli' --socket='$run/node.sock' stats --no-stream --json measured | grep -q memory"; then
+  pass stats_after_berth_stats_restart
+else
+  fail stats_after_berth_stats_restart "$(berth stats --no-stream --json measured 2>&1)"
+fi
+berth rm -f measured >/dev/null
+
 # --- kill -9 of berth-node while a task runs: tracked after the restart, and
 # its later exit recorded.
 berth run -d --net bridge --name survivor -- /bin/sh -c 'sleep 3; exit 4' >/dev/null
