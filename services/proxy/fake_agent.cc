@@ -111,6 +111,11 @@ void FakeAgent::HoldAcks(bool hold) {
   hold_acks_ = hold;
 }
 
+void FakeAgent::FailAcks(int n) {
+  absl::MutexLock lock(&mu_);
+  fail_acks_ = n;
+}
+
 grpc::Status FakeAgent::AckOutput(grpc::ServerContext* context,
                                   const agentpb::AckOutputRequest* request,
                                   agentpb::AckOutputResponse*) {
@@ -128,6 +133,10 @@ grpc::Status FakeAgent::AckOutput(grpc::ServerContext* context,
   ack.set_stdout_offset(request->stdout_offset());
   ack.set_stderr_offset(request->stderr_offset());
   it->second.acks.push_back(ack);
+  if (fail_acks_ > 0) {
+    --fail_acks_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake agent: failed");
+  }
   int& in_flight = acks_in_flight_[request->process_id()];
   ++in_flight;
   it->second.max_acks_in_flight =

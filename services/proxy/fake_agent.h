@@ -59,6 +59,8 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
 
   // While held, AckOutput calls wait (recorded first) until released.
   void HoldAcks(bool hold) ABSL_LOCKS_EXCLUDED(mu_);
+  // The next `n` AckOutput calls fail UNAVAILABLE (recorded first).
+  void FailAcks(int n) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every process started, by process id.
   std::map<std::string, Process> processes() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -104,6 +106,7 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
   int32_t next_pid_ ABSL_GUARDED_BY(mu_) = 100;
   std::map<std::string, Process> processes_ ABSL_GUARDED_BY(mu_);
   bool hold_acks_ ABSL_GUARDED_BY(mu_) = false;
+  int fail_acks_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> acks_in_flight_ ABSL_GUARDED_BY(mu_);
 };
 

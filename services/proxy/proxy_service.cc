@@ -21,6 +21,9 @@ namespace {
 namespace agentpb = ::berth::agent::v1;
 namespace pb = ::berth::proxy::v1;
 
+// After a failed AckOutput to an agent, the next try.
+constexpr absl::Duration kAckRetryDelay = absl::Milliseconds(500);
+
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
@@ -736,23 +739,38 @@ void ProxyServiceImpl::ForwardAck(const std::shared_ptr<Session>& session) {
   ++live_calls_;
   stub->async()->AckOutput(&call->context, &call->request, &call->response,
                            [this, call, stub, session](grpc::Status status) {
-                             absl::MutexLock lock(&mu_);
-                             --live_calls_;
-                             session->ack_in_flight = false;
-                             if (!status.ok() && !session->exited) {
-                               // The agent keeps the output; a later ack covers
-                               // it.
-                               LOG(WARNING)
-                                   << "acknowledging output of process "
-                                   << session->process_id << " up to stdout "
-                                   << call->request.stdout_offset()
-                                   << ", stderr "
-                                   << call->request.stderr_offset() << ": "
-                                   << status.error_message();
-                             }
-                             if (sessions_.count(session->token) != 0)
-                               ForwardAck(session);
+                             OnAckForwarded(session, status,
+                                            call->request.stdout_offset(),
+                                            call->request.stderr_offset());
                            });
+}
+
+void ProxyServiceImpl::OnAckForwarded(const std::shared_ptr<Session>& session,
+                                      const grpc::Status& status,
+                                      uint64_t stdout_offset,
+                                      uint64_t stderr_offset) {
+  absl::MutexLock lock(&mu_);
+  --live_calls_;
+  session->ack_in_flight = false;
+  const bool live = sessions_.count(session->token) != 0;
+  if (!status.ok() && !session->exited && live) {
+    LOG(WARNING) << "acknowledging output of process " << session->process_id
+                 << " up to stdout " << stdout_offset << ", stderr "
+                 << stderr_offset << ": " << status.error_message();
+    // The agent still holds that output, and its window may be full, so
+    // that no more output (and no more acks) come: send it again, later.
+    session->ack_sent_stdout = 0;
+    session->ack_sent_stderr = 0;
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+        status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      timer_.Schedule(absl::Now() + kAckRetryDelay, [this, session] {
+        absl::MutexLock lock(&mu_);
+        if (sessions_.count(session->token) != 0) ForwardAck(session);
+      });
+    }
+    return;
+  }
+  if (live) ForwardAck(session);
 }
 
 // --- Signal and Resize from drivers ----------------------------------------

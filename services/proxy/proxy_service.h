@@ -201,6 +201,11 @@ class ProxyServiceImpl final
   // unless one is in flight or they did not advance.
   void ForwardAck(const std::shared_ptr<Session>& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An AckOutput to the agent completed; a failed one is sent again (after
+  // a delay when the agent was slow or unreachable).
+  void OnAckForwarded(const std::shared_ptr<Session>& session,
+                      const grpc::Status& status, uint64_t stdout_offset,
+                      uint64_t stderr_offset) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reactions of the streams, all under mu_.
   void OnShimRead(ShimReactor* shim, bool ok) ABSL_LOCKS_EXCLUDED(mu_);

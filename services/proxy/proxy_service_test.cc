@@ -623,6 +623,35 @@ TEST_F(ProxyServiceTest, ShimAckOutputReachesTheAgent) {
   EXPECT_TRUE(shim.WaitDone().ok());
 }
 
+// An AckOutput the agent failed is sent again (the agent's window may be
+// full, so that no later ack would come).
+TEST_F(ProxyServiceTest, AFailedAckIsSentAgain) {
+  RegisterFakeAgent();
+  std::string token = Token();
+  FakeShim shim(stub_.get(), token);
+  ASSERT_TRUE(shim.WaitConnected());
+  grpc::ClientContext context;
+  pb::ExecCmdRequest request;
+  request.set_token(token);
+  request.set_container_id("c1");
+  request.mutable_process()->add_args("cat");
+  pb::ExecCmdResponse response;
+  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  const std::string id = response.process_id();
+  agent_.FailAcks(1);
+  pb::ConnectRequest ack;
+  ack.mutable_ack()->set_stdout_offset(9);
+  shim.Send(ack);
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.at(id).acks.size() == 2;
+  }));
+  const auto acks = agent_.processes().at(id).acks;
+  EXPECT_EQ(acks[0].stdout_offset(), 9u);
+  EXPECT_EQ(acks[1].stdout_offset(), 9u);
+  shim.CloseStdin();
+  EXPECT_TRUE(shim.WaitDone().ok());
+}
+
 // At most one AckOutput in flight per process; the acks that come meanwhile
 // are coalesced into one with the latest offsets, sent once it completes.
 TEST_F(ProxyServiceTest, AcksAreCoalescedOneInFlight) {

@@ -57,6 +57,8 @@ constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 // Deadline of an AckOutput call.
 constexpr absl::Duration kAckTimeout = absl::Seconds(10);
+// After a failed AckOutput, the next try.
+constexpr absl::Duration kAckRetryDelay = absl::Milliseconds(500);
 
 // Writes all of `data` to `fd`; returns 0 or the errno that stopped it.
 int WriteAll(int fd, const char* data, size_t size) {
@@ -178,8 +180,10 @@ class Shim {
       absl::MutexLock lock(&ack_mu_);
       ack_stub_ = nullptr;
       ack_stopping_ = true;
+      // The process has ended: an ack in flight no longer matters.
+      if (ack_context_ != nullptr) ack_context_->TryCancel();
     }
-    acker.join();  // an AckOutput in flight ends by its deadline
+    acker.join();
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
     up.join();
@@ -417,7 +421,16 @@ class Shim {
       request.set_stdout_offset(out);
       request.set_stderr_offset(err);
       pb::AckOutputResponse response;
+      {
+        absl::MutexLock lock(&ack_mu_);
+        if (ack_stopping_) return;
+        ack_context_ = &context;
+      }
       const grpc::Status status = stub->AckOutput(&context, request, &response);
+      {
+        absl::MutexLock lock(&ack_mu_);
+        ack_context_ = nullptr;
+      }
       if (status.ok()) {
         sent_stdout = out;
         sent_stderr = err;
@@ -431,9 +444,13 @@ class Shim {
         AckOnStream();
         return;
       }
-      // Sent again with the next output; a reconnecting shim's hello
-      // carries its offsets anyway.
+      // Sent again, after a while: the agent's window may be full, so that
+      // no more output (and no more Ack()) comes. (A reconnecting shim's
+      // hello carries its offsets anyway.)
       VLOG(1) << "AckOutput: " << status.error_message();
+      absl::MutexLock lock(&ack_mu_);
+      ack_wanted_ = true;
+      ack_mu_.AwaitWithTimeout(absl::Condition(&ack_stopping_), kAckRetryDelay);
     }
   }
 
@@ -573,6 +590,8 @@ class Shim {
   // Output was written since the acker thread last looked.
   bool ack_wanted_ ABSL_GUARDED_BY(ack_mu_) = false;
   bool ack_stopping_ ABSL_GUARDED_BY(ack_mu_) = false;
+  // The AckOutput in flight, cancelled when the shim stops.
+  grpc::ClientContext* ack_context_ ABSL_GUARDED_BY(ack_mu_) = nullptr;
   // The proxy has no AckOutput: acks go on the stream.
   bool stream_acks_ ABSL_GUARDED_BY(ack_mu_) = false;
 
