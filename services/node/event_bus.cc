@@ -5,6 +5,11 @@
 
 namespace berth::node {
 
+google::protobuf::Timestamp NowProto() {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+      absl::ToUnixNanos(absl::Now()));
+}
+
 EventBus::Subscription::~Subscription() { bus_->Unsubscribe(this); }
 
 std::optional<v1::EventsResponse> EventBus::Subscription::Next(
@@ -49,8 +54,7 @@ void EventBus::Unsubscribe(Subscription* subscription) {
 void EventBus::Publish(v1::EventType type, const std::string& task_id,
                        const std::string& message) {
   v1::EventsResponse event;
-  *event.mutable_timestamp() =
-      google::protobuf::util::TimeUtil::GetCurrentTime();
+  *event.mutable_timestamp() = NowProto();
   event.set_type(type);
   event.set_task_id(task_id);
   event.set_message(message);

@@ -12,8 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/node/v1/node.pb.h"
+#include "google/protobuf/timestamp.pb.h"
 
 namespace berth::node {
+
+// The time now, to the nanosecond (protobuf's TimeUtil::GetCurrentTime()
+// gives whole seconds with Debian's protobuf 3.21, which ties the order of
+// tasks created within a second).
+google::protobuf::Timestamp NowProto();
 
 // Thread-safe.
 class EventBus {

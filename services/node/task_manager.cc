@@ -218,7 +218,7 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec) {
     spec.set_name(absl::StrCat("task-", task.id().substr(0, 8)));
   *task.mutable_spec() = std::move(spec);
   task.set_state(v1::TASK_STATE_PENDING);
-  *task.mutable_created_at() = TimeUtil::GetCurrentTime();
+  *task.mutable_created_at() = NowProto();
   const std::string id = task.id();
   {
     absl::MutexLock lock(&mu_);
@@ -270,7 +270,7 @@ void TaskManager::Fail(Entry& entry, const absl::Status& error) {
     id = task.id();
     task.set_state(v1::TASK_STATE_FAILED);
     task.set_error(std::string(error.message()));
-    *task.mutable_finished_at() = TimeUtil::GetCurrentTime();
+    *task.mutable_finished_at() = NowProto();
     entry.start_error = error;
   }
   Save(entry);
@@ -487,7 +487,7 @@ absl::Status TaskManager::StartRun(Entry& entry) {
     *entry.record.mutable_handle() = started->handle();
     v1::Task& task = *entry.record.mutable_task();
     task.set_state(v1::TASK_STATE_RUNNING);
-    *task.mutable_started_at() = TimeUtil::GetCurrentTime();
+    *task.mutable_started_at() = NowProto();
     task.clear_finished_at();
     if (started->has_network()) *task.mutable_network() = started->network();
   }
@@ -581,9 +581,8 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
     v1::Task& task = *entry.record.mutable_task();
     id = task.id();
     *task.mutable_exit_result() = result;
-    *task.mutable_finished_at() = result.has_exited_at()
-                                      ? result.exited_at()
-                                      : TimeUtil::GetCurrentTime();
+    *task.mutable_finished_at() =
+        result.has_exited_at() ? result.exited_at() : NowProto();
     const v1::RestartPolicy& policy = task.spec().restart();
     const bool failed = result.exit_code() != 0 || result.signal() != 0;
     if (!entry.stop_requested && !task.stopped()) {
@@ -696,7 +695,7 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
         v1::Task& task = *entry->record.mutable_task();
         task.set_state(v1::TASK_STATE_FAILED);
         task.set_error(std::string(result.status().message()));
-        *task.mutable_finished_at() = TimeUtil::GetCurrentTime();
+        *task.mutable_finished_at() = NowProto();
       }
       Save(*entry);
       events_->Publish(v1::EVENT_TYPE_TASK_FAILED, id,

@@ -19,11 +19,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -166,6 +168,14 @@ const std::vector<CommandInfo>& Commands() {
        "[FLAGS] TASK...",
        "Remove stopped tasks and everything kept of them.",
        {{"force", 'f', "", "Stop a running task first"}, kHelpFlag}},
+      {"events",
+       "[FLAGS] [TASK...]",
+       "Print the node's events as they happen (tasks created, started,\n"
+       "exited, restarting, failed, removed; plugins up), of the named tasks\n"
+       "only when some are given, until Ctrl-C.",
+       {{"json", 0, "",
+         "Print events as JSON lines (berth.node.v1.EventsResponse)"},
+        kHelpFlag}},
       {"node status",
        "[FLAGS]",
        "Show the node's services and driver plugins and whether each is\n"
@@ -206,6 +216,7 @@ std::string TopUsage() {
       {"stats", "Show the resource usage of tasks"},
       {"stop", "Stop tasks"},
       {"rm", "Remove tasks"},
+      {"events", "Show the node's events as they happen"},
       {"node status", "Show the node's services and plugins"},
   };
   for (const auto& [name, summary] : kSummaries) {
@@ -264,6 +275,7 @@ class Cli {
     if (command.name == "stats") return Stats(*parsed);
     if (command.name == "stop") return Stop(*parsed);
     if (command.name == "rm") return Remove(*parsed);
+    if (command.name == "events") return Events(*parsed);
     return NodeStatus(*parsed);
   }
 
@@ -991,6 +1003,41 @@ class Cli {
   }
 
   // --- node status
+
+  // --- events
+
+  int Events(const ParsedArgs& args) {
+    if (!Connect()) return Unreachable();
+    nodepb::EventsRequest request;
+    for (const std::string& task : args.positional) request.add_task_ids(task);
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<nodepb::EventsResponse>> reader =
+        stub_->Events(&context, request);
+    nodepb::EventsResponse event;
+    while (reader->Read(&event)) {
+      if (args.Has("json")) {
+        if (int code = PrintJson(event, /*pretty=*/false); code != kExitOk) {
+          return code;
+        }
+        continue;
+      }
+      const absl::Time when =
+          absl::FromUnixSeconds(event.timestamp().seconds()) +
+          absl::Nanoseconds(event.timestamp().nanos());
+      const std::string type_name = nodepb::EventType_Name(event.type());
+      absl::string_view type = type_name;
+      absl::ConsumePrefix(&type, "EVENT_TYPE_");
+      absl::ConsumePrefix(&type, "TASK_");
+      Out(absl::StrCat(
+          absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", when, absl::LocalTimeZone()),
+          " ", absl::AsciiStrToLower(type), " ",
+          event.task_id().empty() ? "-" : ShortId(event.task_id()), " ",
+          event.message(), "\n"));
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok()) return NodeError(status);
+    return kExitOk;
+  }
 
   int NodeStatus(const ParsedArgs& args) {
     if (!args.positional.empty()) {

@@ -107,6 +107,21 @@ berth run --net host --name killed -- /bin/sh -c 'kill -TERM $$' >/dev/null 2>&1
 code=$?
 [[ $code -eq 143 ]] && pass run_signal_exit || fail run_signal_exit "exit $code, want 143"
 
+# --- events: a task's life as it happens.
+berth events >"$dir/events" 2>&1 &
+events_pid=$!
+sleep 0.5
+berth run --net host --name eventful -- /bin/sh -c 'exit 2' >/dev/null 2>&1
+berth rm eventful >/dev/null
+wait_for 50 grep -q removed "$dir/events"
+kill "$events_pid" 2>/dev/null; wait "$events_pid" 2>/dev/null
+types=$(awk '{print $2}' "$dir/events" | tr '\n' ' ')
+if [[ $types == "created started exited removed " ]] && grep -q "exited with code 2" "$dir/events"; then
+  pass events
+else
+  fail events "got: $(cat "$dir/events")"
+fi
+
 # --- bad specs: a clear error, nothing persisted as running.
 before=$(berth ps -a -q | wc -l)
 msg=$(berth run --driver nope -- /bin/true 2>&1)
