@@ -8,12 +8,14 @@
 # namespace, no veth on the test's bridge, no iptables rule naming the test's
 # network, no cgroup.
 #
-# usage: node_e2e_test.sh NODE CLI DRIVER NETNS STATS
+# usage: node_e2e_test.sh NODE CLI DRIVER NETNS STATS PROXY SANDBOX AGENT SHIM INIT
 set -u
 # Absolute, and through the runfiles' symbolic links: the driver finds
 # berth-task-init next to its real path.
 node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") driver_bin=$(readlink -f "$3")
 netns_bin=$(readlink -f "$4") stats_bin=$(readlink -f "$5")
+proxy_bin=$(readlink -f "$6") sandbox_bin=$(readlink -f "$7") agent_bin=$(readlink -f "$8")
+shim_bin=$(readlink -f "$9") init_bin=$(readlink -f "${10}")
 export PATH="/usr/sbin:/sbin:$PATH"
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -60,7 +62,7 @@ start_netns() {
 
 start_node() {
   "$node_bin" --runtime_dir="$run" --state_dir="$state" \
-    --plugin_config="$dir/plugins.json" --proxy_socket=none \
+    --plugin_config="$dir/plugins.json" \
     >>"$dir/node.log" 2>&1 &
   node_pid=$!
   wait_for 100 berth node status
@@ -75,10 +77,11 @@ cleanup() {
   [[ -n ${node_pid:-} ]] && kill "$node_pid" 2>/dev/null && wait "$node_pid" 2>/dev/null
   [[ -n ${netns_pid:-} ]] && kill "$netns_pid" 2>/dev/null && wait "$netns_pid" 2>/dev/null
   [[ -n ${stats_pid:-} ]] && kill "$stats_pid" 2>/dev/null && wait "$stats_pid" 2>/dev/null
+  [[ -n ${proxy_pid:-} ]] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null
   pkill -9 -f "$dir/" 2>/dev/null
   ip link del "$bridge" 2>/dev/null
   umount "$dir/netns" 2>/dev/null
-  for c in /sys/fs/cgroup/*/"berth-$tag" /sys/fs/cgroup/"berth-$tag"; do
+  for c in /sys/fs/cgroup/*/"berth-$tag"* /sys/fs/cgroup/"berth-$tag"*; do
     [[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
   rm -rf "$dir"
@@ -88,10 +91,16 @@ trap cleanup EXIT
 mkdir -p "$run" "$state"
 cat >"$dir/plugins.json" <<JSON
 {"plugins": [{"name": "exec", "binary": "$driver_bin",
-  "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]}]}
+  "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]},
+ {"name": "sandbox", "binary": "$sandbox_bin",
+  "args": ["--cgroup_parent=$cgroup_parent-sandbox", "--state_dir=$state/sandbox",
+           "--agent_path=$agent_bin", "--shim_path=$shim_bin", "--init_path=$init_bin"]}]}
 JSON
 "$stats_bin" --runtime_dir="$run" >>"$dir/stats.log" 2>&1 &
 stats_pid=$!
+"$proxy_bin" --runtime_dir="$run" --state_dir="$state" >>"$dir/proxy.log" 2>&1 &
+proxy_pid=$!
+wait_for 100 test -S "$run/proxy.sock" || { echo "FAILED: berth-proxy did not start:"; cat "$dir/proxy.log"; exit 1; }
 start_netns || { echo "FAILED: berth-netns did not start:"; cat "$dir/netns.log"; exit 1; }
 start_node || { echo "FAILED: berth-node did not start:"; cat "$dir/node.log"; exit 1; }
 
@@ -121,6 +130,19 @@ if [[ $types == "created started exited removed " ]] && grep -q "exited with cod
 else
   fail events "got: $(cat "$dir/events")"
 fi
+
+# --- a sandboxed task through berth-proxy: output, exit code, exec.
+out=$(berth run --driver sandbox --net bridge --name boxed -- /bin/sh -c 'echo sandboxed; exit 6' 2>&1)
+code=$?
+berth run -d --driver sandbox --net host --name box -- /bin/sleep 30 >/dev/null
+exec_out=$(berth exec box -- /bin/sh -c 'echo inside; exit 3' 2>&1)
+exec_code=$?
+if [[ $code -eq 6 && $out == sandboxed && $exec_code -eq 3 && $exec_out == inside ]]; then
+  pass sandbox_task_and_exec
+else
+  fail sandbox_task_and_exec "run: exit $code '$out'; exec: exit $exec_code '$exec_out'"
+fi
+berth rm -f box boxed >/dev/null
 
 # --- bad specs: a clear error, nothing persisted as running.
 before=$(berth ps -a -q | wc -l)
@@ -303,7 +325,7 @@ leftovers=""
 [[ -n $(ip -o link show master "$bridge" 2>/dev/null) ]] && leftovers+=" veths on $bridge"
 [[ -n $(iptables-save 2>/dev/null | grep -- "$prefix") ]] && leftovers+=" iptables rules naming $prefix"
 [[ -n $(ls -A "$state/node/tasks" 2>/dev/null) ]] && leftovers+=" task dirs: $(ls "$state/node/tasks")"
-for c in /sys/fs/cgroup/*/"berth-$tag" /sys/fs/cgroup/"berth-$tag"; do
+for c in /sys/fs/cgroup/*/"berth-$tag"* /sys/fs/cgroup/"berth-$tag"*; do
   [[ -n $(find "$c" -mindepth 1 -type d 2>/dev/null) ]] && leftovers+=" cgroups under $c"
 done
 [[ -z $leftovers ]] && pass nothing_left || fail nothing_left "$leftovers"
