@@ -291,6 +291,22 @@ else
   fail node_kill9_task_recovered "state after restart $state_now, exit code $code_now"
 fi
 
+# --- a clean restart of berth-node (SIGTERM: it stops its plugins, not the
+# tasks): the new node launches new plugins, which recover the task.
+berth run -d --net host --name steady -- /bin/sh -c 'sleep 3; exit 8' >/dev/null
+kill -TERM "$node_pid"; wait "$node_pid"
+node_code=$?
+alive=$(pgrep -f -- "--state_dir=$state/exec" | wc -l)
+start_node || fail node_clean_restart "berth-node did not come back"
+state_now=$(task_field steady 't["state"]')
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field steady 't[\"state\"]') == TASK_STATE_EXITED ]]"
+code_now=$(task_field steady 't["exitResult"].get("exitCode", 0)')
+if [[ $node_code -eq 0 && $alive -eq 0 && $state_now == TASK_STATE_RUNNING && $code_now == 8 ]]; then
+  pass node_clean_restart_task_recovered
+else
+  fail node_clean_restart_task_recovered "node exit $node_code, exec drivers left running $alive, state $state_now, exit code $code_now"
+fi
+
 # --- kill -9 of the exec driver: relaunched, task recovered.
 berth run -d --net host --name orphan -- /bin/sh -c 'sleep 3; exit 9' >/dev/null
 driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
