@@ -26,12 +26,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
-#include "grpcpp/client_context.h"
 #include "plugins/host/process_util.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
-#include "services/common/dial.h"
 #include "services/common/status.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"
@@ -39,7 +37,6 @@
 #include "services/driver/exec/task_cgroup.h"
 #include "services/driver/exec/task_dir.h"
 #include "services/driver/exec/task_spec.h"
-#include "services/stats/collector.h"
 #include "services/stats/host_info.h"
 
 namespace berth::exec_driver {
@@ -128,8 +125,7 @@ struct ExecDriver::Task {
   dv1::ExitResult result ABSL_GUARDED_BY(mu);
   absl::Time completed_at ABSL_GUARDED_BY(mu);
 
-  absl::Mutex stats_mu;
-  std::unique_ptr<stats::Collector> collector ABSL_GUARDED_BY(stats_mu);
+  driver_common::InProcessStats in_process_stats;
 
   Task(std::string id, TaskCgroup cgroup)
       : id(std::move(id)), cgroup(std::move(cgroup)) {}
@@ -157,8 +153,8 @@ ExecDriver::ExecDriver(ExecDriverOptions options)
       }()),
       mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
       cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
-      state_dir_(options_.state_dir),
-      stats_socket_(options_.stats_socket) {
+      stats_(mounts_, cpu_mhz_, options_.stats_socket),
+      state_dir_(options_.state_dir) {
   PublishFingerprint(Probe());
 }
 
@@ -202,13 +198,7 @@ absl::Status ExecDriver::SetConfig(const google::protobuf::Struct&,
     absl::MutexLock lock(&mu_);
     state_dir_ = dir;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (node.stats_socket() != stats_socket_) {
-      stats_socket_ = node.stats_socket();
-      stats_stub_.reset();
-    }
-  }
+  stats_.SetSocket(node.stats_socket());
   PublishFingerprint(Probe());
   return absl::OkStatus();
 }
@@ -424,7 +414,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     tasks_[id] = record;
   }
   Watch(record);
-  RegisterStats(*record);
+  stats_.Register(record->id, record->cgroup.path());
 
   dv1::TaskEventsResponse event;
   event.set_task_id(id);
@@ -616,7 +606,7 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
     return absl::Status(status.code(),
                         absl::StrCat("task ", task_id, ": ", status.message()));
   }
-  UnregisterStats(task_id);
+  stats_.Unregister(task_id);
   if (absl::Status removed = RemoveTree(task->state.task_dir());
       !removed.ok()) {
     return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
@@ -755,7 +745,7 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     }
   }
   Watch(task);
-  if (!task->IsExited()) RegisterStats(*task);
+  if (!task->IsExited()) stats_.Register(id, task->cgroup.path());
   dv1::TaskEventsResponse event;
   event.set_task_id(id);
   event.set_allocation_id(task->config.allocation_id());
@@ -765,94 +755,12 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
   return StatusOf(*task);
 }
 
-stats::v1::StatsService::Stub* ExecDriver::stats_stub() {
-  absl::MutexLock lock(&mu_);
-  if (stats_socket_.empty()) return nullptr;
-  if (stats_stub_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        DialUnix(stats_socket_, absl::Seconds(1));
-    if (!channel.ok()) {
-      LOG(WARNING) << "berth-stats: " << channel.status()
-                   << "; measuring in-process meanwhile";
-      return nullptr;
-    }
-    stats_stub_ = stats::v1::StatsService::NewStub(*channel);
-  }
-  return stats_stub_.get();
-}
-
-void ExecDriver::RegisterStats(const Task& task) {
-  stats::v1::StatsService::Stub* stub = stats_stub();
-  if (stub == nullptr) return;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(2));
-  stats::v1::RegisterTaskRequest request;
-  request.set_task_id(task.id);
-  request.set_cgroup_path(task.cgroup.path());
-  stats::v1::RegisterTaskResponse response;
-  grpc::Status status = stub->RegisterTask(&context, request, &response);
-  if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-    LOG(WARNING) << "task " << task.id << ": registering with berth-stats: "
-                 << status.error_message();
-  }
-}
-
-void ExecDriver::UnregisterStats(const std::string& task_id) {
-  stats::v1::StatsService::Stub* stub = stats_stub();
-  if (stub == nullptr) return;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(2));
-  stats::v1::UnregisterTaskRequest request;
-  request.set_task_id(task_id);
-  stats::v1::UnregisterTaskResponse response;
-  grpc::Status status = stub->UnregisterTask(&context, request, &response);
-  if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
-    LOG(WARNING) << "task " << task_id << ": unregistering from berth-stats: "
-                 << status.error_message();
-  }
-}
-
 absl::StatusOr<stats::v1::TaskResourceUsage> ExecDriver::TaskStats(
     const std::string& task_id) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
   if (!found.ok()) return found.status();
   const std::shared_ptr<Task>& task = *found;
-  if (stats::v1::StatsService::Stub* stub = stats_stub(); stub != nullptr) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::seconds(2));
-      stats::v1::GetTaskStatsRequest request;
-      request.set_task_id(task_id);
-      stats::v1::GetTaskStatsResponse response;
-      grpc::Status status = stub->GetTaskStats(&context, request, &response);
-      if (status.ok()) return response.usage();
-      if (status.error_code() != grpc::StatusCode::NOT_FOUND) break;
-      // berth-stats restarted and forgot the task: register it again.
-      RegisterStats(*task);
-    }
-  }
-  absl::MutexLock lock(&task->stats_mu);
-  if (task->collector == nullptr) {
-    stats::CollectorOptions collector_options;
-    collector_options.cpu_mhz = cpu_mhz_;
-    absl::StatusOr<std::unique_ptr<stats::Collector>> collector =
-        stats::NewCgroupCollector(mounts_, task->cgroup.path(),
-                                  collector_options);
-    if (!collector.ok()) {
-      return absl::Status(
-          collector.status().code(),
-          absl::StrCat("task ", task_id, ": ", collector.status().message()));
-    }
-    task->collector = std::move(*collector);
-  }
-  stats::v1::TaskResourceUsage usage;
-  absl::Status status = task->collector->Sample(&usage);
-  if (!status.ok()) return status;
-  usage.set_task_id(task_id);
-  return usage;
+  return stats_.Sample(task_id, task->cgroup.path(), task->in_process_stats);
 }
 
 namespace {

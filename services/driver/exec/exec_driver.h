@@ -27,9 +27,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "berth/stats/v1/stats.grpc.pb.h"
+#include "berth/stats/v1/stats.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
+#include "services/driver/common/task_stats_source.h"
 #include "services/driver/exec/exit_watcher.h"
 #include "services/stats/cgroup_layout.h"
 
@@ -108,23 +109,19 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   // ExecTask and ExecTaskStreaming: runs options.command in the task.
   absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
                                              absl::Time deadline);
-  void RegisterStats(const Task& task);
-  void UnregisterStats(const std::string& task_id);
   std::string state_dir() const ABSL_LOCKS_EXCLUDED(mu_);
-  stats::v1::StatsService::Stub* stats_stub() ABSL_LOCKS_EXCLUDED(mu_);
 
   const ExecDriverOptions options_;
   const stats::CgroupMounts mounts_;
   const absl::Status mounts_status_;
   // One core's MHz, for total_ticks of in-process samples (0 if unknown).
   const double cpu_mhz_;
+  // berth-stats (NodeContext.stats_socket), else in-process collectors.
+  driver_common::TaskStatsSource stats_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   std::string state_dir_ ABSL_GUARDED_BY(mu_);
-  std::string stats_socket_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<stats::v1::StatsService::Stub> stats_stub_
-      ABSL_GUARDED_BY(mu_);
 
   // Last: its thread calls back into the driver until it is destroyed.
   ExitWatcher watcher_;

@@ -40,7 +40,6 @@
 #include "services/driver/exec/task_dir.h"
 #include "services/driver/exec/task_spec.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
-#include "services/stats/collector.h"
 #include "services/stats/host_info.h"
 
 extern char** environ;
@@ -292,8 +291,7 @@ struct SandboxDriver::Task {
   // None when the host has no usable cgroups.
   std::optional<TaskCgroup> cgroup;
 
-  absl::Mutex stats_mu;
-  std::unique_ptr<stats::Collector> collector ABSL_GUARDED_BY(stats_mu);
+  driver_common::InProcessStats in_process_stats;
 
   mutable absl::Mutex mu;
   int init_pidfd ABSL_GUARDED_BY(mu) = -1;
@@ -318,14 +316,14 @@ SandboxDriver::SandboxDriver(SandboxDriverOptions options)
     : options_(std::move(options)),
       state_dir_(options_.state_dir),
       proxy_socket_(options_.proxy_socket),
-      stats_socket_(options_.stats_socket),
       mounts_([this]() -> stats::CgroupMounts {
         absl::StatusOr<stats::CgroupMounts> mounts =
             stats::DetectCgroupLayout(options_.cgroup_root);
         return mounts.ok() ? *mounts : stats::CgroupMounts();
       }()),
       mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
-      cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)) {
+      cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
+      stats_(mounts_, cpu_mhz_, options_.stats_socket) {
   PublishFingerprint(Probe());
 }
 
@@ -387,13 +385,7 @@ absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
       proxy_.reset();
     }
   }
-  if (!node.stats_socket().empty()) {
-    absl::MutexLock lock(&mu_);
-    if (node.stats_socket() != stats_socket_) {
-      stats_socket_ = node.stats_socket();
-      stats_stub_.reset();
-    }
-  }
+  if (!node.stats_socket().empty()) stats_.SetSocket(node.stats_socket());
   PublishFingerprint(Probe());
   return absl::OkStatus();
 }
@@ -1018,7 +1010,7 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
                                                       status.message()));
     }
   }
-  UnregisterStats(task_id);
+  stats_.Unregister(task_id);
   if (absl::Status removed = RemoveTree(task->spec.task_dir); !removed.ok()) {
     return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
                                                      removed.message()));
@@ -1228,52 +1220,9 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   return StatusOf(*task);
 }
 
-stats::v1::StatsService::Stub* SandboxDriver::stats_stub() {
-  absl::MutexLock lock(&mu_);
-  if (stats_socket_.empty()) return nullptr;
-  if (stats_stub_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        DialUnix(stats_socket_, absl::Seconds(1));
-    if (!channel.ok()) {
-      LOG(WARNING) << "berth-stats: " << channel.status()
-                   << "; measuring in-process meanwhile";
-      return nullptr;
-    }
-    stats_stub_ = stats::v1::StatsService::NewStub(*channel);
-  }
-  return stats_stub_.get();
-}
-
 void SandboxDriver::RegisterStats(const Task& task) {
   if (!task.cgroup.has_value()) return;
-  stats::v1::StatsService::Stub* stub = stats_stub();
-  if (stub == nullptr) return;
-  grpc::ClientContext context;
-  SetDeadline(&context, absl::Seconds(2));
-  stats::v1::RegisterTaskRequest request;
-  request.set_task_id(task.id);
-  request.set_cgroup_path(task.cgroup->path());
-  stats::v1::RegisterTaskResponse response;
-  grpc::Status status = stub->RegisterTask(&context, request, &response);
-  if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-    LOG(WARNING) << "task " << task.id << ": registering with berth-stats: "
-                 << status.error_message();
-  }
-}
-
-void SandboxDriver::UnregisterStats(const std::string& task_id) {
-  stats::v1::StatsService::Stub* stub = stats_stub();
-  if (stub == nullptr) return;
-  grpc::ClientContext context;
-  SetDeadline(&context, absl::Seconds(2));
-  stats::v1::UnregisterTaskRequest request;
-  request.set_task_id(task_id);
-  stats::v1::UnregisterTaskResponse response;
-  grpc::Status status = stub->UnregisterTask(&context, request, &response);
-  if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
-    LOG(WARNING) << "task " << task_id << ": unregistering from berth-stats: "
-                 << status.error_message();
-  }
+  stats_.Register(task.id, task.cgroup->path());
 }
 
 absl::StatusOr<stats::v1::TaskResourceUsage> SandboxDriver::TaskStats(
@@ -1286,42 +1235,7 @@ absl::StatusOr<stats::v1::TaskResourceUsage> SandboxDriver::TaskStats(
         "task ", task_id, " has no cgroup to measure (no usable cgroups at ",
         options_.cgroup_root, " when it started)"));
   }
-  if (stats::v1::StatsService::Stub* stub = stats_stub(); stub != nullptr) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      grpc::ClientContext context;
-      SetDeadline(&context, absl::Seconds(2));
-      stats::v1::GetTaskStatsRequest request;
-      request.set_task_id(task_id);
-      stats::v1::GetTaskStatsResponse response;
-      grpc::Status status = stub->GetTaskStats(&context, request, &response);
-      if (status.ok()) return response.usage();
-      if (status.error_code() != grpc::StatusCode::NOT_FOUND) break;
-      // berth-stats restarted and forgot the task: register it again.
-      RegisterStats(*task);
-    }
-  }
-  absl::MutexLock lock(&task->stats_mu);
-  if (task->collector == nullptr) {
-    stats::CollectorOptions collector_options;
-    collector_options.cpu_mhz = cpu_mhz_;
-    absl::StatusOr<std::unique_ptr<stats::Collector>> collector =
-        stats::NewCgroupCollector(mounts_, task->cgroup->path(),
-                                  collector_options);
-    if (!collector.ok()) {
-      return absl::Status(
-          collector.status().code(),
-          absl::StrCat("task ", task_id, ": ", collector.status().message()));
-    }
-    task->collector = std::move(*collector);
-  }
-  stats::v1::TaskResourceUsage usage;
-  absl::Status status = task->collector->Sample(&usage);
-  if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("task ", task_id, ": ", status.message()));
-  }
-  usage.set_task_id(task_id);
-  return usage;
+  return stats_.Sample(task_id, task->cgroup->path(), task->in_process_stats);
 }
 
 absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(

@@ -37,9 +37,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
-#include "berth/stats/v1/stats.grpc.pb.h"
+#include "berth/stats/v1/stats.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
+#include "services/driver/common/task_stats_source.h"
 #include "services/driver/exec/exit_watcher.h"
 #include "services/stats/cgroup_layout.h"
 
@@ -115,9 +116,8 @@ class SandboxDriver : public plugin::Driver,
   // Ends the sandbox: DestroySandbox on the agent, its init killed and
   // reaped, the sandbox unregistered from the proxy. Idempotent.
   void Teardown(Task& task);
+  // stats_.Register for a task that has a cgroup.
   void RegisterStats(const Task& task);
-  void UnregisterStats(const std::string& task_id);
-  stats::v1::StatsService::Stub* stats_stub() ABSL_LOCKS_EXCLUDED(mu_);
   bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
   absl::Status ProxySignal(const std::string& task_id, const std::string& token,
                            int signal);
@@ -138,12 +138,11 @@ class SandboxDriver : public plugin::Driver,
   std::string state_dir_ ABSL_GUARDED_BY(mu_);
   std::string proxy_socket_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<proxy::v1::ProxyService::Stub> proxy_ ABSL_GUARDED_BY(mu_);
-  std::string stats_socket_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<stats::v1::StatsService::Stub> stats_stub_
-      ABSL_GUARDED_BY(mu_);
   const stats::CgroupMounts mounts_;
   const absl::Status mounts_status_;
   const double cpu_mhz_;
+  // berth-stats (NodeContext.stats_socket), else in-process collectors.
+  driver_common::TaskStatsSource stats_;
 
   // Last: its thread calls back into the driver until it is destroyed.
   exec_driver::ExitWatcher watcher_;
