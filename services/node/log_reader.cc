@@ -1,5 +1,6 @@
 #include "services/node/log_reader.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace berth::node {
 namespace {
@@ -28,12 +31,26 @@ struct StreamReader {
     if (fd >= 0) close(fd);
   }
 
+  // NAME.log.N ... NAME.log.1, NAME.log: one scan of the directory.
   std::vector<std::string> KeptFiles() const {
-    std::vector<std::string> files;
-    for (int i = kMaxRotations; i >= 1; --i) {
-      std::string rotated = absl::StrCat(path, ".", i);
-      if (access(rotated.c_str(), F_OK) == 0) files.push_back(rotated);
+    const size_t slash = path.rfind('/');
+    const std::string dir = path.substr(0, slash);
+    const std::string prefix = path.substr(slash + 1) + ".";
+    std::vector<int> rotations;
+    if (DIR* listing = opendir(dir.c_str()); listing != nullptr) {
+      while (const dirent* entry = readdir(listing)) {
+        absl::string_view name = entry->d_name;
+        int n = 0;
+        if (absl::ConsumePrefix(&name, prefix) && absl::SimpleAtoi(name, &n) &&
+            n >= 1 && n <= kMaxRotations) {
+          rotations.push_back(n);
+        }
+      }
+      closedir(listing);
     }
+    std::sort(rotations.rbegin(), rotations.rend());
+    std::vector<std::string> files;
+    for (int n : rotations) files.push_back(absl::StrCat(path, ".", n));
     files.push_back(path);
     return files;
   }

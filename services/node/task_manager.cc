@@ -333,12 +333,11 @@ absl::Status TaskManager::SetUpNetwork(Entry& entry) {
     }
     status = response.status();
   }
-  {
-    absl::MutexLock lock(&mu_);
-    entry.record.set_network_allocated(true);
-    *entry.record.mutable_task()->mutable_network() = status;
-  }
-  Save(entry);
+  // Persisted with the handle once the task runs: a node that dies before
+  // restarts the start, whose Prerun (same allocation) is idempotent.
+  absl::MutexLock lock(&mu_);
+  entry.record.set_network_allocated(true);
+  *entry.record.mutable_task()->mutable_network() = status;
   return absl::OkStatus();
 }
 
@@ -388,12 +387,15 @@ absl::Status TaskManager::TearDownNetwork(Entry& entry) {
   return absl::OkStatus();
 }
 
-absl::Status TaskManager::DestroyDriverTask(Entry& entry) {
+absl::Status TaskManager::DestroyDriverTask(Entry& entry,
+                                            bool even_if_unrecorded) {
   std::string id, driver_name;
   driver::v1::TaskHandle handle;
   {
     absl::MutexLock lock(&mu_);
-    if (!entry.record.driver_task()) return absl::OkStatus();
+    if (!entry.record.driver_task() && !even_if_unrecorded) {
+      return absl::OkStatus();
+    }
     id = entry.record.task().id();
     driver_name = entry.record.task().spec().driver();
     handle = entry.record.handle();
@@ -437,7 +439,9 @@ absl::Status TaskManager::StartRun(Entry& entry) {
     id = task.id();
     spec = task.spec();
   }
-  Save(entry);
+  // Nothing is persisted until the task runs: a node that dies meanwhile
+  // finds the record not running, destroys whatever the driver made of it
+  // and starts it again (Recover, kCleanThenStart). Two commits per start.
   if (absl::Status s = SetUpNetwork(entry); !s.ok()) return s;
 
   absl::StatusOr<std::shared_ptr<DriverClient>> driver =
@@ -466,24 +470,12 @@ absl::Status TaskManager::StartRun(Entry& entry) {
       config.mutable_network()->set_namespace_path(net.namespace_path());
     }
   }
-  // Marked before the call: if the node dies inside it, the restarted node
-  // destroys whatever the driver made before starting again.
+  absl::StatusOr<driver::v1::StartTaskResponse> started =
+      (*driver)->StartTask(request, {absl::Now() + absl::Seconds(60)});
+  if (!started.ok()) return started.status();
   {
     absl::MutexLock lock(&mu_);
     entry.record.set_driver_task(true);
-  }
-  Save(entry);
-  absl::StatusOr<driver::v1::StartTaskResponse> started =
-      (*driver)->StartTask(request, {absl::Now() + absl::Seconds(60)});
-  if (!started.ok()) {
-    {
-      absl::MutexLock lock(&mu_);
-      entry.record.set_driver_task(false);
-    }
-    return started.status();
-  }
-  {
-    absl::MutexLock lock(&mu_);
     *entry.record.mutable_handle() = started->handle();
     v1::Task& task = *entry.record.mutable_task();
     task.set_state(v1::TASK_STATE_RUNNING);
@@ -648,9 +640,11 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
     return;
   }
   if (resume == Resume::kCleanThenStart) {
-    // An interrupted start: whatever the driver or berth-netns made of it
-    // goes, then it starts again from its spec.
-    if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
+    // An interrupted start: whatever the driver made of it goes (the record
+    // does not say whether StartTask got that far), then it starts again
+    // from its spec, with the same allocation for Prerun.
+    if (absl::Status s = DestroyDriverTask(*entry, /*even_if_unrecorded=*/true);
+        !s.ok()) {
       Fail(*entry, s);
       return;
     }

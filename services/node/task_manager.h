@@ -119,7 +119,10 @@ class TaskManager {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SetUpNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TearDownNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status DestroyDriverTask(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // DestroyTask of the task's current run, when the record says the driver
+  // holds it, or always with `even_if_unrecorded`; NOT_FOUND is success.
+  absl::Status DestroyDriverTask(Entry& entry, bool even_if_unrecorded = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<plugin::host::DriverClient>> Driver(
       const std::string& name, absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
   bool shutting_down() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -307,6 +307,28 @@ else
   fail node_clean_restart_task_recovered "node exit $node_code, exec drivers left running $alive, state $state_now, exit code $code_now"
 fi
 
+# --- kill -9 of berth-node in the middle of a start (its driver frozen in
+# StartTask): the next node destroys what the driver made and starts the
+# task again; one copy of it runs.
+driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
+kill -STOP "$driver_pid"
+berth run -d --net host --name interrupted -- /bin/sh -c "echo run >>'$dir/interrupted'; exec sleep 301" >/dev/null 2>&1 &
+run_pid=$!
+wait_for 50 bash -c "[[ \$(/usr/bin/python3 -c \"import sqlite3; print(sqlite3.connect('$state/node/state.db').execute('select count(*) from tasks where name=\\\"interrupted\\\"').fetchone()[0])\") == 1 ]]"
+kill -9 "$node_pid"; wait "$node_pid" 2>/dev/null
+kill -CONT "$driver_pid"
+wait "$run_pid" 2>/dev/null
+start_node || fail node_restart "berth-node did not come back"
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field interrupted 't[\"state\"]') == TASK_STATE_RUNNING ]]"
+sleep 0.5
+copies=$(pgrep -f "^sleep 301" | wc -l)
+if [[ $(task_field interrupted 't["state"]') == TASK_STATE_RUNNING && $copies -eq 1 ]]; then
+  pass node_kill9_during_start
+else
+  fail node_kill9_during_start "state $(task_field interrupted 't["state"]'), $copies copies running, runs: $(wc -l <"$dir/interrupted" 2>/dev/null)"
+fi
+berth rm -f interrupted >/dev/null
+
 # --- kill -9 of the exec driver: relaunched, task recovered.
 berth run -d --net host --name orphan -- /bin/sh -c 'sleep 3; exit 9' >/dev/null
 driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
