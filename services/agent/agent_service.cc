@@ -788,6 +788,10 @@ absl::StatusOr<pid_t> AgentService::Start(const std::string& container_id,
     if (pipe2(err, O_CLOEXEC) != 0) return errno_error("pipe2");
     ours.push_back(err[0]);
     theirs.push_back(err[1]);
+    // Best effort: the default 64 KiB caps each read below a frame, and an
+    // unprivileged agent may be held to /proc/sys/fs/pipe-max-size.
+    (void)fcntl(out[0], F_SETPIPE_SZ, kOutputPipeBytes);
+    (void)fcntl(err[0], F_SETPIPE_SZ, kOutputPipeBytes);
     in_fd = in[1];
     out_fd = out[0];
     err_fd = err[0];

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "berth/agent/v1/agent.grpc.pb.h"
+#include "services/agent/output_window.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -189,7 +190,7 @@ class AgentServiceTest : public ::testing::Test {
         if (response.stdout_chunk().offset() != out_at) {
           result.offsets_consistent = false;
         }
-        if (response.stdout_chunk().data().size() > 32 * 1024) {
+        if (response.stdout_chunk().data().size() > berth::agent::kMaxOutputFrameBytes) {
           result.offsets_consistent = false;
         }
         out_at += response.stdout_chunk().data().size();

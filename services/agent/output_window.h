@@ -17,8 +17,12 @@
 
 namespace berth::agent {
 
-// Frames of output are at most this large.
-inline constexpr size_t kMaxOutputFrameBytes = 32 * 1024;
+// Frames of output are at most this large. Larger frames cost gRPC less per
+// byte (each message is a few syscalls and wake-ups on two hops); the
+// process's pipes are made as large (kOutputPipeBytes) so that one read can
+// fill one.
+inline constexpr size_t kMaxOutputFrameBytes = 128 * 1024;
+inline constexpr int kOutputPipeBytes = 256 * 1024;
 
 // Offsets count bytes since the process started. The window holds
 // [start_offset(), end_offset()); end_offset() - start_offset() never

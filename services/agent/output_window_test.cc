@@ -44,9 +44,9 @@ TEST(OutputWindowTest, OffsetsStartAtZeroAndGrow) {
   EXPECT_EQ(ReadAll(window, 11), "");
 }
 
-TEST(OutputWindowTest, FramesAreAtMost32KiB) {
+TEST(OutputWindowTest, FramesAreAtMostTheFrameSize) {
   OutputWindow window("stdout", 1 << 20);
-  const std::string data = Pattern(100 * 1024 + 7);
+  const std::string data = Pattern(3 * kMaxOutputFrameBytes + 7);
   window.Append(data);
   std::string frame;
   EXPECT_EQ(window.CopyFrom(0, 1 << 20, &frame), kMaxOutputFrameBytes);

@@ -210,7 +210,11 @@ absl::Status ReadTaskLogs(
       }
     }
     if (!running) return absl::OkStatus();
-    absl::SleepFor(options.poll_interval);
+    if (options.wait) {
+      options.wait(options.poll_interval);
+    } else {
+      absl::SleepFor(options.poll_interval);
+    }
   }
 }
 

@@ -29,6 +29,10 @@ struct LogReadOptions {
   std::function<bool()> running;
   // Polled between reads; true ends the read quietly.
   std::function<bool()> cancelled;
+  // Waits up to the given time between reads, returning early when the task
+  // ends (so that the read ends with it, not a poll interval later); unset:
+  // sleeps.
+  std::function<void(absl::Duration)> wait;
   absl::Duration poll_interval = absl::Milliseconds(100);
 };
 

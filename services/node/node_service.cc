@@ -334,6 +334,9 @@ grpc::Status NodeServiceImpl::TaskLogs(
   options.cancelled = [this, context] {
     return context->IsCancelled() || stopping();
   };
+  options.wait = [this, &id](absl::Duration timeout) {
+    tasks_->AwaitFinished(id, timeout);
+  };
   bool write_failed = false;
   absl::Status read =
       ReadTaskLogs(options, [&](v1::LogStream stream, absl::string_view data) {

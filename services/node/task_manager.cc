@@ -750,6 +750,15 @@ std::vector<v1::Task> TaskManager::List(bool all) {
   return tasks;
 }
 
+bool TaskManager::AwaitFinished(const std::string& id, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto finished = [this, &id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = tasks_.find(id);
+    return it == tasks_.end() || Finished(it->second->record.task().state());
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&finished), timeout);
+}
+
 absl::StatusOr<v1::Task> TaskManager::Inspect(const std::string& ref) {
   absl::MutexLock lock(&mu_);
   absl::Status error;

@@ -89,6 +89,11 @@ class TaskManager {
   absl::StatusOr<Target> RunningTarget(const std::string& ref)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Waits up to `timeout` for the task to be finished (or gone); returns
+  // whether it is.
+  bool AwaitFinished(const std::string& id, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Where a task's output files are: <task dir>/logs.
   std::string LogDir(const std::string& id) const;
 
