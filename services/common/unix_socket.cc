@@ -17,9 +17,6 @@
 namespace berth {
 namespace {
 
-static_assert(sizeof(sockaddr_un::sun_path) == kMaxSocketPathLength + 1,
-              "kMaxSocketPathLength must match sockaddr_un.sun_path");
-
 // The directory part of a path: "/a/b/c.sock" -> "/a/b", "c.sock" -> "",
 // "/c.sock" -> "/".
 std::string Dirname(const std::string& path) {
@@ -67,64 +64,6 @@ absl::Status MakeDirectories(const std::string& dir) {
 }
 
 }  // namespace
-
-absl::Status CheckSocketPathLength(const std::string& socket_path) {
-  if (socket_path.empty()) {
-    return absl::InvalidArgumentError("socket path is empty");
-  }
-  if (socket_path.size() > kMaxSocketPathLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("socket path ", socket_path, " is ", socket_path.size(),
-                     " bytes long; a Unix socket path can be at most ",
-                     kMaxSocketPathLength, " bytes"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<SocketPathState> ProbeSocketPath(
-    const std::string& socket_path) {
-  if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
-    return length;
-  }
-  struct stat st;
-  if (lstat(socket_path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) return SocketPathState::kAbsent;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", socket_path));
-  }
-  if (!S_ISSOCK(st.st_mode)) return SocketPathState::kNotSocket;
-
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(
-        err, absl::StrCat("cannot create a socket to probe ", socket_path));
-  }
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
-  int err = 0;
-  while (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
-         0) {
-    err = errno;
-    if (err != EINTR) break;
-    err = 0;
-  }
-  close(fd);
-  switch (err) {
-    case 0:
-    case EAGAIN:  // the listen backlog is full: someone listens
-    case EINPROGRESS:
-      return SocketPathState::kLive;
-    case ECONNREFUSED:
-      return SocketPathState::kStale;
-    case ENOENT:  // removed between lstat and connect
-      return SocketPathState::kAbsent;
-    default:
-      return absl::ErrnoToStatus(
-          err, absl::StrCat("cannot probe socket ", socket_path));
-  }
-}
 
 absl::Status MakeSocketDirectory(const std::string& socket_path) {
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
