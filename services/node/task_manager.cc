@@ -166,7 +166,17 @@ void TaskManager::Save(Entry& entry) {
 
 absl::StatusOr<std::shared_ptr<DriverClient>> TaskManager::Driver(
     const std::string& name, absl::Duration wait) {
-  return plugins_->Client(name, absl::Now() + wait);
+  // In slices of a second, so that a node shutting down is not held up by a
+  // wait for a plugin that is relaunching.
+  const absl::Time deadline = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> client = plugins_->Client(
+        name, std::min(deadline, absl::Now() + absl::Seconds(1)));
+    if (client.ok() || !absl::IsUnavailable(client.status()) ||
+        absl::Now() >= deadline || shutting_down()) {
+      return client;
+    }
+  }
 }
 
 std::shared_ptr<TaskManager::Entry> TaskManager::Find(const std::string& ref,
@@ -243,11 +253,19 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec) {
                                 " created (driver ",
                                 entry->record.task().spec().driver(), ")"));
   absl::MutexLock lock(&mu_);
-  auto started = [&entry]() {
+  auto started = [this, &entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     v1::TaskState state = entry->record.task().state();
-    return state != v1::TASK_STATE_PENDING && state != v1::TASK_STATE_STARTING;
+    return shutting_down_ || (state != v1::TASK_STATE_PENDING &&
+                              state != v1::TASK_STATE_STARTING);
   };
   mu_.Await(absl::Condition(&started));
+  const v1::TaskState state = entry->record.task().state();
+  if (state == v1::TASK_STATE_PENDING || state == v1::TASK_STATE_STARTING) {
+    return absl::UnavailableError(absl::StrCat(
+        "task ", id,
+        " is accepted, but berth-node is shutting down; the next berth-node "
+        "starts it"));
+  }
   if (!entry->start_error.ok()) {
     const absl::Status& error = entry->start_error;
     if (absl::StrContains(error.message(), id)) return error;
@@ -470,8 +488,8 @@ absl::Status TaskManager::StartRun(Entry& entry) {
       config.mutable_network()->set_namespace_path(net.namespace_path());
     }
   }
-  absl::StatusOr<driver::v1::StartTaskResponse> started =
-      (*driver)->StartTask(request, {absl::Now() + absl::Seconds(60)});
+  absl::StatusOr<driver::v1::StartTaskResponse> started = (*driver)->StartTask(
+      request, {absl::Now() + absl::Seconds(60), &entry.canceller});
   if (!started.ok()) return started.status();
   {
     absl::MutexLock lock(&mu_);
@@ -654,6 +672,12 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
   while (!shutting_down()) {
     if (!recover) {
       absl::Status started = StartRun(*entry);
+      if (!started.ok() && shutting_down()) {
+        // Not a failure of the task: its record is not running, and the next
+        // node starts it again.
+        LOG(INFO) << "task " << id << ": start interrupted by the shutdown";
+        return;
+      }
       if (!started.ok()) {
         if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
           LOG(WARNING) << "task " << id << ": " << s;

@@ -329,6 +329,31 @@ else
 fi
 berth rm -f interrupted >/dev/null
 
+# --- SIGTERM of berth-node while its driver is frozen in StartTask: the node
+# still stops (the start is abandoned, not failed), and the next one starts
+# the task.
+driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
+kill -STOP "$driver_pid"
+berth run -d --net host --name abandoned -- /bin/sh -c "exec sleep 302" >"$dir/abandoned.out" 2>&1 &
+run_pid=$!
+sleep 1
+kill -TERM "$node_pid"
+stopped=no
+wait_for 150 bash -c "! kill -0 $node_pid" && stopped=yes
+wait "$node_pid" 2>/dev/null
+kill -CONT "$driver_pid"
+wait "$run_pid" 2>/dev/null
+start_node || fail node_restart "berth-node did not come back"
+wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field abandoned 't[\"state\"]') == TASK_STATE_RUNNING ]]"
+sleep 0.5
+copies=$(pgrep -f "^sleep 302" | wc -l)
+if [[ $stopped == yes && $(task_field abandoned 't["state"]') == TASK_STATE_RUNNING && $copies -eq 1 ]]; then
+  pass node_sigterm_during_start
+else
+  fail node_sigterm_during_start "node stopped: $stopped, state $(task_field abandoned 't["state"]'), $copies copies; run said: $(cat "$dir/abandoned.out")"
+fi
+berth rm -f abandoned >/dev/null
+
 # --- kill -9 of the exec driver: relaunched, task recovered.
 berth run -d --net host --name orphan -- /bin/sh -c 'sleep 3; exit 9' >/dev/null
 driver_pid=$(berth node status --json | /usr/bin/python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)["plugins"] if p["name"]=="exec"][0]["pid"])')
