@@ -121,10 +121,16 @@ int main(int argc, char** argv) {
       Neighbour(absl::GetFlag(FLAGS_netns_socket), runtime_dir, "netns.sock");
   berth::node::TaskManager tasks(task_options, store->get(), &plugin_manager,
                                  &events);
-  plugin_manager.Start([&events](const std::string& name) {
-    events.Publish(berth::node::v1::EVENT_TYPE_NODE, "",
-                   absl::StrCat("plugin ", name, " is up"));
-  });
+  plugin_manager.Start(
+      [&events](const std::string& name) {
+        events.Publish(berth::node::v1::EVENT_TYPE_NODE, "",
+                       absl::StrCat("plugin ", name, " is up"));
+      },
+      [&events](const std::string& name,
+                const berth::driver::v1::TaskEventsResponse& event) {
+        events.Publish(berth::node::v1::EVENT_TYPE_DRIVER, event.task_id(),
+                       absl::StrCat(name, ": ", event.message()));
+      });
   if (absl::Status s = tasks.Recover(); !s.ok()) {
     LOG(ERROR) << s.message();
     return 1;

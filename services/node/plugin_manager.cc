@@ -112,8 +112,9 @@ PluginManager::PluginManager(Options options, std::vector<PluginSpec> plugins)
 
 PluginManager::~PluginManager() { Stop(); }
 
-void PluginManager::Start(UpCallback on_up) {
+void PluginManager::Start(UpCallback on_up, EventCallback on_event) {
   on_up_ = std::move(on_up);
+  on_event_ = std::move(on_event);
   std::vector<std::string> names = Names();
   for (const std::string& name : names) {
     supervisors_.emplace_back([this, name] { Supervise(name); });
@@ -236,6 +237,24 @@ void PluginManager::Supervise(const std::string& name) {
     }
     const absl::Time up_since = absl::Now();
     if (on_up_) on_up_(name);
+    std::thread events;
+    if (on_event_) {
+      std::shared_ptr<DriverClient> client;
+      {
+        absl::MutexLock lock(&mu_);
+        client = plugins_.at(name).process->client();
+      }
+      events =
+          std::thread([this, name, client] { FollowEvents(name, client); });
+    }
+    // The event thread ends with the stream: when the plugin goes, or when
+    // Stop cancels it.
+    struct Joiner {
+      std::thread& thread;
+      ~Joiner() {
+        if (thread.joinable()) thread.join();
+      }
+    } joiner{events};
 
     // Watch it: its exit (the lifetime) and health checks.
     std::shared_ptr<plugin::host::PluginLifetime> lifetime;
@@ -286,6 +305,23 @@ void PluginManager::Supervise(const std::string& name) {
     }
     if (!SleepUnlessStopping(backoff)) return;
     backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+void PluginManager::FollowEvents(const std::string& name,
+                                 std::shared_ptr<DriverClient> client) {
+  absl::StatusOr<std::unique_ptr<plugin::host::TaskEventsStream>> stream =
+      client->TaskEvents({}, {absl::InfiniteFuture(), &events_canceller_});
+  if (!stream.ok()) {
+    LOG(WARNING) << "plugin " << name
+                 << ": no task events: " << stream.status().message();
+    return;
+  }
+  while (true) {
+    absl::StatusOr<std::optional<driver::v1::TaskEventsResponse>> event =
+        (*stream)->Next();
+    if (!event.ok() || !event->has_value()) return;
+    on_event_(name, **event);
   }
 }
 
@@ -361,6 +397,7 @@ void PluginManager::Stop() {
     stopped_ = true;
     stopping_ = true;
   }
+  events_canceller_.Cancel();
   for (std::thread& supervisor : supervisors_) supervisor.join();
   supervisors_.clear();
   std::map<std::string, std::unique_ptr<PluginProcess>> processes;

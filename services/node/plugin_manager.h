@@ -72,6 +72,9 @@ class PluginManager {
   // Called each time a plugin is up (launched, reattached or relaunched),
   // from the plugin's supervisor thread: the node recovers its tasks there.
   using UpCallback = std::function<void(const std::string& name)>;
+  // Called with each event a plugin's TaskEvents stream reports.
+  using EventCallback = std::function<void(
+      const std::string& name, const driver::v1::TaskEventsResponse& event)>;
 
   PluginManager(Options options, std::vector<PluginSpec> plugins);
   ~PluginManager();  // Stop()
@@ -79,9 +82,10 @@ class PluginManager {
   PluginManager& operator=(const PluginManager&) = delete;
 
   // Starts one supervisor thread per plugin: each reattaches to the plugin
-  // it finds in the store or launches it, then keeps it up. `on_up` must be
-  // set before.
-  void Start(UpCallback on_up);
+  // it finds in the store or launches it, then keeps it up, and one thread
+  // per plugin that follows its TaskEvents stream into `on_event` while it
+  // is up.
+  void Start(UpCallback on_up, EventCallback on_event = nullptr);
 
   // Whether `name` is a configured plugin.
   bool Has(const std::string& name) const;
@@ -116,6 +120,11 @@ class PluginManager {
   };
 
   void Supervise(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the plugin's TaskEvents until the stream ends (the plugin went or
+  // the manager stops).
+  void FollowEvents(const std::string& name,
+                    std::shared_ptr<plugin::host::DriverClient> client)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Reattaches or launches, then configures; on success the process is
   // stored in the plugin.
   absl::Status BringUp(const std::string& name, bool may_reattach)
@@ -125,7 +134,10 @@ class PluginManager {
 
   const Options options_;
   UpCallback on_up_;
+  EventCallback on_event_;
   std::vector<std::thread> supervisors_;
+  // Cancels the event streams when the manager stops.
+  plugin::host::CallCanceller events_canceller_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Plugin> plugins_ ABSL_GUARDED_BY(mu_);
