@@ -30,31 +30,32 @@ struct StreamReader {
   ~StreamReader() {
     if (fd >= 0) close(fd);
   }
-
-  // NAME.log.N ... NAME.log.1, NAME.log: one scan of the directory.
-  std::vector<std::string> KeptFiles() const {
-    const size_t slash = path.rfind('/');
-    const std::string dir = path.substr(0, slash);
-    const std::string prefix = path.substr(slash + 1) + ".";
-    std::vector<int> rotations;
-    if (DIR* listing = opendir(dir.c_str()); listing != nullptr) {
-      while (const dirent* entry = readdir(listing)) {
-        absl::string_view name = entry->d_name;
-        int n = 0;
-        if (absl::ConsumePrefix(&name, prefix) && absl::SimpleAtoi(name, &n) &&
-            n >= 1 && n <= kMaxRotations) {
-          rotations.push_back(n);
-        }
-      }
-      closedir(listing);
-    }
-    std::sort(rotations.rbegin(), rotations.rend());
-    std::vector<std::string> files;
-    for (int n : rotations) files.push_back(absl::StrCat(path, ".", n));
-    files.push_back(path);
-    return files;
-  }
 };
+
+// NAME.log.N ... NAME.log.1, NAME.log for `path` (NAME.log): one scan of
+// its directory.
+std::vector<std::string> KeptFiles(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = path.substr(0, slash);
+  const std::string prefix = path.substr(slash + 1) + ".";
+  std::vector<int> rotations;
+  if (DIR* listing = opendir(dir.c_str()); listing != nullptr) {
+    while (const dirent* entry = readdir(listing)) {
+      absl::string_view name = entry->d_name;
+      int n = 0;
+      if (absl::ConsumePrefix(&name, prefix) && absl::SimpleAtoi(name, &n) &&
+          n >= 1 && n <= kMaxRotations) {
+        rotations.push_back(n);
+      }
+    }
+    closedir(listing);
+  }
+  std::sort(rotations.rbegin(), rotations.rend());
+  std::vector<std::string> files;
+  for (int n : rotations) files.push_back(absl::StrCat(path, ".", n));
+  files.push_back(path);
+  return files;
+}
 
 absl::Status ReadError(const std::string& path) {
   return absl::InternalError(
@@ -131,7 +132,19 @@ absl::Status ReadTaskLogs(
   std::vector<off_t> live_offsets(readers.size(), 0);
   for (size_t r = 0; r < readers.size(); ++r) {
     StreamReader& reader = *readers[r];
-    std::vector<std::string> files = reader.KeptFiles();
+    // Earlier runs' output first (oldest first), then the current run's; the
+    // last file is the live one.
+    const std::string name =
+        reader.stream == v1::LOG_STREAM_STDERR ? "/stderr.log" : "/stdout.log";
+    std::vector<std::string> files;
+    for (const std::string& earlier : options.earlier_log_dirs) {
+      for (std::string& file : KeptFiles(earlier + name)) {
+        files.push_back(std::move(file));
+      }
+    }
+    for (std::string& file : KeptFiles(reader.path)) {
+      files.push_back(std::move(file));
+    }
     std::vector<int> fds;
     for (const std::string& file : files) {
       int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);

@@ -19,7 +19,11 @@
 namespace berth::node {
 
 struct LogReadOptions {
+  // The current run's output.
   std::string log_dir;
+  // Earlier runs' (a task restarted by its policy), oldest first: read
+  // before log_dir, never followed.
+  std::vector<std::string> earlier_log_dirs;
   // Which streams; empty means both.
   std::vector<v1::LogStream> streams;
   // The last this many lines of each stream; 0 means all that is kept.

@@ -1,5 +1,7 @@
 #include "services/node/log_reader.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -68,6 +70,24 @@ TEST(LogReaderTest, TailTakesTheLastLinesAcrossRotations) {
   EXPECT_EQ(Read(options).out, "c\nd\ne\n");
   options.tail_lines = 100;
   EXPECT_EQ(Read(options).out, "a\nb\nc\nd\ne\n");
+}
+
+TEST(LogReaderTest, EarlierRunsComeFirstAndTailReachesIntoThem) {
+  ShortTempDir dir;
+  ASSERT_EQ(mkdir(dir.Join("run-0").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir.Join("run-1").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir.Join("live").c_str(), 0755), 0);
+  Append(dir.Join("run-0/stdout.log.1"), "r0 a\n");
+  Append(dir.Join("run-0/stdout.log"), "r0 b\n");
+  Append(dir.Join("run-1/stdout.log"), "r1\n");
+  Append(dir.Join("live/stdout.log"), "now\n");
+  LogReadOptions options;
+  options.log_dir = dir.Join("live");
+  options.earlier_log_dirs = {dir.Join("run-0"), dir.Join("run-1")};
+  options.streams = {v1::LOG_STREAM_STDOUT};
+  EXPECT_EQ(Read(options).out, "r0 a\nr0 b\nr1\nnow\n");
+  options.tail_lines = 3;
+  EXPECT_EQ(Read(options).out, "r0 b\nr1\nnow\n");
 }
 
 TEST(LogReaderTest, TailCountsAnUnfinishedLastLine) {

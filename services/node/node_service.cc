@@ -320,6 +320,7 @@ grpc::Status NodeServiceImpl::TaskLogs(
   const std::string id = task->id();
   LogReadOptions options;
   options.log_dir = tasks_->LogDir(id);
+  options.earlier_log_dirs = tasks_->EarlierLogDirs(id);
   for (int stream : request->streams()) {
     options.streams.push_back(static_cast<v1::LogStream>(stream));
   }

@@ -1,17 +1,23 @@
 #include "services/node/task_manager.h"
 
+#include <dirent.h>
+#include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
@@ -56,6 +62,21 @@ bool ValidName(absl::string_view name) {
     }
   }
   return true;
+}
+
+int RemoveEntry(const char* path, const struct stat*, int type, FTW*) {
+  return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : errno;
+}
+
+// rm -rf of the node's own directories (no symbolic link followed, no mount
+// crossed); OK when absent.
+absl::Status RemoveTree(const std::string& path) {
+  const int error =
+      nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (error == 0 || (error == -1 && errno == ENOENT)) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("cannot remove ", path, ": ",
+                   std::strerror(error == -1 ? errno : error)));
 }
 
 }  // namespace
@@ -144,6 +165,42 @@ std::string TaskManager::TaskDir(const std::string& id) const {
 
 std::string TaskManager::LogDir(const std::string& id) const {
   return absl::StrCat(TaskDir(id), "/logs");
+}
+
+std::string TaskManager::HistoryDir(const std::string& id) const {
+  return absl::StrCat(options_.state_dir, "/logs/", id);
+}
+
+std::vector<std::string> TaskManager::EarlierLogDirs(
+    const std::string& id) const {
+  std::vector<int> runs;
+  if (DIR* listing = opendir(HistoryDir(id).c_str()); listing != nullptr) {
+    while (const dirent* entry = readdir(listing)) {
+      absl::string_view name = entry->d_name;
+      int run = 0;
+      if (absl::ConsumePrefix(&name, "run-") && absl::SimpleAtoi(name, &run)) {
+        runs.push_back(run);
+      }
+    }
+    closedir(listing);
+  }
+  std::sort(runs.begin(), runs.end());
+  std::vector<std::string> dirs;
+  for (int run : runs) {
+    dirs.push_back(absl::StrCat(HistoryDir(id), "/run-", run));
+  }
+  return dirs;
+}
+
+void TaskManager::KeepRunLogs(const std::string& id, uint32_t run) {
+  const std::string history = HistoryDir(id);
+  mkdir(absl::StrCat(options_.state_dir, "/logs").c_str(), 0711);
+  mkdir(history.c_str(), 0711);
+  const std::string kept = absl::StrCat(history, "/run-", run);
+  if (rename(LogDir(id).c_str(), kept.c_str()) != 0 && errno != ENOENT) {
+    LOG(WARNING) << "task " << id << ": cannot keep the output of run " << run
+                 << " in " << kept << ": " << std::strerror(errno);
+  }
 }
 
 bool TaskManager::shutting_down() const {
@@ -639,13 +696,20 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
     Save(entry);
     return false;
   }
+  uint32_t run;
+  {
+    absl::MutexLock lock(&mu_);
+    run = entry.record.task().restarts();
+  }
+  // The output stays readable (berth logs shows every run): out of the task
+  // directory, which DestroyTask removes.
+  KeepRunLogs(id, run);
   if (absl::Status s = DestroyDriverTask(entry); !s.ok()) {
     LOG(WARNING) << "task " << id << ": cannot destroy the last run: " << s;
   }
   {
     absl::MutexLock lock(&mu_);
-    entry.record.mutable_task()->set_restarts(entry.record.task().restarts() +
-                                              1);
+    entry.record.mutable_task()->set_restarts(run + 1);
   }
   return true;
 }
@@ -863,6 +927,10 @@ absl::Status TaskManager::Remove(const std::string& ref, bool force) {
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }
   if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
+  }
+  if (absl::Status s = RemoveTree(HistoryDir(id)); !s.ok()) {
     return absl::Status(
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }

@@ -96,6 +96,9 @@ class TaskManager {
 
   // Where a task's output files are: <task dir>/logs.
   std::string LogDir(const std::string& id) const;
+  // The output of the task's earlier runs (restarts), oldest first:
+  // <state_dir>/logs/<id>/run-<N>.
+  std::vector<std::string> EarlierLogDirs(const std::string& id) const;
 
   // Stops supervising: waits are cancelled, threads joined; tasks keep
   // running and are recovered by the next node. Idempotent.
@@ -133,6 +136,10 @@ class TaskManager {
   bool shutting_down() const ABSL_LOCKS_EXCLUDED(mu_);
   void Fail(Entry& entry, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
   std::string TaskDir(const std::string& id) const;
+  std::string HistoryDir(const std::string& id) const;
+  // Moves the run's logs/ to HistoryDir(id)/run-<run> before the driver
+  // destroys the run (and its directory) for a restart.
+  void KeepRunLogs(const std::string& id, uint32_t run);
 
   const Options options_;
   TaskStore* const store_;

@@ -248,11 +248,13 @@ if [[ $stats == *memory* ]]; then pass stats_no_stream; else fail stats_no_strea
 berth rm -f busy >/dev/null
 
 # --- restart policies: on-failure with a limit; always until stopped.
-berth run -d --net host --name flaky --restart on-failure:2 -- /bin/sh -c 'exit 1' >/dev/null
+berth run -d --net host --name flaky --restart on-failure:2 -- /bin/sh -c 'echo "run at $(date +%s%N)"; exit 1' >/dev/null
 wait_for 150 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field flaky 't[\"state\"]') == TASK_STATE_EXITED ]]"
 restarts=$(task_field flaky 't.get("restarts", 0)')
-[[ $restarts == 2 && $(task_field flaky 't["exitResult"]["exitCode"]') == 1 ]] &&
-  pass restart_on_failure_limit || fail restart_on_failure_limit "restarts $restarts"
+# Every run's output is kept: berth logs shows the three runs.
+runs_logged=$(berth logs flaky | grep -c "^run at ")
+[[ $restarts == 2 && $(task_field flaky 't["exitResult"]["exitCode"]') == 1 && $runs_logged == 3 ]] &&
+  pass restart_on_failure_limit || fail restart_on_failure_limit "restarts $restarts, runs in the logs $runs_logged"
 berth run -d --net host --name forever --restart always -- /bin/sh -c 'sleep 0.2' >/dev/null
 wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; (( \$(task_field forever 't.get(\"restarts\", 0)') >= 2 ))"
 berth stop --timeout 1 forever >/dev/null
@@ -390,6 +392,7 @@ leftovers=""
 [[ -n $(ip -o link show master "$bridge" 2>/dev/null) ]] && leftovers+=" veths on $bridge"
 [[ -n $(iptables-save 2>/dev/null | grep -- "$prefix") ]] && leftovers+=" iptables rules naming $prefix"
 [[ -n $(ls -A "$state/node/tasks" 2>/dev/null) ]] && leftovers+=" task dirs: $(ls "$state/node/tasks")"
+[[ -n $(ls -A "$state/node/logs" 2>/dev/null) ]] && leftovers+=" kept logs: $(ls "$state/node/logs")"
 for c in /sys/fs/cgroup/*/"berth-$tag"* /sys/fs/cgroup/"berth-$tag"*; do
   [[ -n $(find "$c" -mindepth 1 -type d 2>/dev/null) ]] && leftovers+=" cgroups under $c"
 done
