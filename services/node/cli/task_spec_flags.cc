@@ -202,6 +202,10 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
       {"cpu", 0, "CPUS", "CPU limit in cores, e.g. 0.5"},
       {"memory", 'm', "SIZE", "Memory limit, e.g. 64m or 1g"},
       {"pids", 0, "N", "Limit on processes and threads"},
+      {"log-max-size", 0, "SIZE",
+       "Rotate each output file at this size, e.g. 10m (driver default: 10 "
+       "MiB)"},
+      {"log-max-files", 0, "N", "Rotated files kept per stream"},
       {"env", 'e', "K=V",
        "Environment variable (repeatable; -e K passes K from here)", true},
       {"restart", 0, "POLICY", "no, on-failure[:N] or always (default no)"},
@@ -270,6 +274,20 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
                        "must be a whole number above zero");
     }
     spec.mutable_resources()->set_pids_limit(pids);
+  }
+  if (flags.Has("log-max-size")) {
+    absl::StatusOr<uint64_t> bytes =
+        ParseMemoryBytes(flags.Value("log-max-size"));
+    if (!bytes.ok()) return Prefixed("--log-max-size", bytes.status());
+    spec.mutable_logs()->set_max_file_bytes(*bytes);
+  }
+  if (flags.Has("log-max-files")) {
+    uint32_t files = 0;
+    if (!absl::SimpleAtoi(flags.Value("log-max-files"), &files) || files == 0) {
+      return FlagError("--log-max-files", flags.Value("log-max-files"),
+                       "must be a whole number above zero");
+    }
+    spec.mutable_logs()->set_max_files(files);
   }
 
   if (flags.Has("net")) {

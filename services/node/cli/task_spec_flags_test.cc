@@ -86,13 +86,39 @@ TEST(ParsePortMappingTest, Forms) {
 }
 
 TEST(TaskSpecFromRunFlagsTest, EveryFlag) {
-  absl::StatusOr<nodepb::TaskSpec> spec = SpecOf(
-      {"--name",    "web",          "--net",       "cni:mynet", "-p",
-       "8080:80",   "-p",           "9090:90/udp", "--cpu",     "0.5",
-       "--memory",  "64m",          "--pids",      "32",        "-e",
-       "A=1",       "-e",           "FROM_HERE",   "-e",        "UNSET_HERE",
-       "--restart", "on-failure:2", "--user",      "nobody",    "-w",
-       "data",      "/bin/sh",      "-c",          "echo hi"});
+  absl::StatusOr<nodepb::TaskSpec> spec = SpecOf({"--name",
+                                                  "web",
+                                                  "--net",
+                                                  "cni:mynet",
+                                                  "-p",
+                                                  "8080:80",
+                                                  "-p",
+                                                  "9090:90/udp",
+                                                  "--cpu",
+                                                  "0.5",
+                                                  "--memory",
+                                                  "64m",
+                                                  "--pids",
+                                                  "32",
+                                                  "-e",
+                                                  "A=1",
+                                                  "-e",
+                                                  "FROM_HERE",
+                                                  "-e",
+                                                  "UNSET_HERE",
+                                                  "--restart",
+                                                  "on-failure:2",
+                                                  "--user",
+                                                  "nobody",
+                                                  "-w",
+                                                  "data",
+                                                  "--log-max-size",
+                                                  "1m",
+                                                  "--log-max-files",
+                                                  "3",
+                                                  "/bin/sh",
+                                                  "-c",
+                                                  "echo hi"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->name(), "web");
   EXPECT_EQ(spec->driver(), "exec");
@@ -109,6 +135,8 @@ TEST(TaskSpecFromRunFlagsTest, EveryFlag) {
   EXPECT_EQ(spec->resources().cpu_millicores(), 500u);
   EXPECT_EQ(spec->resources().memory_bytes(), 64u * 1024 * 1024);
   EXPECT_EQ(spec->resources().pids_limit(), 32u);
+  EXPECT_EQ(spec->logs().max_file_bytes(), 1024u * 1024);
+  EXPECT_EQ(spec->logs().max_files(), 3u);
   EXPECT_EQ(spec->env().at("A"), "1");
   EXPECT_EQ(spec->env().at("FROM_HERE"), "local value");
   EXPECT_EQ(spec->env().count("UNSET_HERE"), 0u);
@@ -157,6 +185,9 @@ TEST(TaskSpecFromRunFlagsTest, ErrorsNameTheFlagAndValue) {
               HasSubstr("--cpu: \"0\""));
   EXPECT_THAT(std::string(SpecOf({"--pids", "-1", "x"}).status().message()),
               HasSubstr("--pids \"-1\""));
+  EXPECT_THAT(
+      std::string(SpecOf({"--log-max-files", "0", "x"}).status().message()),
+      HasSubstr("--log-max-files \"0\""));
   EXPECT_THAT(std::string(SpecOf({"-p", "80", "x"}).status().message()),
               HasSubstr("--publish: \"80\""));
   EXPECT_THAT(
