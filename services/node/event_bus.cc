@@ -1,14 +1,8 @@
 #include "services/node/event_bus.h"
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/time_util.h"
 
 namespace berth::node {
-
-google::protobuf::Timestamp NowProto() {
-  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
-      absl::ToUnixNanos(absl::Now()));
-}
 
 EventBus::Subscription::~Subscription() { bus_->Unsubscribe(this); }
 

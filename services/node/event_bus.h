@@ -13,13 +13,16 @@
 #include "absl/time/time.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "plugins/sdk/proto_time.h"
 
 namespace berth::node {
 
 // The time now, to the nanosecond (protobuf's TimeUtil::GetCurrentTime()
 // gives whole seconds with Debian's protobuf 3.21, which ties the order of
 // tasks created within a second).
-google::protobuf::Timestamp NowProto();
+inline google::protobuf::Timestamp NowProto() {
+  return plugin::ToProtoTimestamp(absl::Now());
+}
 
 // Thread-safe.
 class EventBus {

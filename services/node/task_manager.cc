@@ -19,16 +19,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
-#include "google/protobuf/util/time_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/errors.h"
+#include "plugins/sdk/proto_time.h"
 #include "services/common/status.h"
 
 namespace berth::node {
 namespace {
 
-using google::protobuf::util::TimeUtil;
 using plugin::host::DriverClient;
 using plugin::host::IsPluginShutdown;
 
@@ -130,7 +129,8 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
     }
   }
   if (spec.restart().has_delay()) {
-    if (TimeUtil::DurationToNanoseconds(spec.restart().delay()) < 0) {
+    if (plugin::FromProtoDuration(spec.restart().delay()) <
+        absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "spec.restart.delay must not be negative");
     }
@@ -660,8 +660,7 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
       }
     }
     if (policy.has_delay()) {
-      delay =
-          absl::Nanoseconds(TimeUtil::DurationToNanoseconds(policy.delay()));
+      delay = plugin::FromProtoDuration(policy.delay());
     }
     task.set_state(restart ? v1::TASK_STATE_RESTARTING : v1::TASK_STATE_EXITED);
   }
@@ -832,8 +831,8 @@ std::vector<v1::Task> TaskManager::List(bool all) {
   }
   std::sort(tasks.begin(), tasks.end(),
             [](const v1::Task& a, const v1::Task& b) {
-              return TimeUtil::TimestampToNanoseconds(a.created_at()) >
-                     TimeUtil::TimestampToNanoseconds(b.created_at());
+              return plugin::FromProtoTimestamp(a.created_at()) >
+                     plugin::FromProtoTimestamp(b.created_at());
             });
   return tasks;
 }
@@ -879,8 +878,7 @@ absl::StatusOr<v1::Task> TaskManager::Stop(const std::string& ref,
     if (!driver.ok()) return driver.status();
     driver::v1::StopTaskRequest request;
     request.set_task_id(id);
-    *request.mutable_timeout() =
-        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(timeout));
+    *request.mutable_timeout() = plugin::ToProtoDuration(timeout);
     request.set_signal(signal);
     absl::StatusOr<driver::v1::StopTaskResponse> stopped = (*driver)->StopTask(
         request, {absl::Now() + timeout + absl::Seconds(30)});

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/time_util.h"
+#include "plugins/sdk/proto_time.h"
 
 namespace berth::node {
 namespace {
@@ -85,8 +85,7 @@ absl::Status TaskStore::Put(const internal::TaskRecord& record) {
       "?4) ON CONFLICT(id) DO UPDATE SET name = ?2, record = ?4");
   if (!put.ok()) return put.status();
   const int64_t created_ns =
-      google::protobuf::util::TimeUtil::TimestampToNanoseconds(
-          record.task().created_at());
+      absl::ToUnixNanos(plugin::FromProtoTimestamp(record.task().created_at()));
   absl::Status s = put->BindText(1, id);
   if (s.ok()) s = put->BindText(2, record.task().spec().name());
   if (s.ok()) s = put->BindInt(3, created_ns);

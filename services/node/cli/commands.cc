@@ -34,10 +34,10 @@
 #include "berth/node/v1/node.pb.h"
 #include "berth/stats/v1/stats.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
+#include "plugins/sdk/proto_time.h"
 #include "services/common/dial.h"
 #include "services/common/service_main.h"
 #include "services/common/unix_socket.h"
@@ -52,7 +52,6 @@ namespace {
 namespace driverpb = ::berth::driver::v1;
 namespace nodepb = ::berth::node::v1;
 namespace statspb = ::berth::stats::v1;
-using ::google::protobuf::util::TimeUtil;
 
 // At most this much stdin per ExecTaskStreamingRequest.
 constexpr size_t kStdinChunkBytes = 32 * 1024;
@@ -575,9 +574,7 @@ class Cli {
     for (const nodepb::Task& task : response.tasks()) {
       const std::string created =
           task.has_created_at()
-              ? HumanAgo(absl::FromUnixMillis(TimeUtil::TimestampToMilliseconds(
-                             task.created_at())),
-                         now)
+              ? HumanAgo(plugin::FromProtoTimestamp(task.created_at()), now)
               : "-";
       table.AddRow({ShortId(task.id()), task.spec().name(),
                     task.spec().driver(), StateText(task.state()), created,
@@ -957,8 +954,7 @@ class Cli {
                                        "\" must be a number of seconds"));
       }
       timeout = absl::Seconds(seconds);
-      *request.mutable_timeout() =
-          TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(timeout));
+      *request.mutable_timeout() = plugin::ToProtoDuration(timeout);
     }
     if (args.Has("signal")) request.set_signal(args.Value("signal"));
     if (!Connect()) return Unreachable();
