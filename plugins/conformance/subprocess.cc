@@ -91,7 +91,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::string& binary,
   }
 
   absl::StatusOr<pid_t> spawned = plugin::host::internal::Spawn(
-      binary, args, env, out_pipe[1], err_pipe[1]);
+      binary, args, env, /*stdin_fd=*/-1, out_pipe[1], err_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   int out_fd = out_pipe[0];

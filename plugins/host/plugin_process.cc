@@ -190,8 +190,8 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
   env.emplace_back(kProtocolVersionsEnv,
                    absl::StrJoin(options.app_protocol_versions, ","));
   absl::StatusOr<pid_t> pid =
-      Spawn(options.binary, options.args, ChildEnvironment(env), stdout_pipe[1],
-            stderr_pipe[1]);
+      Spawn(options.binary, options.args, ChildEnvironment(env),
+            /*stdin_fd=*/-1, stdout_pipe[1], stderr_pipe[1]);
   CloseFd(stdout_pipe[1]);
   CloseFd(stderr_pipe[1]);
   if (!pid.ok()) {

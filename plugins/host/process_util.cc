@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace berth::plugin::host::internal {
 
@@ -116,8 +118,8 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 absl::StatusOr<pid_t> Spawn(const std::string& binary,
                             const std::vector<std::string>& args,
-                            std::vector<std::string> env, int stdout_fd,
-                            int stderr_fd) {
+                            std::vector<std::string> env, int stdin_fd,
+                            int stdout_fd, int stderr_fd, int etxtbsy_retries) {
   std::vector<std::string> argv_strings = {binary};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv = CStrings(argv_strings);
@@ -125,8 +127,12 @@ absl::StatusOr<pid_t> Spawn(const std::string& binary,
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
+  if (stdin_fd < 0) {
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                     O_RDONLY, 0);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO);
+  }
   posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
   posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
@@ -145,8 +151,13 @@ absl::StatusOr<pid_t> Spawn(const std::string& binary,
                                       POSIX_SPAWN_SETSIGDEF);
 
   pid_t pid = -1;
-  const int err = posix_spawn(&pid, binary.c_str(), &actions, &attr,
-                              argv.data(), envp.data());
+  int err = 0;
+  for (int attempt = 0;; ++attempt) {
+    err = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(),
+                      envp.data());
+    if (err != ETXTBSY || attempt >= etxtbsy_retries) break;
+    absl::SleepFor(absl::Milliseconds(20 * (attempt + 1)));
+  }
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) return ErrnoError(err, absl::StrCat("cannot run ", binary));

@@ -43,13 +43,17 @@ std::string DescribeWaitStatus(int wait_status);
 // An error of code `code` (from errno `err`) saying "WHAT: strerror(err)".
 absl::Status ErrnoError(int err, absl::string_view what);
 
-// Starts `binary` with stdout and stderr into the write ends given, stdin
-// /dev/null, its own process group, default signal dispositions and mask, and
-// no other file descriptor.
+// Starts `binary` with stdin from `stdin_fd` (/dev/null when -1), stdout and
+// stderr into the write ends given, `env` as its whole environment, its own
+// process group, default signal dispositions and mask, and no other file
+// descriptor. `etxtbsy_retries` times it tries again, after 20, 40, ... ms,
+// while exec fails with ETXTBSY (the binary being installed, or its write fd
+// copied into another thread's child).
 absl::StatusOr<pid_t> Spawn(const std::string& binary,
                             const std::vector<std::string>& args,
-                            std::vector<std::string> env, int stdout_fd,
-                            int stderr_fd);
+                            std::vector<std::string> env, int stdin_fd,
+                            int stdout_fd, int stderr_fd,
+                            int etxtbsy_retries = 0);
 
 }  // namespace berth::plugin::host::internal
 

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -37,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "plugins/host/process_util.h"
 
 namespace berth {
 namespace netns_hook {
@@ -430,60 +430,6 @@ void Drain(Output* output) {
   }
 }
 
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  result.reserve(strings.size() + 1);
-  for (std::string& s : strings) result.push_back(s.data());
-  result.push_back(nullptr);
-  return result;
-}
-
-// Starts `path` with stdin, stdout and stderr on the fds given and no other
-// fd, `env` as its whole environment, default signal mask and dispositions,
-// in a process group of its own. Retries a few times on ETXTBSY (a plugin
-// being installed, or a copy of its write fd in another thread's child).
-absl::StatusOr<pid_t> Spawn(const std::string& path,
-                            std::vector<std::string> env, int stdin_fd,
-                            int stdout_fd, int stderr_fd) {
-  std::vector<std::string> argv_strings = {path};
-  std::vector<char*> argv = CStrings(argv_strings);
-  std::vector<char*> envp = CStrings(env);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigset_t all;
-  sigfillset(&all);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-                                      POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-
-  pid_t pid = -1;
-  int err = 0;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    err = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(),
-                      envp.data());
-    if (err != ETXTBSY) break;
-    absl::SleepFor(absl::Milliseconds(20 * (attempt + 1)));
-  }
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0)
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot run ", path));
-  return pid;
-}
-
 void WaitForExit(pid_t pid, int* wait_status) {
   while (waitpid(pid, wait_status, 0) < 0) {
     if (errno == EINTR) continue;
@@ -517,8 +463,11 @@ absl::StatusOr<ProcessOutcome> RunProcess(const std::string& path,
       return status;
     }
   }
-  absl::StatusOr<pid_t> spawned = Spawn(path, std::move(env), stdin_read.get(),
-                                        stdout_write.get(), stderr_write.get());
+  // A plugin being installed (or whose write fd another thread's child
+  // inherited) fails with ETXTBSY for a moment: tried 4 more times.
+  absl::StatusOr<pid_t> spawned = plugin::host::internal::Spawn(
+      path, {}, std::move(env), stdin_read.get(), stdout_write.get(),
+      stderr_write.get(), /*etxtbsy_retries=*/4);
   if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;
   stdin_read.Reset();
