@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -196,6 +197,18 @@ class RawExecStreamingDriver {
 
 // The ExitResult message for `status`, exited now.
 driver::v1::ExitResult ToExitResult(const ExitStatus& status);
+
+// A streaming exec with a deadline: what a driver runs for both exec calls.
+using RunExecFn = std::function<absl::StatusOr<ExitStatus>(
+    const ExecOptions& options, absl::Time deadline)>;
+
+// Driver::ExecTask for a driver whose exec is streaming: calls `run` with no
+// stdin, stdout and stderr gathered in memory, `cancel`, and the deadline
+// `timeout` sets (none for InfiniteDuration), and returns the output with
+// the exit result; `run`'s error as it is.
+absl::StatusOr<driver::v1::ExecTaskResponse> ExecTaskThroughStreaming(
+    const std::string& task_id, const std::vector<std::string>& command,
+    absl::Duration timeout, const CancelToken& cancel, const RunExecFn& run);
 
 }  // namespace berth::plugin
 

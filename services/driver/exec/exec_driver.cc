@@ -763,28 +763,6 @@ absl::StatusOr<stats::v1::TaskResourceUsage> ExecDriver::TaskStats(
   return stats_.Sample(task_id, task->cgroup.path(), task->in_process_stats);
 }
 
-namespace {
-
-// ExecTask's side of an exec: no stdin, output gathered in strings.
-class StringOutput : public plugin::ExecOutput {
- public:
-  bool Write(absl::string_view data) override {
-    absl::MutexLock lock(&mu_);
-    data_.append(data.data(), data.size());
-    return true;
-  }
-  std::string Take() {
-    absl::MutexLock lock(&mu_);
-    return std::move(data_);
-  }
-
- private:
-  absl::Mutex mu_;
-  std::string data_ ABSL_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
 absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
     const plugin::ExecOptions& options, absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(options.task_id);
@@ -827,23 +805,11 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::ExecTaskStreaming(
 absl::StatusOr<dv1::ExecTaskResponse> ExecDriver::ExecTask(
     const std::string& task_id, const std::vector<std::string>& command,
     absl::Duration timeout, const plugin::CancelToken& cancel) {
-  StringOutput out, err;
-  plugin::ExecOptions options;
-  options.task_id = task_id;
-  options.command = command;
-  options.out = &out;
-  options.err = &err;
-  options.cancel = &cancel;
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
-  absl::StatusOr<plugin::ExitStatus> status = RunExec(options, deadline);
-  if (!status.ok()) return status.status();
-  dv1::ExecTaskResponse response;
-  response.set_stdout(out.Take());
-  response.set_stderr(err.Take());
-  *response.mutable_result() = plugin::ToExitResult(*status);
-  return response;
+  return plugin::ExecTaskThroughStreaming(
+      task_id, command, timeout, cancel,
+      [this](const plugin::ExecOptions& options, absl::Time deadline) {
+        return RunExec(options, deadline);
+      });
 }
 
 }  // namespace berth::exec_driver
