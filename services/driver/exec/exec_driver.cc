@@ -57,10 +57,6 @@ std::string ReadSmallFile(const std::string& path) {
   return content.str();
 }
 
-std::string ExitFile(const std::string& task_dir) {
-  return absl::StrCat(task_dir, "/.berth/exit");
-}
-
 std::string DescribeExit(const dv1::ExitResult& result) {
   if (result.oom_killed()) return "was killed for lack of memory (OOM)";
   if (result.signal() != 0) {
@@ -166,37 +162,16 @@ plugin::DriverInfo ExecDriver::Info() const {
 }
 
 plugin::v1::ConfigSchema ExecDriver::TaskConfigSchema() const {
-  plugin::v1::ConfigSchema schema;
-  plugin::AddConfigField(
-      &schema, "command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
-      "The program: a path, or a name looked up on the task's PATH.");
-  plugin::AddConfigField(&schema, "args",
-                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
-                         "Its arguments.");
-  plugin::AddConfigField(
-      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
-      "Working directory, inside the task directory (relative to it, or "
-      "absolute below it); made if missing. Default: the task directory.");
-  return schema;
+  return DriverConfigSchema();
 }
 
 absl::Status ExecDriver::SetConfig(const google::protobuf::Struct&,
                                    const plugin::v1::NodeContext& node) {
-  if (!node.state_dir().empty()) {
-    if (node.state_dir()[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
-    }
-    const std::string dir = absl::StrCat(node.state_dir(), "/", kDriverName);
-    // Traversable, not listable: tasks running as other users reach their
-    // own directories below it.
-    absl::StatusOr<bool> made = MakeDirs(dir, 0711);
-    if (!made.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("node.state_dir: ", made.status().message()));
-    }
+  absl::StatusOr<std::string> dir = DriverStateDir(node, kDriverName);
+  if (!dir.ok()) return dir.status();
+  if (!dir->empty()) {
     absl::MutexLock lock(&mu_);
-    state_dir_ = dir;
+    state_dir_ = *std::move(dir);
   }
   stats_.SetSocket(node.stats_socket());
   PublishFingerprint(Probe());
@@ -379,7 +354,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.log_dir = log_dir;
   init.log_max_bytes = spec->log_max_bytes;
   init.log_max_files = spec->log_max_files;
-  init.exit_file = ExitFile(spec->task_dir);
+  init.exit_file = ExitRecordPath(spec->task_dir);
   const absl::Time started_at = absl::Now();
   absl::StatusOr<StartedInit> started =
       StartInit(options_.init_path, init, init_log, options_.start_timeout);
@@ -451,8 +426,7 @@ void ExecDriver::OnInitExited(const std::shared_ptr<Task>& task) {
   }
   dv1::ExitResult result;
   ExitRecord record;
-  if (DecodeExitRecord(ReadSmallFile(ExitFile(task->state.task_dir())),
-                       &record)) {
+  if (ReadExitRecord(task->state.task_dir(), &record)) {
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
     *result.mutable_exited_at() = plugin::ToProtoTimestamp(
@@ -708,16 +682,16 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     absl::MutexLock lock(&task->mu);
     task->pidfd = pidfd;
   } else {
-    const std::string exit_file = ExitFile(state.task_dir());
     ExitRecord record;
-    if (!DecodeExitRecord(ReadSmallFile(exit_file), &record)) {
+    if (!ReadExitRecord(state.task_dir(), &record)) {
       absl::StatusOr<plugin::host::internal::ProcStat> stat =
           ReadProcStat(state.init_pid());
       return absl::FailedPreconditionError(absl::StrCat(
           prefix, "its init (pid ", state.init_pid(), ") ",
           stat.ok() ? "was replaced: that pid now belongs to another process"
                     : "is gone",
-          ", and it left no exit record in ", exit_file));
+          ", and it left no exit record in ",
+          ExitRecordPath(state.task_dir())));
     }
     dv1::ExitResult result;
     result.set_exit_code(record.exit_code);

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +89,35 @@ absl::Status PrepareTaskDirectories(const TaskSpec& spec,
   }
   if (*made_work_dir) chown(spec.work_dir.c_str(), spec.uid, spec.gid);
   return absl::OkStatus();
+}
+
+std::string ExitRecordPath(const std::string& task_dir) {
+  return absl::StrCat(task_dir, "/.berth/exit");
+}
+
+bool ReadExitRecord(const std::string& task_dir, ExitRecord* record) {
+  std::ifstream in(ExitRecordPath(task_dir));
+  std::stringstream content;
+  content << in.rdbuf();
+  return DecodeExitRecord(content.str(), record);
+}
+
+absl::StatusOr<std::string> DriverStateDir(const plugin::v1::NodeContext& node,
+                                           absl::string_view driver_name) {
+  if (node.state_dir().empty()) return std::string();
+  if (node.state_dir()[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
+  }
+  const std::string dir = absl::StrCat(node.state_dir(), "/", driver_name);
+  // Traversable, not listable: tasks running as other users reach their own
+  // directories below it.
+  absl::StatusOr<bool> made = MakeDirs(dir, 0711);
+  if (!made.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node.state_dir: ", made.status().message()));
+  }
+  return dir;
 }
 
 }  // namespace berth::exec_driver

@@ -13,6 +13,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "berth/plugin/v1/plugin.pb.h"
+#include "services/driver/exec/init/init_spec.h"
 #include "services/driver/exec/task_spec.h"
 
 namespace berth::exec_driver {
@@ -30,6 +33,21 @@ absl::Status RemoveTree(const std::string& path);
 // else only .berth and logs. Errors start with `prefix` and name the field:
 // FAILED_PRECONDITION for task_dir, INVALID_ARGUMENT for
 // driver_config.work_dir.
+// Where a task's init (or the sandbox driver) records how the task ended:
+// <task_dir>/.berth/exit.
+std::string ExitRecordPath(const std::string& task_dir);
+
+// Reads and decodes the task's exit record; false when there is none (or it
+// does not decode).
+bool ReadExitRecord(const std::string& task_dir, ExitRecord* record);
+
+// A driver's own state directory under the node's (SetConfig's
+// NodeContext.state_dir): <state_dir>/<driver_name>, made 0711 if missing;
+// empty when the node gives none. INVALID_ARGUMENT for a relative
+// state_dir, FAILED_PRECONDITION when it cannot be made.
+absl::StatusOr<std::string> DriverStateDir(const plugin::v1::NodeContext& node,
+                                           absl::string_view driver_name);
+
 absl::Status PrepareTaskDirectories(const TaskSpec& spec,
                                     const std::string& prefix,
                                     std::vector<std::function<void()>>* undo);

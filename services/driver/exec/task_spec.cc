@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "plugins/sdk/config.h"
 
 namespace berth::exec_driver {
 namespace {
@@ -320,6 +321,21 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   if (task.logs().max_files() != 0)
     spec.log_max_files = task.logs().max_files();
   return spec;
+}
+
+plugin::v1::ConfigSchema DriverConfigSchema() {
+  plugin::v1::ConfigSchema schema;
+  plugin::AddConfigField(
+      &schema, "command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
+      "The program: a path, or a name looked up on the task's PATH.");
+  plugin::AddConfigField(&schema, "args",
+                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
+                         "Its arguments.");
+  plugin::AddConfigField(
+      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
+      "Working directory, inside the task directory (relative to it, or "
+      "absolute below it); made if missing. Default: the task directory.");
+  return schema;
 }
 
 }  // namespace berth::exec_driver

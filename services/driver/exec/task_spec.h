@@ -17,9 +17,14 @@
 
 #include "absl/status/statusor.h"
 #include "berth/driver/v1/driver.pb.h"
+#include "berth/plugin/v1/plugin.pb.h"
 #include "services/driver/exec/task_cgroup.h"
 
 namespace berth::exec_driver {
+
+// The schema of the driver_config that ResolveTaskSpec reads (command, args,
+// work_dir), which both built-in drivers take.
+plugin::v1::ConfigSchema DriverConfigSchema();
 
 // The PATH a task gets when its environment has none.
 inline constexpr char kDefaultPath[] =

@@ -16,7 +16,6 @@
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -74,17 +73,6 @@ int PidfdSendSignal(int pidfd, int signal) {
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
-
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-std::string ExitFile(const std::string& task_dir) {
-  return absl::StrCat(task_dir, "/.berth/exit");
 }
 
 // Writes `result` to `path` as an exit record (temporary file, renamed).
@@ -348,35 +336,17 @@ plugin::DriverInfo SandboxDriver::Info() const {
 }
 
 plugin::v1::ConfigSchema SandboxDriver::TaskConfigSchema() const {
-  plugin::v1::ConfigSchema schema;
-  plugin::AddConfigField(
-      &schema, "command", plugin::v1::CONFIG_FIELD_TYPE_STRING, true,
-      "The program: a path, or a name looked up on the task's PATH.");
-  plugin::AddConfigField(&schema, "args",
-                         plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
-                         "Its arguments.");
-  plugin::AddConfigField(
-      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
-      "Working directory, inside the task directory (relative to it, or "
-      "absolute below it); made if missing. Default: the task directory.");
-  return schema;
+  return exec_driver::DriverConfigSchema();
 }
 
 absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
                                       const plugin::v1::NodeContext& node) {
-  if (!node.state_dir().empty()) {
-    if (node.state_dir()[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node.state_dir \"", node.state_dir(), "\" is not an absolute path"));
-    }
-    const std::string dir = absl::StrCat(node.state_dir(), "/", kDriverName);
-    absl::StatusOr<bool> made = MakeDirs(dir, 0711);
-    if (!made.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("node.state_dir: ", made.status().message()));
-    }
+  absl::StatusOr<std::string> dir =
+      exec_driver::DriverStateDir(node, kDriverName);
+  if (!dir.ok()) return dir.status();
+  if (!dir->empty()) {
     absl::MutexLock lock(&mu_);
-    state_dir_ = dir;
+    state_dir_ = *std::move(dir);
   }
   if (!node.proxy_socket().empty()) {
     absl::MutexLock lock(&mu_);
@@ -520,7 +490,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
   // Whatever a previous task of this directory recorded is not this one's.
-  unlink(ExitFile(spec->task_dir).c_str());
+  unlink(exec_driver::ExitRecordPath(spec->task_dir).c_str());
 
   // The sandbox's cgroup (the init, the agent and every process of the
   // task), with the task's limits.
@@ -813,8 +783,8 @@ void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
   }
   // Recorded before the teardown: a driver killed in between still finds
   // how the task ended.
-  if (absl::Status written =
-          WriteExitFile(ExitFile(task->spec.task_dir), result);
+  if (absl::Status written = WriteExitFile(
+          exec_driver::ExitRecordPath(task->spec.task_dir), result);
       !written.ok()) {
     LOG(WARNING) << "task " << task->id << ": " << written
                  << " (a restarted driver will not know how it ended)";
@@ -1112,14 +1082,13 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   // How it ended, if it has: recorded by a driver that saw it end, else
   // asked of the agent, which outlives the shim and the driver.
   std::optional<dv1::ExitResult> ended;
-  const std::string exit_file = ExitFile(state.task_dir());
   exec_driver::ExitRecord record;
   const int init_pidfd = OpenIfSame(state.init_pid(), state.init_start_ticks());
   {
     absl::MutexLock lock(&task->mu);
     task->init_pidfd = init_pidfd;
   }
-  if (exec_driver::DecodeExitRecord(ReadSmallFile(exit_file), &record)) {
+  if (exec_driver::ReadExitRecord(state.task_dir(), &record)) {
     dv1::ExitResult result;
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
@@ -1129,7 +1098,8 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   } else if (init_pidfd < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "its sandbox's init (pid ", state.init_pid(),
-                     ") is gone and it left no exit record in ", exit_file));
+                     ") is gone and it left no exit record in ",
+                     exec_driver::ExitRecordPath(state.task_dir())));
   } else {
     // The sandbox lives. The proxy may have forgotten it (restarted without
     // its state): registering again is harmless when it has not.

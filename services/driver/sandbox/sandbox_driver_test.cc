@@ -43,14 +43,13 @@ TEST(SandboxDriverTest, UnhealthyNamingAMissingBinary) {
   testing::ShortTempDir dir;
   SandboxDriverOptions options = Options(dir);
   options.shim_path = dir.Join("no-such-shim");
-  const dv1::FingerprintResponse fingerprint =
-      SandboxDriver(options).Probe();
+  const dv1::FingerprintResponse fingerprint = SandboxDriver(options).Probe();
   EXPECT_EQ(fingerprint.health(), dv1::HEALTH_STATE_UNHEALTHY);
   EXPECT_TRUE(absl::StrContains(fingerprint.health_description(),
                                 "berth-shim not found"))
       << fingerprint.health_description();
-  EXPECT_TRUE(absl::StrContains(fingerprint.health_description(),
-                                "--shim_path"))
+  EXPECT_TRUE(
+      absl::StrContains(fingerprint.health_description(), "--shim_path"))
       << fingerprint.health_description();
 }
 
@@ -97,8 +96,8 @@ TEST(SandboxDriverTest, StartWithoutTheProxyFailsAndLeavesNothing) {
   dv1::TaskConfig task;
   task.set_id("no-proxy");
   task.set_task_dir(dir.Join("task"));
-  (*task.mutable_driver_config()->mutable_fields())["command"]
-      .set_string_value("/bin/true");
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "/bin/true");
   absl::StatusOr<dv1::StartTaskResponse> started = driver.StartTask(task);
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
