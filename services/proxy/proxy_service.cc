@@ -453,13 +453,15 @@ absl::Duration ProxyServiceImpl::ShimTimeout(
                                         : options_.default_shim_timeout;
 }
 
-grpc::ServerUnaryReactor* ProxyServiceImpl::NewContainer(
-    grpc::CallbackServerContext* context,
-    const pb::NewContainerRequest* request,
-    pb::NewContainerResponse* response) {
+// NewContainer and ExecCmd: the same request and response fields, held
+// until the token's shim has connected.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* ProxyServiceImpl::HoldStart(bool exec,
+                                                      const Request* request,
+                                                      Response* response) {
   grpc::ServerUnaryReactor* reactor = new StartReactor(this, request->token());
   auto pending = std::make_unique<PendingStart>();
-  pending->exec = false;
+  pending->exec = exec;
   pending->container_id = request->container_id();
   pending->spec = request->process();
   pending->fill = [response](const std::string& process_id, int32_t pid) {
@@ -471,21 +473,17 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::NewContainer(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ProxyServiceImpl::NewContainer(
+    grpc::CallbackServerContext* /*context*/,
+    const pb::NewContainerRequest* request,
+    pb::NewContainerResponse* response) {
+  return HoldStart(/*exec=*/false, request, response);
+}
+
 grpc::ServerUnaryReactor* ProxyServiceImpl::ExecCmd(
-    grpc::CallbackServerContext* context, const pb::ExecCmdRequest* request,
+    grpc::CallbackServerContext* /*context*/, const pb::ExecCmdRequest* request,
     pb::ExecCmdResponse* response) {
-  grpc::ServerUnaryReactor* reactor = new StartReactor(this, request->token());
-  auto pending = std::make_unique<PendingStart>();
-  pending->exec = true;
-  pending->container_id = request->container_id();
-  pending->spec = request->process();
-  pending->fill = [response](const std::string& process_id, int32_t pid) {
-    response->set_process_id(process_id);
-    response->set_pid(pid);
-  };
-  StartWhenShimConnected(reactor, std::move(pending), request->token(),
-                         request->shim_timeout());
-  return reactor;
+  return HoldStart(/*exec=*/true, request, response);
 }
 
 void ProxyServiceImpl::StartWhenShimConnected(

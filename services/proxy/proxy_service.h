@@ -165,6 +165,9 @@ class ProxyServiceImpl final
   };
 
   absl::Duration ShimTimeout(const google::protobuf::Duration& d) const;
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* HoldStart(bool exec, const Request* request,
+                                      Response* response);
   void StartWhenShimConnected(grpc::ServerUnaryReactor* reactor,
                               std::unique_ptr<PendingStart> pending,
                               const std::string& token,

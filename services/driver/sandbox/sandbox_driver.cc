@@ -712,14 +712,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     absl::MutexLock lock(&mu_);
     tasks_[id] = task;
   }
-  {
-    absl::MutexLock lock(&task->mu);
-    absl::Status status =
-        watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
-    if (!status.ok()) {
-      LOG(ERROR) << prefix << "cannot watch its shim: " << status;
-    }
-  }
+  WatchShim(task, prefix);
 
   dv1::TaskEventsResponse event;
   event.set_task_id(id);
@@ -737,6 +730,16 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   handle->set_state(dv1::TASK_STATE_RUNNING);
   handle->set_driver_state(task->state.SerializeAsString());
   return response;
+}
+
+void SandboxDriver::WatchShim(const std::shared_ptr<Task>& task,
+                              const std::string& prefix) {
+  absl::MutexLock lock(&task->mu);
+  absl::Status status =
+      watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
+  if (!status.ok()) {
+    LOG(ERROR) << prefix << "cannot watch its shim: " << status;
+  }
 }
 
 void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
@@ -1174,12 +1177,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     Finish(task, *ended);
   } else {
     RegisterStats(*task);
-    absl::MutexLock lock(&task->mu);
-    absl::Status status =
-        watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
-    if (!status.ok()) {
-      LOG(ERROR) << prefix << "cannot watch its shim: " << status;
-    }
+    WatchShim(task, prefix);
   }
   dv1::TaskEventsResponse event;
   event.set_task_id(id);

@@ -110,6 +110,9 @@ class SandboxDriver : public plugin::Driver,
   absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnShimExited(const std::shared_ptr<Task>& task);
+  // Watches the task's shim: OnShimExited when it ends. `prefix` names the
+  // task in the error logged when the watch cannot be set.
+  void WatchShim(const std::shared_ptr<Task>& task, const std::string& prefix);
   // Records how the task ended (its exit file), tears the sandbox down and
   // marks the task exited.
   void Finish(const std::shared_ptr<Task>& task, driver::v1::ExitResult result);
