@@ -235,102 +235,10 @@ our_mounts() {
 }
 
 # --- cgroup controllers off cgroup2, for crun only ---------------------------
-# As in exec_driver.sh (see its comments and the README): crun 1.8.1 refuses a
-# hybrid layout whose cgroup2 hierarchy owns a controller. Mounting the
-# controller as a cgroup v1 hierarchy takes it off cgroup2; unmounting that
-# hierarchy, once it has no child cgroup left, gives it back.
-cgroup_count() { awk -v c="$1" '$1 == c { print $3 }' /proc/cgroups; }
-on_cgroup2() { awk -v c="$1" '$1 == c && $2 == 0 { f = 1 } END { exit !f }' /proc/cgroups; }
-
-move_off_cgroup2() {
-  local controller mount_point
-  [[ $(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null) == cgroup2fs ]] || return 0
-  local controllers=()
-  read -ra controllers </sys/fs/cgroup/unified/cgroup.controllers
-  for controller in "${controllers[@]}"; do
-    mount_point=/sys/fs/cgroup/$controller
-    mountpoint -q "$mount_point" && die "$mount_point is mounted but $controller is on cgroup2"
-    if [[ ! -d $mount_point ]]; then
-      mkdir "$mount_point"
-      made_dirs+=("$mount_point")
-    fi
-    moved+=("$controller")
-    [[ " ${ever_moved[*]} " == *" $controller "* ]] || ever_moved+=("$controller")
-    mount -t cgroup -o "$controller" cgroup "$mount_point" ||
-      die "cannot mount $controller as a cgroup v1 hierarchy on $mount_point"
-  done
-}
-
-# Gives one moved controller back to cgroup2 (exec_driver.sh's, unchanged):
-# removes the empty children, waits until /proc/cgroups counts only the root,
-# umounts, waits for hierarchy 0; mounts and empties again a hierarchy that
-# lingers with a child. Returns 1, with a warning, when cgroups with
-# processes or a busy umount keep it mounted.
-restore_controller() {
-  local controller=$1 mount_point=/sys/fs/cgroup/$1 i
-  for _ in 1 2 3; do
-    if mountpoint -q "$mount_point"; then
-      for ((i = 0; i < 150; i++)); do # up to 30 s
-        find "$mount_point" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null || true
-        [[ $(cgroup_count "$controller") == 1 ]] && break
-        sleep 0.2
-      done
-      if [[ $(cgroup_count "$controller") != 1 ]]; then
-        say "WARNING: cgroups with processes in $mount_point; leaving it mounted:"
-        find "$mount_point" -mindepth 1 -type d -exec sh -c \
-          'echo "  $1: pids $(tr "\n" " " <"$1/cgroup.procs")"' _ {} \; >&2
-        say "once they are gone: find $mount_point -mindepth 1 -depth -type d -exec rmdir {} +; umount $mount_point"
-        return 1
-      fi
-      for ((i = 0; i < 150; i++)); do # up to 30 s while it is busy
-        umount "$mount_point" 2>/dev/null && break
-        sleep 0.2
-      done
-      if mountpoint -q "$mount_point"; then
-        say "WARNING: cannot umount $mount_point ($(umount "$mount_point" 2>&1)); leaving it mounted"
-        return 1
-      fi
-    fi
-    for ((i = 0; i < 25; i++)); do
-      on_cgroup2 "$controller" && return 0
-      sleep 0.2
-    done
-    [[ $(cgroup_count "$controller") == 1 ]] && return 0 # held elsewhere
-    mount -t cgroup -o "$controller" cgroup "$mount_point" || return 1
-  done
-  return 1
-}
-
-restore_cgroup2() {
-  local controller mount_point status=0 left=()
-  for controller in "${moved[@]}"; do
-    if ! restore_controller "$controller"; then
-      left+=("$controller")
-      status=1
-    fi
-  done
-  moved=()
-  for mount_point in "${made_dirs[@]}"; do
-    mountpoint -q "$mount_point" || rmdir "$mount_point" 2>/dev/null || true
-  done
-  made_dirs=()
-  if ((status)); then die "could not give ${left[*]} back to cgroup2"; fi
-  return 0
-}
-
-# At the end: waits up to 60 s for every controller ever moved to be on
-# cgroup2 again.
-wait_back_on_cgroup2() {
-  local controller i
-  for controller in "${ever_moved[@]}"; do
-    for ((i = 0; i < 300; i++)); do
-      on_cgroup2 "$controller" && break
-      sleep 0.2
-    done
-    on_cgroup2 "$controller" || return 1
-  done
-  return 0
-}
+# move_off_cgroup2, restore_cgroup2, wait_back_on_cgroup2: shared with
+# exec_driver.sh (see there and the README).
+# shellcheck source=tools/bench/cgroup2_controllers.sh
+source "$root/tools/bench/cgroup2_controllers.sh"
 
 # Removes every task the node knows, 50 at a time.
 remove_all_tasks() {
