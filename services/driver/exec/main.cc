@@ -16,6 +16,7 @@
 #include "glog/logging.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/serve.h"
+#include "services/driver/exec/companion_binary.h"
 #include "services/driver/exec/exec_driver.h"
 
 ABSL_FLAG(std::string, init_path, "",
@@ -44,29 +45,6 @@ constexpr char kUsage[] =
     "[--cgroup_root=DIR] [--cgroup_parent=/berth] [--state_dir=DIR] "
     "[--stats_socket=PATH]";
 
-std::string SelfDir() {
-  char buffer[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  if (n <= 0) return "";
-  std::string path(buffer, static_cast<size_t>(n));
-  return path.substr(0, path.find_last_of('/'));
-}
-
-std::string DefaultInitPath(const char* argv0) {
-  const std::string dir = SelfDir();
-  const std::vector<std::string> candidates = {
-      absl::StrCat(dir, "/berth-task-init"),
-      absl::StrCat(dir, "/init/berth-task-init"),
-      absl::StrCat(argv0,
-                   ".runfiles/berth/services/driver/exec/init/"
-                   "berth-task-init"),
-  };
-  for (const std::string& candidate : candidates) {
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return candidates[0];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,8 +55,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   berth::exec_driver::ExecDriverOptions options;
-  options.init_path = absl::GetFlag(FLAGS_init_path);
-  if (options.init_path.empty()) options.init_path = DefaultInitPath(argv[0]);
+  options.init_path = berth::exec_driver::FindCompanionBinary(
+      absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
+      "services/driver/exec/init/berth-task-init");
   options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
   options.cgroup_parent = absl::GetFlag(FLAGS_cgroup_parent);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);

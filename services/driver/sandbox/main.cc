@@ -14,6 +14,7 @@
 #include "glog/logging.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/serve.h"
+#include "services/driver/exec/companion_binary.h"
 #include "services/driver/sandbox/sandbox_driver.h"
 
 ABSL_FLAG(std::string, agent_path, "",
@@ -48,36 +49,6 @@ constexpr char kUsage[] =
     "[--state_dir=DIR] [--cgroup_root=DIR] [--cgroup_parent=/berth-sandbox] "
     "[--stats_socket=PATH]";
 
-std::string SelfDir() {
-  char buffer[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  if (n <= 0) return "";
-  std::string path(buffer, static_cast<size_t>(n));
-  return path.substr(0, path.find_last_of('/'));
-}
-
-// `name` next to this binary, else at `workspace_path` in the runfiles or
-// the bazel-bin tree this binary is in.
-std::string FindBinary(const std::string& flag, const char* argv0,
-                       const std::string& name,
-                       const std::string& workspace_path) {
-  if (!flag.empty()) return flag;
-  const std::string dir = SelfDir();
-  std::vector<std::string> candidates = {absl::StrCat(dir, "/", name)};
-  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* value = std::getenv(env); value != nullptr) {
-      candidates.push_back(absl::StrCat(value, "/berth/", workspace_path));
-    }
-  }
-  candidates.push_back(absl::StrCat(argv0, ".runfiles/berth/", workspace_path));
-  // bazel-bin/services/driver/sandbox/<this> → bazel-bin/<workspace_path>.
-  candidates.push_back(absl::StrCat(dir, "/../../../", workspace_path));
-  for (const std::string& candidate : candidates) {
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return candidates[0];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,13 +61,15 @@ int main(int argc, char** argv) {
   // Writes to a shim's stdin after it has gone fail with EPIPE instead.
   signal(SIGPIPE, SIG_IGN);
   berth::sandbox_driver::SandboxDriverOptions options;
-  options.agent_path = FindBinary(absl::GetFlag(FLAGS_agent_path), argv[0],
-                                  "berth-agent", "services/agent/berth-agent");
-  options.shim_path = FindBinary(absl::GetFlag(FLAGS_shim_path), argv[0],
-                                 "berth-shim", "services/shim/berth-shim");
-  options.init_path =
-      FindBinary(absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
-                 "services/driver/exec/init/berth-task-init");
+  options.agent_path = berth::exec_driver::FindCompanionBinary(
+      absl::GetFlag(FLAGS_agent_path), argv[0], "berth-agent",
+      "services/agent/berth-agent");
+  options.shim_path = berth::exec_driver::FindCompanionBinary(
+      absl::GetFlag(FLAGS_shim_path), argv[0], "berth-shim",
+      "services/shim/berth-shim");
+  options.init_path = berth::exec_driver::FindCompanionBinary(
+      absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
+      "services/driver/exec/init/berth-task-init");
   options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);
   options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
   options.cgroup_parent = absl::GetFlag(FLAGS_cgroup_parent);
