@@ -32,9 +32,13 @@ SqliteDb::Statement::~Statement() {
 
 absl::Status SqliteDb::Statement::Error(absl::string_view what,
                                         int code) const {
-  return absl::InternalError(
+  std::string message =
       absl::StrCat("sqlite ", db_->path(), ": ", what, " of \"", sql_,
-                   "\": ", sqlite3_errstr(code), " (", db_->LastError(), ")"));
+                   "\": ", sqlite3_errstr(code), " (", db_->LastError(), ")");
+  if ((code & 0xff) == SQLITE_CONSTRAINT) {
+    return absl::AlreadyExistsError(std::move(message));
+  }
+  return absl::InternalError(std::move(message));
 }
 
 absl::Status SqliteDb::Statement::BindText(int index, absl::string_view value) {

@@ -41,7 +41,9 @@ class SqliteDb {
     absl::Status BindBlob(int index, absl::string_view value);
     absl::Status BindInt(int index, int64_t value);
 
-    // Runs one step: true when a row is ready to read, false when done.
+    // Runs one step: true when a row is ready to read, false when done. A
+    // step that would break a UNIQUE or PRIMARY KEY constraint fails with
+    // ALREADY_EXISTS.
     absl::StatusOr<bool> Step();
     // Step until done; for statements that return no rows.
     absl::Status Run();

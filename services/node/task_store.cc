@@ -64,22 +64,6 @@ absl::Status TaskStore::Put(const internal::TaskRecord& record) {
   if (id.empty())
     return absl::InvalidArgumentError("a task record needs an id");
   absl::MutexLock lock(&mu_);
-  // A name held by another task is an error the caller reports; check it
-  // first so the message names the name rather than SQLite's constraint.
-  absl::StatusOr<SqliteDb::Statement> owner =
-      db_->Prepare("SELECT id FROM tasks WHERE name = ?1");
-  if (!owner.ok()) return owner.status();
-  if (absl::Status s = owner->BindText(1, record.task().spec().name());
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<bool> row = owner->Step();
-  if (!row.ok()) return row.status();
-  if (*row && owner->ColumnText(0) != id) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("the name ", record.task().spec().name(),
-                     " is used by task ", owner->ColumnText(0)));
-  }
   absl::StatusOr<SqliteDb::Statement> put = db_->Prepare(
       "INSERT INTO tasks (id, name, created_ns, record) VALUES (?1, ?2, ?3, "
       "?4) ON CONFLICT(id) DO UPDATE SET name = ?2, record = ?4");
@@ -91,7 +75,21 @@ absl::Status TaskStore::Put(const internal::TaskRecord& record) {
   if (s.ok()) s = put->BindInt(3, created_ns);
   if (s.ok()) s = put->BindBlob(4, record.SerializeAsString());
   if (s.ok()) s = put->Run();
-  return s;
+  if (!absl::IsAlreadyExists(s)) return s;
+  // Only the name is UNIQUE besides the id: say which task holds it.
+  absl::StatusOr<SqliteDb::Statement> owner =
+      db_->Prepare("SELECT id FROM tasks WHERE name = ?1");
+  if (!owner.ok()) return owner.status();
+  if (absl::Status bound = owner->BindText(1, record.task().spec().name());
+      !bound.ok()) {
+    return bound;
+  }
+  absl::StatusOr<bool> row = owner->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return s;
+  return absl::AlreadyExistsError(
+      absl::StrCat("the name ", record.task().spec().name(),
+                   " is used by task ", owner->ColumnText(0)));
 }
 
 absl::StatusOr<std::optional<internal::TaskRecord>> TaskStore::Get(
