@@ -28,9 +28,18 @@ absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
+using AgentStub = agentpb::AgentService::Stub;
+
 // A unary call to an agent with everything it needs kept alive until done.
+// Its callback holds it; it goes when the callback has been destroyed.
 template <typename Req, typename Resp>
 struct AgentCall {
+  AgentCall(InFlight& calls, std::shared_ptr<AgentStub> agent)
+      : ticket(calls.Enter()), stub(std::move(agent)) {}
+  // First, so that it is released last, after the context and the channel:
+  // Stop returns only when no call can touch the proxy or gRPC any more.
+  InFlight::Ticket ticket;
+  std::shared_ptr<AgentStub> stub;
   grpc::ClientContext context;
   Req request;
   Resp response;
@@ -105,7 +114,9 @@ class ProxyServiceImpl::AgentIoReactor
                                      agentpb::ProcessIoResponse> {
  public:
   AgentIoReactor(ProxyServiceImpl* service, std::shared_ptr<Session> session)
-      : service_(service), session_(std::move(session)) {}
+      : ticket_(service->calls_.Enter()),
+        service_(service),
+        session_(std::move(session)) {}
 
   void Begin(AgentStub* stub, const agentpb::ProcessIoAttach& attach) {
     // The agent refuses a call without a deadline; a process's I/O lasts as
@@ -131,6 +142,8 @@ class ProxyServiceImpl::AgentIoReactor
     delete this;
   }
 
+  // First, so that it is released last, after the context (see AgentCall).
+  InFlight::Ticket ticket_;
   ProxyServiceImpl* const service_;
   const std::shared_ptr<Session> session_;
   grpc::ClientContext context_;
@@ -162,7 +175,10 @@ class ProxyServiceImpl::StartReactor : public grpc::ServerUnaryReactor {
 ProxyServiceImpl::ProxyServiceImpl(ProxyOptions options)
     : options_(std::move(options)) {}
 
-ProxyServiceImpl::~ProxyServiceImpl() = default;
+ProxyServiceImpl::~ProxyServiceImpl() {
+  // Calls that RPCs started between Stop and the server's shutdown.
+  calls_.AwaitNone();
+}
 
 absl::Status ProxyServiceImpl::Restore() {
   if (options_.state_dir.empty()) return absl::OkStatus();
@@ -213,6 +229,7 @@ absl::Status ProxyServiceImpl::Restore() {
     session->expiry_timer = timer_.Schedule(
         absl::Now() + options_.default_token_ttl, [this, t = record.token] {
           absl::MutexLock lock(&mu_);
+          if (stopping_) return;  // the next proxy decides
           auto it = sessions_.find(t);
           if (it == sessions_.end() || !it->second->restored) return;
           std::shared_ptr<Session> session = it->second;
@@ -228,7 +245,15 @@ absl::Status ProxyServiceImpl::Restore() {
 }
 
 void ProxyServiceImpl::Stop() {
-  absl::MutexLock lock(&mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    StopLocked();
+  }
+  // Without mu_: the callbacks still to come take it.
+  calls_.AwaitNone();
+}
+
+void ProxyServiceImpl::StopLocked() {
   stopping_ = true;
   grpc::Status status(grpc::StatusCode::UNAVAILABLE,
                       "berth-proxy is shutting down");
@@ -243,7 +268,7 @@ void ProxyServiceImpl::Stop() {
   }
   auto drained = [this]() {
     mu_.AssertHeld();
-    return live_agent_streams_ == 0 && live_calls_ == 0;
+    return live_agent_streams_ == 0;
   };
   mu_.Await(absl::Condition(&drained));
 }
@@ -268,6 +293,11 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
   }
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   "berth-proxy is shutting down"));
+      return reactor;
+    }
     auto it = sandboxes_.find(request->sandbox_id());
     if (it != sandboxes_.end() && it->second.target != *target) {
       reactor->Finish(grpc::Status(
@@ -279,18 +309,15 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
   }
   std::shared_ptr<AgentStub> stub = agentpb::AgentService::NewStub(
       grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));
-  auto call = std::make_shared<
-      AgentCall<agentpb::PingRequest, agentpb::PingResponse>>();
+  auto call =
+      std::make_shared<AgentCall<agentpb::PingRequest, agentpb::PingResponse>>(
+          calls_, stub);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.ping_timeout));
   std::string sandbox_id = request->sandbox_id();
-  {
-    absl::MutexLock lock(&mu_);
-    ++live_calls_;
-  }
   stub->async()->Ping(
       &call->context, &call->request, &call->response,
-      [this, call, stub, reactor, response, sandbox_id,
+      [this, call, reactor, response, sandbox_id,
        target = *target](grpc::Status status) {
         if (!status.ok()) {
           LOG(WARNING) << "agent of sandbox " << sandbox_id << " at " << target
@@ -299,18 +326,15 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
               grpc::StatusCode::UNAVAILABLE,
               absl::StrCat("agent of sandbox ", sandbox_id, " at ", target,
                            " does not answer: ", status.error_message())));
-          absl::MutexLock lock(&mu_);
-          --live_calls_;
           return;
         }
         {
           absl::MutexLock lock(&mu_);
-          --live_calls_;
           Sandbox& sandbox = sandboxes_[sandbox_id];
           if (sandbox.stub == nullptr) {
             sandbox.id = sandbox_id;
             sandbox.target = target;
-            sandbox.stub = stub;
+            sandbox.stub = call->stub;
           }
           if (store_.has_value()) {
             absl::Status saved = store_->PutSandbox({sandbox_id, target});
@@ -583,33 +607,34 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
   absl::Time deadline = absl::Now() + options_.agent_call_timeout;
   std::shared_ptr<Session> s = session;
   std::unique_ptr<PendingStart> owned = std::move(session->pending);
-  ++live_calls_;  // OnProcessStarted ends it
   // std::function needs a copyable callable: share the pending start.
   auto shared_pending =
       std::make_shared<std::unique_ptr<PendingStart>>(std::move(owned));
   if (!(*shared_pending)->exec) {
-    auto call = std::make_shared<AgentCall<agentpb::NewContainerRequest,
-                                           agentpb::NewContainerResponse>>();
+    auto call = std::make_shared<
+        AgentCall<agentpb::NewContainerRequest, agentpb::NewContainerResponse>>(
+        calls_, stub);
     call->context.set_deadline(absl::ToChronoTime(deadline));
     call->request.set_container_id(session->container_id);
     call->request.set_process_id(session->process_id);
     *call->request.mutable_process() = (*shared_pending)->spec;
     stub->async()->NewContainer(
         &call->context, &call->request, &call->response,
-        [this, call, s, stub, shared_pending](grpc::Status status) {
+        [this, call, s, shared_pending](grpc::Status status) {
           OnProcessStarted(s, std::move(*shared_pending), status,
                            call->response.pid());
         });
   } else {
     auto call = std::make_shared<
-        AgentCall<agentpb::ExecCmdRequest, agentpb::ExecCmdResponse>>();
+        AgentCall<agentpb::ExecCmdRequest, agentpb::ExecCmdResponse>>(calls_,
+                                                                      stub);
     call->context.set_deadline(absl::ToChronoTime(deadline));
     call->request.set_container_id(session->container_id);
     call->request.set_process_id(session->process_id);
     *call->request.mutable_process() = (*shared_pending)->spec;
     stub->async()->ExecCmd(
         &call->context, &call->request, &call->response,
-        [this, call, s, stub, shared_pending](grpc::Status status) {
+        [this, call, s, shared_pending](grpc::Status status) {
           OnProcessStarted(s, std::move(*shared_pending), status,
                            call->response.pid());
         });
@@ -621,7 +646,6 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
                                         const grpc::Status& status,
                                         int32_t pid) {
   absl::MutexLock lock(&mu_);
-  --live_calls_;
   session->starting = false;
   if (!status.ok()) {
     LOG(WARNING) << "agent of sandbox " << session->sandbox_id
@@ -724,7 +748,8 @@ void ProxyServiceImpl::ForwardAck(const std::shared_ptr<Session>& session) {
   std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
   if (stub == nullptr) return;
   auto call = std::make_shared<
-      AgentCall<agentpb::AckOutputRequest, agentpb::AckOutputResponse>>();
+      AgentCall<agentpb::AckOutputRequest, agentpb::AckOutputResponse>>(calls_,
+                                                                        stub);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
   call->request.set_container_id(session->container_id);
@@ -734,9 +759,8 @@ void ProxyServiceImpl::ForwardAck(const std::shared_ptr<Session>& session) {
   session->ack_sent_stdout = session->ack_stdout;
   session->ack_sent_stderr = session->ack_stderr;
   session->ack_in_flight = true;
-  ++live_calls_;
   stub->async()->AckOutput(&call->context, &call->request, &call->response,
-                           [this, call, stub, session](grpc::Status status) {
+                           [this, call, session](grpc::Status status) {
                              OnAckForwarded(session, status,
                                             call->request.stdout_offset(),
                                             call->request.stderr_offset());
@@ -748,7 +772,6 @@ void ProxyServiceImpl::OnAckForwarded(const std::shared_ptr<Session>& session,
                                       uint64_t stdout_offset,
                                       uint64_t stderr_offset) {
   absl::MutexLock lock(&mu_);
-  --live_calls_;
   session->ack_in_flight = false;
   const bool live = sessions_.count(session->token) != 0;
   if (!status.ok() && !session->exited && live) {
@@ -786,23 +809,22 @@ void ProxyServiceImpl::SignalProcess(const std::shared_ptr<Session>& session,
     return;
   }
   auto call = std::make_shared<
-      AgentCall<agentpb::SignalRequest, agentpb::SignalResponse>>();
+      AgentCall<agentpb::SignalRequest, agentpb::SignalResponse>>(calls_, stub);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
   call->request.set_container_id(session->container_id);
   call->request.set_process_id(session->process_id);
   call->request.set_signal(signal);
   std::string process_id = session->process_id;
-  stub->async()->Signal(&call->context, &call->request, &call->response,
-                        [call, stub, done = std::move(done), process_id,
-                         signal](grpc::Status status) {
-                          if (!status.ok()) {
-                            LOG(WARNING)
-                                << "signal " << signal << " to process "
-                                << process_id << ": " << status.error_message();
-                          }
-                          if (done) done(status);
-                        });
+  stub->async()->Signal(
+      &call->context, &call->request, &call->response,
+      [call, done = std::move(done), process_id, signal](grpc::Status status) {
+        if (!status.ok()) {
+          LOG(WARNING) << "signal " << signal << " to process " << process_id
+                       << ": " << status.error_message();
+        }
+        if (done) done(status);
+      });
 }
 
 grpc::ServerUnaryReactor* ProxyServiceImpl::Signal(
@@ -837,7 +859,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::Resize(
     return reactor;
   }
   auto call = std::make_shared<
-      AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>();
+      AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>(calls_, stub);
   call->context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
   call->request.set_container_id(it->second->container_id);
@@ -845,7 +867,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::Resize(
   *call->request.mutable_size() = request->size();
   stub->async()->Resize(
       &call->context, &call->request, &call->response,
-      [call, stub, reactor](grpc::Status status) { reactor->Finish(status); });
+      [call, reactor](grpc::Status status) { reactor->Finish(status); });
   return reactor;
 }
 
@@ -961,11 +983,9 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
         read_on();
         return;
       }
-      ++live_calls_;
       SignalProcess(session, request.signal(),
                     [this, session, shim](grpc::Status) {
                       absl::MutexLock lock(&mu_);
-                      --live_calls_;
                       // Read on unless the shim has gone meanwhile.
                       if (session->shim == shim && !shim->finished_) {
                         shim->StartRead(&shim->request_);
@@ -979,17 +999,16 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
         return;
       }
       auto call = std::make_shared<
-          AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>();
+          AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>(calls_,
+                                                                      stub);
       call->context.set_deadline(
           absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
       call->request.set_container_id(session->container_id);
       call->request.set_process_id(session->process_id);
       *call->request.mutable_size() = request.resize();
-      ++live_calls_;
       stub->async()->Resize(&call->context, &call->request, &call->response,
-                            [this, call, stub, session, shim](grpc::Status) {
+                            [this, call, session, shim](grpc::Status) {
                               absl::MutexLock lock(&mu_);
-                              --live_calls_;
                               if (session->shim == shim && !shim->finished_) {
                                 shim->StartRead(&shim->request_);
                               }

@@ -27,6 +27,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "services/proxy/in_flight.h"
 #include "services/proxy/state_store.h"
 #include "services/proxy/timer.h"
 
@@ -68,7 +69,7 @@ class ProxyServiceImpl final
   // Before the server shuts down: fails the calls waiting for a shim, ends
   // every shim's stream with UNAVAILABLE (the processes keep running: this
   // is not a shim going away) and cancels the agents' streams, then waits
-  // until those are gone.
+  // until those and every call to an agent are gone.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* RegisterSandbox(
@@ -189,6 +190,7 @@ class ProxyServiceImpl final
   // Opens the agent's ProcessIo stream of the session's process.
   void AttachIo(const std::shared_ptr<Session>& session, uint64_t stdout_offset,
                 uint64_t stderr_offset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropSession(const std::shared_ptr<Session>& session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends every shim and wait of the sandbox with `status`, cancels its
@@ -227,11 +229,11 @@ class ProxyServiceImpl final
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_process_ ABSL_GUARDED_BY(mu_) = 1;
   int live_agent_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  // Calls to agents whose callbacks use this object.
-  int live_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Sandbox> sandboxes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(mu_);
+  // Calls to agents and agent streams in flight (see AgentCall).
+  InFlight calls_;
   // Last, so that it goes first: its callbacks use everything above.
   Timer timer_;
 };

@@ -567,6 +567,12 @@ TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
   pb::ConnectRequest ack;
   ack.mutable_ack()->set_stdout_offset(6);
   shim.Send(ack);
+  // The ack goes to the agent as a call of its own, racing the stdin close
+  // on the process's stream: wait for it before the process may end.
+  const std::string id = response.process_id();
+  ASSERT_TRUE(agent_.Await([&](const auto& processes) {
+    return processes.count(id) != 0 && processes.at(id).acks.size() == 1;
+  }));
   shim.CloseStdin();
   EXPECT_TRUE(shim.WaitDone().ok());
   EXPECT_EQ(shim.exit().exit_code(), 0);
