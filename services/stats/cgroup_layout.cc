@@ -143,7 +143,7 @@ CgroupMounts CgroupMountsForLayout(CgroupLayout layout,
   CgroupMounts mounts;
   mounts.layout = layout;
   if (layout == v1::CGROUP_LAYOUT_V1 || layout == v1::CGROUP_LAYOUT_HYBRID) {
-    for (const char* controller : {"cpu", "cpuacct", "memory"}) {
+    for (const char* controller : {"cpu", "cpuacct", "memory", "pids"}) {
       mounts.v1[controller] = absl::StrCat(root, "/", controller);
     }
   }

@@ -18,7 +18,7 @@ namespace stats {
 // The cgroup file systems mounted at or below a root directory.
 struct CgroupMounts {
   // What is mounted. HYBRID means v1 resource controllers and a cgroup2 mount:
-  // berth then reads CPU and memory from v1.
+  // berth then reads CPU, memory and pids from v1.
   berth::stats::v1::CgroupLayout layout = berth::stats::v1::CGROUP_LAYOUT_NONE;
   // Mount point of each cgroup v1 resource controller ("cpu", "cpuacct",
   // "memory", ...); co-mounted controllers share one. Named hierarchies
@@ -44,7 +44,7 @@ CgroupMounts ParseCgroupMounts(absl::string_view mountinfo_content,
 
 // The cgroup mounts a directory laid out like a cgroup root would have,
 // without looking at any mount table (test fixtures, or a root given
-// explicitly): V1 takes <root>/<controller> for cpu, cpuacct and memory;
+// explicitly): V1 takes <root>/<controller> for cpu, cpuacct, memory and pids;
 // V2 takes <root> itself; HYBRID both, with v2 at <root>/unified; NONE none.
 CgroupMounts CgroupMountsForLayout(berth::stats::v1::CgroupLayout layout,
                                    absl::string_view cgroup_root);

@@ -149,9 +149,9 @@ TEST(CgroupLayoutTest, DetectsThisHostWithoutError) {
 
 TEST(CgroupLayoutTest, LayoutsGivenExplicitlyUseTheConventionalDirectories) {
   const CgroupMounts v1 = CgroupMountsForLayout(pb::CGROUP_LAYOUT_V1, "/r/");
-  EXPECT_THAT(v1.v1,
-              ElementsAre(Pair("cpu", "/r/cpu"), Pair("cpuacct", "/r/cpuacct"),
-                          Pair("memory", "/r/memory")));
+  EXPECT_THAT(
+      v1.v1, ElementsAre(Pair("cpu", "/r/cpu"), Pair("cpuacct", "/r/cpuacct"),
+                         Pair("memory", "/r/memory"), Pair("pids", "/r/pids")));
   EXPECT_EQ(v1.v2, "");
   const CgroupMounts v2 = CgroupMountsForLayout(pb::CGROUP_LAYOUT_V2, "/r");
   EXPECT_TRUE(v2.v1.empty());

@@ -29,7 +29,7 @@ class CgroupV1Collector : public Collector {
     if (!path.ok()) return path.status();
     auto collector = absl::WrapUnique(new CgroupV1Collector(*path, options));
     std::vector<std::string> looked;
-    for (const char* controller : {"cpu", "cpuacct", "memory"}) {
+    for (const char* controller : {"cpu", "cpuacct", "memory", "pids"}) {
       const std::string mount = mounts.V1Mount(controller);
       if (mount.empty()) continue;
       const std::string dir = absl::StrCat(mount, *path == "/" ? "" : *path);
@@ -44,7 +44,7 @@ class CgroupV1Collector : public Collector {
     if (looked.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot measure cgroup ", *path,
-          ": none of the cgroup v1 controllers cpu, cpuacct, memory is "
+          ": none of the cgroup v1 controllers cpu, cpuacct, memory, pids is "
           "mounted"));
     }
     if (collector->watches_.empty()) {
@@ -103,6 +103,8 @@ class CgroupV1Collector : public Collector {
         {"memory", "memory.max_usage_in_bytes", &memory_max_usage_},
         {"memory", "memory.kmem.usage_in_bytes", &kmem_usage_},
         {"memory", "memory.kmem.max_usage_in_bytes", &kmem_max_usage_},
+        {"pids", "pids.current", &pids_current_},
+        {"pids", "pids.max", &pids_max_},
     };
     for (const auto& f : kFiles) {
       // Co-mounted controllers (cpu,cpuacct) share a directory: open once.
@@ -165,7 +167,9 @@ class CgroupV1Collector : public Collector {
       status = ReadSingleNumber(*file, value);
       if (!status.ok()) return status;
     }
-    return absl::OkStatus();
+    status = ReadSingleNumber(pids_current_, &c->pids_current);
+    if (!status.ok()) return status;
+    return ReadLimit(pids_max_, &c->pids_limit);
   }
 
   bool Gone() const {
@@ -188,6 +192,8 @@ class CgroupV1Collector : public Collector {
   KeptFile memory_max_usage_;
   KeptFile kmem_usage_;
   KeptFile kmem_max_usage_;
+  KeptFile pids_current_;
+  KeptFile pids_max_;
   CpuRate rate_;
 };
 

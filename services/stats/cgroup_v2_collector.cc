@@ -50,6 +50,8 @@ class CgroupV2Collector : public Collector {
              std::pair{"memory.peak", &collector->memory_peak_},
              std::pair{"memory.stat", &collector->memory_stat_},
              std::pair{"memory.swap.current", &collector->swap_current_},
+             std::pair{"pids.current", &collector->pids_current_},
+             std::pair{"pids.max", &collector->pids_max_},
          }) {
       absl::StatusOr<KeptFile> opened =
           OpenIfPresent(absl::StrCat(dir, "/", name));
@@ -120,7 +122,11 @@ class CgroupV2Collector : public Collector {
       };
       ParseFlatKeyed(*content, fields);
     }
-    return ReadSingleNumber(swap_current_, &c->swap);
+    status = ReadSingleNumber(swap_current_, &c->swap);
+    if (!status.ok()) return status;
+    status = ReadSingleNumber(pids_current_, &c->pids_current);
+    if (!status.ok()) return status;
+    return ReadLimit(pids_max_, &c->pids_limit);
   }
 
   const std::string target_;
@@ -131,6 +137,8 @@ class CgroupV2Collector : public Collector {
   KeptFile memory_peak_;
   KeptFile memory_stat_;
   KeptFile swap_current_;
+  KeptFile pids_current_;
+  KeptFile pids_max_;
   CpuRate rate_;
 };
 

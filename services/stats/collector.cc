@@ -138,6 +138,19 @@ void FillResourceUsage(const Counters& c, const CpuRate::Percent& percent,
     (memory->*m.set)(*m.value);
     memory->add_measured(m.field);
   }
+
+  // Only where measured: most samples' readers predate the field.
+  if (c.pids_current || c.pids_limit) {
+    pb::PidsStats* pids = out->mutable_pids();
+    if (c.pids_current) {
+      pids->set_current(*c.pids_current);
+      pids->add_measured(pb::PIDS_FIELD_CURRENT);
+    }
+    if (c.pids_limit) {
+      pids->set_limit(*c.pids_limit);
+      pids->add_measured(pb::PIDS_FIELD_LIMIT);
+    }
+  }
 }
 
 absl::StatusOr<std::string> CleanCgroupPath(absl::string_view cgroup_path) {

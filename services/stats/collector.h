@@ -80,10 +80,11 @@ class Collector {
 // the hierarchical total_* lines where the kernel has them, so that the
 // task's own sub-cgroups count as memory.usage_in_bytes does),
 // memory.usage_in_bytes, memory.max_usage_in_bytes and
-// memory.kmem.usage_in_bytes and max_usage_in_bytes. `cgroup_path` is
-// relative to each controller's mount point (cpu, cpuacct, memory in
-// `mounts.v1`); controllers not mounted, or where the path is missing, are
-// not measured. NOT_FOUND naming the path when it is under none of them.
+// memory.kmem.usage_in_bytes and max_usage_in_bytes, pids.current and
+// pids.max. `cgroup_path` is relative to each controller's mount point (cpu,
+// cpuacct, memory, pids in `mounts.v1`); controllers not mounted, or where
+// the path is missing, are not measured. NOT_FOUND naming the path when it is
+// under none of them.
 absl::StatusOr<std::unique_ptr<Collector>> NewCgroupV1Collector(
     const CgroupMounts& mounts, absl::string_view cgroup_path,
     const CollectorOptions& options);
@@ -91,8 +92,9 @@ absl::StatusOr<std::unique_ptr<Collector>> NewCgroupV1Collector(
 // A cgroup v2 task below `v2_mount`: cpu.stat (usage_usec, user_usec,
 // system_usec, nr_throttled, throttled_usec), memory.current → usage,
 // memory.peak → max_usage (where the kernel has it), memory.stat (anon → rss,
-// file → cache, file_mapped → mapped_file, kernel → kernel_usage) and
-// memory.swap.current → swap. NOT_FOUND naming the path if it is not there.
+// file → cache, file_mapped → mapped_file, kernel → kernel_usage),
+// memory.swap.current → swap, pids.current and pids.max. NOT_FOUND naming the
+// path if it is not there.
 absl::StatusOr<std::unique_ptr<Collector>> NewCgroupV2Collector(
     const std::string& v2_mount, absl::string_view cgroup_path,
     const CollectorOptions& options);
@@ -107,7 +109,8 @@ absl::StatusOr<std::unique_ptr<Collector>> NewCgroupCollector(
 // A process tree rooted at `root_pid`, read from `proc_root` (/proc): the sum
 // over the tree of utime and stime (/proc/PID/stat, clock ticks → ns) as
 // user_mode, system_mode and usage (their sum), and of VmRSS → rss and
-// VmSwap → swap (/proc/PID/status, kB → bytes); and each process on its own
+// VmSwap → swap (/proc/PID/status, kB → bytes) and of Threads → pids
+// current; and each process on its own
 // in `processes`. Children are found through /proc/PID/task/TID/children
 // where the kernel has it, else by scanning every /proc/PID/stat for its
 // parent. Percent sums each process's own delta, so a child that exits
@@ -140,6 +143,9 @@ struct Counters {
   std::optional<uint64_t> max_usage;
   std::optional<uint64_t> kernel_usage;
   std::optional<uint64_t> kernel_max_usage;
+
+  std::optional<uint64_t> pids_current;
+  std::optional<uint64_t> pids_limit;
 };
 
 // CPU percent (of one core) from deltas of monotonic CPU counters between

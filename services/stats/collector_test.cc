@@ -114,6 +114,12 @@ class CgroupV1Test : public ::testing::Test {
     }
   }
 
+  // pids.max "max": no limit.
+  void WritePids(const std::string& max = "max") {
+    WriteFile(Dir("pids") + "/pids.current", "3\n");
+    WriteFile(Dir("pids") + "/pids.max", max + "\n");
+  }
+
   std::unique_ptr<Collector> Open() {
     absl::StatusOr<std::unique_ptr<Collector>> collector =
         NewCgroupV1Collector(mounts_, "/berth/t1", clock_.Options());
@@ -129,6 +135,7 @@ class CgroupV1Test : public ::testing::Test {
 TEST_F(CgroupV1Test, FirstSampleHasEveryCounterAndNoPercent) {
   WriteCpu({});
   WriteMemory();
+  WritePids();
   std::unique_ptr<Collector> collector = Open();
   ASSERT_NE(collector, nullptr);
   EXPECT_EQ(collector->backend(), pb::BACKEND_CGROUP_V1);
@@ -174,8 +181,35 @@ TEST_F(CgroupV1Test, FirstSampleHasEveryCounterAndNoPercent) {
           MEMORY_FIELD_KERNEL_MAX_USAGE
         ]
       }
+      pids {
+        current: 3
+        measured: [ PIDS_FIELD_CURRENT ]
+      }
     }
   )pb");
+}
+
+TEST_F(CgroupV1Test, APidsLimitIsMeasured) {
+  WriteMemory();
+  WritePids("64");
+  std::unique_ptr<Collector> collector = Open();
+  ASSERT_NE(collector, nullptr);
+  pb::TaskResourceUsage usage;
+  ASSERT_TRUE(collector->Sample(&usage).ok());
+  ExpectProto(usage.usage().pids(), R"pb(
+    current: 3
+    limit: 64
+    measured: [ PIDS_FIELD_CURRENT, PIDS_FIELD_LIMIT ]
+  )pb");
+}
+
+TEST_F(CgroupV1Test, WithoutThePidsCgroupNoPidsAreMeasured) {
+  WriteMemory();
+  std::unique_ptr<Collector> collector = Open();
+  ASSERT_NE(collector, nullptr);
+  pb::TaskResourceUsage usage;
+  ASSERT_TRUE(collector->Sample(&usage).ok());
+  EXPECT_FALSE(usage.usage().has_pids());
 }
 
 TEST_F(CgroupV1Test, PercentComesFromDeltasOverTheWallClockDelta) {
@@ -414,6 +448,11 @@ class CgroupV2Test : public ::testing::Test {
               "active_file 2000\n");
   }
 
+  void WritePids(const std::string& max) {
+    WriteFile(Dir() + "/pids.current", "5\n");
+    WriteFile(Dir() + "/pids.max", max + "\n");
+  }
+
   std::unique_ptr<Collector> Open() {
     absl::StatusOr<std::unique_ptr<Collector>> collector =
         NewCgroupV2Collector(dir_.path(), "/berth/t1", clock_.Options());
@@ -428,6 +467,7 @@ class CgroupV2Test : public ::testing::Test {
 TEST_F(CgroupV2Test, MapsEveryFileAndKeyWithMemoryPeak) {
   WriteCpu(2000000, 1500000, 500000);
   WriteMemory(/*peak=*/true);
+  WritePids("100");
   std::unique_ptr<Collector> collector = Open();
   ASSERT_NE(collector, nullptr);
   EXPECT_EQ(collector->backend(), pb::BACKEND_CGROUP_V2);
@@ -470,6 +510,11 @@ TEST_F(CgroupV2Test, MapsEveryFileAndKeyWithMemoryPeak) {
           MEMORY_FIELD_KERNEL_USAGE
         ]
       }
+      pids {
+        current: 5
+        limit: 100
+        measured: [ PIDS_FIELD_CURRENT, PIDS_FIELD_LIMIT ]
+      }
     }
   )pb");
 }
@@ -496,6 +541,19 @@ TEST_F(CgroupV2Test, WithoutMemoryPeakMaxUsageIsNotMeasured) {
       MEMORY_FIELD_USAGE,
       MEMORY_FIELD_KERNEL_USAGE
     ]
+  )pb");
+}
+
+TEST_F(CgroupV2Test, UnlimitedPidsHaveNoLimit) {
+  WriteCpu(2000000, 1500000, 500000);
+  WritePids("max");
+  std::unique_ptr<Collector> collector = Open();
+  ASSERT_NE(collector, nullptr);
+  pb::TaskResourceUsage usage;
+  ASSERT_TRUE(collector->Sample(&usage).ok());
+  ExpectProto(usage.usage().pids(), R"pb(
+    current: 5
+    measured: [ PIDS_FIELD_CURRENT ]
   )pb");
 }
 
@@ -570,6 +628,7 @@ struct FakeProcess {
   uint64_t start_time = 1000;
   std::string comm = "worker";
   char state = 'S';
+  int threads = 1;
 };
 
 class ProcfsTest : public ::testing::Test {
@@ -584,7 +643,7 @@ class ProcfsTest : public ::testing::Test {
               absl::StrCat("Name:\t", p.comm, "\nState:\tS (sleeping)\n",
                            "VmPeak:\t  99999 kB\nVmRSS:\t  ", p.rss_kb,
                            " kB\nRssAnon:\t  1 kB\nVmSwap:\t  ", p.swap_kb,
-                           " kB\nThreads:\t1\n"));
+                           " kB\nThreads:\t", p.threads, "\n"));
   }
   void Children(int pid, int tid, const std::string& children) {
     WriteFile(dir_.Join(absl::StrCat(pid, "/task/", tid, "/children")),
@@ -600,7 +659,8 @@ class ProcfsTest : public ::testing::Test {
            .stime = 20,
            .rss_kb = 1000,
            .swap_kb = 10,
-           .comm = "my (odd) proc"});
+           .comm = "my (odd) proc",
+           .threads = 2});
     Write({.pid = 101,
            .ppid = 100,
            .utime = 30,
@@ -652,6 +712,10 @@ constexpr char kTreeOfThree[] = R"pb(
       swap: 15360
       measured: [ MEMORY_FIELD_RSS, MEMORY_FIELD_SWAP ]
     }
+    pids {
+      current: 4
+      measured: [ PIDS_FIELD_CURRENT ]
+    }
   }
   processes {
     key: 100
@@ -671,6 +735,10 @@ constexpr char kTreeOfThree[] = R"pb(
         rss: 1024000
         swap: 10240
         measured: [ MEMORY_FIELD_RSS, MEMORY_FIELD_SWAP ]
+      }
+      pids {
+        current: 2
+        measured: [ PIDS_FIELD_CURRENT ]
       }
     }
   }
@@ -693,6 +761,10 @@ constexpr char kTreeOfThree[] = R"pb(
         swap: 0
         measured: [ MEMORY_FIELD_RSS, MEMORY_FIELD_SWAP ]
       }
+      pids {
+        current: 1
+        measured: [ PIDS_FIELD_CURRENT ]
+      }
     }
   }
   processes {
@@ -713,6 +785,10 @@ constexpr char kTreeOfThree[] = R"pb(
         rss: 512000
         swap: 5120
         measured: [ MEMORY_FIELD_RSS, MEMORY_FIELD_SWAP ]
+      }
+      pids {
+        current: 1
+        measured: [ PIDS_FIELD_CURRENT ]
       }
     }
   }

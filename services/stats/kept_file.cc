@@ -163,6 +163,17 @@ absl::Status ReadSingleNumber(KeptFile& file, std::optional<uint64_t>* value) {
   return absl::OkStatus();
 }
 
+absl::Status ReadLimit(KeptFile& file, std::optional<uint64_t>* value) {
+  if (!file.is_open()) return absl::OkStatus();
+  absl::StatusOr<absl::string_view> content = file.Read();
+  if (!content.ok()) return content.status();
+  if (absl::StripAsciiWhitespace(*content) == "max") return absl::OkStatus();
+  absl::StatusOr<uint64_t> number = ParseSingleNumber(*content, file.path());
+  if (!number.ok()) return number.status();
+  *value = *number;
+  return absl::OkStatus();
+}
+
 void ParseFlatKeyed(absl::string_view content,
                     absl::Span<const KeyedField> fields) {
   size_t remaining = fields.size();

@@ -91,6 +91,10 @@ absl::StatusOr<uint64_t> ParseSingleNumber(absl::string_view content,
 // `value` unset and is not an error.
 absl::Status ReadSingleNumber(KeptFile& file, std::optional<uint64_t>* value);
 
+// The same for a limit file (pids.max, memory.max): "max" leaves `value`
+// unset, as a file that is not open does.
+absl::Status ReadLimit(KeptFile& file, std::optional<uint64_t>* value);
+
 // One key of a flat-keyed file and where its value goes.
 struct KeyedField {
   absl::string_view key;

@@ -174,11 +174,15 @@ class ProcfsCollector : public Collector {
       own.cpu_usage_ns = user_ns + system_ns;
       own.rss = reading->rss;
       own.swap = reading->swap;
+      own.pids_current = reading->threads;
       *total.cpu_user_ns += user_ns;
       *total.cpu_system_ns += system_ns;
       *total.cpu_usage_ns += user_ns + system_ns;
       if (reading->rss) total.rss = total.rss.value_or(0) + *reading->rss;
       if (reading->swap) total.swap = total.swap.value_or(0) + *reading->swap;
+      if (reading->threads) {
+        total.pids_current = total.pids_current.value_or(0) + *reading->threads;
+      }
       const CpuRate::Percent percent = process.rate.Update(
           now_ns, own.cpu_usage_ns, own.cpu_user_ns, own.cpu_system_ns);
       FillResourceUsage(own, percent, options_.cpu_mhz,
@@ -231,6 +235,7 @@ class ProcfsCollector : public Collector {
     ProcStat stat;
     std::optional<uint64_t> rss;
     std::optional<uint64_t> swap;
+    std::optional<uint64_t> threads;
   };
 
   ProcfsCollector(std::string proc_root, int root_pid,
@@ -305,7 +310,8 @@ class ProcfsCollector : public Collector {
       absl::StatusOr<absl::string_view> status = reading.process->status.Read();
       if (!status.ok()) return status.status();
       const KeyedField fields[] = {{"VmRSS:", &reading.rss},
-                                   {"VmSwap:", &reading.swap}};
+                                   {"VmSwap:", &reading.swap},
+                                   {"Threads:", &reading.threads}};
       ParseFlatKeyed(*status, fields);
       if (reading.rss) *reading.rss *= kBytesPerKiB;
       if (reading.swap) *reading.swap *= kBytesPerKiB;

@@ -41,9 +41,10 @@ namespace {
 namespace pb = ::berth::stats::v1;
 using ::berth::stats::testing::WaitFor;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr const char* kControllers[] = {"cpu", "cpuacct", "memory"};
+constexpr const char* kControllers[] = {"cpu", "cpuacct", "memory", "pids"};
 constexpr uint64_t kTouchBytes = 200ull << 20;
 
 // CPU time of a process in ns (utime + stime of /proc/PID/stat).
@@ -248,6 +249,10 @@ TEST_F(RealCgroupV1Test, ChildTouching200MiBReadsThatRss) {
       << "rss " << memory.rss() << " bytes";
   EXPECT_GE(memory.usage(), memory.rss());
   EXPECT_GE(memory.max_usage(), memory.usage());
+  // The one single-threaded child; no limit set.
+  EXPECT_EQ(usage.usage().pids().current(), 1u);
+  EXPECT_THAT(usage.usage().pids().measured(),
+              ElementsAre(pb::PIDS_FIELD_CURRENT));
   std::cout << "rss " << memory.rss() << " bytes of " << kTouchBytes << "\n";
 }
 
@@ -290,6 +295,7 @@ TEST(RealProcfsTest, FindsTheWholeTreeAndSeesItsRootExit) {
   EXPECT_EQ(usage.processes().size(), 3u);
   EXPECT_TRUE(usage.processes().contains(root));
   EXPECT_GT(usage.usage().memory().rss(), 0u);
+  EXPECT_EQ(usage.usage().pids().current(), 3u);  // single-threaded each
 
   kill(-root, SIGKILL);  // the whole group
   waitpid(root, nullptr, 0);

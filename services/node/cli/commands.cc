@@ -896,6 +896,20 @@ class Cli {
       return true;
     }
 
+    // Tasks (threads included) as the cgroup counts them; else the
+    // processes a procfs sample lists; else unknown.
+    static std::string PidsColumn(const statspb::TaskResourceUsage& sample) {
+      const statspb::PidsStats& pids = sample.usage().pids();
+      if (std::find(pids.measured().begin(), pids.measured().end(),
+                    statspb::PIDS_FIELD_CURRENT) != pids.measured().end()) {
+        return absl::StrCat(pids.current());
+      }
+      if (!sample.processes().empty()) {
+        return absl::StrCat(sample.processes_size());
+      }
+      return "--";
+    }
+
     // The table of the tasks sampled (and, unless `all`, still streaming).
     std::string RenderTable(bool all) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Table table(
@@ -918,9 +932,7 @@ class Cli {
         table.AddRow({ShortId(target.id), target.name,
                       absl::StrFormat("%.2f%%", sample.usage().cpu().percent()),
                       absl::StrCat(HumanBytes(used), " / ", limit), percent,
-                      sample.processes().empty()
-                          ? "--"
-                          : absl::StrCat(sample.processes_size())});
+                      PidsColumn(sample)});
       }
       return table.Render();
     }

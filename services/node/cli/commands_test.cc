@@ -676,6 +676,26 @@ TEST_F(CommandsTest, StatsNoStreamTable) {
   EXPECT_EQ(fake_.stats_requests()[0].task_id(), kWebId);
 }
 
+// PIDS: the cgroup's count where measured (threads included), else "--"
+// when neither it nor a procfs process list is there.
+TEST_F(CommandsTest, StatsPidsFromTheCgroupCountOrUnknown) {
+  fake_.AddTask(MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING));
+  fake_.AddTask(MakeTask(kDbId, "db", nodepb::TASK_STATE_RUNNING));
+  nodepb::TaskStatsResponse web = Sample(kWebId, 1, 1 << 20, 0);
+  statspb::PidsStats& pids =
+      *web.mutable_usage()->mutable_usage()->mutable_pids();
+  pids.set_current(7);
+  pids.add_measured(statspb::PIDS_FIELD_CURRENT);
+  fake_.SetStats(kWebId, {web}, /*hold_open=*/true);
+  fake_.SetStats(kDbId, {Sample(kDbId, 2, 2 << 20, 0)}, /*hold_open=*/true);
+  CliResult result = Run({"stats", "--no-stream"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(result.out,
+              HasSubstr("web    1.00%   1MiB / --           --      7\n"));
+  EXPECT_THAT(result.out,
+              HasSubstr("db     2.00%   2MiB / --           --      --\n"));
+}
+
 TEST_F(CommandsTest, StatsWithoutRunningTasksPrintsTheHeaderOnce) {
   fake_.AddTask(MakeTask(kDbId, "db", nodepb::TASK_STATE_EXITED));
   const std::string header =

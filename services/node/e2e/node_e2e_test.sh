@@ -241,10 +241,21 @@ else
 fi
 berth rm -f shell >/dev/null
 
-# --- stats of a running task.
-berth run -d --net host --name busy -- /bin/sleep 30 >/dev/null
+# --- stats of a running task: memory, and PIDS as its cgroup counts them
+# (sh and its two sleeps, at least) with its limit.
+berth run -d --net host --pids 64 --name busy -- /bin/sh -c 'sleep 30 & sleep 30 & wait' >/dev/null
+pids_column() { berth stats --no-stream busy 2>&1 | awk 'NR == 2 { print $NF }'; }
+for _ in $(seq 50); do
+  [[ $(pids_column) =~ ^[0-9]+$ ]] && (($(pids_column) >= 3)) && break
+  sleep 0.1
+done
 stats=$(berth stats --no-stream --json busy 2>&1)
-if [[ $stats == *memory* ]]; then pass stats_no_stream; else fail stats_no_stream "$stats"; fi
+pids=$(pids_column)
+if [[ $stats == *memory* && $stats =~ \"limit\":\ ?\"64\" && $pids =~ ^[0-9]+$ ]] && ((pids >= 3)); then
+  pass stats_no_stream
+else
+  fail stats_no_stream "PIDS column '$pids'; $stats"
+fi
 berth rm -f busy >/dev/null
 
 # --- restart policies: on-failure with a limit; always until stopped.

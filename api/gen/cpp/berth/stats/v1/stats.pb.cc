@@ -68,10 +68,27 @@ struct MemoryStatsDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 MemoryStatsDefaultTypeInternal _MemoryStats_default_instance_;
+PROTOBUF_CONSTEXPR PidsStats::PidsStats(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.measured_)*/{}
+  , /*decltype(_impl_._measured_cached_byte_size_)*/{0}
+  , /*decltype(_impl_.current_)*/uint64_t{0u}
+  , /*decltype(_impl_.limit_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct PidsStatsDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR PidsStatsDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~PidsStatsDefaultTypeInternal() {}
+  union {
+    PidsStats _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 PidsStatsDefaultTypeInternal _PidsStats_default_instance_;
 PROTOBUF_CONSTEXPR ResourceUsage::ResourceUsage(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.cpu_)*/nullptr
   , /*decltype(_impl_.memory_)*/nullptr
+  , /*decltype(_impl_.pids_)*/nullptr
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct ResourceUsageDefaultTypeInternal {
   PROTOBUF_CONSTEXPR ResourceUsageDefaultTypeInternal()
@@ -250,8 +267,8 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace stats
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[15];
-static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[4];
+static ::_pb::Metadata file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[16];
+static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[5];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fstats_2fv1_2fstats_2eproto = nullptr;
 
 const uint32_t TableStruct_berth_2fstats_2fv1_2fstats_2eproto::offsets[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
@@ -287,6 +304,15 @@ const uint32_t TableStruct_berth_2fstats_2fv1_2fstats_2eproto::offsets[] PROTOBU
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::MemoryStats, _impl_.kernel_max_usage_),
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::MemoryStats, _impl_.measured_),
   ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::stats::v1::PidsStats, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::stats::v1::PidsStats, _impl_.current_),
+  PROTOBUF_FIELD_OFFSET(::berth::stats::v1::PidsStats, _impl_.limit_),
+  PROTOBUF_FIELD_OFFSET(::berth::stats::v1::PidsStats, _impl_.measured_),
+  ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::ResourceUsage, _internal_metadata_),
   ~0u,  // no _extensions_
   ~0u,  // no _oneof_case_
@@ -294,6 +320,7 @@ const uint32_t TableStruct_berth_2fstats_2fv1_2fstats_2eproto::offsets[] PROTOBU
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::ResourceUsage, _impl_.cpu_),
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::ResourceUsage, _impl_.memory_),
+  PROTOBUF_FIELD_OFFSET(::berth::stats::v1::ResourceUsage, _impl_.pids_),
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::TaskResourceUsage_ProcessesEntry_DoNotUse, _has_bits_),
   PROTOBUF_FIELD_OFFSET(::berth::stats::v1::TaskResourceUsage_ProcessesEntry_DoNotUse, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -399,24 +426,26 @@ const uint32_t TableStruct_berth_2fstats_2fv1_2fstats_2eproto::offsets[] PROTOBU
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::stats::v1::CpuStats)},
   { 16, -1, -1, sizeof(::berth::stats::v1::MemoryStats)},
-  { 31, -1, -1, sizeof(::berth::stats::v1::ResourceUsage)},
-  { 39, 47, -1, sizeof(::berth::stats::v1::TaskResourceUsage_ProcessesEntry_DoNotUse)},
-  { 49, -1, -1, sizeof(::berth::stats::v1::TaskResourceUsage)},
-  { 60, -1, -1, sizeof(::berth::stats::v1::RegisterTaskRequest)},
-  { 70, -1, -1, sizeof(::berth::stats::v1::RegisterTaskResponse)},
-  { 77, -1, -1, sizeof(::berth::stats::v1::UnregisterTaskRequest)},
-  { 84, -1, -1, sizeof(::berth::stats::v1::UnregisterTaskResponse)},
-  { 90, -1, -1, sizeof(::berth::stats::v1::GetTaskStatsRequest)},
-  { 97, -1, -1, sizeof(::berth::stats::v1::GetTaskStatsResponse)},
-  { 104, -1, -1, sizeof(::berth::stats::v1::StreamTaskStatsRequest)},
-  { 112, -1, -1, sizeof(::berth::stats::v1::StreamTaskStatsResponse)},
-  { 120, -1, -1, sizeof(::berth::stats::v1::GetNodeStatsRequest)},
-  { 126, -1, -1, sizeof(::berth::stats::v1::GetNodeStatsResponse)},
+  { 31, -1, -1, sizeof(::berth::stats::v1::PidsStats)},
+  { 40, -1, -1, sizeof(::berth::stats::v1::ResourceUsage)},
+  { 49, 57, -1, sizeof(::berth::stats::v1::TaskResourceUsage_ProcessesEntry_DoNotUse)},
+  { 59, -1, -1, sizeof(::berth::stats::v1::TaskResourceUsage)},
+  { 70, -1, -1, sizeof(::berth::stats::v1::RegisterTaskRequest)},
+  { 80, -1, -1, sizeof(::berth::stats::v1::RegisterTaskResponse)},
+  { 87, -1, -1, sizeof(::berth::stats::v1::UnregisterTaskRequest)},
+  { 94, -1, -1, sizeof(::berth::stats::v1::UnregisterTaskResponse)},
+  { 100, -1, -1, sizeof(::berth::stats::v1::GetTaskStatsRequest)},
+  { 107, -1, -1, sizeof(::berth::stats::v1::GetTaskStatsResponse)},
+  { 114, -1, -1, sizeof(::berth::stats::v1::StreamTaskStatsRequest)},
+  { 122, -1, -1, sizeof(::berth::stats::v1::StreamTaskStatsResponse)},
+  { 130, -1, -1, sizeof(::berth::stats::v1::GetNodeStatsRequest)},
+  { 136, -1, -1, sizeof(::berth::stats::v1::GetNodeStatsResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
   &::berth::stats::v1::_CpuStats_default_instance_._instance,
   &::berth::stats::v1::_MemoryStats_default_instance_._instance,
+  &::berth::stats::v1::_PidsStats_default_instance_._instance,
   &::berth::stats::v1::_ResourceUsage_default_instance_._instance,
   &::berth::stats::v1::_TaskResourceUsage_ProcessesEntry_DoNotUse_default_instance_._instance,
   &::berth::stats::v1::_TaskResourceUsage_default_instance_._instance,
@@ -450,70 +479,75 @@ const char descriptor_table_protodef_berth_2fstats_2fv1_2fstats_2eproto[] PROTOB
   "ge\030\005 \001(\004\022\021\n\tmax_usage\030\006 \001(\004\022\024\n\014kernel_us"
   "age\030\007 \001(\004\022\030\n\020kernel_max_usage\030\010 \001(\004\022-\n\010m"
   "easured\030\t \003(\0162\033.berth.stats.v1.MemoryFie"
-  "ld\"c\n\rResourceUsage\022%\n\003cpu\030\001 \001(\0132\030.berth"
-  ".stats.v1.CpuStats\022+\n\006memory\030\002 \001(\0132\033.ber"
-  "th.stats.v1.MemoryStats\"\301\002\n\021TaskResource"
-  "Usage\022\017\n\007task_id\030\001 \001(\t\022-\n\ttimestamp\030\002 \001("
-  "\0132\032.google.protobuf.Timestamp\022,\n\005usage\030\003"
-  " \001(\0132\035.berth.stats.v1.ResourceUsage\022C\n\tp"
-  "rocesses\030\004 \003(\01320.berth.stats.v1.TaskReso"
-  "urceUsage.ProcessesEntry\022(\n\007backend\030\005 \001("
-  "\0162\027.berth.stats.v1.Backend\032O\n\016ProcessesE"
-  "ntry\022\013\n\003key\030\001 \001(\005\022,\n\005value\030\002 \001(\0132\035.berth"
-  ".stats.v1.ResourceUsage:\0028\001\"[\n\023RegisterT"
-  "askRequest\022\017\n\007task_id\030\001 \001(\t\022\025\n\013cgroup_pa"
-  "th\030\002 \001(\tH\000\022\022\n\010root_pid\030\003 \001(\005H\000B\010\n\006target"
-  "\"@\n\024RegisterTaskResponse\022(\n\007backend\030\001 \001("
-  "\0162\027.berth.stats.v1.Backend\"(\n\025Unregister"
-  "TaskRequest\022\017\n\007task_id\030\001 \001(\t\"\030\n\026Unregist"
-  "erTaskResponse\"&\n\023GetTaskStatsRequest\022\017\n"
-  "\007task_id\030\001 \001(\t\"H\n\024GetTaskStatsResponse\0220"
-  "\n\005usage\030\001 \001(\0132!.berth.stats.v1.TaskResou"
-  "rceUsage\"W\n\026StreamTaskStatsRequest\022\020\n\010ta"
-  "sk_ids\030\001 \003(\t\022+\n\010interval\030\002 \001(\0132\031.google."
-  "protobuf.Duration\"d\n\027StreamTaskStatsResp"
-  "onse\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1.Tas"
-  "kResourceUsage\022\027\n\017dropped_samples\030\002 \001(\004\""
-  "\025\n\023GetNodeStatsRequest\"\213\002\n\024GetNodeStatsR"
-  "esponse\022-\n\ttimestamp\030\001 \001(\0132\032.google.prot"
-  "obuf.Timestamp\022\021\n\tcpu_cores\030\002 \001(\r\022\024\n\014cpu"
-  "_core_mhz\030\003 \001(\001\022\023\n\013cpu_percent\030\004 \001(\001\022\025\n\r"
-  "cpu_total_mhz\030\005 \001(\001\022\032\n\022memory_total_byte"
-  "s\030\006 \001(\004\022\036\n\026memory_available_bytes\030\007 \001(\004\022"
-  "3\n\rcgroup_layout\030\010 \001(\0162\034.berth.stats.v1."
-  "CgroupLayout*\210\002\n\010CpuField\022\031\n\025CPU_FIELD_U"
-  "NSPECIFIED\020\000\022\031\n\025CPU_FIELD_SYSTEM_MODE\020\001\022"
-  "\027\n\023CPU_FIELD_USER_MODE\020\002\022\023\n\017CPU_FIELD_US"
-  "AGE\020\003\022\037\n\033CPU_FIELD_THROTTLED_PERIODS\020\004\022\034"
-  "\n\030CPU_FIELD_THROTTLED_TIME\020\005\022\025\n\021CPU_FIEL"
-  "D_PERCENT\020\006\022!\n\035CPU_FIELD_SYSTEM_MODE_PER"
-  "CENT\020\007\022\037\n\033CPU_FIELD_USER_MODE_PERCENT\020\010*"
-  "\204\002\n\013MemoryField\022\034\n\030MEMORY_FIELD_UNSPECIF"
-  "IED\020\000\022\024\n\020MEMORY_FIELD_RSS\020\001\022\026\n\022MEMORY_FI"
-  "ELD_CACHE\020\002\022\025\n\021MEMORY_FIELD_SWAP\020\003\022\034\n\030ME"
-  "MORY_FIELD_MAPPED_FILE\020\004\022\026\n\022MEMORY_FIELD"
-  "_USAGE\020\005\022\032\n\026MEMORY_FIELD_MAX_USAGE\020\006\022\035\n\031"
-  "MEMORY_FIELD_KERNEL_USAGE\020\007\022!\n\035MEMORY_FI"
-  "ELD_KERNEL_MAX_USAGE\020\010*d\n\007Backend\022\027\n\023BAC"
-  "KEND_UNSPECIFIED\020\000\022\025\n\021BACKEND_CGROUP_V1\020"
-  "\001\022\025\n\021BACKEND_CGROUP_V2\020\002\022\022\n\016BACKEND_PROC"
-  "FS\020\003*\213\001\n\014CgroupLayout\022\035\n\031CGROUP_LAYOUT_U"
-  "NSPECIFIED\020\000\022\026\n\022CGROUP_LAYOUT_NONE\020\001\022\024\n\020"
-  "CGROUP_LAYOUT_V1\020\002\022\024\n\020CGROUP_LAYOUT_V2\020\003"
-  "\022\030\n\024CGROUP_LAYOUT_HYBRID\020\0042\346\003\n\014StatsServ"
-  "ice\022Y\n\014RegisterTask\022#.berth.stats.v1.Reg"
-  "isterTaskRequest\032$.berth.stats.v1.Regist"
-  "erTaskResponse\022_\n\016UnregisterTask\022%.berth"
-  ".stats.v1.UnregisterTaskRequest\032&.berth."
-  "stats.v1.UnregisterTaskResponse\022Y\n\014GetTa"
-  "skStats\022#.berth.stats.v1.GetTaskStatsReq"
-  "uest\032$.berth.stats.v1.GetTaskStatsRespon"
-  "se\022d\n\017StreamTaskStats\022&.berth.stats.v1.S"
-  "treamTaskStatsRequest\032\'.berth.stats.v1.S"
-  "treamTaskStatsResponse0\001\022Y\n\014GetNodeStats"
-  "\022#.berth.stats.v1.GetNodeStatsRequest\032$."
-  "berth.stats.v1.GetNodeStatsResponseB\003\370\001\001"
-  "b\006proto3"
+  "ld\"X\n\tPidsStats\022\017\n\007current\030\001 \001(\004\022\r\n\005limi"
+  "t\030\002 \001(\004\022+\n\010measured\030\003 \003(\0162\031.berth.stats."
+  "v1.PidsField\"\214\001\n\rResourceUsage\022%\n\003cpu\030\001 "
+  "\001(\0132\030.berth.stats.v1.CpuStats\022+\n\006memory\030"
+  "\002 \001(\0132\033.berth.stats.v1.MemoryStats\022\'\n\004pi"
+  "ds\030\003 \001(\0132\031.berth.stats.v1.PidsStats\"\301\002\n\021"
+  "TaskResourceUsage\022\017\n\007task_id\030\001 \001(\t\022-\n\tti"
+  "mestamp\030\002 \001(\0132\032.google.protobuf.Timestam"
+  "p\022,\n\005usage\030\003 \001(\0132\035.berth.stats.v1.Resour"
+  "ceUsage\022C\n\tprocesses\030\004 \003(\01320.berth.stats"
+  ".v1.TaskResourceUsage.ProcessesEntry\022(\n\007"
+  "backend\030\005 \001(\0162\027.berth.stats.v1.Backend\032O"
+  "\n\016ProcessesEntry\022\013\n\003key\030\001 \001(\005\022,\n\005value\030\002"
+  " \001(\0132\035.berth.stats.v1.ResourceUsage:\0028\001\""
+  "[\n\023RegisterTaskRequest\022\017\n\007task_id\030\001 \001(\t\022"
+  "\025\n\013cgroup_path\030\002 \001(\tH\000\022\022\n\010root_pid\030\003 \001(\005"
+  "H\000B\010\n\006target\"@\n\024RegisterTaskResponse\022(\n\007"
+  "backend\030\001 \001(\0162\027.berth.stats.v1.Backend\"("
+  "\n\025UnregisterTaskRequest\022\017\n\007task_id\030\001 \001(\t"
+  "\"\030\n\026UnregisterTaskResponse\"&\n\023GetTaskSta"
+  "tsRequest\022\017\n\007task_id\030\001 \001(\t\"H\n\024GetTaskSta"
+  "tsResponse\0220\n\005usage\030\001 \001(\0132!.berth.stats."
+  "v1.TaskResourceUsage\"W\n\026StreamTaskStatsR"
+  "equest\022\020\n\010task_ids\030\001 \003(\t\022+\n\010interval\030\002 \001"
+  "(\0132\031.google.protobuf.Duration\"d\n\027StreamT"
+  "askStatsResponse\0220\n\005usage\030\001 \001(\0132!.berth."
+  "stats.v1.TaskResourceUsage\022\027\n\017dropped_sa"
+  "mples\030\002 \001(\004\"\025\n\023GetNodeStatsRequest\"\213\002\n\024G"
+  "etNodeStatsResponse\022-\n\ttimestamp\030\001 \001(\0132\032"
+  ".google.protobuf.Timestamp\022\021\n\tcpu_cores\030"
+  "\002 \001(\r\022\024\n\014cpu_core_mhz\030\003 \001(\001\022\023\n\013cpu_perce"
+  "nt\030\004 \001(\001\022\025\n\rcpu_total_mhz\030\005 \001(\001\022\032\n\022memor"
+  "y_total_bytes\030\006 \001(\004\022\036\n\026memory_available_"
+  "bytes\030\007 \001(\004\0223\n\rcgroup_layout\030\010 \001(\0162\034.ber"
+  "th.stats.v1.CgroupLayout*\210\002\n\010CpuField\022\031\n"
+  "\025CPU_FIELD_UNSPECIFIED\020\000\022\031\n\025CPU_FIELD_SY"
+  "STEM_MODE\020\001\022\027\n\023CPU_FIELD_USER_MODE\020\002\022\023\n\017"
+  "CPU_FIELD_USAGE\020\003\022\037\n\033CPU_FIELD_THROTTLED"
+  "_PERIODS\020\004\022\034\n\030CPU_FIELD_THROTTLED_TIME\020\005"
+  "\022\025\n\021CPU_FIELD_PERCENT\020\006\022!\n\035CPU_FIELD_SYS"
+  "TEM_MODE_PERCENT\020\007\022\037\n\033CPU_FIELD_USER_MOD"
+  "E_PERCENT\020\010*\204\002\n\013MemoryField\022\034\n\030MEMORY_FI"
+  "ELD_UNSPECIFIED\020\000\022\024\n\020MEMORY_FIELD_RSS\020\001\022"
+  "\026\n\022MEMORY_FIELD_CACHE\020\002\022\025\n\021MEMORY_FIELD_"
+  "SWAP\020\003\022\034\n\030MEMORY_FIELD_MAPPED_FILE\020\004\022\026\n\022"
+  "MEMORY_FIELD_USAGE\020\005\022\032\n\026MEMORY_FIELD_MAX"
+  "_USAGE\020\006\022\035\n\031MEMORY_FIELD_KERNEL_USAGE\020\007\022"
+  "!\n\035MEMORY_FIELD_KERNEL_MAX_USAGE\020\010*U\n\tPi"
+  "dsField\022\032\n\026PIDS_FIELD_UNSPECIFIED\020\000\022\026\n\022P"
+  "IDS_FIELD_CURRENT\020\001\022\024\n\020PIDS_FIELD_LIMIT\020"
+  "\002*d\n\007Backend\022\027\n\023BACKEND_UNSPECIFIED\020\000\022\025\n"
+  "\021BACKEND_CGROUP_V1\020\001\022\025\n\021BACKEND_CGROUP_V"
+  "2\020\002\022\022\n\016BACKEND_PROCFS\020\003*\213\001\n\014CgroupLayout"
+  "\022\035\n\031CGROUP_LAYOUT_UNSPECIFIED\020\000\022\026\n\022CGROU"
+  "P_LAYOUT_NONE\020\001\022\024\n\020CGROUP_LAYOUT_V1\020\002\022\024\n"
+  "\020CGROUP_LAYOUT_V2\020\003\022\030\n\024CGROUP_LAYOUT_HYB"
+  "RID\020\0042\346\003\n\014StatsService\022Y\n\014RegisterTask\022#"
+  ".berth.stats.v1.RegisterTaskRequest\032$.be"
+  "rth.stats.v1.RegisterTaskResponse\022_\n\016Unr"
+  "egisterTask\022%.berth.stats.v1.UnregisterT"
+  "askRequest\032&.berth.stats.v1.UnregisterTa"
+  "skResponse\022Y\n\014GetTaskStats\022#.berth.stats"
+  ".v1.GetTaskStatsRequest\032$.berth.stats.v1"
+  ".GetTaskStatsResponse\022d\n\017StreamTaskStats"
+  "\022&.berth.stats.v1.StreamTaskStatsRequest"
+  "\032\'.berth.stats.v1.StreamTaskStatsRespons"
+  "e0\001\022Y\n\014GetNodeStats\022#.berth.stats.v1.Get"
+  "NodeStatsRequest\032$.berth.stats.v1.GetNod"
+  "eStatsResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -521,9 +555,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fstats_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fstats_2fv1_2fstats_2eproto = {
-    false, false, 3208, descriptor_table_protodef_berth_2fstats_2fv1_2fstats_2eproto,
+    false, false, 3427, descriptor_table_protodef_berth_2fstats_2fv1_2fstats_2eproto,
     "berth/stats/v1/stats.proto",
-    &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once, descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_deps, 2, 15,
+    &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once, descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_deps, 2, 16,
     schemas, file_default_instances, TableStruct_berth_2fstats_2fv1_2fstats_2eproto::offsets,
     file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto, file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto,
     file_level_service_descriptors_berth_2fstats_2fv1_2fstats_2eproto,
@@ -579,9 +613,24 @@ bool MemoryField_IsValid(int value) {
   }
 }
 
-const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* Backend_descriptor() {
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* PidsField_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fstats_2fv1_2fstats_2eproto);
   return file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[2];
+}
+bool PidsField_IsValid(int value) {
+  switch (value) {
+    case 0:
+    case 1:
+    case 2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* Backend_descriptor() {
+  ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fstats_2fv1_2fstats_2eproto);
+  return file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[3];
 }
 bool Backend_IsValid(int value) {
   switch (value) {
@@ -597,7 +646,7 @@ bool Backend_IsValid(int value) {
 
 const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* CgroupLayout_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fstats_2fv1_2fstats_2eproto);
-  return file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[3];
+  return file_level_enum_descriptors_berth_2fstats_2fv1_2fstats_2eproto[4];
 }
 bool CgroupLayout_IsValid(int value) {
   switch (value) {
@@ -1581,10 +1630,268 @@ void MemoryStats::InternalSwap(MemoryStats* other) {
 
 // ===================================================================
 
+class PidsStats::_Internal {
+ public:
+};
+
+PidsStats::PidsStats(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.stats.v1.PidsStats)
+}
+PidsStats::PidsStats(const PidsStats& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  PidsStats* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.measured_){from._impl_.measured_}
+    , /*decltype(_impl_._measured_cached_byte_size_)*/{0}
+    , decltype(_impl_.current_){}
+    , decltype(_impl_.limit_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.current_, &from._impl_.current_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.limit_) -
+    reinterpret_cast<char*>(&_impl_.current_)) + sizeof(_impl_.limit_));
+  // @@protoc_insertion_point(copy_constructor:berth.stats.v1.PidsStats)
+}
+
+inline void PidsStats::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.measured_){arena}
+    , /*decltype(_impl_._measured_cached_byte_size_)*/{0}
+    , decltype(_impl_.current_){uint64_t{0u}}
+    , decltype(_impl_.limit_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+PidsStats::~PidsStats() {
+  // @@protoc_insertion_point(destructor:berth.stats.v1.PidsStats)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void PidsStats::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.measured_.~RepeatedField();
+}
+
+void PidsStats::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void PidsStats::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.stats.v1.PidsStats)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.measured_.Clear();
+  ::memset(&_impl_.current_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.limit_) -
+      reinterpret_cast<char*>(&_impl_.current_)) + sizeof(_impl_.limit_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* PidsStats::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // uint64 current = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.current_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 limit = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.limit_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.stats.v1.PidsField measured = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ::PROTOBUF_NAMESPACE_ID::internal::PackedEnumParser(_internal_mutable_measured(), ptr, ctx);
+          CHK_(ptr);
+        } else if (static_cast<uint8_t>(tag) == 24) {
+          uint64_t val = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+          _internal_add_measured(static_cast<::berth::stats::v1::PidsField>(val));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* PidsStats::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.stats.v1.PidsStats)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // uint64 current = 1;
+  if (this->_internal_current() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(1, this->_internal_current(), target);
+  }
+
+  // uint64 limit = 2;
+  if (this->_internal_limit() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_limit(), target);
+  }
+
+  // repeated .berth.stats.v1.PidsField measured = 3;
+  {
+    int byte_size = _impl_._measured_cached_byte_size_.load(std::memory_order_relaxed);
+    if (byte_size > 0) {
+      target = stream->WriteEnumPacked(
+          3, _impl_.measured_, byte_size, target);
+    }
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.stats.v1.PidsStats)
+  return target;
+}
+
+size_t PidsStats::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.stats.v1.PidsStats)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated .berth.stats.v1.PidsField measured = 3;
+  {
+    size_t data_size = 0;
+    unsigned int count = static_cast<unsigned int>(this->_internal_measured_size());for (unsigned int i = 0; i < count; i++) {
+      data_size += ::_pbi::WireFormatLite::EnumSize(
+        this->_internal_measured(static_cast<int>(i)));
+    }
+    if (data_size > 0) {
+      total_size += 1 +
+        ::_pbi::WireFormatLite::Int32Size(static_cast<int32_t>(data_size));
+    }
+    int cached_size = ::_pbi::ToCachedSize(data_size);
+    _impl_._measured_cached_byte_size_.store(cached_size,
+                                    std::memory_order_relaxed);
+    total_size += data_size;
+  }
+
+  // uint64 current = 1;
+  if (this->_internal_current() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_current());
+  }
+
+  // uint64 limit = 2;
+  if (this->_internal_limit() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_limit());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData PidsStats::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    PidsStats::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*PidsStats::GetClassData() const { return &_class_data_; }
+
+
+void PidsStats::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<PidsStats*>(&to_msg);
+  auto& from = static_cast<const PidsStats&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.stats.v1.PidsStats)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.measured_.MergeFrom(from._impl_.measured_);
+  if (from._internal_current() != 0) {
+    _this->_internal_set_current(from._internal_current());
+  }
+  if (from._internal_limit() != 0) {
+    _this->_internal_set_limit(from._internal_limit());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void PidsStats::CopyFrom(const PidsStats& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.stats.v1.PidsStats)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool PidsStats::IsInitialized() const {
+  return true;
+}
+
+void PidsStats::InternalSwap(PidsStats* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.measured_.InternalSwap(&other->_impl_.measured_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(PidsStats, _impl_.limit_)
+      + sizeof(PidsStats::_impl_.limit_)
+      - PROTOBUF_FIELD_OFFSET(PidsStats, _impl_.current_)>(
+          reinterpret_cast<char*>(&_impl_.current_),
+          reinterpret_cast<char*>(&other->_impl_.current_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata PidsStats::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[2]);
+}
+
+// ===================================================================
+
 class ResourceUsage::_Internal {
  public:
   static const ::berth::stats::v1::CpuStats& cpu(const ResourceUsage* msg);
   static const ::berth::stats::v1::MemoryStats& memory(const ResourceUsage* msg);
+  static const ::berth::stats::v1::PidsStats& pids(const ResourceUsage* msg);
 };
 
 const ::berth::stats::v1::CpuStats&
@@ -1594,6 +1901,10 @@ ResourceUsage::_Internal::cpu(const ResourceUsage* msg) {
 const ::berth::stats::v1::MemoryStats&
 ResourceUsage::_Internal::memory(const ResourceUsage* msg) {
   return *msg->_impl_.memory_;
+}
+const ::berth::stats::v1::PidsStats&
+ResourceUsage::_Internal::pids(const ResourceUsage* msg) {
+  return *msg->_impl_.pids_;
 }
 ResourceUsage::ResourceUsage(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
@@ -1607,6 +1918,7 @@ ResourceUsage::ResourceUsage(const ResourceUsage& from)
   new (&_impl_) Impl_{
       decltype(_impl_.cpu_){nullptr}
     , decltype(_impl_.memory_){nullptr}
+    , decltype(_impl_.pids_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -1615,6 +1927,9 @@ ResourceUsage::ResourceUsage(const ResourceUsage& from)
   }
   if (from._internal_has_memory()) {
     _this->_impl_.memory_ = new ::berth::stats::v1::MemoryStats(*from._impl_.memory_);
+  }
+  if (from._internal_has_pids()) {
+    _this->_impl_.pids_ = new ::berth::stats::v1::PidsStats(*from._impl_.pids_);
   }
   // @@protoc_insertion_point(copy_constructor:berth.stats.v1.ResourceUsage)
 }
@@ -1626,6 +1941,7 @@ inline void ResourceUsage::SharedCtor(
   new (&_impl_) Impl_{
       decltype(_impl_.cpu_){nullptr}
     , decltype(_impl_.memory_){nullptr}
+    , decltype(_impl_.pids_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -1643,6 +1959,7 @@ inline void ResourceUsage::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   if (this != internal_default_instance()) delete _impl_.cpu_;
   if (this != internal_default_instance()) delete _impl_.memory_;
+  if (this != internal_default_instance()) delete _impl_.pids_;
 }
 
 void ResourceUsage::SetCachedSize(int size) const {
@@ -1663,6 +1980,10 @@ void ResourceUsage::Clear() {
     delete _impl_.memory_;
   }
   _impl_.memory_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.pids_ != nullptr) {
+    delete _impl_.pids_;
+  }
+  _impl_.pids_ = nullptr;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -1684,6 +2005,14 @@ const char* ResourceUsage::_InternalParse(const char* ptr, ::_pbi::ParseContext*
       case 2:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
           ptr = ctx->ParseMessage(_internal_mutable_memory(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.stats.v1.PidsStats pids = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ctx->ParseMessage(_internal_mutable_pids(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -1731,6 +2060,13 @@ uint8_t* ResourceUsage::_InternalSerialize(
         _Internal::memory(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.stats.v1.PidsStats pids = 3;
+  if (this->_internal_has_pids()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(3, _Internal::pids(this),
+        _Internal::pids(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1761,6 +2097,13 @@ size_t ResourceUsage::ByteSizeLong() const {
         *_impl_.memory_);
   }
 
+  // .berth.stats.v1.PidsStats pids = 3;
+  if (this->_internal_has_pids()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.pids_);
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -1787,6 +2130,10 @@ void ResourceUsage::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::
     _this->_internal_mutable_memory()->::berth::stats::v1::MemoryStats::MergeFrom(
         from._internal_memory());
   }
+  if (from._internal_has_pids()) {
+    _this->_internal_mutable_pids()->::berth::stats::v1::PidsStats::MergeFrom(
+        from._internal_pids());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -1805,8 +2152,8 @@ void ResourceUsage::InternalSwap(ResourceUsage* other) {
   using std::swap;
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(ResourceUsage, _impl_.memory_)
-      + sizeof(ResourceUsage::_impl_.memory_)
+      PROTOBUF_FIELD_OFFSET(ResourceUsage, _impl_.pids_)
+      + sizeof(ResourceUsage::_impl_.pids_)
       - PROTOBUF_FIELD_OFFSET(ResourceUsage, _impl_.cpu_)>(
           reinterpret_cast<char*>(&_impl_.cpu_),
           reinterpret_cast<char*>(&other->_impl_.cpu_));
@@ -1815,7 +2162,7 @@ void ResourceUsage::InternalSwap(ResourceUsage* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ResourceUsage::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[2]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[3]);
 }
 
 // ===================================================================
@@ -1829,7 +2176,7 @@ void TaskResourceUsage_ProcessesEntry_DoNotUse::MergeFrom(const TaskResourceUsag
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskResourceUsage_ProcessesEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[3]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[4]);
 }
 
 // ===================================================================
@@ -2210,7 +2557,7 @@ void TaskResourceUsage::InternalSwap(TaskResourceUsage* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskResourceUsage::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[4]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[5]);
 }
 
 // ===================================================================
@@ -2521,7 +2868,7 @@ void RegisterTaskRequest::InternalSwap(RegisterTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RegisterTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[5]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[6]);
 }
 
 // ===================================================================
@@ -2702,7 +3049,7 @@ void RegisterTaskResponse::InternalSwap(RegisterTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RegisterTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[6]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[7]);
 }
 
 // ===================================================================
@@ -2905,7 +3252,7 @@ void UnregisterTaskRequest::InternalSwap(UnregisterTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata UnregisterTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[7]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[8]);
 }
 
 // ===================================================================
@@ -2945,7 +3292,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*UnregisterTaskResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata UnregisterTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[8]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[9]);
 }
 
 // ===================================================================
@@ -3148,7 +3495,7 @@ void GetTaskStatsRequest::InternalSwap(GetTaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetTaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[9]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[10]);
 }
 
 // ===================================================================
@@ -3341,7 +3688,7 @@ void GetTaskStatsResponse::InternalSwap(GetTaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetTaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[10]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[11]);
 }
 
 // ===================================================================
@@ -3579,7 +3926,7 @@ void StreamTaskStatsRequest::InternalSwap(StreamTaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StreamTaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[11]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[12]);
 }
 
 // ===================================================================
@@ -3803,7 +4150,7 @@ void StreamTaskStatsResponse::InternalSwap(StreamTaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StreamTaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[12]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[13]);
 }
 
 // ===================================================================
@@ -3843,7 +4190,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetNodeStatsRequest::GetClassD
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[13]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[14]);
 }
 
 // ===================================================================
@@ -4260,7 +4607,7 @@ void GetNodeStatsResponse::InternalSwap(GetNodeStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_getter, &descriptor_table_berth_2fstats_2fv1_2fstats_2eproto_once,
-      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[14]);
+      file_level_metadata_berth_2fstats_2fv1_2fstats_2eproto[15]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -4275,6 +4622,10 @@ Arena::CreateMaybeMessage< ::berth::stats::v1::CpuStats >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::berth::stats::v1::MemoryStats*
 Arena::CreateMaybeMessage< ::berth::stats::v1::MemoryStats >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::stats::v1::MemoryStats >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::stats::v1::PidsStats*
+Arena::CreateMaybeMessage< ::berth::stats::v1::PidsStats >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::stats::v1::PidsStats >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::stats::v1::ResourceUsage*
 Arena::CreateMaybeMessage< ::berth::stats::v1::ResourceUsage >(Arena* arena) {

@@ -72,6 +72,9 @@ extern GetTaskStatsResponseDefaultTypeInternal _GetTaskStatsResponse_default_ins
 class MemoryStats;
 struct MemoryStatsDefaultTypeInternal;
 extern MemoryStatsDefaultTypeInternal _MemoryStats_default_instance_;
+class PidsStats;
+struct PidsStatsDefaultTypeInternal;
+extern PidsStatsDefaultTypeInternal _PidsStats_default_instance_;
 class RegisterTaskRequest;
 struct RegisterTaskRequestDefaultTypeInternal;
 extern RegisterTaskRequestDefaultTypeInternal _RegisterTaskRequest_default_instance_;
@@ -109,6 +112,7 @@ template<> ::berth::stats::v1::GetNodeStatsResponse* Arena::CreateMaybeMessage<:
 template<> ::berth::stats::v1::GetTaskStatsRequest* Arena::CreateMaybeMessage<::berth::stats::v1::GetTaskStatsRequest>(Arena*);
 template<> ::berth::stats::v1::GetTaskStatsResponse* Arena::CreateMaybeMessage<::berth::stats::v1::GetTaskStatsResponse>(Arena*);
 template<> ::berth::stats::v1::MemoryStats* Arena::CreateMaybeMessage<::berth::stats::v1::MemoryStats>(Arena*);
+template<> ::berth::stats::v1::PidsStats* Arena::CreateMaybeMessage<::berth::stats::v1::PidsStats>(Arena*);
 template<> ::berth::stats::v1::RegisterTaskRequest* Arena::CreateMaybeMessage<::berth::stats::v1::RegisterTaskRequest>(Arena*);
 template<> ::berth::stats::v1::RegisterTaskResponse* Arena::CreateMaybeMessage<::berth::stats::v1::RegisterTaskResponse>(Arena*);
 template<> ::berth::stats::v1::ResourceUsage* Arena::CreateMaybeMessage<::berth::stats::v1::ResourceUsage>(Arena*);
@@ -186,6 +190,32 @@ inline bool MemoryField_Parse(
     ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, MemoryField* value) {
   return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<MemoryField>(
     MemoryField_descriptor(), name, value);
+}
+enum PidsField : int {
+  PIDS_FIELD_UNSPECIFIED = 0,
+  PIDS_FIELD_CURRENT = 1,
+  PIDS_FIELD_LIMIT = 2,
+  PidsField_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
+  PidsField_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
+};
+bool PidsField_IsValid(int value);
+constexpr PidsField PidsField_MIN = PIDS_FIELD_UNSPECIFIED;
+constexpr PidsField PidsField_MAX = PIDS_FIELD_LIMIT;
+constexpr int PidsField_ARRAYSIZE = PidsField_MAX + 1;
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* PidsField_descriptor();
+template<typename T>
+inline const std::string& PidsField_Name(T enum_t_value) {
+  static_assert(::std::is_same<T, PidsField>::value ||
+    ::std::is_integral<T>::value,
+    "Incorrect type passed to function PidsField_Name.");
+  return ::PROTOBUF_NAMESPACE_ID::internal::NameOfEnum(
+    PidsField_descriptor(), enum_t_value);
+}
+inline bool PidsField_Parse(
+    ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, PidsField* value) {
+  return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<PidsField>(
+    PidsField_descriptor(), name, value);
 }
 enum Backend : int {
   BACKEND_UNSPECIFIED = 0,
@@ -781,6 +811,185 @@ class MemoryStats final :
 };
 // -------------------------------------------------------------------
 
+class PidsStats final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.stats.v1.PidsStats) */ {
+ public:
+  inline PidsStats() : PidsStats(nullptr) {}
+  ~PidsStats() override;
+  explicit PROTOBUF_CONSTEXPR PidsStats(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  PidsStats(const PidsStats& from);
+  PidsStats(PidsStats&& from) noexcept
+    : PidsStats() {
+    *this = ::std::move(from);
+  }
+
+  inline PidsStats& operator=(const PidsStats& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline PidsStats& operator=(PidsStats&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const PidsStats& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const PidsStats* internal_default_instance() {
+    return reinterpret_cast<const PidsStats*>(
+               &_PidsStats_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    2;
+
+  friend void swap(PidsStats& a, PidsStats& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(PidsStats* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(PidsStats* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  PidsStats* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<PidsStats>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const PidsStats& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const PidsStats& from) {
+    PidsStats::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(PidsStats* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.stats.v1.PidsStats";
+  }
+  protected:
+  explicit PidsStats(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kMeasuredFieldNumber = 3,
+    kCurrentFieldNumber = 1,
+    kLimitFieldNumber = 2,
+  };
+  // repeated .berth.stats.v1.PidsField measured = 3;
+  int measured_size() const;
+  private:
+  int _internal_measured_size() const;
+  public:
+  void clear_measured();
+  private:
+  ::berth::stats::v1::PidsField _internal_measured(int index) const;
+  void _internal_add_measured(::berth::stats::v1::PidsField value);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>* _internal_mutable_measured();
+  public:
+  ::berth::stats::v1::PidsField measured(int index) const;
+  void set_measured(int index, ::berth::stats::v1::PidsField value);
+  void add_measured(::berth::stats::v1::PidsField value);
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>& measured() const;
+  ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>* mutable_measured();
+
+  // uint64 current = 1;
+  void clear_current();
+  uint64_t current() const;
+  void set_current(uint64_t value);
+  private:
+  uint64_t _internal_current() const;
+  void _internal_set_current(uint64_t value);
+  public:
+
+  // uint64 limit = 2;
+  void clear_limit();
+  uint64_t limit() const;
+  void set_limit(uint64_t value);
+  private:
+  uint64_t _internal_limit() const;
+  void _internal_set_limit(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.stats.v1.PidsStats)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedField<int> measured_;
+    mutable std::atomic<int> _measured_cached_byte_size_;
+    uint64_t current_;
+    uint64_t limit_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fstats_2fv1_2fstats_2eproto;
+};
+// -------------------------------------------------------------------
+
 class ResourceUsage final :
     public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.stats.v1.ResourceUsage) */ {
  public:
@@ -829,7 +1038,7 @@ class ResourceUsage final :
                &_ResourceUsage_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    2;
+    3;
 
   friend void swap(ResourceUsage& a, ResourceUsage& b) {
     a.Swap(&b);
@@ -904,6 +1113,7 @@ class ResourceUsage final :
   enum : int {
     kCpuFieldNumber = 1,
     kMemoryFieldNumber = 2,
+    kPidsFieldNumber = 3,
   };
   // .berth.stats.v1.CpuStats cpu = 1;
   bool has_cpu() const;
@@ -941,6 +1151,24 @@ class ResourceUsage final :
       ::berth::stats::v1::MemoryStats* memory);
   ::berth::stats::v1::MemoryStats* unsafe_arena_release_memory();
 
+  // .berth.stats.v1.PidsStats pids = 3;
+  bool has_pids() const;
+  private:
+  bool _internal_has_pids() const;
+  public:
+  void clear_pids();
+  const ::berth::stats::v1::PidsStats& pids() const;
+  PROTOBUF_NODISCARD ::berth::stats::v1::PidsStats* release_pids();
+  ::berth::stats::v1::PidsStats* mutable_pids();
+  void set_allocated_pids(::berth::stats::v1::PidsStats* pids);
+  private:
+  const ::berth::stats::v1::PidsStats& _internal_pids() const;
+  ::berth::stats::v1::PidsStats* _internal_mutable_pids();
+  public:
+  void unsafe_arena_set_allocated_pids(
+      ::berth::stats::v1::PidsStats* pids);
+  ::berth::stats::v1::PidsStats* unsafe_arena_release_pids();
+
   // @@protoc_insertion_point(class_scope:berth.stats.v1.ResourceUsage)
  private:
   class _Internal;
@@ -951,6 +1179,7 @@ class ResourceUsage final :
   struct Impl_ {
     ::berth::stats::v1::CpuStats* cpu_;
     ::berth::stats::v1::MemoryStats* memory_;
+    ::berth::stats::v1::PidsStats* pids_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -1030,7 +1259,7 @@ class TaskResourceUsage final :
                &_TaskResourceUsage_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    4;
+    5;
 
   friend void swap(TaskResourceUsage& a, TaskResourceUsage& b) {
     a.Swap(&b);
@@ -1266,7 +1495,7 @@ class RegisterTaskRequest final :
                &_RegisterTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    6;
 
   friend void swap(RegisterTaskRequest& a, RegisterTaskRequest& b) {
     a.Swap(&b);
@@ -1467,7 +1696,7 @@ class RegisterTaskResponse final :
                &_RegisterTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    7;
 
   friend void swap(RegisterTaskResponse& a, RegisterTaskResponse& b) {
     a.Swap(&b);
@@ -1615,7 +1844,7 @@ class UnregisterTaskRequest final :
                &_UnregisterTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    8;
 
   friend void swap(UnregisterTaskRequest& a, UnregisterTaskRequest& b) {
     a.Swap(&b);
@@ -1767,7 +1996,7 @@ class UnregisterTaskResponse final :
                &_UnregisterTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    9;
 
   friend void swap(UnregisterTaskResponse& a, UnregisterTaskResponse& b) {
     a.Swap(&b);
@@ -1886,7 +2115,7 @@ class GetTaskStatsRequest final :
                &_GetTaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    9;
+    10;
 
   friend void swap(GetTaskStatsRequest& a, GetTaskStatsRequest& b) {
     a.Swap(&b);
@@ -2039,7 +2268,7 @@ class GetTaskStatsResponse final :
                &_GetTaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    11;
 
   friend void swap(GetTaskStatsResponse& a, GetTaskStatsResponse& b) {
     a.Swap(&b);
@@ -2196,7 +2425,7 @@ class StreamTaskStatsRequest final :
                &_StreamTaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    12;
 
   friend void swap(StreamTaskStatsRequest& a, StreamTaskStatsRequest& b) {
     a.Swap(&b);
@@ -2379,7 +2608,7 @@ class StreamTaskStatsResponse final :
                &_StreamTaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    13;
 
   friend void swap(StreamTaskStatsResponse& a, StreamTaskStatsResponse& b) {
     a.Swap(&b);
@@ -2546,7 +2775,7 @@ class GetNodeStatsRequest final :
                &_GetNodeStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    14;
 
   friend void swap(GetNodeStatsRequest& a, GetNodeStatsRequest& b) {
     a.Swap(&b);
@@ -2665,7 +2894,7 @@ class GetNodeStatsResponse final :
                &_GetNodeStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    15;
 
   friend void swap(GetNodeStatsResponse& a, GetNodeStatsResponse& b) {
     a.Swap(&b);
@@ -3552,6 +3781,93 @@ MemoryStats::mutable_measured() {
 
 // -------------------------------------------------------------------
 
+// PidsStats
+
+// uint64 current = 1;
+inline void PidsStats::clear_current() {
+  _impl_.current_ = uint64_t{0u};
+}
+inline uint64_t PidsStats::_internal_current() const {
+  return _impl_.current_;
+}
+inline uint64_t PidsStats::current() const {
+  // @@protoc_insertion_point(field_get:berth.stats.v1.PidsStats.current)
+  return _internal_current();
+}
+inline void PidsStats::_internal_set_current(uint64_t value) {
+  
+  _impl_.current_ = value;
+}
+inline void PidsStats::set_current(uint64_t value) {
+  _internal_set_current(value);
+  // @@protoc_insertion_point(field_set:berth.stats.v1.PidsStats.current)
+}
+
+// uint64 limit = 2;
+inline void PidsStats::clear_limit() {
+  _impl_.limit_ = uint64_t{0u};
+}
+inline uint64_t PidsStats::_internal_limit() const {
+  return _impl_.limit_;
+}
+inline uint64_t PidsStats::limit() const {
+  // @@protoc_insertion_point(field_get:berth.stats.v1.PidsStats.limit)
+  return _internal_limit();
+}
+inline void PidsStats::_internal_set_limit(uint64_t value) {
+  
+  _impl_.limit_ = value;
+}
+inline void PidsStats::set_limit(uint64_t value) {
+  _internal_set_limit(value);
+  // @@protoc_insertion_point(field_set:berth.stats.v1.PidsStats.limit)
+}
+
+// repeated .berth.stats.v1.PidsField measured = 3;
+inline int PidsStats::_internal_measured_size() const {
+  return _impl_.measured_.size();
+}
+inline int PidsStats::measured_size() const {
+  return _internal_measured_size();
+}
+inline void PidsStats::clear_measured() {
+  _impl_.measured_.Clear();
+}
+inline ::berth::stats::v1::PidsField PidsStats::_internal_measured(int index) const {
+  return static_cast< ::berth::stats::v1::PidsField >(_impl_.measured_.Get(index));
+}
+inline ::berth::stats::v1::PidsField PidsStats::measured(int index) const {
+  // @@protoc_insertion_point(field_get:berth.stats.v1.PidsStats.measured)
+  return _internal_measured(index);
+}
+inline void PidsStats::set_measured(int index, ::berth::stats::v1::PidsField value) {
+  _impl_.measured_.Set(index, value);
+  // @@protoc_insertion_point(field_set:berth.stats.v1.PidsStats.measured)
+}
+inline void PidsStats::_internal_add_measured(::berth::stats::v1::PidsField value) {
+  _impl_.measured_.Add(value);
+}
+inline void PidsStats::add_measured(::berth::stats::v1::PidsField value) {
+  _internal_add_measured(value);
+  // @@protoc_insertion_point(field_add:berth.stats.v1.PidsStats.measured)
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>&
+PidsStats::measured() const {
+  // @@protoc_insertion_point(field_list:berth.stats.v1.PidsStats.measured)
+  return _impl_.measured_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>*
+PidsStats::_internal_mutable_measured() {
+  return &_impl_.measured_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>*
+PidsStats::mutable_measured() {
+  // @@protoc_insertion_point(field_mutable_list:berth.stats.v1.PidsStats.measured)
+  return _internal_mutable_measured();
+}
+
+// -------------------------------------------------------------------
+
 // ResourceUsage
 
 // .berth.stats.v1.CpuStats cpu = 1;
@@ -3732,6 +4048,96 @@ inline void ResourceUsage::set_allocated_memory(::berth::stats::v1::MemoryStats*
   }
   _impl_.memory_ = memory;
   // @@protoc_insertion_point(field_set_allocated:berth.stats.v1.ResourceUsage.memory)
+}
+
+// .berth.stats.v1.PidsStats pids = 3;
+inline bool ResourceUsage::_internal_has_pids() const {
+  return this != internal_default_instance() && _impl_.pids_ != nullptr;
+}
+inline bool ResourceUsage::has_pids() const {
+  return _internal_has_pids();
+}
+inline void ResourceUsage::clear_pids() {
+  if (GetArenaForAllocation() == nullptr && _impl_.pids_ != nullptr) {
+    delete _impl_.pids_;
+  }
+  _impl_.pids_ = nullptr;
+}
+inline const ::berth::stats::v1::PidsStats& ResourceUsage::_internal_pids() const {
+  const ::berth::stats::v1::PidsStats* p = _impl_.pids_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::stats::v1::PidsStats&>(
+      ::berth::stats::v1::_PidsStats_default_instance_);
+}
+inline const ::berth::stats::v1::PidsStats& ResourceUsage::pids() const {
+  // @@protoc_insertion_point(field_get:berth.stats.v1.ResourceUsage.pids)
+  return _internal_pids();
+}
+inline void ResourceUsage::unsafe_arena_set_allocated_pids(
+    ::berth::stats::v1::PidsStats* pids) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.pids_);
+  }
+  _impl_.pids_ = pids;
+  if (pids) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.stats.v1.ResourceUsage.pids)
+}
+inline ::berth::stats::v1::PidsStats* ResourceUsage::release_pids() {
+  
+  ::berth::stats::v1::PidsStats* temp = _impl_.pids_;
+  _impl_.pids_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::stats::v1::PidsStats* ResourceUsage::unsafe_arena_release_pids() {
+  // @@protoc_insertion_point(field_release:berth.stats.v1.ResourceUsage.pids)
+  
+  ::berth::stats::v1::PidsStats* temp = _impl_.pids_;
+  _impl_.pids_ = nullptr;
+  return temp;
+}
+inline ::berth::stats::v1::PidsStats* ResourceUsage::_internal_mutable_pids() {
+  
+  if (_impl_.pids_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::stats::v1::PidsStats>(GetArenaForAllocation());
+    _impl_.pids_ = p;
+  }
+  return _impl_.pids_;
+}
+inline ::berth::stats::v1::PidsStats* ResourceUsage::mutable_pids() {
+  ::berth::stats::v1::PidsStats* _msg = _internal_mutable_pids();
+  // @@protoc_insertion_point(field_mutable:berth.stats.v1.ResourceUsage.pids)
+  return _msg;
+}
+inline void ResourceUsage::set_allocated_pids(::berth::stats::v1::PidsStats* pids) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.pids_;
+  }
+  if (pids) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(pids);
+    if (message_arena != submessage_arena) {
+      pids = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, pids, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.pids_ = pids;
+  // @@protoc_insertion_point(field_set_allocated:berth.stats.v1.ResourceUsage.pids)
 }
 
 // -------------------------------------------------------------------
@@ -4964,6 +5370,8 @@ inline void GetNodeStatsResponse::set_cgroup_layout(::berth::stats::v1::CgroupLa
 
 // -------------------------------------------------------------------
 
+// -------------------------------------------------------------------
+
 
 // @@protoc_insertion_point(namespace_scope)
 
@@ -4982,6 +5390,11 @@ template <> struct is_proto_enum< ::berth::stats::v1::MemoryField> : ::std::true
 template <>
 inline const EnumDescriptor* GetEnumDescriptor< ::berth::stats::v1::MemoryField>() {
   return ::berth::stats::v1::MemoryField_descriptor();
+}
+template <> struct is_proto_enum< ::berth::stats::v1::PidsField> : ::std::true_type {};
+template <>
+inline const EnumDescriptor* GetEnumDescriptor< ::berth::stats::v1::PidsField>() {
+  return ::berth::stats::v1::PidsField_descriptor();
 }
 template <> struct is_proto_enum< ::berth::stats::v1::Backend> : ::std::true_type {};
 template <>

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x65rth/stats/v1/stats.proto\x12\x0e\x62\x65rth.stats.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x02\n\x08\x43puStats\x12.\n\x0bsystem_mode\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tuser_mode\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05usage\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11throttled_periods\x18\x04 \x01(\x04\x12\x31\n\x0ethrottled_time\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07percent\x18\x06 \x01(\x01\x12\x1b\n\x13system_mode_percent\x18\x07 \x01(\x01\x12\x19\n\x11user_mode_percent\x18\x08 \x01(\x01\x12\x13\n\x0btotal_ticks\x18\t \x01(\x01\x12*\n\x08measured\x18\n \x03(\x0e\x32\x18.berth.stats.v1.CpuField\"\xcd\x01\n\x0bMemoryStats\x12\x0b\n\x03rss\x18\x01 \x01(\x04\x12\r\n\x05\x63\x61\x63he\x18\x02 \x01(\x04\x12\x0c\n\x04swap\x18\x03 \x01(\x04\x12\x13\n\x0bmapped_file\x18\x04 \x01(\x04\x12\r\n\x05usage\x18\x05 \x01(\x04\x12\x11\n\tmax_usage\x18\x06 \x01(\x04\x12\x14\n\x0ckernel_usage\x18\x07 \x01(\x04\x12\x18\n\x10kernel_max_usage\x18\x08 \x01(\x04\x12-\n\x08measured\x18\t \x03(\x0e\x32\x1b.berth.stats.v1.MemoryField\"c\n\rResourceUsage\x12%\n\x03\x63pu\x18\x01 \x01(\x0b\x32\x18.berth.stats.v1.CpuStats\x12+\n\x06memory\x18\x02 \x01(\x0b\x32\x1b.berth.stats.v1.MemoryStats\"\xc1\x02\n\x11TaskResourceUsage\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12-\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x1d.berth.stats.v1.ResourceUsage\x12\x43\n\tprocesses\x18\x04 \x03(\x0b\x32\x30.berth.stats.v1.TaskResourceUsage.ProcessesEntry\x12(\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x17.berth.stats.v1.Backend\x1aO\n\x0eProcessesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.berth.stats.v1.ResourceUsage:\x02\x38\x01\"[\n\x13RegisterTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x15\n\x0b\x63group_path\x18\x02 \x01(\tH\x00\x12\x12\n\x08root_pid\x18\x03 \x01(\x05H\x00\x42\x08\n\x06target\"@\n\x14RegisterTaskResponse\x12(\n\x07\x62\x61\x63kend\x18\x01 \x01(\x0e\x32\x17.berth.stats.v1.Backend\"(\n\x15UnregisterTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"\x18\n\x16UnregisterTaskResponse\"&\n\x13GetTaskStatsRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"H\n\x14GetTaskStatsResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.berth.stats.v1.TaskResourceUsage\"W\n\x16StreamTaskStatsRequest\x12\x10\n\x08task_ids\x18\x01 \x03(\t\x12+\n\x08interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"d\n\x17StreamTaskStatsResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.berth.stats.v1.TaskResourceUsage\x12\x17\n\x0f\x64ropped_samples\x18\x02 \x01(\x04\"\x15\n\x13GetNodeStatsRequest\"\x8b\x02\n\x14GetNodeStatsResponse\x12-\n\ttimestamp\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tcpu_cores\x18\x02 \x01(\r\x12\x14\n\x0c\x63pu_core_mhz\x18\x03 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x04 \x01(\x01\x12\x15\n\rcpu_total_mhz\x18\x05 \x01(\x01\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\x1e\n\x16memory_available_bytes\x18\x07 \x01(\x04\x12\x33\n\rcgroup_layout\x18\x08 \x01(\x0e\x32\x1c.berth.stats.v1.CgroupLayout*\x88\x02\n\x08\x43puField\x12\x19\n\x15\x43PU_FIELD_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43PU_FIELD_SYSTEM_MODE\x10\x01\x12\x17\n\x13\x43PU_FIELD_USER_MODE\x10\x02\x12\x13\n\x0f\x43PU_FIELD_USAGE\x10\x03\x12\x1f\n\x1b\x43PU_FIELD_THROTTLED_PERIODS\x10\x04\x12\x1c\n\x18\x43PU_FIELD_THROTTLED_TIME\x10\x05\x12\x15\n\x11\x43PU_FIELD_PERCENT\x10\x06\x12!\n\x1d\x43PU_FIELD_SYSTEM_MODE_PERCENT\x10\x07\x12\x1f\n\x1b\x43PU_FIELD_USER_MODE_PERCENT\x10\x08*\x84\x02\n\x0bMemoryField\x12\x1c\n\x18MEMORY_FIELD_UNSPECIFIED\x10\x00\x12\x14\n\x10MEMORY_FIELD_RSS\x10\x01\x12\x16\n\x12MEMORY_FIELD_CACHE\x10\x02\x12\x15\n\x11MEMORY_FIELD_SWAP\x10\x03\x12\x1c\n\x18MEMORY_FIELD_MAPPED_FILE\x10\x04\x12\x16\n\x12MEMORY_FIELD_USAGE\x10\x05\x12\x1a\n\x16MEMORY_FIELD_MAX_USAGE\x10\x06\x12\x1d\n\x19MEMORY_FIELD_KERNEL_USAGE\x10\x07\x12!\n\x1dMEMORY_FIELD_KERNEL_MAX_USAGE\x10\x08*d\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42\x41\x43KEND_CGROUP_V1\x10\x01\x12\x15\n\x11\x42\x41\x43KEND_CGROUP_V2\x10\x02\x12\x12\n\x0e\x42\x41\x43KEND_PROCFS\x10\x03*\x8b\x01\n\x0c\x43groupLayout\x12\x1d\n\x19\x43GROUP_LAYOUT_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43GROUP_LAYOUT_NONE\x10\x01\x12\x14\n\x10\x43GROUP_LAYOUT_V1\x10\x02\x12\x14\n\x10\x43GROUP_LAYOUT_V2\x10\x03\x12\x18\n\x14\x43GROUP_LAYOUT_HYBRID\x10\x04\x32\xe6\x03\n\x0cStatsService\x12Y\n\x0cRegisterTask\x12#.berth.stats.v1.RegisterTaskRequest\x1a$.berth.stats.v1.RegisterTaskResponse\x12_\n\x0eUnregisterTask\x12%.berth.stats.v1.UnregisterTaskRequest\x1a&.berth.stats.v1.UnregisterTaskResponse\x12Y\n\x0cGetTaskStats\x12#.berth.stats.v1.GetTaskStatsRequest\x1a$.berth.stats.v1.GetTaskStatsResponse\x12\x64\n\x0fStreamTaskStats\x12&.berth.stats.v1.StreamTaskStatsRequest\x1a\'.berth.stats.v1.StreamTaskStatsResponse0\x01\x12Y\n\x0cGetNodeStats\x12#.berth.stats.v1.GetNodeStatsRequest\x1a$.berth.stats.v1.GetNodeStatsResponseB\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x65rth/stats/v1/stats.proto\x12\x0e\x62\x65rth.stats.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x02\n\x08\x43puStats\x12.\n\x0bsystem_mode\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tuser_mode\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05usage\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11throttled_periods\x18\x04 \x01(\x04\x12\x31\n\x0ethrottled_time\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07percent\x18\x06 \x01(\x01\x12\x1b\n\x13system_mode_percent\x18\x07 \x01(\x01\x12\x19\n\x11user_mode_percent\x18\x08 \x01(\x01\x12\x13\n\x0btotal_ticks\x18\t \x01(\x01\x12*\n\x08measured\x18\n \x03(\x0e\x32\x18.berth.stats.v1.CpuField\"\xcd\x01\n\x0bMemoryStats\x12\x0b\n\x03rss\x18\x01 \x01(\x04\x12\r\n\x05\x63\x61\x63he\x18\x02 \x01(\x04\x12\x0c\n\x04swap\x18\x03 \x01(\x04\x12\x13\n\x0bmapped_file\x18\x04 \x01(\x04\x12\r\n\x05usage\x18\x05 \x01(\x04\x12\x11\n\tmax_usage\x18\x06 \x01(\x04\x12\x14\n\x0ckernel_usage\x18\x07 \x01(\x04\x12\x18\n\x10kernel_max_usage\x18\x08 \x01(\x04\x12-\n\x08measured\x18\t \x03(\x0e\x32\x1b.berth.stats.v1.MemoryField\"X\n\tPidsStats\x12\x0f\n\x07\x63urrent\x18\x01 \x01(\x04\x12\r\n\x05limit\x18\x02 \x01(\x04\x12+\n\x08measured\x18\x03 \x03(\x0e\x32\x19.berth.stats.v1.PidsField\"\x8c\x01\n\rResourceUsage\x12%\n\x03\x63pu\x18\x01 \x01(\x0b\x32\x18.berth.stats.v1.CpuStats\x12+\n\x06memory\x18\x02 \x01(\x0b\x32\x1b.berth.stats.v1.MemoryStats\x12\'\n\x04pids\x18\x03 \x01(\x0b\x32\x19.berth.stats.v1.PidsStats\"\xc1\x02\n\x11TaskResourceUsage\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12-\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x05usage\x18\x03 \x01(\x0b\x32\x1d.berth.stats.v1.ResourceUsage\x12\x43\n\tprocesses\x18\x04 \x03(\x0b\x32\x30.berth.stats.v1.TaskResourceUsage.ProcessesEntry\x12(\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x17.berth.stats.v1.Backend\x1aO\n\x0eProcessesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.berth.stats.v1.ResourceUsage:\x02\x38\x01\"[\n\x13RegisterTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x15\n\x0b\x63group_path\x18\x02 \x01(\tH\x00\x12\x12\n\x08root_pid\x18\x03 \x01(\x05H\x00\x42\x08\n\x06target\"@\n\x14RegisterTaskResponse\x12(\n\x07\x62\x61\x63kend\x18\x01 \x01(\x0e\x32\x17.berth.stats.v1.Backend\"(\n\x15UnregisterTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"\x18\n\x16UnregisterTaskResponse\"&\n\x13GetTaskStatsRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"H\n\x14GetTaskStatsResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.berth.stats.v1.TaskResourceUsage\"W\n\x16StreamTaskStatsRequest\x12\x10\n\x08task_ids\x18\x01 \x03(\t\x12+\n\x08interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"d\n\x17StreamTaskStatsResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.berth.stats.v1.TaskResourceUsage\x12\x17\n\x0f\x64ropped_samples\x18\x02 \x01(\x04\"\x15\n\x13GetNodeStatsRequest\"\x8b\x02\n\x14GetNodeStatsResponse\x12-\n\ttimestamp\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tcpu_cores\x18\x02 \x01(\r\x12\x14\n\x0c\x63pu_core_mhz\x18\x03 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x04 \x01(\x01\x12\x15\n\rcpu_total_mhz\x18\x05 \x01(\x01\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\x1e\n\x16memory_available_bytes\x18\x07 \x01(\x04\x12\x33\n\rcgroup_layout\x18\x08 \x01(\x0e\x32\x1c.berth.stats.v1.CgroupLayout*\x88\x02\n\x08\x43puField\x12\x19\n\x15\x43PU_FIELD_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43PU_FIELD_SYSTEM_MODE\x10\x01\x12\x17\n\x13\x43PU_FIELD_USER_MODE\x10\x02\x12\x13\n\x0f\x43PU_FIELD_USAGE\x10\x03\x12\x1f\n\x1b\x43PU_FIELD_THROTTLED_PERIODS\x10\x04\x12\x1c\n\x18\x43PU_FIELD_THROTTLED_TIME\x10\x05\x12\x15\n\x11\x43PU_FIELD_PERCENT\x10\x06\x12!\n\x1d\x43PU_FIELD_SYSTEM_MODE_PERCENT\x10\x07\x12\x1f\n\x1b\x43PU_FIELD_USER_MODE_PERCENT\x10\x08*\x84\x02\n\x0bMemoryField\x12\x1c\n\x18MEMORY_FIELD_UNSPECIFIED\x10\x00\x12\x14\n\x10MEMORY_FIELD_RSS\x10\x01\x12\x16\n\x12MEMORY_FIELD_CACHE\x10\x02\x12\x15\n\x11MEMORY_FIELD_SWAP\x10\x03\x12\x1c\n\x18MEMORY_FIELD_MAPPED_FILE\x10\x04\x12\x16\n\x12MEMORY_FIELD_USAGE\x10\x05\x12\x1a\n\x16MEMORY_FIELD_MAX_USAGE\x10\x06\x12\x1d\n\x19MEMORY_FIELD_KERNEL_USAGE\x10\x07\x12!\n\x1dMEMORY_FIELD_KERNEL_MAX_USAGE\x10\x08*U\n\tPidsField\x12\x1a\n\x16PIDS_FIELD_UNSPECIFIED\x10\x00\x12\x16\n\x12PIDS_FIELD_CURRENT\x10\x01\x12\x14\n\x10PIDS_FIELD_LIMIT\x10\x02*d\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42\x41\x43KEND_CGROUP_V1\x10\x01\x12\x15\n\x11\x42\x41\x43KEND_CGROUP_V2\x10\x02\x12\x12\n\x0e\x42\x41\x43KEND_PROCFS\x10\x03*\x8b\x01\n\x0c\x43groupLayout\x12\x1d\n\x19\x43GROUP_LAYOUT_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43GROUP_LAYOUT_NONE\x10\x01\x12\x14\n\x10\x43GROUP_LAYOUT_V1\x10\x02\x12\x14\n\x10\x43GROUP_LAYOUT_V2\x10\x03\x12\x18\n\x14\x43GROUP_LAYOUT_HYBRID\x10\x04\x32\xe6\x03\n\x0cStatsService\x12Y\n\x0cRegisterTask\x12#.berth.stats.v1.RegisterTaskRequest\x1a$.berth.stats.v1.RegisterTaskResponse\x12_\n\x0eUnregisterTask\x12%.berth.stats.v1.UnregisterTaskRequest\x1a&.berth.stats.v1.UnregisterTaskResponse\x12Y\n\x0cGetTaskStats\x12#.berth.stats.v1.GetTaskStatsRequest\x1a$.berth.stats.v1.GetTaskStatsResponse\x12\x64\n\x0fStreamTaskStats\x12&.berth.stats.v1.StreamTaskStatsRequest\x1a\'.berth.stats.v1.StreamTaskStatsResponse0\x01\x12Y\n\x0cGetNodeStats\x12#.berth.stats.v1.GetNodeStatsRequest\x1a$.berth.stats.v1.GetNodeStatsResponseB\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'berth.stats.v1.stats_pb2', globals())
@@ -25,44 +25,48 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._serialized_options = b'\370\001\001'
   _TASKRESOURCEUSAGE_PROCESSESENTRY._options = None
   _TASKRESOURCEUSAGE_PROCESSESENTRY._serialized_options = b'8\001'
-  _CPUFIELD._serialized_start=1935
-  _CPUFIELD._serialized_end=2199
-  _MEMORYFIELD._serialized_start=2202
-  _MEMORYFIELD._serialized_end=2462
-  _BACKEND._serialized_start=2464
-  _BACKEND._serialized_end=2564
-  _CGROUPLAYOUT._serialized_start=2567
-  _CGROUPLAYOUT._serialized_end=2706
+  _CPUFIELD._serialized_start=2067
+  _CPUFIELD._serialized_end=2331
+  _MEMORYFIELD._serialized_start=2334
+  _MEMORYFIELD._serialized_end=2594
+  _PIDSFIELD._serialized_start=2596
+  _PIDSFIELD._serialized_end=2681
+  _BACKEND._serialized_start=2683
+  _BACKEND._serialized_end=2783
+  _CGROUPLAYOUT._serialized_start=2786
+  _CGROUPLAYOUT._serialized_end=2925
   _CPUSTATS._serialized_start=112
   _CPUSTATS._serialized_end=474
   _MEMORYSTATS._serialized_start=477
   _MEMORYSTATS._serialized_end=682
-  _RESOURCEUSAGE._serialized_start=684
-  _RESOURCEUSAGE._serialized_end=783
-  _TASKRESOURCEUSAGE._serialized_start=786
-  _TASKRESOURCEUSAGE._serialized_end=1107
-  _TASKRESOURCEUSAGE_PROCESSESENTRY._serialized_start=1028
-  _TASKRESOURCEUSAGE_PROCESSESENTRY._serialized_end=1107
-  _REGISTERTASKREQUEST._serialized_start=1109
-  _REGISTERTASKREQUEST._serialized_end=1200
-  _REGISTERTASKRESPONSE._serialized_start=1202
-  _REGISTERTASKRESPONSE._serialized_end=1266
-  _UNREGISTERTASKREQUEST._serialized_start=1268
-  _UNREGISTERTASKREQUEST._serialized_end=1308
-  _UNREGISTERTASKRESPONSE._serialized_start=1310
-  _UNREGISTERTASKRESPONSE._serialized_end=1334
-  _GETTASKSTATSREQUEST._serialized_start=1336
-  _GETTASKSTATSREQUEST._serialized_end=1374
-  _GETTASKSTATSRESPONSE._serialized_start=1376
-  _GETTASKSTATSRESPONSE._serialized_end=1448
-  _STREAMTASKSTATSREQUEST._serialized_start=1450
-  _STREAMTASKSTATSREQUEST._serialized_end=1537
-  _STREAMTASKSTATSRESPONSE._serialized_start=1539
-  _STREAMTASKSTATSRESPONSE._serialized_end=1639
-  _GETNODESTATSREQUEST._serialized_start=1641
-  _GETNODESTATSREQUEST._serialized_end=1662
-  _GETNODESTATSRESPONSE._serialized_start=1665
-  _GETNODESTATSRESPONSE._serialized_end=1932
-  _STATSSERVICE._serialized_start=2709
-  _STATSSERVICE._serialized_end=3195
+  _PIDSSTATS._serialized_start=684
+  _PIDSSTATS._serialized_end=772
+  _RESOURCEUSAGE._serialized_start=775
+  _RESOURCEUSAGE._serialized_end=915
+  _TASKRESOURCEUSAGE._serialized_start=918
+  _TASKRESOURCEUSAGE._serialized_end=1239
+  _TASKRESOURCEUSAGE_PROCESSESENTRY._serialized_start=1160
+  _TASKRESOURCEUSAGE_PROCESSESENTRY._serialized_end=1239
+  _REGISTERTASKREQUEST._serialized_start=1241
+  _REGISTERTASKREQUEST._serialized_end=1332
+  _REGISTERTASKRESPONSE._serialized_start=1334
+  _REGISTERTASKRESPONSE._serialized_end=1398
+  _UNREGISTERTASKREQUEST._serialized_start=1400
+  _UNREGISTERTASKREQUEST._serialized_end=1440
+  _UNREGISTERTASKRESPONSE._serialized_start=1442
+  _UNREGISTERTASKRESPONSE._serialized_end=1466
+  _GETTASKSTATSREQUEST._serialized_start=1468
+  _GETTASKSTATSREQUEST._serialized_end=1506
+  _GETTASKSTATSRESPONSE._serialized_start=1508
+  _GETTASKSTATSRESPONSE._serialized_end=1580
+  _STREAMTASKSTATSREQUEST._serialized_start=1582
+  _STREAMTASKSTATSREQUEST._serialized_end=1669
+  _STREAMTASKSTATSRESPONSE._serialized_start=1671
+  _STREAMTASKSTATSRESPONSE._serialized_end=1771
+  _GETNODESTATSREQUEST._serialized_start=1773
+  _GETNODESTATSREQUEST._serialized_end=1794
+  _GETNODESTATSRESPONSE._serialized_start=1797
+  _GETNODESTATSRESPONSE._serialized_end=2064
+  _STATSSERVICE._serialized_start=2928
+  _STATSSERVICE._serialized_end=3414
 # @@protoc_insertion_point(module_scope)
