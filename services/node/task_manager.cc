@@ -150,9 +150,10 @@ TaskManager::TaskManager(Options options, TaskStore* store,
       plugins_(plugins),
       events_(events) {
   if (!options_.netns_socket.empty()) {
-    netns_ = network::v1::NetworkService::NewStub(
+    netns_channel_ =
         grpc::CreateChannel(absl::StrCat("unix:", options_.netns_socket),
-                            grpc::InsecureChannelCredentials()));
+                            grpc::InsecureChannelCredentials());
+    netns_ = network::v1::NetworkService::NewStub(netns_channel_);
   }
   mkdir(absl::StrCat(options_.state_dir, "/tasks").c_str(), 0711);
 }
@@ -383,6 +384,15 @@ absl::Status TaskManager::SetUpNetwork(Entry& entry) {
     if (netns_ == nullptr) {
       return absl::FailedPreconditionError(
           "spec.network: this node runs without berth-netns");
+    }
+    // Waits out a restart of berth-netns, but says plainly that it is not
+    // there rather than hold the start (and its caller) for long.
+    if (!netns_channel_->WaitForConnected(
+            absl::ToChronoTime(absl::Now() + options_.netns_wait))) {
+      return absl::UnavailableError(absl::StrCat(
+          "spec.network: berth-netns does not answer on ",
+          options_.netns_socket, " (waited ",
+          absl::FormatDuration(options_.netns_wait), "): is it running?"));
     }
     network::v1::PrerunRequest request;
     request.set_allocation_id(id);
@@ -925,6 +935,12 @@ absl::Status TaskManager::Remove(const std::string& ref, bool force) {
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }
   if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
+  }
+  // What the driver left of the task's directory (a driver that made it
+  // removes it in DestroyTask; not every driver does).
+  if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
     return absl::Status(
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }

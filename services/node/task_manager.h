@@ -32,7 +32,8 @@ namespace berth::node {
 class TaskManager {
  public:
   struct Options {
-    // Tasks' directories are <state_dir>/tasks/<id> (made by the driver).
+    // Tasks' directories are <state_dir>/tasks/<id> (made by the driver;
+    // what a driver leaves of one is removed with the task).
     std::string state_dir;
     // berth-netns' socket; empty: only host networking is available.
     std::string netns_socket;
@@ -41,6 +42,10 @@ class TaskManager {
     // Deadline of each call to berth-netns (which waits for it to be back
     // when it restarts).
     absl::Duration network_timeout = absl::Seconds(60);
+    // How long a start waits for berth-netns to answer at all before it
+    // fails saying so (a restart takes less; a berth-netns that is not
+    // running would otherwise hold the start for network_timeout).
+    absl::Duration netns_wait = absl::Seconds(10);
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,
@@ -145,6 +150,7 @@ class TaskManager {
   TaskStore* const store_;
   PluginManager* const plugins_;
   EventBus* const events_;
+  std::shared_ptr<grpc::Channel> netns_channel_;
   std::unique_ptr<network::v1::NetworkService::Stub> netns_;
 
   mutable absl::Mutex mu_;

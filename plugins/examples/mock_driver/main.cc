@@ -19,13 +19,19 @@ ABSL_FLAG(std::string, state_dir, "",
           "node's state directory (then <state dir>/mock). Default: "
           "<parent of $BERTH_PLUGIN_SOCKET_DIR>/mock-state.");
 
+ABSL_FLAG(bool, must_create_network, false,
+          "Say in the capabilities that the host must call CreateNetwork, "
+          "and serve it (a record per allocation under the state directory; "
+          "tasks still run on the host's network).");
+
 namespace {
 
 constexpr char kUsage[] =
     "the mock berth task driver: runs a configurable command as a plain host "
     "process, for tests\n"
     "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
-    "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR]";
+    "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
+    "[--must_create_network]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -40,6 +46,7 @@ int main(int argc, char** argv) {
   }
   berth::mock::MockDriverOptions options;
   options.default_state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.must_create_network = absl::GetFlag(FLAGS_must_create_network);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

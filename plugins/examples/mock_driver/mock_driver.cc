@@ -443,7 +443,8 @@ struct MockDriver::Task {
 };
 
 MockDriver::MockDriver(MockDriverOptions options)
-    : state_dir_(std::move(options.default_state_dir)) {
+    : must_create_network_(options.must_create_network),
+      state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
   fingerprint.set_health_description("runs tasks as plain host processes");
@@ -518,6 +519,11 @@ driver::v1::DriverCapabilities MockDriver::Capabilities() const {
       driver::v1::NETWORK_ISOLATION_MODE_HOST);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
+  if (must_create_network_) {
+    capabilities.set_must_create_network(true);
+    capabilities.add_network_isolation_modes(
+        driver::v1::NETWORK_ISOLATION_MODE_GROUP);
+  }
   return capabilities;
 }
 
@@ -656,6 +662,13 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
     dir = state_dir_;
   }
   if (absl::Status made = MakeDirectories(dir); !made.ok()) return made;
+  // The node names the task's directory; the driver makes it (the host
+  // removes what is left of it once DestroyTask is done).
+  if (!config.task_dir().empty()) {
+    if (absl::Status made = MakeDirectories(config.task_dir()); !made.ok()) {
+      return made;
+    }
+  }
 
   const std::vector<std::string> env = TaskEnv(config, /*tty=*/false);
   absl::StatusOr<std::string> program =
@@ -1142,6 +1155,70 @@ absl::StatusOr<plugin::ExitStatus> MockDriver::ExecTaskStreaming(
       return absl::CancelledError(
           absl::StrCat("ExecTaskStreaming in task ", id, " cancelled"));
   }
+}
+
+absl::StatusOr<std::string> MockDriver::NetworkRecordPath(
+    const std::string& allocation_id) const {
+  if (allocation_id.empty() || allocation_id == "." || allocation_id == ".." ||
+      allocation_id.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allocation_id \"", allocation_id, "\" is not a valid name"));
+  }
+  return absl::StrCat(state_dir(), "/networks/", allocation_id);
+}
+
+absl::StatusOr<driver::v1::CreateNetworkResponse> MockDriver::CreateNetwork(
+    const driver::v1::CreateNetworkRequest& request) {
+  if (!must_create_network_) return plugin::Driver::CreateNetwork(request);
+  absl::StatusOr<std::string> path = NetworkRecordPath(request.allocation_id());
+  if (!path.ok()) return path.status();
+  const std::string dir = absl::StrCat(state_dir(), "/networks");
+  for (const std::string& d : {state_dir(), dir}) {
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("mkdir ", d, ": ", std::strerror(errno)));
+    }
+  }
+  driver::v1::CreateNetworkResponse response;
+  const int fd =
+      open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    const std::string content = absl::StrCat(request.hostname(), "\n");
+    const bool written = write(fd, content.data(), content.size()) ==
+                         static_cast<ssize_t>(content.size());
+    const int error = errno;
+    close(fd);
+    if (!written) {
+      unlink(path->c_str());
+      return absl::InternalError(
+          absl::StrCat("write ", *path, ": ", std::strerror(error)));
+    }
+    response.set_created(true);
+  } else if (errno != EEXIST) {
+    return absl::InternalError(
+        absl::StrCat("create ", *path, ": ", std::strerror(errno)));
+  }
+  network::v1::NetworkStatus& status = *response.mutable_status();
+  status.set_allocation_id(request.allocation_id());
+  status.set_mode(network::v1::NETWORK_MODE_BRIDGE);
+  status.set_interface_name("mock0");
+  network::v1::InterfaceAddress& address = *status.add_addresses();
+  address.set_cidr("192.0.2.1/24");
+  LOG(INFO) << "network of allocation " << request.allocation_id()
+            << (response.created() ? " created" : " already there");
+  return response;
+}
+
+absl::Status MockDriver::DestroyNetwork(const std::string& allocation_id) {
+  if (!must_create_network_)
+    return plugin::Driver::DestroyNetwork(allocation_id);
+  absl::StatusOr<std::string> path = NetworkRecordPath(allocation_id);
+  if (!path.ok()) return path.status();
+  if (unlink(path->c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(
+        absl::StrCat("unlink ", *path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace berth::mock

@@ -25,6 +25,12 @@
 // .stderr; DestroyTask removes them. A task keeps the directory it started
 // in (it is recorded in its handle).
 //
+// With MockDriverOptions.must_create_network, the capabilities say so and
+// the host calls CreateNetwork/DestroyNetwork instead of its network hook:
+// a network is a record, <state dir>/networks/<allocation id> (its
+// hostname), with a documentation address (192.0.2.1/24, never routed) and
+// no namespace; tasks still run on the host's network.
+//
 // Exec (ExecTask, ExecTaskStreaming) runs the command on the host with the
 // task's environment and directory, in a session of its own, with a
 // terminal (TERM=xterm unless the task's env sets TERM) or pipes. When the
@@ -56,6 +62,8 @@ inline constexpr char kDriverVersion[] = "0.1.0";
 struct MockDriverOptions {
   // Where task files go until SetConfig names the node's state directory.
   std::string default_state_dir;
+  // Whether the host must call CreateNetwork (see above).
+  bool must_create_network = false;
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -94,6 +102,11 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
       const plugin::ExecOptions& options) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<driver::v1::CreateNetworkResponse> CreateNetwork(
+      const driver::v1::CreateNetworkRequest& request) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DestroyNetwork(const std::string& allocation_id) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The directory new tasks put their files in.
   std::string state_dir() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -122,6 +135,12 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
                                                     absl::string_view what)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // <state dir>/networks/<allocation_id>, or INVALID_ARGUMENT naming the
+  // field when the id cannot be a file name.
+  absl::StatusOr<std::string> NetworkRecordPath(
+      const std::string& allocation_id) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const bool must_create_network_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

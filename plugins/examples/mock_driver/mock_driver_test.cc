@@ -600,5 +600,52 @@ TEST_F(MockDriverTest, StateDirectoryFollowsSetConfig) {
   EXPECT_TRUE(PathExists(dir_.Join("node/mock/t1.exit")));
 }
 
+// Without must_create_network the host's network hook does the work:
+// CreateNetwork is not served and the capabilities do not ask for it.
+TEST(MockDriverNetworkTest, NotServedUnlessConfigured) {
+  ShortTempDir dir;
+  MockDriver driver(MockDriverOptions{dir.Join("state")});
+  EXPECT_FALSE(driver.Capabilities().must_create_network());
+  driver::v1::CreateNetworkRequest request;
+  request.set_allocation_id("t1");
+  EXPECT_TRUE(absl::IsUnimplemented(driver.CreateNetwork(request).status()));
+}
+
+TEST(MockDriverNetworkTest, CreateIsIdempotentAndDestroyRemovesTheRecord) {
+  ShortTempDir dir;
+  MockDriver driver(MockDriverOptions{dir.Join("state"),
+                                      /*must_create_network=*/true});
+  const driver::v1::DriverCapabilities caps = driver.Capabilities();
+  EXPECT_TRUE(caps.must_create_network());
+  EXPECT_THAT(caps.network_isolation_modes(),
+              Contains(driver::v1::NETWORK_ISOLATION_MODE_GROUP));
+
+  driver::v1::CreateNetworkRequest request;
+  request.set_allocation_id("t1");
+  request.set_hostname("web");
+  absl::StatusOr<driver::v1::CreateNetworkResponse> made =
+      driver.CreateNetwork(request);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_TRUE(made->created());
+  EXPECT_EQ(made->status().allocation_id(), "t1");
+  ASSERT_EQ(made->status().addresses_size(), 1);
+  EXPECT_EQ(made->status().addresses(0).cidr(), "192.0.2.1/24");
+  const std::string record = dir.Join("state/networks/t1");
+  EXPECT_EQ(ReadFileOrEmpty(record), "web\n");
+
+  made = driver.CreateNetwork(request);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_FALSE(made->created());  // a repeated call
+
+  ASSERT_TRUE(driver.DestroyNetwork("t1").ok());
+  EXPECT_FALSE(PathExists(record));
+  EXPECT_TRUE(driver.DestroyNetwork("t1").ok());  // unknown: not an error
+
+  request.set_allocation_id("../t1");
+  const absl::Status bad = driver.CreateNetwork(request).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
+  EXPECT_THAT(bad.message(), HasSubstr("allocation_id"));
+}
+
 }  // namespace
 }  // namespace berth::mock

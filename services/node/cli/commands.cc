@@ -305,6 +305,13 @@ class Cli {
       absl::StatusOr<SocketPathState> state = ProbeSocketPath(socket_path_);
       if (!state.ok() || *state != SocketPathState::kLive) return Unreachable();
     }
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        status.error_message() == "Deadline Exceeded") {
+      // gRPC's own words: our deadline passed before berth-node answered.
+      return Fail(absl::StrCat("berth-node at ", socket_path_,
+                               " did not answer in time (it may still be at "
+                               "work: see berth ps -a)"));
+    }
     return Fail(status.error_message());
   }
 

@@ -404,6 +404,23 @@ TEST_F(CommandsTest, RunNodeErrorIsOneLine) {
             "berth: spec.driver: no driver \"nope\" on this node\n");
 }
 
+// gRPC's bare "Deadline Exceeded" (the CLI's deadline passed) is said in
+// words naming the node; a deadline the node reports keeps its message.
+TEST_F(CommandsTest, ADeadlineIsSaidInWords) {
+  fake_.FailCalls("RunTask", grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                          "Deadline Exceeded"));
+  CliResult result = Run({"run", "--", "true"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err, absl::StrCat("berth: berth-node at ", socket_path_,
+                                     " did not answer in time (it may still "
+                                     "be at work: see berth ps -a)\n"));
+  fake_.FailCalls("RunTask",
+                  grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                               "berth-netns Prerun (/x): timed out"));
+  result = Run({"run", "--", "true"});
+  EXPECT_EQ(result.err, "berth: berth-netns Prerun (/x): timed out\n");
+}
+
 TEST_F(CommandsTest, RunJsonSpecFromFileAndStdin) {
   const std::string path = dir_.Join("spec.json");
   std::ofstream(path) << R"({"name": "from-json", "driver": "sandbox",
