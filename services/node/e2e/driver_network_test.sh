@@ -18,22 +18,8 @@ node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") mock_bin=$(readlink -f "$3"
 
 dir="$(mktemp -d /tmp/berth-XXXXXX)"
 run="$dir/run" state="$dir/state"
-failures=0
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
-berth() { "$cli" --socket="$run/node.sock" "$@"; }
-wait_for() {
-  local tries=$1; shift
-  for _ in $(seq "$tries"); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  return 1
-}
-task_field() {  # task_field TASK PYTHON-EXPR-OF-t
-  berth inspect "$1" | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); print($2)"
-}
+# shellcheck source=services/node/e2e/e2e_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 plugin_up() {
   berth node status --json | /usr/bin/python3 -c 'import json,sys; sys.exit(0 if [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "mock" and p.get("pid")] else 1)'
 }

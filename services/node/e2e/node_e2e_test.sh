@@ -33,22 +33,9 @@ run="$dir/run" state="$dir/state"
 bridge="b$tag" network="berth-$tag" prefix="berth-$tag-"
 subnet="10.212.$((RANDOM % 200 + 20)).0/24"
 cgroup_parent="/berth-$tag"
-failures=0
 pids=()
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
-berth() { "$cli" --socket="$run/node.sock" "$@"; }
-
-# Waits up to $1 tenths of a second for the command in $2... to succeed.
-wait_for() {
-  local tries=$1; shift
-  for _ in $(seq "$tries"); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=services/node/e2e/e2e_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
 start_netns() {
   "$netns_bin" --runtime_dir="$run" --state_dir="$state" \
@@ -66,10 +53,6 @@ start_node() {
     >>"$dir/node.log" 2>&1 &
   node_pid=$!
   wait_for 100 berth node status
-}
-
-task_field() {  # task_field TASK JQ-LIKE-PYTHON-EXPR
-  berth inspect "$1" | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); print($2)"
 }
 
 cleanup() {
