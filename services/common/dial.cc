@@ -15,10 +15,16 @@
 #include "services/common/unix_socket.h"
 
 namespace berth {
-namespace {
 
-// Why a connection to `socket_path` did not come about, as far as a look at
-// the path tells.
+grpc::ChannelArguments UnixChannelArguments() {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return arguments;
+}
+
 std::string WhyNotConnected(const std::string& socket_path) {
   absl::StatusOr<SocketPathState> state = ProbeSocketPath(socket_path);
   if (!state.ok()) return std::string(state.status().message());
@@ -35,21 +41,14 @@ std::string WhyNotConnected(const std::string& socket_path) {
   return "unknown";
 }
 
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DialUnix(
     const std::string& socket_path, absl::Duration timeout) {
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
     return length;
   }
-  // A channel of its own subchannel pool: with gRPC's global pool, a new
-  // channel to a socket whose server was killed and started again reuses the
-  // dead connection and its first calls fail with "Broken pipe".
-  grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
-                                grpc::InsecureChannelCredentials(), arguments);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials(),
+      UnixChannelArguments());
   if (channel->WaitForConnected(absl::ToChronoTime(
           absl::Now() + std::max(timeout, absl::ZeroDuration())))) {
     return channel;

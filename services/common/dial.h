@@ -9,8 +9,22 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace berth {
+
+// The arguments of a channel to a berth service on a Unix socket: a
+// subchannel pool of its own (with gRPC's global pool, a new channel to a
+// socket whose server was killed and started again reuses the dead
+// connection, and its first calls fail with "Broken pipe"), and reconnection
+// attempts at most 1 s apart (a local service restarts in less; gRPC's
+// default backoff grows to 2 minutes while it is away).
+grpc::ChannelArguments UnixChannelArguments();
+
+// Why a connection to `socket_path` did not come about, as far as a look at
+// the path tells: "no such socket", "not a socket", "connection refused (a
+// stale socket: nobody listens on it)", ...
+std::string WhyNotConnected(const std::string& socket_path);
 
 // An insecure channel to "unix:" + socket_path, once it is connected: waits
 // up to `timeout` for the connection (a socket that appears meanwhile is

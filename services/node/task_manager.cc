@@ -23,6 +23,7 @@
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/errors.h"
 #include "plugins/sdk/proto_time.h"
+#include "services/common/dial.h"
 #include "services/common/status.h"
 
 namespace berth::node {
@@ -150,9 +151,10 @@ TaskManager::TaskManager(Options options, TaskStore* store,
       plugins_(plugins),
       events_(events) {
   if (!options_.netns_socket.empty()) {
-    netns_channel_ =
-        grpc::CreateChannel(absl::StrCat("unix:", options_.netns_socket),
-                            grpc::InsecureChannelCredentials());
+    // Not DialUnix: berth-netns may start after the node.
+    netns_channel_ = grpc::CreateCustomChannel(
+        absl::StrCat("unix:", options_.netns_socket),
+        grpc::InsecureChannelCredentials(), UnixChannelArguments());
     netns_ = network::v1::NetworkService::NewStub(netns_channel_);
   }
   mkdir(absl::StrCat(options_.state_dir, "/tasks").c_str(), 0711);
@@ -391,8 +393,9 @@ absl::Status TaskManager::SetUpNetwork(Entry& entry) {
             absl::ToChronoTime(absl::Now() + options_.netns_wait))) {
       return absl::UnavailableError(absl::StrCat(
           "spec.network: berth-netns does not answer on ",
-          options_.netns_socket, " (waited ",
-          absl::FormatDuration(options_.netns_wait), "): is it running?"));
+          options_.netns_socket, " (", WhyNotConnected(options_.netns_socket),
+          ", waited ", absl::FormatDuration(options_.netns_wait),
+          "): is it running?"));
     }
     network::v1::PrerunRequest request;
     request.set_allocation_id(id);

@@ -1210,8 +1210,9 @@ absl::StatusOr<driver::v1::CreateNetworkResponse> MockDriver::CreateNetwork(
 }
 
 absl::Status MockDriver::DestroyNetwork(const std::string& allocation_id) {
-  if (!must_create_network_)
+  if (!must_create_network_) {
     return plugin::Driver::DestroyNetwork(allocation_id);
+  }
   absl::StatusOr<std::string> path = NetworkRecordPath(allocation_id);
   if (!path.ok()) return path.status();
   if (unlink(path->c_str()) != 0 && errno != ENOENT) {

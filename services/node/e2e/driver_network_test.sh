@@ -107,7 +107,7 @@ start_node --netns_socket=none
 no_netns_case node_without_netns "berth: spec.network: this node runs without berth-netns*"
 kill -TERM "$node_pid"; wait "$node_pid"
 start_node --netns_socket="$run/netns.sock"
-no_netns_case netns_not_running "berth: task *: spec.network: berth-netns does not answer on $run/netns.sock*is it running?"
+no_netns_case netns_not_running "berth: task *: spec.network: berth-netns does not answer on $run/netns.sock (no such socket, waited 10s): is it running?"
 
 if ((failures > 0)); then
   echo "--- node log"; cat "$dir/node.log"
