@@ -459,6 +459,14 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   if (!spec.ok()) return spec.status();
   const std::string id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
+  if (spec->limits.pids_limit != 0 &&
+      spec->limits.pids_limit < kMinSandboxPids) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "resources.pids_limit ", spec->limits.pids_limit,
+        " is below the ", kMinSandboxPids,
+        " a sandbox needs: its init and berth-agent (about 16 processes and "
+        "threads) count in it"));
+  }
   absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
   if (!proxy.ok()) {
     return absl::FailedPreconditionError(

@@ -48,6 +48,10 @@ namespace berth::sandbox_driver {
 
 inline constexpr char kDriverName[] = "sandbox";
 inline constexpr char kDriverVersion[] = "0.1.0";
+// The least pids limit a sandbox task takes: its init and berth-agent share
+// the task's cgroup and count in it (the agent has 14 threads idle and one
+// more per process started through it); below this the agent cannot start.
+inline constexpr uint64_t kMinSandboxPids = 32;
 
 struct SandboxDriverOptions {
   std::string agent_path;  // berth-agent

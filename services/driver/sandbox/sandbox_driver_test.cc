@@ -108,5 +108,25 @@ TEST(SandboxDriverTest, StartWithoutTheProxyFailsAndLeavesNothing) {
             absl::StatusCode::kNotFound);
 }
 
+// A pids limit the sandbox's own init and agent would use up is refused at
+// once, naming the field, before anything is made.
+TEST(SandboxDriverTest, APidsLimitTooSmallForTheAgentIsRefused) {
+  testing::ShortTempDir dir;
+  SandboxDriver driver(Options(dir));
+  dv1::TaskConfig task;
+  task.set_id("few-pids");
+  task.set_task_dir(dir.Join("task"));
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "/bin/true");
+  task.mutable_resources()->set_pids_limit(kMinSandboxPids - 1);
+  absl::StatusOr<dv1::StartTaskResponse> started = driver.StartTask(task);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(started.status().message(),
+                                "few-pids: resources.pids_limit 31"))
+      << started.status();
+  EXPECT_FALSE(testing::PathExists(dir.Join("task")));
+}
+
 }  // namespace
 }  // namespace berth::sandbox_driver
