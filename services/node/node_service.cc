@@ -78,7 +78,8 @@ bool NodeServiceImpl::stopping() const {
 grpc::Status NodeServiceImpl::RunTask(grpc::ServerContext*,
                                       const v1::RunTaskRequest* request,
                                       v1::RunTaskResponse* response) {
-  absl::StatusOr<v1::Task> task = tasks_->Run(request->spec());
+  absl::StatusOr<v1::Task> task =
+      tasks_->Run(request->spec(), request->remove_on_start_failure());
   if (!task.ok()) return ToGrpcStatus(task.status());
   *response->mutable_task() = *std::move(task);
   return grpc::Status::OK;

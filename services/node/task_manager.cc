@@ -262,7 +262,8 @@ std::shared_ptr<TaskManager::Entry> TaskManager::Find(const std::string& ref,
   return nullptr;
 }
 
-absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec) {
+absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
+                                          bool remove_on_start_failure) {
   if (absl::Status s = ValidateTaskSpec(spec); !s.ok()) return s;
   if (!plugins_->Has(spec.driver())) {
     std::vector<std::string> names = plugins_->Names();
@@ -312,27 +313,41 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec) {
                    absl::StrCat("task ", entry->record.task().spec().name(),
                                 " created (driver ",
                                 entry->record.task().spec().driver(), ")"));
-  absl::MutexLock lock(&mu_);
-  auto started = [this, &entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    v1::TaskState state = entry->record.task().state();
-    return shutting_down_ || (state != v1::TASK_STATE_PENDING &&
-                              state != v1::TASK_STATE_STARTING);
-  };
-  mu_.Await(absl::Condition(&started));
-  const v1::TaskState state = entry->record.task().state();
-  if (state == v1::TASK_STATE_PENDING || state == v1::TASK_STATE_STARTING) {
-    return absl::UnavailableError(absl::StrCat(
-        "task ", id,
-        " is accepted, but berth-node is shutting down; the next berth-node "
-        "starts it"));
+  absl::Status start_error;
+  {
+    absl::MutexLock lock(&mu_);
+    auto started = [this, &entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      v1::TaskState state = entry->record.task().state();
+      return shutting_down_ || (state != v1::TASK_STATE_PENDING &&
+                                state != v1::TASK_STATE_STARTING);
+    };
+    mu_.Await(absl::Condition(&started));
+    const v1::TaskState state = entry->record.task().state();
+    if (state == v1::TASK_STATE_PENDING || state == v1::TASK_STATE_STARTING) {
+      return absl::UnavailableError(absl::StrCat(
+          "task ", id,
+          " is accepted, but berth-node is shutting down; the next berth-node "
+          "starts it"));
+    }
+    if (entry->start_error.ok()) return entry->record.task();
+    start_error = entry->start_error;
   }
-  if (!entry->start_error.ok()) {
-    const absl::Status& error = entry->start_error;
-    if (absl::StrContains(error.message(), id)) return error;
-    return absl::Status(error.code(),
-                        absl::StrCat("task ", id, ": ", error.message()));
+  if (!absl::StrContains(start_error.message(), id)) {
+    start_error =
+        absl::Status(start_error.code(),
+                     absl::StrCat("task ", id, ": ", start_error.message()));
   }
-  return entry->record.task();
+  if (remove_on_start_failure) {
+    // Forced: a restart policy may be about to start it again.
+    if (absl::Status removed = Remove(id, /*force=*/true); !removed.ok()) {
+      LOG(WARNING) << "task " << id
+                   << " failed to start and stays listed: " << removed;
+      return absl::Status(start_error.code(),
+                          absl::StrCat(start_error.message(), " (and ",
+                                       removed.message(), ")"));
+    }
+  }
+  return start_error;
 }
 
 void TaskManager::Launch(std::shared_ptr<Entry> entry, Resume resume) {

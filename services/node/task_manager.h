@@ -62,9 +62,12 @@ class TaskManager {
 
   // Checks and persists the task, then starts it; returns once the first
   // start succeeded (RUNNING) or failed. A failed start returns its error
-  // (the task stays listed as FAILED). INVALID_ARGUMENT names the field at
-  // fault (e.g. "spec.driver: unknown driver ...") and persists nothing.
-  absl::StatusOr<v1::Task> Run(v1::TaskSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // (the task stays listed as FAILED, or is removed with
+  // `remove_on_start_failure`). INVALID_ARGUMENT names the field at fault
+  // (e.g. "spec.driver: unknown driver ...") and persists nothing.
+  absl::StatusOr<v1::Task> Run(v1::TaskSpec spec,
+                               bool remove_on_start_failure = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Newest first; only tasks not finished unless `all`.
   std::vector<v1::Task> List(bool all) ABSL_LOCKS_EXCLUDED(mu_);

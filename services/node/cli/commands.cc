@@ -388,6 +388,7 @@ class Cli {
     SetDeadline(&context);
     nodepb::RunTaskRequest request;
     *request.mutable_spec() = *std::move(spec);
+    request.set_remove_on_start_failure(args.Has("rm"));
     nodepb::RunTaskResponse response;
     grpc::Status status = stub_->RunTask(&context, request, &response);
     if (!status.ok()) return NodeError(status);

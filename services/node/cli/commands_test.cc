@@ -312,6 +312,7 @@ TEST_F(CommandsTest, RunDetachedBuildsTheSpecAndPrintsTheId) {
   EXPECT_EQ(spec.env().at("A"), "1");
   EXPECT_EQ(spec.restart().mode(), nodepb::RESTART_MODE_ALWAYS);
   EXPECT_EQ(spec.user(), "nobody");
+  EXPECT_FALSE(requests[0].remove_on_start_failure());  // no --rm
   EXPECT_TRUE(fake_.logs_requests().empty());
 }
 
@@ -392,6 +393,9 @@ TEST_F(CommandsTest, RunRmRemovesTheTaskAfterItEnds) {
   EXPECT_EQ(result.code, 0) << result.err;
   ASSERT_EQ(fake_.remove_requests().size(), 1u);
   EXPECT_EQ(fake_.remove_requests()[0].task_id(), kWebId);
+  // And should it fail to start, the node removes it (nothing stays).
+  ASSERT_EQ(fake_.run_requests().size(), 1u);
+  EXPECT_TRUE(fake_.run_requests()[0].remove_on_start_failure());
 }
 
 TEST_F(CommandsTest, RunNodeErrorIsOneLine) {

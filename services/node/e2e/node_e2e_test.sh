@@ -148,6 +148,15 @@ if [[ $code -ne 0 && $msg == *driver_config.command* && $msg == *"/nonexistent/b
 else
   fail bad_field "exit $code, '$msg', state $state_now, running: $(berth ps -q)"
 fi
+# The same with --rm: the error, and nothing of the task stays listed.
+msg=$(berth run --rm --net host --name bad-rm -- /nonexistent/binary 2>&1)
+code=$?
+if [[ $code -ne 0 && $msg == *driver_config.command* ]] && ! berth inspect bad-rm >/dev/null 2>&1 &&
+   ! berth ps -a | grep -q bad-rm; then
+  pass rm_after_failed_start
+else
+  fail rm_after_failed_start "exit $code, '$msg'; $(berth ps -a)"
+fi
 
 # --- two bridge tasks reach each other.
 berth run -d --net bridge --name server -- /usr/bin/python3 -c '

@@ -112,6 +112,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 PROTOBUF_CONSTEXPR RunTaskRequest::RunTaskRequest(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.spec_)*/nullptr
+  , /*decltype(_impl_.remove_on_start_failure_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct RunTaskRequestDefaultTypeInternal {
   PROTOBUF_CONSTEXPR RunTaskRequestDefaultTypeInternal()
@@ -459,6 +460,7 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   ~0u,  // no _weak_field_map_
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::RunTaskRequest, _impl_.spec_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::RunTaskRequest, _impl_.remove_on_start_failure_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::RunTaskResponse, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -620,25 +622,25 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 29, -1, -1, sizeof(::berth::node::v1::TaskSpec)},
   { 44, -1, -1, sizeof(::berth::node::v1::Task)},
   { 61, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
-  { 68, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
-  { 75, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
-  { 82, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
-  { 89, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
-  { 96, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
-  { 103, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
-  { 112, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
-  { 119, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
-  { 127, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
-  { 133, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
-  { 141, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
-  { 148, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
-  { 158, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
-  { 166, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
-  { 173, 181, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
-  { 183, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
-  { 194, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
-  { 205, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
-  { 211, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
+  { 69, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
+  { 76, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
+  { 83, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
+  { 90, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
+  { 97, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
+  { 104, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
+  { 113, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
+  { 120, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
+  { 128, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
+  { 134, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
+  { 142, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
+  { 149, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
+  { 159, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
+  { 167, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
+  { 174, 182, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
+  { 184, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
+  { 195, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
+  { 206, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
+  { 212, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -702,82 +704,83 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "t\030\007 \001(\0132\033.berth.driver.v1.ExitResult\022\020\n\010"
   "restarts\030\010 \001(\r\0220\n\007network\030\t \001(\0132\037.berth."
   "network.v1.NetworkStatus\022\r\n\005error\030\n \001(\t\022"
-  "\017\n\007stopped\030\013 \001(\010\"7\n\016RunTaskRequest\022%\n\004sp"
-  "ec\030\001 \001(\0132\027.berth.node.v1.TaskSpec\"4\n\017Run"
-  "TaskResponse\022!\n\004task\030\001 \001(\0132\023.berth.node."
-  "v1.Task\"\037\n\020ListTasksRequest\022\013\n\003all\030\001 \001(\010"
-  "\"7\n\021ListTasksResponse\022\"\n\005tasks\030\001 \003(\0132\023.b"
-  "erth.node.v1.Task\"%\n\022InspectTaskRequest\022"
-  "\017\n\007task_id\030\001 \001(\t\"8\n\023InspectTaskResponse\022"
-  "!\n\004task\030\001 \001(\0132\023.berth.node.v1.Task\"^\n\017St"
-  "opTaskRequest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeou"
-  "t\030\002 \001(\0132\031.google.protobuf.Duration\022\016\n\006si"
-  "gnal\030\003 \001(\t\"5\n\020StopTaskResponse\022!\n\004task\030\001"
-  " \001(\0132\023.berth.node.v1.Task\"3\n\021RemoveTaskR"
-  "equest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\024"
-  "\n\022RemoveTaskResponse\"P\n\020TaskStatsRequest"
-  "\022\017\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.go"
-  "ogle.protobuf.Duration\"E\n\021TaskStatsRespo"
-  "nse\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1.Task"
-  "ResourceUsage\"q\n\017TaskLogsRequest\022\017\n\007task"
-  "_id\030\001 \001(\t\022)\n\007streams\030\002 \003(\0162\030.berth.node."
-  "v1.LogStream\022\022\n\ntail_lines\030\003 \001(\004\022\016\n\006foll"
-  "ow\030\004 \001(\010\"J\n\020TaskLogsResponse\022(\n\006stream\030\001"
-  " \001(\0162\030.berth.node.v1.LogStream\022\014\n\004data\030\002"
-  " \001(\014\"!\n\rEventsRequest\022\020\n\010task_ids\030\001 \003(\t\""
-  "\202\002\n\016EventsResponse\022-\n\ttimestamp\030\001 \001(\0132\032."
-  "google.protobuf.Timestamp\022&\n\004type\030\002 \001(\0162"
-  "\030.berth.node.v1.EventType\022\017\n\007task_id\030\003 \001"
-  "(\t\022\017\n\007message\030\004 \001(\t\022C\n\013annotations\030\005 \003(\013"
-  "2..berth.node.v1.EventsResponse.Annotati"
-  "onsEntry\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001("
-  "\t\022\r\n\005value\030\002 \001(\t:\0028\001\"^\n\017ComponentStatus\022"
-  "\014\n\004name\030\001 \001(\t\022\016\n\006socket\030\002 \001(\t\022\017\n\007healthy"
-  "\030\003 \001(\010\022\017\n\007message\030\004 \001(\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024"
-  "GetNodeStatusRequest\"\273\001\n\025GetNodeStatusRe"
-  "sponse\022\017\n\007version\030\001 \001(\t\0220\n\010services\030\002 \003("
-  "\0132\036.berth.node.v1.ComponentStatus\022/\n\007plu"
-  "gins\030\003 \003(\0132\036.berth.node.v1.ComponentStat"
-  "us\022.\n\nstarted_at\030\004 \001(\0132\032.google.protobuf"
-  ".Timestamp*y\n\013RestartMode\022\034\n\030RESTART_MOD"
-  "E_UNSPECIFIED\020\000\022\026\n\022RESTART_MODE_NEVER\020\001\022"
-  "\033\n\027RESTART_MODE_ON_FAILURE\020\002\022\027\n\023RESTART_"
-  "MODE_ALWAYS\020\003*\271\001\n\tTaskState\022\032\n\026TASK_STAT"
-  "E_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_PENDING\020\001\022"
-  "\027\n\023TASK_STATE_STARTING\020\002\022\026\n\022TASK_STATE_R"
-  "UNNING\020\003\022\031\n\025TASK_STATE_RESTARTING\020\004\022\025\n\021T"
-  "ASK_STATE_EXITED\020\005\022\025\n\021TASK_STATE_FAILED\020"
-  "\006*U\n\tLogStream\022\032\n\026LOG_STREAM_UNSPECIFIED"
-  "\020\000\022\025\n\021LOG_STREAM_STDOUT\020\001\022\025\n\021LOG_STREAM_"
-  "STDERR\020\002*\202\002\n\tEventType\022\032\n\026EVENT_TYPE_UNS"
-  "PECIFIED\020\000\022\033\n\027EVENT_TYPE_TASK_CREATED\020\001\022"
-  "\033\n\027EVENT_TYPE_TASK_STARTED\020\002\022\032\n\026EVENT_TY"
-  "PE_TASK_EXITED\020\003\022\036\n\032EVENT_TYPE_TASK_REST"
-  "ARTING\020\004\022\032\n\026EVENT_TYPE_TASK_FAILED\020\005\022\033\n\027"
-  "EVENT_TYPE_TASK_REMOVED\020\006\022\025\n\021EVENT_TYPE_"
-  "DRIVER\020\007\022\023\n\017EVENT_TYPE_NODE\020\0102\323\006\n\013NodeSe"
-  "rvice\022H\n\007RunTask\022\035.berth.node.v1.RunTask"
-  "Request\032\036.berth.node.v1.RunTaskResponse\022"
-  "N\n\tListTasks\022\037.berth.node.v1.ListTasksRe"
-  "quest\032 .berth.node.v1.ListTasksResponse\022"
-  "T\n\013InspectTask\022!.berth.node.v1.InspectTa"
-  "skRequest\032\".berth.node.v1.InspectTaskRes"
-  "ponse\022K\n\010StopTask\022\036.berth.node.v1.StopTa"
-  "skRequest\032\037.berth.node.v1.StopTaskRespon"
-  "se\022Q\n\nRemoveTask\022 .berth.node.v1.RemoveT"
-  "askRequest\032!.berth.node.v1.RemoveTaskRes"
-  "ponse\022n\n\021ExecTaskStreaming\022).berth.drive"
-  "r.v1.ExecTaskStreamingRequest\032*.berth.dr"
-  "iver.v1.ExecTaskStreamingResponse(\0010\001\022P\n"
-  "\tTaskStats\022\037.berth.node.v1.TaskStatsRequ"
-  "est\032 .berth.node.v1.TaskStatsResponse0\001\022"
-  "M\n\010TaskLogs\022\036.berth.node.v1.TaskLogsRequ"
-  "est\032\037.berth.node.v1.TaskLogsResponse0\001\022G"
-  "\n\006Events\022\034.berth.node.v1.EventsRequest\032\035"
-  ".berth.node.v1.EventsResponse0\001\022Z\n\rGetNo"
-  "deStatus\022#.berth.node.v1.GetNodeStatusRe"
-  "quest\032$.berth.node.v1.GetNodeStatusRespo"
-  "nseB\003\370\001\001b\006proto3"
+  "\017\n\007stopped\030\013 \001(\010\"X\n\016RunTaskRequest\022%\n\004sp"
+  "ec\030\001 \001(\0132\027.berth.node.v1.TaskSpec\022\037\n\027rem"
+  "ove_on_start_failure\030\002 \001(\010\"4\n\017RunTaskRes"
+  "ponse\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.Task"
+  "\"\037\n\020ListTasksRequest\022\013\n\003all\030\001 \001(\010\"7\n\021Lis"
+  "tTasksResponse\022\"\n\005tasks\030\001 \003(\0132\023.berth.no"
+  "de.v1.Task\"%\n\022InspectTaskRequest\022\017\n\007task"
+  "_id\030\001 \001(\t\"8\n\023InspectTaskResponse\022!\n\004task"
+  "\030\001 \001(\0132\023.berth.node.v1.Task\"^\n\017StopTaskR"
+  "equest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030\002 \001(\013"
+  "2\031.google.protobuf.Duration\022\016\n\006signal\030\003 "
+  "\001(\t\"5\n\020StopTaskResponse\022!\n\004task\030\001 \001(\0132\023."
+  "berth.node.v1.Task\"3\n\021RemoveTaskRequest\022"
+  "\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\024\n\022Remov"
+  "eTaskResponse\"P\n\020TaskStatsRequest\022\017\n\007tas"
+  "k_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.google.pr"
+  "otobuf.Duration\"E\n\021TaskStatsResponse\0220\n\005"
+  "usage\030\001 \001(\0132!.berth.stats.v1.TaskResourc"
+  "eUsage\"q\n\017TaskLogsRequest\022\017\n\007task_id\030\001 \001"
+  "(\t\022)\n\007streams\030\002 \003(\0162\030.berth.node.v1.LogS"
+  "tream\022\022\n\ntail_lines\030\003 \001(\004\022\016\n\006follow\030\004 \001("
+  "\010\"J\n\020TaskLogsResponse\022(\n\006stream\030\001 \001(\0162\030."
+  "berth.node.v1.LogStream\022\014\n\004data\030\002 \001(\014\"!\n"
+  "\rEventsRequest\022\020\n\010task_ids\030\001 \003(\t\"\202\002\n\016Eve"
+  "ntsResponse\022-\n\ttimestamp\030\001 \001(\0132\032.google."
+  "protobuf.Timestamp\022&\n\004type\030\002 \001(\0162\030.berth"
+  ".node.v1.EventType\022\017\n\007task_id\030\003 \001(\t\022\017\n\007m"
+  "essage\030\004 \001(\t\022C\n\013annotations\030\005 \003(\0132..bert"
+  "h.node.v1.EventsResponse.AnnotationsEntr"
+  "y\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005va"
+  "lue\030\002 \001(\t:\0028\001\"^\n\017ComponentStatus\022\014\n\004name"
+  "\030\001 \001(\t\022\016\n\006socket\030\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022"
+  "\017\n\007message\030\004 \001(\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024GetNode"
+  "StatusRequest\"\273\001\n\025GetNodeStatusResponse\022"
+  "\017\n\007version\030\001 \001(\t\0220\n\010services\030\002 \003(\0132\036.ber"
+  "th.node.v1.ComponentStatus\022/\n\007plugins\030\003 "
+  "\003(\0132\036.berth.node.v1.ComponentStatus\022.\n\ns"
+  "tarted_at\030\004 \001(\0132\032.google.protobuf.Timest"
+  "amp*y\n\013RestartMode\022\034\n\030RESTART_MODE_UNSPE"
+  "CIFIED\020\000\022\026\n\022RESTART_MODE_NEVER\020\001\022\033\n\027REST"
+  "ART_MODE_ON_FAILURE\020\002\022\027\n\023RESTART_MODE_AL"
+  "WAYS\020\003*\271\001\n\tTaskState\022\032\n\026TASK_STATE_UNSPE"
+  "CIFIED\020\000\022\026\n\022TASK_STATE_PENDING\020\001\022\027\n\023TASK"
+  "_STATE_STARTING\020\002\022\026\n\022TASK_STATE_RUNNING\020"
+  "\003\022\031\n\025TASK_STATE_RESTARTING\020\004\022\025\n\021TASK_STA"
+  "TE_EXITED\020\005\022\025\n\021TASK_STATE_FAILED\020\006*U\n\tLo"
+  "gStream\022\032\n\026LOG_STREAM_UNSPECIFIED\020\000\022\025\n\021L"
+  "OG_STREAM_STDOUT\020\001\022\025\n\021LOG_STREAM_STDERR\020"
+  "\002*\202\002\n\tEventType\022\032\n\026EVENT_TYPE_UNSPECIFIE"
+  "D\020\000\022\033\n\027EVENT_TYPE_TASK_CREATED\020\001\022\033\n\027EVEN"
+  "T_TYPE_TASK_STARTED\020\002\022\032\n\026EVENT_TYPE_TASK"
+  "_EXITED\020\003\022\036\n\032EVENT_TYPE_TASK_RESTARTING\020"
+  "\004\022\032\n\026EVENT_TYPE_TASK_FAILED\020\005\022\033\n\027EVENT_T"
+  "YPE_TASK_REMOVED\020\006\022\025\n\021EVENT_TYPE_DRIVER\020"
+  "\007\022\023\n\017EVENT_TYPE_NODE\020\0102\323\006\n\013NodeService\022H"
+  "\n\007RunTask\022\035.berth.node.v1.RunTaskRequest"
+  "\032\036.berth.node.v1.RunTaskResponse\022N\n\tList"
+  "Tasks\022\037.berth.node.v1.ListTasksRequest\032 "
+  ".berth.node.v1.ListTasksResponse\022T\n\013Insp"
+  "ectTask\022!.berth.node.v1.InspectTaskReque"
+  "st\032\".berth.node.v1.InspectTaskResponse\022K"
+  "\n\010StopTask\022\036.berth.node.v1.StopTaskReque"
+  "st\032\037.berth.node.v1.StopTaskResponse\022Q\n\nR"
+  "emoveTask\022 .berth.node.v1.RemoveTaskRequ"
+  "est\032!.berth.node.v1.RemoveTaskResponse\022n"
+  "\n\021ExecTaskStreaming\022).berth.driver.v1.Ex"
+  "ecTaskStreamingRequest\032*.berth.driver.v1"
+  ".ExecTaskStreamingResponse(\0010\001\022P\n\tTaskSt"
+  "ats\022\037.berth.node.v1.TaskStatsRequest\032 .b"
+  "erth.node.v1.TaskStatsResponse0\001\022M\n\010Task"
+  "Logs\022\036.berth.node.v1.TaskLogsRequest\032\037.b"
+  "erth.node.v1.TaskLogsResponse0\001\022G\n\006Event"
+  "s\022\034.berth.node.v1.EventsRequest\032\035.berth."
+  "node.v1.EventsResponse0\001\022Z\n\rGetNodeStatu"
+  "s\022#.berth.node.v1.GetNodeStatusRequest\032$"
+  ".berth.node.v1.GetNodeStatusResponseB\003\370\001"
+  "\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps[6] = {
   &::descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -789,7 +792,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2
 };
 static ::_pbi::once_flag descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fnode_2fv1_2fnode_2eproto = {
-    false, false, 4296, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
+    false, false, 4329, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
     "berth/node/v1/node.proto",
     &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 25,
     schemas, file_default_instances, TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets,
@@ -2712,12 +2715,14 @@ RunTaskRequest::RunTaskRequest(const RunTaskRequest& from)
   RunTaskRequest* const _this = this; (void)_this;
   new (&_impl_) Impl_{
       decltype(_impl_.spec_){nullptr}
+    , decltype(_impl_.remove_on_start_failure_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
   if (from._internal_has_spec()) {
     _this->_impl_.spec_ = new ::berth::node::v1::TaskSpec(*from._impl_.spec_);
   }
+  _this->_impl_.remove_on_start_failure_ = from._impl_.remove_on_start_failure_;
   // @@protoc_insertion_point(copy_constructor:berth.node.v1.RunTaskRequest)
 }
 
@@ -2727,6 +2732,7 @@ inline void RunTaskRequest::SharedCtor(
   (void)is_message_owned;
   new (&_impl_) Impl_{
       decltype(_impl_.spec_){nullptr}
+    , decltype(_impl_.remove_on_start_failure_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -2759,6 +2765,7 @@ void RunTaskRequest::Clear() {
     delete _impl_.spec_;
   }
   _impl_.spec_ = nullptr;
+  _impl_.remove_on_start_failure_ = false;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -2772,6 +2779,14 @@ const char* RunTaskRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext
       case 1:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
           ptr = ctx->ParseMessage(_internal_mutable_spec(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool remove_on_start_failure = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.remove_on_start_failure_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -2812,6 +2827,12 @@ uint8_t* RunTaskRequest::_InternalSerialize(
         _Internal::spec(this).GetCachedSize(), target, stream);
   }
 
+  // bool remove_on_start_failure = 2;
+  if (this->_internal_remove_on_start_failure() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(2, this->_internal_remove_on_start_failure(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -2833,6 +2854,11 @@ size_t RunTaskRequest::ByteSizeLong() const {
     total_size += 1 +
       ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
         *_impl_.spec_);
+  }
+
+  // bool remove_on_start_failure = 2;
+  if (this->_internal_remove_on_start_failure() != 0) {
+    total_size += 1 + 1;
   }
 
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
@@ -2857,6 +2883,9 @@ void RunTaskRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const :
     _this->_internal_mutable_spec()->::berth::node::v1::TaskSpec::MergeFrom(
         from._internal_spec());
   }
+  if (from._internal_remove_on_start_failure() != 0) {
+    _this->_internal_set_remove_on_start_failure(from._internal_remove_on_start_failure());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -2874,7 +2903,12 @@ bool RunTaskRequest::IsInitialized() const {
 void RunTaskRequest::InternalSwap(RunTaskRequest* other) {
   using std::swap;
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
-  swap(_impl_.spec_, other->_impl_.spec_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(RunTaskRequest, _impl_.remove_on_start_failure_)
+      + sizeof(RunTaskRequest::_impl_.remove_on_start_failure_)
+      - PROTOBUF_FIELD_OFFSET(RunTaskRequest, _impl_.spec_)>(
+          reinterpret_cast<char*>(&_impl_.spec_),
+          reinterpret_cast<char*>(&other->_impl_.spec_));
 }
 
 ::PROTOBUF_NAMESPACE_ID::Metadata RunTaskRequest::GetMetadata() const {

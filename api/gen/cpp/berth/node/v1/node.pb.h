@@ -1450,6 +1450,7 @@ class RunTaskRequest final :
 
   enum : int {
     kSpecFieldNumber = 1,
+    kRemoveOnStartFailureFieldNumber = 2,
   };
   // .berth.node.v1.TaskSpec spec = 1;
   bool has_spec() const;
@@ -1469,6 +1470,15 @@ class RunTaskRequest final :
       ::berth::node::v1::TaskSpec* spec);
   ::berth::node::v1::TaskSpec* unsafe_arena_release_spec();
 
+  // bool remove_on_start_failure = 2;
+  void clear_remove_on_start_failure();
+  bool remove_on_start_failure() const;
+  void set_remove_on_start_failure(bool value);
+  private:
+  bool _internal_remove_on_start_failure() const;
+  void _internal_set_remove_on_start_failure(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.node.v1.RunTaskRequest)
  private:
   class _Internal;
@@ -1478,6 +1488,7 @@ class RunTaskRequest final :
   typedef void DestructorSkippable_;
   struct Impl_ {
     ::berth::node::v1::TaskSpec* spec_;
+    bool remove_on_start_failure_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -6250,6 +6261,26 @@ inline void RunTaskRequest::set_allocated_spec(::berth::node::v1::TaskSpec* spec
   }
   _impl_.spec_ = spec;
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.RunTaskRequest.spec)
+}
+
+// bool remove_on_start_failure = 2;
+inline void RunTaskRequest::clear_remove_on_start_failure() {
+  _impl_.remove_on_start_failure_ = false;
+}
+inline bool RunTaskRequest::_internal_remove_on_start_failure() const {
+  return _impl_.remove_on_start_failure_;
+}
+inline bool RunTaskRequest::remove_on_start_failure() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.RunTaskRequest.remove_on_start_failure)
+  return _internal_remove_on_start_failure();
+}
+inline void RunTaskRequest::_internal_set_remove_on_start_failure(bool value) {
+  
+  _impl_.remove_on_start_failure_ = value;
+}
+inline void RunTaskRequest::set_remove_on_start_failure(bool value) {
+  _internal_set_remove_on_start_failure(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.RunTaskRequest.remove_on_start_failure)
 }
 
 // -------------------------------------------------------------------
