@@ -34,8 +34,11 @@ using AgentStub = agentpb::AgentService::Stub;
 // Its callback holds it; it goes when the callback has been destroyed.
 template <typename Req, typename Resp>
 struct AgentCall {
-  AgentCall(InFlight& calls, std::shared_ptr<AgentStub> agent)
-      : ticket(calls.Enter()), stub(std::move(agent)) {}
+  AgentCall(InFlight& calls, std::shared_ptr<AgentStub> agent,
+            absl::Duration timeout)
+      : ticket(calls.Enter()), stub(std::move(agent)) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
   // First, so that it is released last, after the context and the channel:
   // Stop returns only when no call can touch the proxy or gRPC any more.
   InFlight::Ticket ticket;
@@ -311,9 +314,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::RegisterSandbox(
       grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));
   auto call =
       std::make_shared<AgentCall<agentpb::PingRequest, agentpb::PingResponse>>(
-          calls_, stub);
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.ping_timeout));
+          calls_, stub, options_.ping_timeout);
   std::string sandbox_id = request->sandbox_id();
   stub->async()->Ping(
       &call->context, &call->request, &call->response,
@@ -604,7 +605,6 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
   session->starting = true;
   session->container_id = pending.container_id;
   session->process_id = absl::StrCat(session->prefix, "-", next_process_++);
-  absl::Time deadline = absl::Now() + options_.agent_call_timeout;
   std::shared_ptr<Session> s = session;
   std::unique_ptr<PendingStart> owned = std::move(session->pending);
   // std::function needs a copyable callable: share the pending start.
@@ -613,8 +613,7 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
   if (!(*shared_pending)->exec) {
     auto call = std::make_shared<
         AgentCall<agentpb::NewContainerRequest, agentpb::NewContainerResponse>>(
-        calls_, stub);
-    call->context.set_deadline(absl::ToChronoTime(deadline));
+        calls_, stub, options_.agent_call_timeout);
     call->request.set_container_id(session->container_id);
     call->request.set_process_id(session->process_id);
     *call->request.mutable_process() = (*shared_pending)->spec;
@@ -626,9 +625,8 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
         });
   } else {
     auto call = std::make_shared<
-        AgentCall<agentpb::ExecCmdRequest, agentpb::ExecCmdResponse>>(calls_,
-                                                                      stub);
-    call->context.set_deadline(absl::ToChronoTime(deadline));
+        AgentCall<agentpb::ExecCmdRequest, agentpb::ExecCmdResponse>>(
+        calls_, stub, options_.agent_call_timeout);
     call->request.set_container_id(session->container_id);
     call->request.set_process_id(session->process_id);
     *call->request.mutable_process() = (*shared_pending)->spec;
@@ -724,17 +722,14 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::AckOutput(
     pb::AckOutputResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(request->token());
-  if (it == sessions_.end() || !it->second->started) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("no process for token ", TokenPrefix(request->token()))));
+  std::shared_ptr<Session> session = StartedSession(request->token());
+  if (session == nullptr) {
+    reactor->Finish(NoProcessFor(request->token()));
     return reactor;
   }
-  Session& session = *it->second;
-  session.ack_stdout = std::max(session.ack_stdout, request->stdout_offset());
-  session.ack_stderr = std::max(session.ack_stderr, request->stderr_offset());
-  ForwardAck(it->second);
+  session->ack_stdout = std::max(session->ack_stdout, request->stdout_offset());
+  session->ack_stderr = std::max(session->ack_stderr, request->stderr_offset());
+  ForwardAck(session);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -748,10 +743,8 @@ void ProxyServiceImpl::ForwardAck(const std::shared_ptr<Session>& session) {
   std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
   if (stub == nullptr) return;
   auto call = std::make_shared<
-      AgentCall<agentpb::AckOutputRequest, agentpb::AckOutputResponse>>(calls_,
-                                                                        stub);
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
+      AgentCall<agentpb::AckOutputRequest, agentpb::AckOutputResponse>>(
+      calls_, stub, options_.agent_call_timeout);
   call->request.set_container_id(session->container_id);
   call->request.set_process_id(session->process_id);
   call->request.set_stdout_offset(session->ack_stdout);
@@ -809,9 +802,8 @@ void ProxyServiceImpl::SignalProcess(const std::shared_ptr<Session>& session,
     return;
   }
   auto call = std::make_shared<
-      AgentCall<agentpb::SignalRequest, agentpb::SignalResponse>>(calls_, stub);
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
+      AgentCall<agentpb::SignalRequest, agentpb::SignalResponse>>(
+      calls_, stub, options_.agent_call_timeout);
   call->request.set_container_id(session->container_id);
   call->request.set_process_id(session->process_id);
   call->request.set_signal(signal);
@@ -827,19 +819,45 @@ void ProxyServiceImpl::SignalProcess(const std::shared_ptr<Session>& session,
       });
 }
 
+void ProxyServiceImpl::ResizeProcess(const Session& session,
+                                     std::shared_ptr<AgentStub> stub,
+                                     const agentpb::TerminalSize& size,
+                                     std::function<void(grpc::Status)> done) {
+  auto call = std::make_shared<
+      AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>(
+      calls_, stub, options_.agent_call_timeout);
+  call->request.set_container_id(session.container_id);
+  call->request.set_process_id(session.process_id);
+  *call->request.mutable_size() = size;
+  stub->async()->Resize(
+      &call->context, &call->request, &call->response,
+      [call, done = std::move(done)](grpc::Status status) { done(status); });
+}
+
+std::shared_ptr<ProxyServiceImpl::Session> ProxyServiceImpl::StartedSession(
+    const std::string& token) {
+  auto it = sessions_.find(token);
+  if (it == sessions_.end() || !it->second->started) return nullptr;
+  return it->second;
+}
+
+grpc::Status ProxyServiceImpl::NoProcessFor(const std::string& token) {
+  return grpc::Status(
+      grpc::StatusCode::NOT_FOUND,
+      absl::StrCat("no process for token ", TokenPrefix(token)));
+}
+
 grpc::ServerUnaryReactor* ProxyServiceImpl::Signal(
     grpc::CallbackServerContext* context, const pb::SignalRequest* request,
     pb::SignalResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(request->token());
-  if (it == sessions_.end() || !it->second->started) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("no process for token ", TokenPrefix(request->token()))));
+  std::shared_ptr<Session> session = StartedSession(request->token());
+  if (session == nullptr) {
+    reactor->Finish(NoProcessFor(request->token()));
     return reactor;
   }
-  SignalProcess(it->second, request->signal(),
+  SignalProcess(session, request->signal(),
                 [reactor](grpc::Status status) { reactor->Finish(status); });
   return reactor;
 }
@@ -849,25 +867,15 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::Resize(
     pb::ResizeResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(request->token());
+  std::shared_ptr<Session> session = StartedSession(request->token());
   std::shared_ptr<AgentStub> stub =
-      it == sessions_.end() ? nullptr : StubOf(it->second->sandbox_id);
-  if (it == sessions_.end() || !it->second->started || stub == nullptr) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("no process for token ", TokenPrefix(request->token()))));
+      session == nullptr ? nullptr : StubOf(session->sandbox_id);
+  if (stub == nullptr) {
+    reactor->Finish(NoProcessFor(request->token()));
     return reactor;
   }
-  auto call = std::make_shared<
-      AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>(calls_, stub);
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
-  call->request.set_container_id(it->second->container_id);
-  call->request.set_process_id(it->second->process_id);
-  *call->request.mutable_size() = request->size();
-  stub->async()->Resize(
-      &call->context, &call->request, &call->response,
-      [call, reactor](grpc::Status status) { reactor->Finish(status); });
+  ResizeProcess(*session, stub, request->size(),
+                [reactor](grpc::Status status) { reactor->Finish(status); });
   return reactor;
 }
 
@@ -998,21 +1006,13 @@ void ProxyServiceImpl::OnShimRead(ShimReactor* shim, bool ok) {
         read_on();
         return;
       }
-      auto call = std::make_shared<
-          AgentCall<agentpb::ResizeRequest, agentpb::ResizeResponse>>(calls_,
-                                                                      stub);
-      call->context.set_deadline(
-          absl::ToChronoTime(absl::Now() + options_.agent_call_timeout));
-      call->request.set_container_id(session->container_id);
-      call->request.set_process_id(session->process_id);
-      *call->request.mutable_size() = request.resize();
-      stub->async()->Resize(&call->context, &call->request, &call->response,
-                            [this, call, session, shim](grpc::Status) {
-                              absl::MutexLock lock(&mu_);
-                              if (session->shim == shim && !shim->finished_) {
-                                shim->StartRead(&shim->request_);
-                              }
-                            });
+      ResizeProcess(*session, stub, request.resize(),
+                    [this, session, shim](grpc::Status) {
+                      absl::MutexLock lock(&mu_);
+                      if (session->shim == shim && !shim->finished_) {
+                        shim->StartRead(&shim->request_);
+                      }
+                    });
       return;
     }
     default:

@@ -200,8 +200,19 @@ class ProxyServiceImpl final
   void SignalProcess(const std::shared_ptr<Session>& session, int signal,
                      std::function<void(grpc::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks the agent behind `stub` to resize the process's terminal; `done`
+  // gets its answer (without mu_ held).
+  void ResizeProcess(const Session& session, std::shared_ptr<AgentStub> stub,
+                     const berth::agent::v1::TerminalSize& size,
+                     std::function<void(grpc::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<AgentStub> StubOf(const std::string& sandbox_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session of `token` once its process has started; nullptr otherwise
+  // (NoProcessFor says so to the caller).
+  std::shared_ptr<Session> StartedSession(const std::string& token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static grpc::Status NoProcessFor(const std::string& token);
   // Sends the shim's latest acknowledged offsets to the agent (AckOutput)
   // unless one is in flight or they did not advance.
   void ForwardAck(const std::shared_ptr<Session>& session)
