@@ -337,6 +337,21 @@ class ProxyServiceTest : public ::testing::Test {
     return stub_->NewContainer(&context, request, response);
   }
 
+  // ExecCmd of `cat` in container c1 for `token` (whose shim is
+  // connected); its process id into `process_id`.
+  grpc::Status ExecCat(const std::string& token, std::string* process_id) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    pb::ExecCmdRequest request;
+    request.set_token(token);
+    request.set_container_id("c1");
+    request.mutable_process()->add_args("cat");
+    pb::ExecCmdResponse response;
+    grpc::Status status = stub_->ExecCmd(&context, request, &response);
+    *process_id = response.process_id();
+    return status;
+  }
+
   // Processes the agent started with these args.
   int StartedWith(const std::string& arg0) {
     int n = 0;
@@ -554,13 +569,8 @@ TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
   std::string token = Token();
   FakeShim shim(stub_.get(), token);
   ASSERT_TRUE(shim.WaitConnected());
-  grpc::ClientContext context;
-  pb::ExecCmdRequest request;
-  request.set_token(token);
-  request.set_container_id("c1");
-  request.mutable_process()->add_args("cat");
-  pb::ExecCmdResponse response;
-  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  std::string id;
+  ASSERT_TRUE(ExecCat(token, &id).ok());
   shim.SendStdin("abc");
   shim.SendStdin("def");
   ASSERT_TRUE(berth::testing::WaitFor([&] { return shim.out() == "abcdef"; }));
@@ -569,7 +579,6 @@ TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
   shim.Send(ack);
   // The ack goes to the agent as a call of its own, racing the stdin close
   // on the process's stream: wait for it before the process may end.
-  const std::string id = response.process_id();
   ASSERT_TRUE(agent_.Await([&](const auto& processes) {
     return processes.count(id) != 0 && processes.at(id).acks.size() == 1;
   }));
@@ -578,8 +587,8 @@ TEST_F(ProxyServiceTest, ExecCmdStdinAndAcksGoUp) {
   EXPECT_EQ(shim.exit().exit_code(), 0);
   EXPECT_EQ(shim.frames().back(), "exit");
   auto processes = agent_.processes();
-  ASSERT_EQ(processes.count(response.process_id()), 1u);
-  const auto& process = processes.at(response.process_id());
+  ASSERT_EQ(processes.count(id), 1u);
+  const auto& process = processes.at(id);
   EXPECT_TRUE(process.exec);
   EXPECT_EQ(process.stdin, "abcdef");
   // Out of band (AckOutput), never on the process's stream.
@@ -604,13 +613,8 @@ TEST_F(ProxyServiceTest, ShimAckOutputReachesTheAgent) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
     EXPECT_THAT(status.error_message(), HasSubstr(token.substr(0, 8)));
   }
-  grpc::ClientContext context;
-  pb::ExecCmdRequest request;
-  request.set_token(token);
-  request.set_container_id("c1");
-  request.mutable_process()->add_args("cat");
-  pb::ExecCmdResponse response;
-  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
+  std::string id;
+  ASSERT_TRUE(ExecCat(token, &id).ok());
   grpc::ClientContext ack_context;
   pb::AckOutputRequest ack;
   ack.set_token(token);
@@ -618,7 +622,6 @@ TEST_F(ProxyServiceTest, ShimAckOutputReachesTheAgent) {
   ack.set_stderr_offset(7);
   pb::AckOutputResponse ack_response;
   ASSERT_TRUE(stub_->AckOutput(&ack_context, ack, &ack_response).ok());
-  const std::string id = response.process_id();
   ASSERT_TRUE(agent_.Await([&](const auto& processes) {
     return processes.at(id).acks.size() == 1;
   }));
@@ -636,14 +639,8 @@ TEST_F(ProxyServiceTest, AFailedAckIsSentAgain) {
   std::string token = Token();
   FakeShim shim(stub_.get(), token);
   ASSERT_TRUE(shim.WaitConnected());
-  grpc::ClientContext context;
-  pb::ExecCmdRequest request;
-  request.set_token(token);
-  request.set_container_id("c1");
-  request.mutable_process()->add_args("cat");
-  pb::ExecCmdResponse response;
-  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
-  const std::string id = response.process_id();
+  std::string id;
+  ASSERT_TRUE(ExecCat(token, &id).ok());
   agent_.FailAcks(1);
   pb::ConnectRequest ack;
   ack.mutable_ack()->set_stdout_offset(9);
@@ -665,14 +662,8 @@ TEST_F(ProxyServiceTest, AcksAreCoalescedOneInFlight) {
   std::string token = Token();
   FakeShim shim(stub_.get(), token);
   ASSERT_TRUE(shim.WaitConnected());
-  grpc::ClientContext context;
-  pb::ExecCmdRequest request;
-  request.set_token(token);
-  request.set_container_id("c1");
-  request.mutable_process()->add_args("cat");
-  pb::ExecCmdResponse response;
-  ASSERT_TRUE(stub_->ExecCmd(&context, request, &response).ok());
-  const std::string id = response.process_id();
+  std::string id;
+  ASSERT_TRUE(ExecCat(token, &id).ok());
   agent_.HoldAcks(true);
   for (uint64_t offset : {1, 2, 3, 4}) {
     pb::ConnectRequest ack;
