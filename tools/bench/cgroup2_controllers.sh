@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sourced by exec_driver.sh and node.sh (the caller defines say and die, and
-# the arrays moved, made_dirs and ever_moved).
+# Sourced by exec_driver.sh and node.sh (after script_lib.sh, for say and
+# die; the caller defines the arrays moved, made_dirs and ever_moved).
 #
 # Cgroup controllers off cgroup2, for crun only.
 # crun 1.8.1 refuses a hybrid layout whose cgroup2 hierarchy owns a controller

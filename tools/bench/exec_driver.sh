@@ -43,14 +43,8 @@ stream_repetitions=2
 stream_bytes=$((1 << 30))
 memory_tasks=100
 
-say() { printf 'exec_driver.sh: %s\n' "$*" >&2; }
-die() {
-  say "FAILED: $*"
-  exit 1
-}
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-}
+# say, die, usage, require_positive_integers.
+source "$(dirname "${BASH_SOURCE[0]}")/script_lib.sh"
 
 for arg in "$@"; do
   case $arg in
@@ -71,12 +65,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-for n in rounds repetitions stream_repetitions stream_bytes memory_tasks; do
-  [[ ${!n} =~ ^[1-9][0-9]*$ ]] || {
-    say "--$n must be a positive integer, not '${!n}'"
-    exit 2
-  }
-done
+require_positive_integers rounds repetitions stream_repetitions stream_bytes memory_tasks
 ((EUID == 0)) || die "needs root (crun, cgroups)"
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

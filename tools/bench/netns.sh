@@ -38,14 +38,8 @@ cycles=20
 warmup=2
 subnet=10.212.0.0/24
 
-say() { printf 'netns.sh: %s\n' "$*" >&2; }
-die() {
-  say "FAILED: $*"
-  exit 1
-}
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-}
+# say, die, usage, require_positive_integers.
+source "$(dirname "${BASH_SOURCE[0]}")/script_lib.sh"
 
 for arg in "$@"; do
   case $arg in
@@ -64,12 +58,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-for n in rounds cycles; do
-  [[ ${!n} =~ ^[1-9][0-9]*$ ]] || {
-    say "--$n must be a positive integer, not '${!n}'"
-    exit 2
-  }
-done
+require_positive_integers rounds cycles
 [[ $warmup =~ ^[0-9]+$ ]] || {
   say "--warmup must be a non-negative integer, not '$warmup'"
   exit 2

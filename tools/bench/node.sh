@@ -59,14 +59,8 @@ cli=""
 driver=""
 init=""
 
-say() { printf 'node.sh: %s\n' "$*" >&2; }
-die() {
-  say "FAILED: $*"
-  exit 1
-}
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-}
+# say, die, usage, require_positive_integers.
+source "$(dirname "${BASH_SOURCE[0]}")/script_lib.sh"
 
 for arg in "$@"; do
   case $arg in
@@ -93,12 +87,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-for n in rounds repetitions tasks memory_tasks memory_batch; do
-  [[ ${!n} =~ ^[1-9][0-9]*$ ]] || {
-    say "--$n must be a positive integer, not '${!n}'"
-    exit 2
-  }
-done
+require_positive_integers rounds repetitions tasks memory_tasks memory_batch
 given=0
 for n in node cli driver; do [[ -n ${!n} ]] && given=$((given + 1)); done
 if ((given != 0 && given != 3)); then
