@@ -22,11 +22,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "berth/agent/v1/agent.grpc.pb.h"
-#include "services/agent/output_window.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "services/agent/output_window.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 
@@ -157,6 +157,18 @@ class AgentServiceTest : public ::testing::Test {
     return stub_->Signal(Context().get(), request, &response);
   }
 
+  // A ProcessIo stream of c1's `process`, attached from offset 0; nullptr
+  // when the attach could not be written.
+  std::unique_ptr<grpc::ClientReaderWriter<ProcessIoRequest, ProcessIoResponse>>
+  Attach(grpc::ClientContext* context, const std::string& process) {
+    auto stream = stub_->ProcessIo(context);
+    ProcessIoRequest request;
+    request.mutable_attach()->set_container_id("c1");
+    request.mutable_attach()->set_process_id(process);
+    if (!stream->Write(request)) return nullptr;
+    return stream;
+  }
+
   // Attaches at the offsets, sends `input` (then closes stdin when
   // `close_stdin`), acknowledges as it goes and reads until the exit, or
   // until `stop_after` bytes of stdout when that is not 0 (then cancels).
@@ -190,7 +202,8 @@ class AgentServiceTest : public ::testing::Test {
         if (response.stdout_chunk().offset() != out_at) {
           result.offsets_consistent = false;
         }
-        if (response.stdout_chunk().data().size() > berth::agent::kMaxOutputFrameBytes) {
+        if (response.stdout_chunk().data().size() >
+            berth::agent::kMaxOutputFrameBytes) {
           result.offsets_consistent = false;
         }
         out_at += response.stdout_chunk().data().size();
@@ -389,11 +402,9 @@ TEST_F(AgentServiceTest, TerminalProcessGetsItsSizeAndResizes) {
   ASSERT_TRUE(NewContainer("c1", "tty", spec).ok());
 
   auto context = Context();
-  auto stream = stub_->ProcessIo(context.get());
+  auto stream = Attach(context.get(), "tty");
+  ASSERT_NE(stream, nullptr);
   ProcessIoRequest request;
-  request.mutable_attach()->set_container_id("c1");
-  request.mutable_attach()->set_process_id("tty");
-  ASSERT_TRUE(stream->Write(request));
   std::string out;
   ProcessIoResponse response;
   while (!absl::StrContains(out, "24 80") && stream->Read(&response)) {
@@ -508,12 +519,9 @@ TEST_F(AgentServiceTest, ReattachWithOffsetsGetsTheRestExactlyOnce) {
 TEST_F(AgentServiceTest, ANewAttachReplacesTheOldStream) {
   ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
   auto old_context = Context();
-  auto old_stream = stub_->ProcessIo(old_context.get());
+  auto old_stream = Attach(old_context.get(), "cat");
+  ASSERT_NE(old_stream, nullptr);
   ProcessIoRequest request;
-  request.mutable_attach()->set_container_id("c1");
-  request.mutable_attach()->set_process_id("cat");
-  ASSERT_TRUE(old_stream->Write(request));
-  request.Clear();
   request.set_stdin("one\n");
   ASSERT_TRUE(old_stream->Write(request));
   ProcessIoResponse response;
@@ -598,12 +606,9 @@ TEST_F(AgentServiceTest, OrphansAreReapedAndDoNotHoldTheExitBack) {
 TEST_F(AgentServiceTest, AnAckBeyondTheOutputIsOutOfRange) {
   ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
   auto context = Context();
-  auto stream = stub_->ProcessIo(context.get());
+  auto stream = Attach(context.get(), "cat");
+  ASSERT_NE(stream, nullptr);
   ProcessIoRequest request;
-  request.mutable_attach()->set_container_id("c1");
-  request.mutable_attach()->set_process_id("cat");
-  ASSERT_TRUE(stream->Write(request));
-  request.Clear();
   request.mutable_ack()->set_stdout_offset(1000);
   ASSERT_TRUE(stream->Write(request));
   ProcessIoResponse response;
@@ -656,11 +661,8 @@ TEST_F(AgentServiceTest, AckOutputMakesRoomWhileStdinWaits) {
   const std::string data = Pattern(4 * 1024 * 1024);
   ASSERT_TRUE(NewContainer("c1", "cat", Spec({"cat"})).ok());
   auto context = Context();
-  auto stream = stub_->ProcessIo(context.get());
-  ProcessIoRequest request;
-  request.mutable_attach()->set_container_id("c1");
-  request.mutable_attach()->set_process_id("cat");
-  ASSERT_TRUE(stream->Write(request));
+  auto stream = Attach(context.get(), "cat");
+  ASSERT_NE(stream, nullptr);
   std::thread writer([&] {
     ProcessIoRequest frame;
     for (size_t at = 0; at < data.size(); at += 32 * 1024) {
@@ -703,11 +705,8 @@ TEST_F(AgentServiceTest, DestroySandboxKillsEveryProcess) {
           .ok());
   // Once it says it is ready, it ignores SIGTERM.
   auto context = Context();
-  auto stream = stub_->ProcessIo(context.get());
-  ProcessIoRequest attach;
-  attach.mutable_attach()->set_container_id("c1");
-  attach.mutable_attach()->set_process_id("stubborn");
-  ASSERT_TRUE(stream->Write(attach));
+  auto stream = Attach(context.get(), "stubborn");
+  ASSERT_NE(stream, nullptr);
   ProcessIoResponse ready;
   ASSERT_TRUE(stream->Read(&ready));
   EXPECT_EQ(ready.stdout_chunk().data(), "ready\n");
