@@ -1,7 +1,6 @@
 #include "services/node/task_manager.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "plugins/host/errors.h"
 #include "plugins/sdk/proto_time.h"
 #include "services/common/dial.h"
+#include "services/common/remove_tree.h"
 #include "services/common/status.h"
 
 namespace berth::node {
@@ -62,21 +62,6 @@ bool ValidName(absl::string_view name) {
     }
   }
   return true;
-}
-
-int RemoveEntry(const char* path, const struct stat*, int type, FTW*) {
-  return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : errno;
-}
-
-// rm -rf of the node's own directories (no symbolic link followed, no mount
-// crossed); OK when absent.
-absl::Status RemoveTree(const std::string& path) {
-  const int error =
-      nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  if (error == 0 || (error == -1 && errno == ENOENT)) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("cannot remove ", path, ": ",
-                   std::strerror(error == -1 ? errno : error)));
 }
 
 }  // namespace

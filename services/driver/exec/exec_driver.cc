@@ -30,6 +30,7 @@
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
+#include "services/common/remove_tree.h"
 #include "services/common/status.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"

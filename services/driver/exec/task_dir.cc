@@ -1,6 +1,5 @@
 #include "services/driver/exec/task_dir.h"
 
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/remove_tree.h"
 
 namespace berth::exec_driver {
 
@@ -32,24 +32,6 @@ absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
     return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
   }
   return true;
-}
-
-absl::Status RemoveTree(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : absl::ErrnoToStatus(errno, path);
-  }
-  const int result = nftw(
-      path.c_str(),
-      [](const char* entry, const struct stat*, int, struct FTW*) {
-        return remove(entry) == 0 || errno == ENOENT ? 0 : -1;
-      },
-      32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  if (result != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status PrepareTaskDirectories(const TaskSpec& spec,

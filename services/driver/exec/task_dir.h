@@ -24,9 +24,6 @@ namespace berth::exec_driver {
 // made (with `mode`), false if it was there already.
 absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode);
 
-// rm -rf without following symbolic links or crossing mounts; OK when absent.
-absl::Status RemoveTree(const std::string& path);
-
 // Makes spec's task directory (owned by the task's user when made here), its
 // .berth and logs directories and the working directory. Pushes onto `undo`
 // what removes them again: the whole task directory if it was made here,

@@ -32,6 +32,7 @@
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
 #include "services/common/dial.h"
+#include "services/common/remove_tree.h"
 #include "services/common/status.h"
 #include "services/driver/exec/init/init_spec.h"
 #include "services/driver/exec/launcher.h"
@@ -50,7 +51,6 @@ namespace pv1 = ::berth::proxy::v1;
 namespace av1 = ::berth::agent::v1;
 using ::berth::exec_driver::MakeDirs;
 using ::berth::exec_driver::PrepareTaskDirectories;
-using ::berth::exec_driver::RemoveTree;
 using ::berth::exec_driver::TaskCgroup;
 using ::berth::plugin::host::internal::ReadProcStat;
 
