@@ -1172,12 +1172,10 @@ absl::StatusOr<driver::v1::CreateNetworkResponse> MockDriver::CreateNetwork(
   if (!must_create_network_) return plugin::Driver::CreateNetwork(request);
   absl::StatusOr<std::string> path = NetworkRecordPath(request.allocation_id());
   if (!path.ok()) return path.status();
-  const std::string dir = absl::StrCat(state_dir(), "/networks");
-  for (const std::string& d : {state_dir(), dir}) {
-    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(
-          absl::StrCat("mkdir ", d, ": ", std::strerror(errno)));
-    }
+  // <state dir>/networks
+  if (absl::Status made = MakeDirectories(path->substr(0, path->rfind('/')));
+      !made.ok()) {
+    return made;
   }
   driver::v1::CreateNetworkResponse response;
   const int fd =
