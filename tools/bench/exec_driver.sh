@@ -156,6 +156,17 @@ our_cgroups() {
   find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -depth -type d -name "*$prefix*" 2>/dev/null
   return 0
 }
+# The driver runs with its default --cgroup_parent (/berth) and makes that
+# parent where it is missing: the ones this run made go with it.
+driver_parents() { find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name berth 2>/dev/null; }
+driver_parents_before=$(driver_parents)
+driver_parents_made() {
+  local dir
+  for dir in $(driver_parents); do
+    grep -qxF -- "$dir" <<<"$driver_parents_before" || echo "$dir"
+  done
+  return 0
+}
 
 # --- cgroup controllers off cgroup2, for crun only ---------------------------------
 # move_off_cgroup2, restore_cgroup2, wait_back_on_cgroup2 (and why).
@@ -176,7 +187,7 @@ cleanup() {
     kill -KILL "${pids[@]}" 2>/dev/null
     sleep 0.5
   fi
-  for cgroup in $(our_cgroups); do rmdir "$cgroup" 2>/dev/null; done
+  for cgroup in $(our_cgroups) $(driver_parents_made); do rmdir "$cgroup" 2>/dev/null; done
   (restore_cgroup2) || status=1
   wait_back_on_cgroup2
   rm -rf "$tmp"
@@ -184,7 +195,7 @@ cleanup() {
   # What is left (nothing, normally).
   mapfile -t pids < <(tagged_pids)
   ((${#pids[@]} == 0)) || leftovers+=("processes: ${pids[*]}")
-  cgroups=$(our_cgroups)
+  cgroups="$(our_cgroups)$(driver_parents_made)"
   [[ -z $cgroups ]] || leftovers+=("cgroups: $cgroups")
   [[ ! -e $tmp ]] || leftovers+=("directory: $tmp")
   for controller in "${ever_moved[@]}"; do
