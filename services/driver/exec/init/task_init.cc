@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
+#include "plugins/sdk/rotating_log.h"
 #include "services/driver/exec/init/init_spec.h"
-#include "services/driver/exec/init/rotating_log.h"
 
 extern char** environ;
 
@@ -51,6 +51,10 @@ extern "C" int __lsan_is_turned_off() { return 1; }
 
 namespace berth::exec_driver {
 namespace {
+
+using ::berth::plugin::kStderrLogName;
+using ::berth::plugin::kStdoutLogName;
+using ::berth::plugin::RotatingLog;
 
 constexpr char kUsage[] =
     "usage: berth-task-init run|exec\n"
@@ -251,9 +255,9 @@ int RunInit(InitSpec& spec) {
     Fail(errno, "setting host name " + spec.hostname);
   }
 
-  RotatingLog out_log(spec.log_dir, "stdout", spec.log_max_bytes,
+  RotatingLog out_log(spec.log_dir, kStdoutLogName, spec.log_max_bytes,
                       spec.log_max_files);
-  RotatingLog err_log(spec.log_dir, "stderr", spec.log_max_bytes,
+  RotatingLog err_log(spec.log_dir, kStderrLogName, spec.log_max_bytes,
                       spec.log_max_files);
   if (!out_log.Open()) Fail(errno, "opening " + out_log.CurrentPath());
   if (!err_log.Open()) Fail(errno, "opening " + err_log.CurrentPath());

@@ -1,17 +1,18 @@
-#include "services/driver/exec/init/rotating_log.h"
+#include "plugins/sdk/rotating_log.h"
 
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/common/test_util.h"
+#include "plugins/sdk/testing.h"
 
-namespace berth::exec_driver {
+namespace berth::plugin {
 namespace {
 
-using ::berth::testing::PathExists;
-using ::berth::testing::ReadFileOrEmpty;
-using ::berth::testing::ShortTempDir;
+using ::berth::plugin::testing::PathExists;
+using ::berth::plugin::testing::ReadFileOrEmpty;
+using ::berth::plugin::testing::ShortTempDir;
 
 TEST(RotatingLogTest, KeepsTheNewestBytesInOrderWithinTheBound) {
   ShortTempDir temp;
@@ -55,6 +56,41 @@ TEST(RotatingLogTest, WithoutRotatedFilesTruncates) {
   EXPECT_FALSE(PathExists(dir + "/stdout.log.1"));
 }
 
+TEST(RotatingLogTest, ManyRotatedFilesKeepTheirOrder) {
+  ShortTempDir temp;
+  const std::string dir = temp.path();
+  RotatingLog log(dir, "stdout", 1, 12);
+  ASSERT_TRUE(log.Open());
+  const std::string data = "abcdefghijklmnopq";  // 17 bytes: 17 files of 1
+  ASSERT_TRUE(log.Write(data.data(), data.size()));
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/stdout.log"), "q");
+  std::string kept;
+  for (int i = 12; i >= 1; --i) {
+    kept += ReadFileOrEmpty(absl::StrCat(dir, "/stdout.log.", i));
+  }
+  kept += ReadFileOrEmpty(dir + "/stdout.log");
+  EXPECT_EQ(kept, "efghijklmnopq");
+  EXPECT_FALSE(PathExists(dir + "/stdout.log.13"));
+}
+
+TEST(RotatingLogTest, WriteOpensTheFileWhenNotOpen) {
+  ShortTempDir temp;
+  RotatingLog log(temp.path(), "stderr", 100, 1);
+  ASSERT_TRUE(log.Write("hello", 5));
+  EXPECT_EQ(log.CurrentPath(), temp.path() + "/stderr.log");
+  EXPECT_EQ(ReadFileOrEmpty(log.CurrentPath()), "hello");
+}
+
+TEST(RotatingLogTest, DefaultsAndPathsOfTheContract) {
+  EXPECT_EQ(TaskLogDir("/t/x"), "/t/x/logs");
+  const LogLimits defaults = ResolveLogLimits(0, 0);
+  EXPECT_EQ(defaults.max_file_bytes, 10u << 20);
+  EXPECT_EQ(defaults.max_files, 4u);
+  const LogLimits set = ResolveLogLimits(100, 2);
+  EXPECT_EQ(set.max_file_bytes, 100u);
+  EXPECT_EQ(set.max_files, 2u);
+}
+
 TEST(RotatingLogTest, OpenFailsInAMissingDirectory) {
   ShortTempDir temp;
   RotatingLog log(temp.Join("missing"), "stdout", 4, 0);
@@ -62,4 +98,4 @@ TEST(RotatingLogTest, OpenFailsInAMissingDirectory) {
 }
 
 }  // namespace
-}  // namespace berth::exec_driver
+}  // namespace berth::plugin
