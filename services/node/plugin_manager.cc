@@ -83,6 +83,26 @@ absl::StatusOr<std::vector<PluginSpec>> LoadPluginConfig(
         spec.args.push_back(arg.get<std::string>());
       }
     }
+    if (entry.contains("env")) {
+      const nlohmann::json& env = entry["env"];
+      if (!env.is_object()) {
+        return ConfigError(path,
+                           field + ".env must be an object of strings");
+      }
+      for (const auto& [key, value] : env.items()) {
+        if (key.empty() || key.find('=') != std::string::npos ||
+            key.find('\0') != std::string::npos) {
+          return ConfigError(path, absl::StrCat(field, ".env: \"", key,
+                                                "\" is not a variable name"));
+        }
+        if (!value.is_string() ||
+            value.get<std::string>().find('\0') != std::string::npos) {
+          return ConfigError(path, absl::StrCat(field, ".env.", key,
+                                                " must be a string"));
+        }
+        spec.env.emplace_back(key, value.get<std::string>());
+      }
+    }
     if (entry.contains("config")) {
       if (!entry["config"].is_object()) {
         return ConfigError(path, field + ".config must be an object");
@@ -172,6 +192,7 @@ absl::Status PluginManager::BringUp(const std::string& name,
     launch.name = name;
     launch.binary = spec.binary;
     launch.args = spec.args;
+    launch.env = spec.env;
     launch.socket_dir = options_.socket_dir;
     launch.start_timeout = options_.start_timeout;
     absl::StatusOr<std::unique_ptr<PluginProcess>> launched =

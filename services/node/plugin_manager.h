@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -40,6 +41,9 @@ struct PluginSpec {
   // Absolute path of the executable.
   std::string binary;
   std::vector<std::string> args;
+  // Added to the plugin's environment (over the node's own), in the order of
+  // the configuration file, e.g. PYTHONPATH for a driver in Python.
+  std::vector<std::pair<std::string, std::string>> env;
   // Given to the plugin's SetConfig with the node's context.
   google::protobuf::Struct config;
 };

@@ -4,9 +4,13 @@
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
@@ -43,6 +47,21 @@ TEST(LoadPluginConfigTest, ReadsPluginsAndResolvesRelativeBinaries) {
   EXPECT_EQ((*specs)[0].binary, plugin_dir + "/mock_driver");
   EXPECT_EQ((*specs)[0].args, std::vector<std::string>{"--x=1"});
   EXPECT_EQ((*specs)[0].config.fields().at("answer").number_value(), 42);
+  EXPECT_TRUE((*specs)[0].env.empty());
+}
+
+TEST(LoadPluginConfigTest, ReadsEachPluginsEnvironment) {
+  ShortTempDir dir;
+  const std::string binary = MockDriver();
+  auto specs = LoadPluginConfig(
+      WriteConfig(dir, absl::StrCat(R"({"plugins": [{"name": "py", "binary": ")",
+                                    binary, R"(", "env": {"PYTHONPATH": "/usr/lib/berth/python", "EMPTY": ""}}]})")),
+      "/");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 1u);
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ((*specs)[0].env, (Env{{"EMPTY", ""},
+                                  {"PYTHONPATH", "/usr/lib/berth/python"}}));
 }
 
 TEST(LoadPluginConfigTest, ErrorsNameTheFileAndTheField) {
@@ -64,6 +83,15 @@ TEST(LoadPluginConfigTest, ErrorsNameTheFileAndTheField) {
       {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
                     R"(", "args": "--x"}]})"),
        "plugins[0].args must be an array of strings"},
+      {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
+                    R"(", "env": ["A=1"]}]})"),
+       "plugins[0].env must be an object of strings"},
+      {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
+                    R"(", "env": {"A": 1}}]})"),
+       "plugins[0].env.A must be a string"},
+      {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
+                    R"(", "env": {"A=B": "1"}}]})"),
+       "plugins[0].env: \"A=B\" is not a variable name"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteConfig(dir, c.text);
@@ -134,6 +162,23 @@ TEST_F(PluginManagerTest, LaunchesRelaunchesACrashedPluginAndStops) {
   EXPECT_EQ(store_->Plugins()->count("mock"), 0u);
   EXPECT_EQ(manager.Client("mock", absl::Now()).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+TEST_F(PluginManagerTest, APluginGetsTheEnvironmentOfItsEntry) {
+  specs_[0].env = {{"BERTH_TEST_PLUGIN_ENV", "from plugins.json"}};
+  PluginManager manager(options_, specs_);
+  manager.Start([](const std::string&) {});
+  auto client = manager.Client("mock", absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int pid = manager.Status()[0].pid();
+  ASSERT_GT(pid, 0);
+  std::ifstream in(absl::StrCat("/proc/", pid, "/environ"));
+  std::string environ((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+  std::vector<std::string> vars = absl::StrSplit(environ, '\0');
+  EXPECT_THAT(vars, ::testing::Contains(
+                        "BERTH_TEST_PLUGIN_ENV=from plugins.json"));
+  manager.Stop();
 }
 
 TEST_F(PluginManagerTest, AnUnknownDriverIsRefusedListingTheConfiguredOnes) {
