@@ -247,6 +247,30 @@ std::shared_ptr<TaskManager::Entry> TaskManager::Find(const std::string& ref,
   return nullptr;
 }
 
+absl::Status TaskManager::CheckNetworkSupported(
+    const v1::TaskSpec& spec) const {
+  absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(spec.driver());
+  // A driver that is down is asked again when it starts the task.
+  if (!caps.ok()) return absl::OkStatus();
+  const bool host = spec.network().mode() == network::v1::NETWORK_MODE_HOST;
+  const driver::v1::NetworkIsolationMode wanted =
+      host ? driver::v1::NETWORK_ISOLATION_MODE_HOST
+           : driver::v1::NETWORK_ISOLATION_MODE_GROUP;
+  for (int listed : caps->network_isolation_modes()) {
+    if (listed == wanted) return absl::OkStatus();
+  }
+  if (host) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.network: driver ", spec.driver(),
+        " cannot run a task in the host's network namespace"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "spec.network: driver ", spec.driver(),
+      " cannot join a network namespace (it runs tasks in the host's network "
+      "only): use host networking (berth run --net host)"));
+}
+
 absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
                                           bool remove_on_start_failure) {
   if (absl::Status s = ValidateTaskSpec(spec); !s.ok()) return s;
@@ -257,6 +281,7 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
         names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
   }
   const network::v1::NetworkMode mode = spec.network().mode();
+  if (absl::Status s = CheckNetworkSupported(spec); !s.ok()) return s;
   if (mode != network::v1::NETWORK_MODE_HOST && netns_ == nullptr) {
     // A driver that makes its own network needs no berth-netns.
     absl::StatusOr<driver::v1::DriverCapabilities> caps =
@@ -515,6 +540,17 @@ absl::Status TaskManager::DestroyDriverTask(Entry& entry,
   return absl::OkStatus();
 }
 
+absl::Status TaskManager::MakeTaskDir(const std::string& id) {
+  const std::string dir = TaskDir(id);
+  if (absl::Status s = RemoveTree(dir); !s.ok()) return s;
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    return absl::InternalError(absl::StrCat("task ", id,
+                                            ": cannot make its directory ",
+                                            dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TaskManager::StartRun(Entry& entry) {
   std::string id;
   v1::TaskSpec spec;
@@ -558,9 +594,22 @@ absl::Status TaskManager::StartRun(Entry& entry) {
       config.mutable_network()->set_namespace_path(net.namespace_path());
     }
   }
+  // Every run starts in an empty task directory the node made (what a
+  // driver left of an earlier run goes); the driver fills it
+  // (plugins/DRIVERS.md, "The task directory").
+  if (absl::Status s = MakeTaskDir(id); !s.ok()) return s;
   absl::StatusOr<driver::v1::StartTaskResponse> started = (*driver)->StartTask(
       request, {absl::Now() + absl::Seconds(60), &entry.canceller});
-  if (!started.ok()) return started.status();
+  if (!started.ok()) {
+    // A failed start leaves nothing; an abandoned one (the node is shutting
+    // down) is the next node's to clean up, as the driver may still be at it.
+    if (!shutting_down()) {
+      if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
+        LOG(WARNING) << "task " << id << ": " << s;
+      }
+    }
+    return started.status();
+  }
   {
     absl::MutexLock lock(&mu_);
     entry.record.set_driver_task(true);

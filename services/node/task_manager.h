@@ -127,6 +127,11 @@ class TaskManager {
   void Supervise(std::shared_ptr<Entry> entry, Resume resume)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status StartRun(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Empties (or makes) the task's directory, 0755, before a run.
+  absl::Status MakeTaskDir(const std::string& id);
+  // FAILED_PRECONDITION naming spec.network when the task's driver does not
+  // list the isolation mode the spec's network needs.
+  absl::Status CheckNetworkSupported(const v1::TaskSpec& spec) const;
   absl::StatusOr<driver::v1::ExitResult> WaitRun(Entry& entry,
                                                  bool recover_first)
       ABSL_LOCKS_EXCLUDED(mu_);
