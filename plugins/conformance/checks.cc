@@ -34,33 +34,15 @@
 #include "glog/logging.h"
 #include "grpc_health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
+#include "plugins/conformance/check_util.h"
 #include "plugins/conformance/context.h"
+#include "plugins/conformance/node_contract_checks.h"
 #include "plugins/conformance/sha256.h"
 #include "plugins/conformance/subprocess.h"
 #include "plugins/conformance/suite.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/errors.h"
 #include "plugins/sdk/handshake.h"
-
-#define CONFORMANCE_CONCAT_INNER(a, b) a##b
-#define CONFORMANCE_CONCAT(a, b) CONFORMANCE_CONCAT_INNER(a, b)
-
-// Returns the status of `expr` from the enclosing function if it is an
-// error.
-#define CONFORMANCE_RETURN_IF_ERROR(expr) \
-  do {                                    \
-    const absl::Status status_ = (expr);  \
-    if (!status_.ok()) return status_;    \
-  } while (false)
-
-// `lhs = *expr` for an absl::StatusOr `expr`, or returns its error.
-#define CONFORMANCE_ASSIGN_OR_RETURN(lhs, expr)                               \
-  CONFORMANCE_ASSIGN_OR_RETURN_IMPL(CONFORMANCE_CONCAT(status_or_, __LINE__), \
-                                    lhs, expr)
-#define CONFORMANCE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                      \
-  if (!tmp.ok()) return tmp.status();                     \
-  lhs = std::move(*tmp)
 
 namespace berth::conformance {
 namespace {
@@ -73,75 +55,6 @@ namespace stats = ::berth::stats::v1;
 constexpr size_t kMaxFrame = 32 * 1024;
 // What the 100 MB check sends through `cat`.
 constexpr uint64_t kBigExecBytes = uint64_t{100} << 20;
-
-// --- Helpers.
-
-std::string Quote(absl::string_view text, size_t max = 200) {
-  if (text.size() > max) {
-    return absl::StrCat("\"", absl::CHexEscape(text.substr(0, max)), "\"... (",
-                        text.size(), " bytes)");
-  }
-  return absl::StrCat("\"", absl::CHexEscape(text), "\"");
-}
-
-std::string DescribeExit(const driver::ExitResult& exit) {
-  return absl::StrCat("exit_code ", exit.exit_code(), ", signal ",
-                      exit.signal());
-}
-
-std::string DescribeError(const absl::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
-                      status.message());
-}
-
-absl::Status ExpectExit(const driver::ExitResult& exit, int exit_code,
-                        int signal, absl::string_view what) {
-  if (exit.exit_code() == exit_code && exit.signal() == signal) {
-    return absl::OkStatus();
-  }
-  return Mismatch(absl::StrCat(what, " gave ", DescribeExit(exit), "; want ",
-                               "exit_code ", exit_code, ", signal ", signal));
-}
-
-// The part of an error's message the driver wrote: after the host's
-// "plugin NAME: RPC (task ID): " prefix.
-absl::string_view DriverMessage(const absl::Status& status,
-                                absl::string_view task_id) {
-  absl::string_view message = status.message();
-  const std::string prefix = absl::StrCat("(task ", task_id, "): ");
-  const size_t at = message.find(prefix);
-  if (at != absl::string_view::npos) return message.substr(at + prefix.size());
-  return message;
-}
-
-// An error status expected to be `want` whose driver message names `name`.
-absl::Status ExpectError(const absl::Status& status, absl::StatusCode want,
-                         absl::string_view task_id, absl::string_view name,
-                         absl::string_view what) {
-  if (status.ok()) {
-    return Mismatch(absl::StrCat(what, " succeeded; want ",
-                                 absl::StatusCodeToString(want)));
-  }
-  if (status.code() != want) {
-    return Mismatch(absl::StrCat(what, " gave ", DescribeError(status),
-                                 "; want ", absl::StatusCodeToString(want)));
-  }
-  if (!name.empty() &&
-      !absl::StrContains(DriverMessage(status, task_id), name)) {
-    return Mismatch(absl::StrCat(what, " gave ", absl::StatusCodeToString(want),
-                                 " but its message does not name ", Quote(name),
-                                 ": ", Quote(DriverMessage(status, task_id))));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ExpectState(const driver::TaskStatus& status,
-                         driver::TaskState want, absl::string_view when) {
-  if (status.state() == want) return absl::OkStatus();
-  return Mismatch(absl::StrCat("InspectTask ", when, ": state ",
-                               driver::TaskState_Name(status.state()),
-                               "; want ", driver::TaskState_Name(want)));
-}
 
 // --- ExecTaskStreaming.
 
@@ -325,15 +238,6 @@ driver::ExecTaskStreamingRequest ResizeFrame(uint32_t rows, uint32_t columns) {
   request.mutable_resize()->set_rows(rows);
   request.mutable_resize()->set_columns(columns);
   return request;
-}
-
-// A task that runs until it is stopped.
-absl::StatusOr<driver::TaskConfig> StartSleeper(Context& context,
-                                                absl::string_view hint) {
-  CONFORMANCE_ASSIGN_OR_RETURN(driver::TaskConfig task,
-                               context.ShellTask(hint, "exec sleep 300"));
-  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
-  return task;
 }
 
 // --- The checks.
@@ -1258,10 +1162,9 @@ absl::Status Shutdown(Context& context) {
                      "shut down (its tasks keep running)");
 }
 
-}  // namespace
-
-const std::vector<Check>& AllChecks() {
-  static const auto* const checks = new std::vector<Check>{
+// The checks of each call, in the order they run.
+std::vector<Check> CallChecks() {
+  return {
       {"cookie_refused",
        "started by hand without the magic cookie, the binary exits non-zero "
        "with a message on stderr, no handshake line and no socket",
@@ -1358,6 +1261,16 @@ const std::vector<Check>& AllChecks() {
        "its tasks keep running (with recover)",
        std::nullopt, true, &Shutdown},
   };
+}
+
+}  // namespace
+
+const std::vector<Check>& AllChecks() {
+  static const auto* const checks = [] {
+    auto* all = new std::vector<Check>(CallChecks());
+    for (Check& check : NodeContractChecks()) all->push_back(check);
+    return all;
+  }();
   return *checks;
 }
 

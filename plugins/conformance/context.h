@@ -117,6 +117,12 @@ class Context {
   // DriverService.GetCapabilities. Once the very first launch failed, every
   // later call returns that error at once.
   absl::Status EnsurePlugin();
+  // Whether the very first launch failed (nothing can be checked then), and
+  // why.
+  bool launch_failed() const { return first_launch_error_.has_value(); }
+  absl::Status launch_error() const {
+    return first_launch_error_.value_or(absl::OkStatus());
+  }
   // The running plugin and its client; only after EnsurePlugin succeeded.
   plugin::host::PluginProcess& plugin();
   plugin::host::DriverClient& driver();

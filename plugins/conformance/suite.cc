@@ -109,10 +109,33 @@ int Suite::Run() {
     return 1;
   }
   size_t run = 0;
+  size_t not_run = 0;
   for (const Check* check : checks) {
     if (interruption_->interrupted()) break;
+    if (check->needs_plugin && (*context)->launch_failed()) {
+      ++not_run;  // said once, below
+      continue;
+    }
+    if (check->needs_plugin) {
+      const absl::Status launched = (*context)->EnsurePlugin();
+      if (!launched.ok() && (*context)->launch_failed()) {
+        ++not_run;
+        continue;
+      }
+    }
     report_.Add(RunCheck(**context, *check));
     ++run;
+  }
+  if (not_run > 0) {
+    // One failure with the reason, not one per check.
+    report_.Add(ResultOf(
+        "plugin_launch",
+        absl::Status((*context)->launch_error().code(),
+                     absl::StrCat("cannot launch the plugin (", not_run,
+                                  " checks that need it were not run): ",
+                                  (*context)->launch_error().message())),
+        absl::OkStatus()));
+    run += not_run;
   }
   const absl::Status closed = (*context)->Close();
   LOG_IF(WARNING, !closed.ok())

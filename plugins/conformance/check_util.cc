@@ -1,0 +1,88 @@
+#include "plugins/conformance/check_util.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace berth::conformance {
+
+std::string Quote(absl::string_view text, size_t max) {
+  if (text.size() > max) {
+    return absl::StrCat("\"", absl::CHexEscape(text.substr(0, max)), "\"... (",
+                        text.size(), " bytes)");
+  }
+  return absl::StrCat("\"", absl::CHexEscape(text), "\"");
+}
+
+std::string DescribeExit(const driver::v1::ExitResult& exit) {
+  return absl::StrCat("exit_code ", exit.exit_code(), ", signal ",
+                      exit.signal());
+}
+
+std::string DescribeError(const absl::Status& status) {
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                      status.message());
+}
+
+absl::Status ExpectExit(const driver::v1::ExitResult& exit, int exit_code,
+                        int signal, absl::string_view what) {
+  if (exit.exit_code() == exit_code && exit.signal() == signal) {
+    return absl::OkStatus();
+  }
+  return Mismatch(absl::StrCat(what, " gave ", DescribeExit(exit), "; want ",
+                               "exit_code ", exit_code, ", signal ", signal));
+}
+
+// The part of an error's message the driver wrote: after the host's
+// "plugin NAME: RPC (task ID): " prefix.
+absl::string_view DriverMessage(const absl::Status& status,
+                                absl::string_view task_id) {
+  absl::string_view message = status.message();
+  const std::string prefix = absl::StrCat("(task ", task_id, "): ");
+  const size_t at = message.find(prefix);
+  if (at != absl::string_view::npos) return message.substr(at + prefix.size());
+  return message;
+}
+
+// An error status expected to be `want` whose driver message names `name`.
+absl::Status ExpectError(const absl::Status& status, absl::StatusCode want,
+                         absl::string_view task_id, absl::string_view name,
+                         absl::string_view what) {
+  if (status.ok()) {
+    return Mismatch(absl::StrCat(what, " succeeded; want ",
+                                 absl::StatusCodeToString(want)));
+  }
+  if (status.code() != want) {
+    return Mismatch(absl::StrCat(what, " gave ", DescribeError(status),
+                                 "; want ", absl::StatusCodeToString(want)));
+  }
+  if (!name.empty() &&
+      !absl::StrContains(DriverMessage(status, task_id), name)) {
+    return Mismatch(absl::StrCat(what, " gave ", absl::StatusCodeToString(want),
+                                 " but its message does not name ", Quote(name),
+                                 ": ", Quote(DriverMessage(status, task_id))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectState(const driver::v1::TaskStatus& status,
+                         driver::v1::TaskState want, absl::string_view when) {
+  if (status.state() == want) return absl::OkStatus();
+  return Mismatch(absl::StrCat("InspectTask ", when, ": state ",
+                               driver::v1::TaskState_Name(status.state()),
+                               "; want ", driver::v1::TaskState_Name(want)));
+}
+
+// A task that runs until it is stopped.
+absl::StatusOr<driver::v1::TaskConfig> StartSleeper(Context& context,
+                                                    absl::string_view hint) {
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::v1::TaskConfig task,
+                               context.ShellTask(hint, "exec sleep 300"));
+  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
+  return task;
+}
+
+}  // namespace berth::conformance
