@@ -86,8 +86,7 @@ absl::StatusOr<std::vector<PluginSpec>> LoadPluginConfig(
     if (entry.contains("env")) {
       const nlohmann::json& env = entry["env"];
       if (!env.is_object()) {
-        return ConfigError(path,
-                           field + ".env must be an object of strings");
+        return ConfigError(path, field + ".env must be an object of strings");
       }
       for (const auto& [key, value] : env.items()) {
         if (key.empty() || key.find('=') != std::string::npos ||
@@ -97,8 +96,8 @@ absl::StatusOr<std::vector<PluginSpec>> LoadPluginConfig(
         }
         if (!value.is_string() ||
             value.get<std::string>().find('\0') != std::string::npos) {
-          return ConfigError(path, absl::StrCat(field, ".env.", key,
-                                                " must be a string"));
+          return ConfigError(
+              path, absl::StrCat(field, ".env.", key, " must be a string"));
         }
         spec.env.emplace_back(key, value.get<std::string>());
       }

@@ -54,14 +54,17 @@ TEST(LoadPluginConfigTest, ReadsEachPluginsEnvironment) {
   ShortTempDir dir;
   const std::string binary = MockDriver();
   auto specs = LoadPluginConfig(
-      WriteConfig(dir, absl::StrCat(R"({"plugins": [{"name": "py", "binary": ")",
-                                    binary, R"(", "env": {"PYTHONPATH": "/usr/lib/berth/python", "EMPTY": ""}}]})")),
+      WriteConfig(
+          dir,
+          absl::StrCat(
+              R"({"plugins": [{"name": "py", "binary": ")", binary,
+              R"(", "env": {"PYTHONPATH": "/usr/lib/berth/python", "EMPTY": ""}}]})")),
       "/");
   ASSERT_TRUE(specs.ok()) << specs.status();
   ASSERT_EQ(specs->size(), 1u);
   using Env = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ((*specs)[0].env, (Env{{"EMPTY", ""},
-                                  {"PYTHONPATH", "/usr/lib/berth/python"}}));
+  EXPECT_EQ((*specs)[0].env,
+            (Env{{"EMPTY", ""}, {"PYTHONPATH", "/usr/lib/berth/python"}}));
 }
 
 TEST(LoadPluginConfigTest, ErrorsNameTheFileAndTheField) {
@@ -176,8 +179,8 @@ TEST_F(PluginManagerTest, APluginGetsTheEnvironmentOfItsEntry) {
   std::string environ((std::istreambuf_iterator<char>(in)),
                       std::istreambuf_iterator<char>());
   std::vector<std::string> vars = absl::StrSplit(environ, '\0');
-  EXPECT_THAT(vars, ::testing::Contains(
-                        "BERTH_TEST_PLUGIN_ENV=from plugins.json"));
+  EXPECT_THAT(vars,
+              ::testing::Contains("BERTH_TEST_PLUGIN_ENV=from plugins.json"));
   manager.Stop();
 }
 

@@ -261,9 +261,9 @@ absl::Status TaskManager::CheckNetworkSupported(
     if (listed == wanted) return absl::OkStatus();
   }
   if (host) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "spec.network: driver ", spec.driver(),
-        " cannot run a task in the host's network namespace"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("spec.network: driver ", spec.driver(),
+                     " cannot run a task in the host's network namespace"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "spec.network: driver ", spec.driver(),
@@ -545,8 +545,8 @@ absl::Status TaskManager::MakeTaskDir(const std::string& id) {
   if (absl::Status s = RemoveTree(dir); !s.ok()) return s;
   if (mkdir(dir.c_str(), 0755) != 0) {
     return absl::InternalError(absl::StrCat("task ", id,
-                                            ": cannot make its directory ",
-                                            dir, ": ", std::strerror(errno)));
+                                            ": cannot make its directory ", dir,
+                                            ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
