@@ -26,6 +26,14 @@ ABSL_FLAG(std::string, proxy_socket,
 ABSL_FLAG(int, token_fd, -1,
           "Read the token from this inherited descriptor (to EOF), then "
           "close it. Without it the token comes from $BERTH_SHIM_TOKEN.");
+ABSL_FLAG(std::string, task_log_dir, "",
+          "Write the process's stdout and stderr to rotated files "
+          "DIR/stdout.log and DIR/stderr.log (where berth-node reads a "
+          "task's output) instead of the shim's own stdout and stderr.");
+ABSL_FLAG(uint64_t, task_log_max_file_bytes, 0,
+          "With --task_log_dir: rotate a file at this size (0: 10 MiB).");
+ABSL_FLAG(uint32_t, task_log_max_files, 0,
+          "With --task_log_dir: rotated files kept per stream (0: 4).");
 ABSL_FLAG(absl::Duration, reconnect_timeout, absl::Seconds(30),
           "How long to keep trying to reach the proxy when it went away (and "
           "at start) before exiting 255.");
@@ -37,6 +45,8 @@ constexpr char kUsage[] =
     "through berth-proxy\n"
     "usage: BERTH_SHIM_TOKEN=... berth-shim [--proxy_socket=PATH] "
     "[--reconnect_timeout=30s]\n"
+    "                  [--task_log_dir=DIR [--task_log_max_file_bytes=N] "
+    "[--task_log_max_files=N]]\n"
     "       berth-shim --token_fd=N [--proxy_socket=PATH]";
 constexpr char kVersion[] = "0.1.0";
 
@@ -64,6 +74,9 @@ int main(int argc, char** argv) {
   berth::shim::ShimOptions options;
   options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);
   options.reconnect_timeout = absl::GetFlag(FLAGS_reconnect_timeout);
+  options.log_dir = absl::GetFlag(FLAGS_task_log_dir);
+  options.log_max_file_bytes = absl::GetFlag(FLAGS_task_log_max_file_bytes);
+  options.log_max_files = absl::GetFlag(FLAGS_task_log_max_files);
   const int token_fd = absl::GetFlag(FLAGS_token_fd);
   if (token_fd >= 0 && token_fd <= 2) {
     LOG(ERROR) << "berth-shim: --token_fd=" << token_fd

@@ -140,12 +140,24 @@ bool IsAboutAgent(const grpc::Status& status) {
          absl::StrContains(message, "sandbox");
 }
 
+// The rotated files of one output stream, when options say so.
+std::unique_ptr<plugin::RotatingLog> LogFor(const ShimOptions& options,
+                                            const char* name) {
+  if (options.log_dir.empty()) return nullptr;
+  const plugin::LogLimits limits = plugin::ResolveLogLimits(
+      options.log_max_file_bytes, options.log_max_files);
+  return std::make_unique<plugin::RotatingLog>(
+      options.log_dir, name, limits.max_file_bytes, limits.max_files);
+}
+
 class Shim {
  public:
   explicit Shim(const ShimOptions& options)
       : options_(options),
-        stdout_(options.stdout_fd, "stdout"),
-        stderr_(options.stderr_fd, "stderr") {}
+        stdout_(options.stdout_fd, "stdout",
+                LogFor(options, plugin::kStdoutLogName)),
+        stderr_(options.stderr_fd, "stderr",
+                LogFor(options, plugin::kStderrLogName)) {}
 
   ~Shim() {
     if (signal_fd_ >= 0) close(signal_fd_);
@@ -702,7 +714,14 @@ absl::Status OutputSink::Write(uint64_t offset, absl::string_view data) {
   const uint64_t skip = std::min<uint64_t>(written - offset, data.size());
   data.remove_prefix(static_cast<size_t>(skip));
   if (data.empty()) return absl::OkStatus();
-  if (!broken_) {
+  if (!broken_ && log_ != nullptr) {
+    if (!log_->Write(data.data(), data.size())) {
+      broken_ = true;
+      LOG(ERROR) << "cannot write " << name_ << " to " << log_->CurrentPath()
+                 << " (" << std::strerror(errno)
+                 << "); discarding the rest of it";
+    }
+  } else if (!broken_) {
     if (const int error = WriteAll(fd_, data.data(), data.size()); error != 0) {
       broken_ = true;
       VLOG(1) << "cannot write " << name_ << " (" << std::strerror(error)

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/agent/v1/agent.pb.h"
+#include "plugins/sdk/rotating_log.h"
 
 namespace berth {
 namespace shim {
@@ -73,8 +75,11 @@ int ExitCodeFor(const berth::agent::v1::ProcessExit& exit);
 // Thread-compatible; written() may be read from any thread.
 class OutputSink {
  public:
-  // `name` ("stdout") is for messages.
-  OutputSink(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  // `name` ("stdout") is for messages. With `log` the stream goes to its
+  // rotated files instead of `fd`.
+  OutputSink(int fd, std::string name,
+             std::unique_ptr<plugin::RotatingLog> log = nullptr)
+      : fd_(fd), name_(std::move(name)), log_(std::move(log)) {}
   OutputSink(const OutputSink&) = delete;
   OutputSink& operator=(const OutputSink&) = delete;
 
@@ -95,6 +100,7 @@ class OutputSink {
  private:
   const int fd_;
   const std::string name_;
+  const std::unique_ptr<plugin::RotatingLog> log_;
   std::atomic<uint64_t> written_{0};
   bool broken_ = false;
 };
@@ -111,6 +117,13 @@ struct ShimOptions {
   int stdin_fd = 0;
   int stdout_fd = 1;
   int stderr_fd = 2;
+  // When set, the process's stdout and stderr go to rotated files
+  // LOG_DIR/stdout.log and stderr.log (plugins/sdk/rotating_log.h) instead
+  // of stdout_fd and stderr_fd: where berth-node reads a task's output.
+  std::string log_dir;
+  // Their limits; 0 takes the defaults of TaskConfig.logs.
+  uint64_t log_max_file_bytes = 0;
+  uint32_t log_max_files = 0;
   // Read forwarded signals and SIGWINCH from a signalfd (they must be
   // blocked in every thread: BlockShimSignals).
   bool forward_signals = true;

@@ -115,6 +115,21 @@ TEST(OutputSinkTest, ClosedReaderIsDiscardedNotFatal) {
   close(fds[1]);
 }
 
+TEST(OutputSinkTest, WritesToRotatedFilesByOffset) {
+  ShortTempDir dir;
+  OutputSink sink(-1, "stdout",
+                  std::make_unique<plugin::RotatingLog>(dir.path(), "stdout",
+                                                        /*max_bytes=*/4,
+                                                        /*max_rotated=*/1));
+  ASSERT_TRUE(sink.Write(0, "abcdef").ok());
+  ASSERT_TRUE(sink.Write(3, "defghij").ok());  // "def" was written
+  EXPECT_EQ(sink.written(), 10u);
+  EXPECT_FALSE(sink.broken());
+  // 4-byte files, one rotated kept: "abcd" was dropped.
+  EXPECT_EQ(ReadFileOrEmpty(dir.Join("stdout.log.1")), "efgh");
+  EXPECT_EQ(ReadFileOrEmpty(dir.Join("stdout.log")), "ij");
+}
+
 TEST(ExitCodeForTest, CodeOr128PlusSignal) {
   berth::agent::v1::ProcessExit exit;
   exit.set_exit_code(3);

@@ -7,7 +7,7 @@
 # restarts of the plugin.
 #
 # The suite runs once per check (--filter), on the checks listed in
-# `checks`.
+# `checks` ("shutdown" also runs shutdown_with_calls_open).
 #
 # usage: conformance_test.sh PROXY CONFORMANCE_DRIVER_TEST SUITE PLUGIN
 set -u
@@ -23,6 +23,8 @@ checks=(
   exec_streaming_100mb
   unknown_task_not_found missing_command shutdown
   task_stats recover_task
+  task_dir_as_handed_over logs_where_the_node_reads logs_rotation work_dir
+  network_host network_group exit_while_driver_down many_tasks_waited
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -205,15 +205,30 @@ struct Shim {
   int pidfd = -1;
 };
 
+// Where a shim writes its process's output: rotated files in a directory,
+// or (empty log_dir) its own stdout and stderr.
+struct ShimOutput {
+  std::string log_dir;
+  uint64_t max_file_bytes = 0;
+  uint32_t max_files = 0;
+};
+
 // Starts berth-shim with the token in its environment (never on its command
 // line) and the given stdio.
 absl::StatusOr<Shim> StartShim(const std::string& shim_path,
                                const std::string& proxy_socket,
                                const std::string& token, int stdin_fd,
-                               int stdout_fd, int stderr_fd) {
+                               int stdout_fd, int stderr_fd,
+                               const ShimOutput& output = {}) {
   std::vector<std::string> args = {
       shim_path, absl::StrCat("--proxy_socket=", proxy_socket),
       "--reconnect_timeout=5s"};
+  if (!output.log_dir.empty()) {
+    args.push_back(absl::StrCat("--task_log_dir=", output.log_dir));
+    args.push_back(
+        absl::StrCat("--task_log_max_file_bytes=", output.max_file_bytes));
+    args.push_back(absl::StrCat("--task_log_max_files=", output.max_files));
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "BERTH_SHIM_TOKEN=", 17) != 0) env.push_back(*e);
@@ -629,28 +644,33 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     task->token = response.token();
   }
 
-  // The shim: its stdio is the task's.
+  // The shim: the task's stdin is /dev/null, its output goes to the rotated
+  // files the shim writes in logs/ (where berth-node reads it); the shim's
+  // own stdout and stderr, its messages, to .berth/shim.log.
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int out_fd = open(absl::StrCat(log_dir, "/stdout.log").c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const int err_fd = open(absl::StrCat(log_dir, "/stderr.log").c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int shim_log = open(absl::StrCat(private_dir, "/shim.log").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   absl::Cleanup close_fds = [=] {
-    for (int fd : {null_fd, out_fd, err_fd}) {
+    for (int fd : {null_fd, shim_log}) {
       if (fd >= 0) close(fd);
     }
   };
-  if (null_fd < 0 || out_fd < 0 || err_fd < 0) {
+  if (null_fd < 0 || shim_log < 0) {
     return absl::ErrnoToStatus(
-        errno, absl::StrCat(prefix, "opening the log files in ", log_dir));
+        errno, absl::StrCat(prefix, "opening ", private_dir, "/shim.log"));
   }
+  ShimOutput output;
+  output.log_dir = log_dir;
+  output.max_file_bytes = spec->log_max_bytes;
+  output.max_files = spec->log_max_files;
   std::string proxy_socket;
   {
     absl::MutexLock lock(&mu_);
     proxy_socket = proxy_socket_;
   }
-  absl::StatusOr<Shim> shim = StartShim(options_.shim_path, proxy_socket,
-                                        task->token, null_fd, out_fd, err_fd);
+  absl::StatusOr<Shim> shim =
+      StartShim(options_.shim_path, proxy_socket, task->token, null_fd,
+                shim_log, shim_log, output);
   if (!shim.ok()) {
     return absl::Status(shim.status().code(),
                         absl::StrCat(prefix, shim.status().message()));
