@@ -7,33 +7,41 @@ berth's C++ plugin SDK: one file that
   * does the plugin launch handshake itself (see plugins/sdk/handshake.h),
   * serves berth.plugin.v1.PluginService, berth.driver.v1.DriverService and
     grpc.health.v1.Health on a Unix socket with Debian's python3-grpcio,
-  * runs each task as an ordinary, unisolated host process in its own session,
-    through a small monitor process that outlives the driver and records the
-    task's real exit status in the task's directory, so that a restarted
-    driver can recover the task and still learn how it ended.
+  * runs each task as an ordinary, unisolated host process in its own session
+    (optionally in a network namespace the node made), through a small
+    monitor process that outlives the driver, writes the task's output to
+    rotated files in the task directory and records the task's real exit
+    status, so that a restarted driver can recover the task and still learn
+    how it ended.
 
 Only the standard library, grpcio and protobuf are used, plus the stubs
 generated from berth's .proto files (api/gen/python in the berth repository).
-Run it under /usr/bin/python3. See README.md beside this file.
+Run it under /usr/bin/python3. See README.md beside this file, and the driver
+contract berth-node relies on (plugins/conformance/CONVENTIONS.md).
 
 The same file has two helper modes, started by the driver itself and never
 by a human (they do not import grpc):
 
-  --monitor TASK_DIR   the per-task monitor: starts the task, reports its pid,
-                       waits for it and writes TASK_DIR/exit.json atomically;
-  --tty-exec -- CMD..  makes its stdin (a pty) the controlling terminal of
-                       its session, then execs CMD (ExecTaskStreaming, tty).
+  --monitor STATE_DIR  the per-task monitor: starts the task described by
+                       STATE_DIR/spec.json, reports its pid, pumps its stdout
+                       and stderr into TASK_DIR/logs/{stdout,stderr}.log
+                       (rotated), waits for it and writes STATE_DIR/exit.json
+                       atomically;
+  --exec [--tty] [--netns PATH] [--creds UID:GID:G1,G2] -- CMD..
+                       joins the network namespace PATH, takes the user's
+                       credentials, makes its stdin (a pty) the controlling
+                       terminal of its session with --tty, then execs CMD
+                       (ExecTask and ExecTaskStreaming).
 """
 
 import errno
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 PLUGIN_NAME = "python"
 
 # The launch handshake (plugins/sdk/handshake.h).
@@ -48,11 +56,27 @@ HEALTH_SERVICE_NAME = "plugin"
 SOCKET_NAME = PLUGIN_NAME + ".sock"
 MAX_SOCKET_PATH_LENGTH = 107  # sockaddr_un.sun_path minus the NUL
 
-# Encoding version of TaskHandle.driver_state (JSON, see _driver_state()).
-HANDLE_VERSION = 1
+# Encoding version of TaskHandle.driver_state (JSON, see driver_state()).
+# Version 1 (driver 0.1) kept the output in the driver's own directory;
+# RecoverTask still reads it.
+HANDLE_VERSION = 2
 EXIT_FILE = "exit.json"
 SPEC_FILE = "spec.json"
+MONITOR_LOG = "monitor.log"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# The task's output (the driver contract, point 2): TASK_DIR/logs/NAME.log,
+# rotated at max_file_bytes into NAME.log.1 .. NAME.log.<max_files>.
+LOG_DIR = "logs"
+DEFAULT_LOG_MAX_FILE_BYTES = 10 * 1024 * 1024
+DEFAULT_LOG_MAX_FILES = 4
+# After the task's main process exited, the monitor reads what is left in
+# the output pipes until end-of-file, but no longer than this (a process the
+# task left behind may hold them open), then writes the exit record.
+OUTPUT_DRAIN_SECONDS = 1.0
+
+CLONE_NEWNET = 0x40000000
+NS_GET_NSTYPE = 0xb703  # ioctl on a namespace file: its CLONE_NEW* type
 
 SCRIPT = os.path.abspath(__file__)
 
@@ -114,6 +138,38 @@ def write_file_atomically(path, data, mode=0o600):
         os.close(dfd)
 
 
+def libc():
+    """The C library through ctypes (prctl, setns), loaded on first use."""
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+_libc = None
+
+
+def join_netns(path):
+    """Moves the calling (single-threaded) process into the network
+    namespace at PATH. Raises OSError."""
+    import ctypes
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc().setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+    finally:
+        os.close(fd)
+
+
+def set_credentials(uid, gid, groups):
+    """setgroups, setgid, setuid, in that order (as root)."""
+    os.setgroups(groups)
+    os.setgid(gid)
+    os.setuid(uid)
+
+
 # ---------------------------------------------------------------------------
 # Helper mode --monitor: one per task, in its own session, outlives the driver.
 
@@ -122,22 +178,166 @@ FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM,
                      signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def monitor_main(task_dir):
-    """Starts the task described by TASK_DIR/spec.json and records its end.
+class RotatingLog:
+    """NAME.log in a directory, rotated as the driver contract says.
+
+    A file never grows past max_bytes (a write is split at the boundary);
+    when NAME.log is full, NAME.log.(i) becomes NAME.log.(i+1) for
+    i = max_files-1 .. 1 (NAME.log.<max_files> is dropped), NAME.log becomes
+    NAME.log.1 and a new NAME.log starts; max_files 0 keeps no rotated file
+    (NAME.log starts over). Reading NAME.log.N ... NAME.log.1, NAME.log gives
+    the kept output in order. The same rules as berth-task-init's
+    (services/driver/exec/init/rotating_log.cc).
+
+    Every name is resolved against a descriptor of the directory opened once
+    (and files are opened with O_NOFOLLOW), so a task that owns its task
+    directory cannot redirect the monitor's writes by swapping logs/ or a
+    file for a symbolic link.
+    """
+
+    def __init__(self, dir_fd, name, max_bytes, max_files):
+        self.dir_fd = dir_fd
+        self.name = name
+        self.max_bytes = max(1, int(max_bytes))
+        self.max_files = max(0, int(max_files))
+        self.fd = None
+        self.size = 0
+
+    def path(self, index=0):
+        return self.name + ".log" + (".%d" % index if index else "")
+
+    def open(self, truncate=False):
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC |
+                 os.O_NOFOLLOW | (os.O_TRUNC if truncate else 0))
+        self.fd = os.open(self.path(), flags, 0o640, dir_fd=self.dir_fd)
+        self.size = 0 if truncate else os.fstat(self.fd).st_size
+
+    def _rotate(self):
+        os.close(self.fd)
+        self.fd = None
+        for i in range(self.max_files, 0, -1):
+            try:
+                os.rename(self.path(i - 1), self.path(i),
+                          src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            except FileNotFoundError:
+                pass
+        self.open(truncate=True)
+
+    def write(self, data):
+        """Writes all of data, rotating as needed. Raises OSError."""
+        view = memoryview(data)
+        while view:
+            if self.fd is None:
+                self.open()
+            if self.size >= self.max_bytes:
+                self._rotate()
+            n = os.write(self.fd, view[:self.max_bytes - self.size])
+            view = view[n:]
+            self.size += n
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class StartError(Exception):
+    """The monitor could not start the task; field names what was wrong."""
+
+    def __init__(self, field, err):
+        super().__init__("%s: %s" % (field, err))
+        self.field = field
+        self.errno = getattr(err, "errno", None) or 0
+        self.message = getattr(err, "strerror", None) or str(err)
+        if getattr(err, "filename", None):
+            self.message = "%s: %s" % (err.filename, self.message)
+
+
+def spawn_task(spec, stdout_fd, stderr_fd, nofile):
+    """Forks and execs the task in a session of its own, with stdin on
+    /dev/null and stdout, stderr on the given descriptors. Returns its pid,
+    or raises StartError naming the field at fault (the monitor is single
+    threaded, so a plain fork is safe here)."""
+    err_r, err_w = os.pipe()  # both close on exec (PEP 446)
+    pid = os.fork()
+    if pid == 0:
+        stage = "task_dir"
+        try:
+            os.close(err_r)
+            os.setsid()
+            for sig in FORWARDED_SIGNALS + (signal.SIGCHLD, signal.SIGPIPE,
+                                             signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(stdout_fd, 1)
+            os.dup2(stderr_fd, 2)
+            os.closerange(3, err_w)  # nothing but 0, 1, 2 is passed on
+            os.closerange(err_w + 1, os.sysconf("SC_OPEN_MAX"))
+            if nofile is not None:  # the limit the driver was started with
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, tuple(nofile))
+            stage = spec.get("cwd_field") or "task_dir"
+            os.chdir(spec["cwd"])
+            if spec.get("uid") is not None:
+                stage = "user"
+                set_credentials(spec["uid"], spec["gid"], spec.get("groups", []))
+            stage = "driver_config.command"
+            os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+        except BaseException as e:  # noqa: B036 - the child must never return
+            try:
+                os.write(err_w, json.dumps({
+                    "field": stage, "errno": getattr(e, "errno", 0) or 0,
+                    "error": getattr(e, "strerror", None) or repr(e),
+                }).encode())
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    data = b""
+    while True:
+        chunk = os.read(err_r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(err_r)
+    if data:
+        os.waitpid(pid, 0)
+        failure = json.loads(data)
+        raise StartError(failure["field"],
+                         OSError(failure["errno"], failure["error"]))
+    return pid
+
+
+def monitor_main(state_dir):
+    """Starts the task described by STATE_DIR/spec.json and records its end.
 
     Protocol with the driver: stdout is a pipe to the driver; the monitor
     writes one JSON line, {"pid": N, "start": TICKS} once the task runs or
-    {"error": "...", "errno": N} if it could not be started, then lets go of
-    the pipe. When the task ends it writes TASK_DIR/exit.json (atomically)
-    with the exit code, the signal and the task's rusage, and exits 0.
-    Signals the monitor gets (TERM, INT, HUP, QUIT, USR1, USR2) are passed on
-    to the task, so that the monitor stands for the task.
+    {"error": "...", "errno": N, "field": "..."} if it could not be started
+    (field names the part of the task's configuration at fault), then lets go
+    of the pipe. The task's stdout and stderr are pipes the monitor copies
+    into rotated files (spec["logs"]). When the task's main process ends, the
+    monitor reads what is left in the pipes (until end-of-file, at most
+    OUTPUT_DRAIN_SECONDS), writes STATE_DIR/exit.json (atomically) with the
+    exit code, the signal and the task's rusage, and exits 0. Signals the
+    monitor gets (TERM, INT, HUP, QUIT, USR1, USR2) are passed on to the
+    task, so that the monitor stands for the task. The monitor's own
+    messages go to its stderr (STATE_DIR/monitor.log).
     """
-    # Ignored signals are inherited across exec: make sure the task gets the
-    # default dispositions whatever the driver was started with. (Forwarding
-    # handlers are installed once the task runs; handlers reset on exec.)
+    import select
+    task = {"pid": None, "pidfd": None, "pending": []}
+
+    def forward(signum, _frame):
+        if task["pidfd"] is None:
+            task["pending"].append(signum)  # sent once the task runs
+            return
+        try:
+            signal.pidfd_send_signal(task["pidfd"], signum)
+        except OSError:
+            pass
+
     for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
+        signal.signal(sig, forward)
 
     def report(obj):
         try:
@@ -148,69 +348,126 @@ def monitor_main(task_dir):
         os.dup2(devnull, 1)
         os.close(devnull)
 
+    def say(message):
+        sys.stderr.write("monitor %d: %s\n" % (os.getpid(), message))
+        sys.stderr.flush()
+
     # Become a child subreaper: what the task leaves behind when it forks
     # and exits stays below the monitor (and is reaped by it), not init.
     try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
 
+    logs = {}
     try:
-        with open(os.path.join(task_dir, SPEC_FILE)) as f:
-            spec = json.load(f)
-        stdout = open(os.path.join(task_dir, "stdout.log"), "ab")
-        stderr = open(os.path.join(task_dir, "stderr.log"), "ab")
-        creds = {}
-        if spec.get("uid") is not None:
-            creds = dict(user=spec["uid"], group=spec["gid"],
-                         extra_groups=spec.get("groups", []))
-        proc = subprocess.Popen(
-            spec["argv"], env=spec["env"], cwd=spec["cwd"],
-            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-            start_new_session=True, close_fds=True, **creds)
-    except OSError as e:
-        report({"error": e.strerror or str(e), "errno": e.errno or 0})
+        try:
+            with open(os.path.join(state_dir, SPEC_FILE)) as f:
+                spec = json.load(f)
+        except (OSError, ValueError) as e:
+            raise StartError("spec", e) from None
+        try:
+            log_dir = spec["logs"]["dir"]
+            dir_fd = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY |
+                             os.O_NOFOLLOW | os.O_CLOEXEC)
+            for name in ("stdout", "stderr"):
+                logs[name] = RotatingLog(dir_fd, name,
+                                         spec["logs"]["max_file_bytes"],
+                                         spec["logs"]["max_files"])
+                logs[name].open()
+        except OSError as e:
+            raise StartError("task_dir", e) from None
+        if spec.get("netns"):
+            try:
+                join_netns(spec["netns"])
+            except OSError as e:
+                raise StartError("network.namespace_path", e) from None
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = spawn_task(spec, out_w, err_w, spec.get("rlimit_nofile"))
+        os.close(out_w)
+        os.close(err_w)
+    except StartError as e:
+        report({"error": e.message, "errno": e.errno, "field": e.field})
         return 1
     except Exception as e:  # a broken spec: say so rather than hang
-        report({"error": repr(e), "errno": 0})
+        report({"error": repr(e), "errno": 0, "field": "spec"})
         return 1
-    stdout.close()
-    stderr.close()
 
-    pidfd = None
+    # Wake the loop below when a child ends (SIGCHLD), without polling.
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     try:
-        pidfd = os.pidfd_open(proc.pid)
+        task["pidfd"] = os.pidfd_open(pid)
     except OSError:
         pass
+    for signum in task["pending"]:
+        forward(signum, None)
+    report({"pid": pid, "start": proc_start_time(pid)})
+    say("task pid %d started: %s" % (pid, spec["argv"]))
 
-    def forward(signum, _frame):
-        if pidfd is not None:
-            try:
-                signal.pidfd_send_signal(pidfd, signum)
-            except OSError:
-                pass
-
-    for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, forward)
-    report({"pid": proc.pid, "start": proc_start_time(proc.pid)})
-    print("monitor %d: task pid %d started: %s" % (os.getpid(), proc.pid,
-                                                   spec["argv"]),
-          file=sys.stderr, flush=True)
-
-    # Reap orphans of the task's tree as they come, until the task itself
-    # ends (PEP 475: wait4 is retried after a forwarded signal).
+    poller = select.poll()
+    pipes = {out_r: logs["stdout"], err_r: logs["stderr"]}
+    for fd in pipes:
+        poller.register(fd, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    status = rusage = None
+    drain_until = None
+    failed = set()
     while True:
-        try:
-            pid, status, rusage = os.wait4(-1, 0)
-        except ChildProcessError:  # cannot happen while the task lives
-            status, rusage = None, None
+        # Reap whatever ended: the task, or orphans of its tree.
+        while status is None:
+            try:
+                child, child_status, child_rusage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:  # cannot happen while the task lives
+                say("task pid %d: its exit status was lost" % pid)
+                status = -1
+                break
+            if child == 0:
+                break
+            if child == pid:
+                status, rusage = child_status, child_rusage
+                drain_until = time.monotonic() + OUTPUT_DRAIN_SECONDS
+        if status is not None and not pipes:
             break
-        if pid == proc.pid:
-            break
-    proc.returncode = -1  # so that Popen never tries to reap it again
-    if status is None:
+        timeout = None
+        if drain_until is not None:
+            timeout = drain_until - time.monotonic()
+            if timeout <= 0:
+                say("output still open %.1fs after the task ended (a "
+                    "process it left behind holds it): stopped reading" %
+                    OUTPUT_DRAIN_SECONDS)
+                break
+            timeout = int(timeout * 1000) + 1
+        for fd, _ in poller.poll(timeout):
+            if fd == wake_r:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            data = os.read(fd, 65536)
+            if not data:
+                poller.unregister(fd)
+                os.close(fd)
+                del pipes[fd]
+                continue
+            sink = pipes[fd]
+            try:
+                sink.write(data)
+            except OSError as e:  # keep reading: never block the task
+                if sink.name not in failed:
+                    failed.add(sink.name)
+                    say("cannot write %s.log: %s (its output is lost from "
+                        "here on)" % (sink.name, e))
+    for fd in pipes:
+        os.close(fd)
+    for sink in logs.values():
+        sink.close()
+
+    if status == -1:
         exit_code, signum = -1, 0
     elif os.WIFSIGNALED(status):
         exit_code, signum = 0, os.WTERMSIG(status)
@@ -219,58 +476,88 @@ def monitor_main(task_dir):
     record = {
         "exit_code": exit_code,
         "signal": signum,
-        "core_dumped": bool(status and os.WCOREDUMP(status)),
+        "core_dumped": status != -1 and bool(os.WCOREDUMP(status)),
         "exited_at": time.time(),
     }
     if rusage is not None:
         record.update(utime=rusage.ru_utime, stime=rusage.ru_stime,
                       maxrss_kb=rusage.ru_maxrss)
     try:
-        write_file_atomically(os.path.join(task_dir, EXIT_FILE),
+        write_file_atomically(os.path.join(state_dir, EXIT_FILE),
                               json.dumps(record).encode(), 0o644)
     except OSError as e:
-        print("monitor %d: cannot write %s: %s" % (os.getpid(), EXIT_FILE, e),
-              file=sys.stderr, flush=True)
+        say("cannot write %s: %s" % (EXIT_FILE, e))
         return 1
-    print("monitor %d: task pid %d ended: exit_code=%d signal=%d" %
-          (os.getpid(), proc.pid, exit_code, signum), file=sys.stderr,
-          flush=True)
+    say("task pid %d ended: exit_code=%d signal=%d" % (pid, exit_code,
+                                                        signum))
     return 0
 
 
 # ---------------------------------------------------------------------------
-# Helper mode --tty-exec: a session leader that takes its stdin as its
-# controlling terminal and execs the command.
+# Helper mode --exec: a command run into a task (ExecTask, ExecTaskStreaming)
+# that must join the task's network namespace, or take a pty as its
+# controlling terminal, before it runs.
 
 
-def tty_exec_main(argv):
-    import fcntl
-    import termios
+def exec_main(argv):
+    """--exec [--tty] [--netns PATH] [--creds UID:GID:G1,G2] -- CMD ARG..."""
+    tty, netns, creds = False, None, None
+    while argv and argv[0] != "--":
+        if argv[0] == "--tty":
+            tty, argv = True, argv[1:]
+        elif argv[0] == "--netns" and len(argv) > 1:
+            netns, argv = argv[1], argv[2:]
+        elif argv[0] == "--creds" and len(argv) > 1:
+            uid, gid, groups = argv[1].split(":")
+            creds = (int(uid), int(gid),
+                     [int(g) for g in groups.split(",") if g])
+            argv = argv[2:]
+        else:
+            break
+    if not argv or argv[0] != "--" or len(argv) < 2:
+        os.write(2, b"usage: --exec [--tty] [--netns PATH] [--creds U:G:GS] "
+                    b"-- CMD...\n")
+        return 2
+    command = argv[1:]
+    nl = b"\r\n" if tty else b"\n"
     try:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if netns:
+            join_netns(netns)
+        if creds:
+            set_credentials(*creds)
     except OSError as e:
-        os.write(2, ("cannot make the pty the controlling terminal: %s\r\n" %
-                     e).encode())
+        os.write(2, ("cannot enter the task: %s" % e).encode() + nl)
         return 126
+    if tty:
+        import fcntl
+        import termios
+        try:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        except OSError as e:
+            os.write(2, ("cannot make the pty the controlling terminal: %s" %
+                         e).encode() + nl)
+            return 126
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     try:
-        os.execvp(argv[0], argv)
+        os.execvp(command[0], command)
     except OSError as e:
-        os.write(2, ("%s: %s\r\n" % (argv[0], e.strerror)).encode())
+        os.write(2, ("%s: %s" % (command[0], e.strerror)).encode() + nl)
         return 127 if e.errno == errno.ENOENT else 126
 
 
 if __name__ == "__main__" and len(sys.argv) > 1:
     if sys.argv[1] == "--monitor" and len(sys.argv) == 3:
         sys.exit(monitor_main(sys.argv[2]))
-    if sys.argv[1] == "--tty-exec" and len(sys.argv) > 3 and \
-            sys.argv[2] == "--":
-        sys.exit(tty_exec_main(sys.argv[3:]))
+    if sys.argv[1] == "--exec":
+        sys.exit(exec_main(sys.argv[2:]))
 
 
 # ---------------------------------------------------------------------------
 # The driver proper. grpc and the stubs are imported by load_api(), once the
 # command line and the handshake environment have been checked.
 
+import contextlib  # noqa: E402
 import logging  # noqa: E402
 import platform  # noqa: E402
 import queue  # noqa: E402
@@ -278,11 +565,22 @@ import select  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
 import stat  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 from concurrent import futures  # noqa: E402
 
 log = logging.getLogger("berth-python-driver")
+
+# How many calls the driver serves at once (one thread each). berth-node
+# holds a WaitTask open per running task for the life of the task, plus
+# TaskEvents, Fingerprint, TaskStats and exec streams, and health-checks
+# with a 2 s deadline: the pool must be larger than (running tasks + 16).
+# The threads are made as calls come, so a large bound costs nothing
+# until it is used; a call beyond it is refused at once with
+# RESOURCE_EXHAUSTED (gRPC's maximum_concurrent_rpcs), never queued.
+MAX_CALLS_ENV = "BERTH_PYTHON_DRIVER_MAX_CALLS"
+MAX_CALLS = 4096
 
 grpc = None
 json_format = None
@@ -335,6 +633,8 @@ def load_api():
     driver_pb2, driver_pb2_grpc = _driver_pb2, _driver_pb2_grpc
     stats_pb2 = _stats_pb2
     health_pb2, health_pb2_grpc = _health_pb2, _health_pb2_grpc
+    for value in driver_pb2.NetworkIsolationMode.values():
+        MODE_NAME[value] = driver_pb2.NetworkIsolationMode.Name(value)
 
 
 class RpcError(Exception):
@@ -487,15 +787,27 @@ def open_pidfd(pid, start_time):
 
 
 class Task:
-    """One task: its configuration, its processes and how it ended."""
+    """One task: its configuration, its processes and how it ended.
 
-    def __init__(self, config, task_dir, cwd, env, creds):
+    Two directories: `task_dir` is the task's own (TaskConfig.task_dir, or
+    one the driver makes when the node gives none) with the task's output
+    in logs/; `state_dir` is the driver's private directory for the task
+    (spec.json, exit.json, monitor.log), under the driver's state directory.
+    `made` lists what the driver made in the task directory, which
+    DestroyTask removes again.
+    """
+
+    def __init__(self, config, state_dir, task_dir, cwd, env, creds):
         self.config = config  # driver_pb2.TaskConfig
         self.id = config.id
-        self.dir = task_dir
+        self.state_dir = state_dir
+        self.task_dir = task_dir
         self.cwd = cwd
         self.env = env
-        self.creds = creds  # {} or {"uid", "gid", "groups"}
+        self.creds = creds  # {} or {"uid", "gid", "groups", ...}
+        self.netns = None  # the namespace path of a GROUP task
+        self.made = []  # paths the driver made (removed by DestroyTask)
+        self.log_dir = os.path.join(task_dir, LOG_DIR)
         self.pid = None
         self.pid_start = None
         self.pidfd = None
@@ -504,37 +816,47 @@ class Task:
         self.monitor_pidfd = None
         self.monitor_proc = None  # a Popen when this driver started it
         self.started_at = time.time()
+        self.boot_id = boot_id()
         self.result = None  # the exit record (dict) once it ended
         self.recovered = False
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.wakers = set()  # Events set when the task ends or is destroyed
         self.destroyed = threading.Event()
 
     def running(self):
         return self.result is None
 
     def set_result(self, result):
-        with self.cond:
+        with self.lock:
             if self.result is None:
                 self.result = result
-            self.cond.notify_all()
+        self.wake()
 
     def wake(self):
-        with self.cond:
-            self.cond.notify_all()
+        """Wakes every call waiting on this task (see Plugin.waker)."""
+        with self.lock:
+            wakers = list(self.wakers)
+        for w in wakers:
+            w.set()
 
-    def wait_exit(self, timeout, cancelled=lambda: False):
-        """Waits up to timeout (None: forever) for the task to end."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self.cond:
+    def wait_exit(self, timeout):
+        """Waits up to timeout seconds for the task to end; whether it did.
+        Woken by the exit itself, never by polling."""
+        deadline = time.monotonic() + timeout
+        w = threading.Event()
+        with self.lock:
+            self.wakers.add(w)
+        try:
             while self.result is None and not self.destroyed.is_set():
-                if cancelled():
-                    return False
-                left = 1.0 if deadline is None else min(
-                    1.0, deadline - time.monotonic())
+                left = deadline - time.monotonic()
                 if left <= 0:
-                    return False
-                self.cond.wait(left)
-            return self.result is not None
+                    break
+                w.wait(left)
+                w.clear()
+        finally:
+            with self.lock:
+                self.wakers.discard(w)
+        return self.result is not None
 
     def exit_result(self):
         r = self.result
@@ -546,15 +868,18 @@ class Task:
         """TaskHandle.driver_state: what RecoverTask needs, as JSON."""
         return json.dumps({
             "task_id": self.id,
-            "task_dir": self.dir,
+            "state_dir": self.state_dir,
+            "task_dir": self.task_dir,
+            "made": self.made,
             "cwd": self.cwd,
+            "netns": self.netns,
             "creds": self.creds,
             "pid": self.pid,
             "pid_start": self.pid_start,
             "monitor_pid": self.monitor_pid,
             "monitor_start": self.monitor_start,
             "started_at": self.started_at,
-            "boot_id": boot_id(),
+            "boot_id": self.boot_id,
         }, sort_keys=True).encode()
 
     def status(self):
@@ -572,10 +897,13 @@ class Task:
             attrs["pgid"] = str(self.pid)
         if self.monitor_pid:
             attrs["monitor_pid"] = str(self.monitor_pid)
-        attrs["task_dir"] = self.dir
+        attrs["task_dir"] = self.task_dir
+        attrs["state_dir"] = self.state_dir
         attrs["cwd"] = self.cwd
-        attrs["stdout"] = os.path.join(self.dir, "stdout.log")
-        attrs["stderr"] = os.path.join(self.dir, "stderr.log")
+        attrs["stdout"] = os.path.join(self.log_dir, "stdout.log")
+        attrs["stderr"] = os.path.join(self.log_dir, "stderr.log")
+        if self.netns:
+            attrs["netns"] = self.netns
         attrs["recovered"] = "true" if self.recovered else "false"
         return st
 
@@ -586,7 +914,7 @@ class Task:
         try:
             signal.pidfd_send_signal(self.pidfd, signum)
             return True
-        except ProcessLookupError:
+        except (ProcessLookupError, OSError):
             return False
 
     def kill_group(self, signum=signal.SIGKILL):
@@ -599,54 +927,166 @@ class Task:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def close_fds(self):
+    def kill_leftovers(self):
+        """Kills what the task left in its process group after its main
+        process ended (a background child, say). The group's id is the main
+        process's pid, and the kernel hands out no pid still in use as a
+        process group id: so unless that pid now belongs to another process
+        (then the group is empty anyway), the group holds the task's
+        leftovers only."""
+        if self.pid is None or self.boot_id != boot_id():
+            return  # after a reboot no pid is the task's
+        now = proc_start_time(self.pid)
+        if now is not None and now != self.pid_start:
+            return  # the pid was reused: the task's group is gone
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close_fds(self, watcher=None):
         for name in ("pidfd", "monitor_pidfd"):
             fd = getattr(self, name)
             if fd is not None:
                 setattr(self, name, None)
+                if watcher is not None:
+                    watcher.forget(fd)
                 try:
                     os.close(fd)
                 except OSError:
                     pass
 
+    def remove_files(self):
+        """Removes what the driver made for the task: its private directory,
+        logs/ and what StartTask made in the task directory (the whole task
+        directory when it was made here)."""
+        for path in [os.path.join(self.task_dir, LOG_DIR)] + \
+                list(reversed(self.made)) + [self.state_dir]:
+            shutil.rmtree(path, ignore_errors=True)
+
 
 class EventHub:
-    """Fans TaskEvents out to every subscriber (bounded, drops the oldest)."""
+    """Fans TaskEvents out to every subscriber (bounded, drops the oldest).
+
+    A subscriber's queue ends with None: when its call ends (close) or the
+    driver shuts down (close_all), so that its reader blocks without a
+    timeout."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._subscribers = set()
+        self._closed = False
 
     def subscribe(self):
         q = queue.Queue(maxsize=1000)
         with self._lock:
-            self._subscribers.add(q)
+            if self._closed:
+                self._put(q, None)
+            else:
+                self._subscribers.add(q)
         return q
 
-    def unsubscribe(self, q):
+    def close(self, q):
         with self._lock:
+            if q not in self._subscribers:
+                return
             self._subscribers.discard(q)
+        self._put(q, None)
+
+    def close_all(self):
+        with self._lock:
+            self._closed = True
+            subscribers, self._subscribers = self._subscribers, set()
+        for q in subscribers:
+            self._put(q, None)
 
     def publish(self, event):
         with self._lock:
             subscribers = list(self._subscribers)
         for q in subscribers:
-            while True:
+            self._put(q, event)
+
+    @staticmethod
+    def _put(q, item):
+        while True:
+            try:
+                q.put_nowait(item)
+                return
+            except queue.Full:
                 try:
-                    q.put_nowait(event)
-                    break
-                except queue.Full:
-                    try:
-                        q.get_nowait()
-                    except queue.Empty:
-                        pass
+                    q.get_nowait()
+                except queue.Empty:
+                    pass
+
+
+class ExitWatcher:
+    """One thread that learns when any task (or its monitor) ends.
+
+    Every watched process is a pidfd in one epoll set; the thread blocks in
+    epoll_wait with no timeout and runs the pidfd's callback when it becomes
+    readable (the process ended). Callbacks run on this thread, one at a
+    time, and must not block. watch() and forget() may be called from any
+    thread.
+    """
+
+    def __init__(self):
+        self._epoll = select.epoll()
+        self._lock = threading.Lock()
+        self._callbacks = {}  # fd -> callable
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="exit-watcher")
+        self._thread.start()
+
+    def watch(self, fd, callback):
+        with self._lock:
+            self._callbacks[fd] = callback
+            self._epoll.register(fd, select.EPOLLIN)
+
+    def forget(self, fd):
+        with self._lock:
+            if self._callbacks.pop(fd, None) is not None:
+                try:
+                    self._epoll.unregister(fd)
+                except OSError:
+                    pass
+
+    def watched(self):
+        with self._lock:
+            return len(self._callbacks)
+
+    def _run(self):
+        while True:
+            try:
+                events = self._epoll.poll()
+            except OSError as e:
+                log.error("the exit watcher failed: %s", e)
+                return
+            for fd, _ in events:
+                with self._lock:
+                    callback = self._callbacks.get(fd)
+                    if callback is None:
+                        continue  # forgotten meanwhile
+                    # The number may have been reused by a newer pidfd
+                    # since the event: act only if that one ended too.
+                    if not wait_fd_readable(fd, 0):
+                        continue
+                    del self._callbacks[fd]
+                    self._epoll.unregister(fd)
+                try:
+                    callback()
+                except Exception:
+                    log.exception("exit watcher: a callback failed")
 
 
 class ProcfsSampler:
     """CPU and memory of a task's processes from /proc, between samples.
 
-    The task's processes are those in its session (the task is a session
-    leader: its pid is the session id), so the children of a shell count.
+    The task's processes are its monitor's descendants (the monitor is a
+    child subreaper, so orphans of the task's tree stay below it), found
+    through /proc/PID/task/TID/children without reading all of /proc; when
+    the monitor is gone (or the kernel lacks that file), those in the task's
+    session (the task is a session leader: its pid is the session id).
+    Either way the children of a shell count.
     """
 
     def __init__(self, task, mhz):
@@ -654,20 +1094,46 @@ class ProcfsSampler:
         self.mhz = mhz
         self.prev = None  # (monotonic time, user ticks, system ticks)
 
-    def _session_processes(self):
-        sid = self.task.pid
-        found = {}
+    @staticmethod
+    def _children(pid):
+        kids = []
         try:
-            entries = os.listdir("/proc")
+            tids = os.listdir("/proc/%d/task" % pid)
         except OSError:
-            return found
-        for entry in entries:
-            if not entry.isdigit():
+            return None
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                    kids.extend(int(k) for k in f.read().split())
+            except OSError:
+                return None
+        return kids
+
+    def _candidates(self):
+        task = self.task
+        if task.monitor_pid and proc_is_live(task.monitor_pid,
+                                             task.monitor_start):
+            found, todo = [], self._children(task.monitor_pid)
+            while todo is not None and todo:
+                pid = todo.pop()
+                found.append(pid)
+                todo.extend(self._children(pid) or [])
+            if todo is not None:
+                return found, None
+        try:
+            entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+        except OSError:
+            entries = []
+        return entries, task.pid
+
+    def _session_processes(self):
+        found = {}
+        pids, sid = self._candidates()
+        for pid in pids:
+            fields = proc_stat_fields(pid)
+            if not fields or fields[0] == b"Z" or \
+                    (sid is not None and int(fields[3]) != sid):
                 continue
-            fields = proc_stat_fields(int(entry))
-            if not fields or int(fields[3]) != sid or fields[0] == b"Z":
-                continue
-            pid = int(entry)
             rss = swap = None
             try:
                 with open("/proc/%d/status" % pid) as f:
@@ -773,11 +1239,16 @@ class Plugin:
         self.tasks = {}  # id -> Task
         self.starting = set()  # ids whose StartTask/RecoverTask is running
         self.events = EventHub()
+        self.watcher = ExitWatcher()
+        self.wakers = set()  # Events of waiting calls, set at shutdown
         self.shutting_down = threading.Event()
         self.server = None
         self.mhz = cpu_core_mhz()
+        self.can_join_netns = has_cap_sys_admin()
+        self.rlimit_nofile = None  # the limit the driver was started with
         self.calls_in_flight = 0
         self.stopped_at = None  # when server.stop() was called
+        self.exit_by = None  # monotonic time main() must have exited by
 
     # -- calls in flight, for Shutdown --------------------------------------
 
@@ -808,6 +1279,32 @@ class Plugin:
     def idle(self):
         with self.lock:
             return self.calls_in_flight == 0
+
+    # -- waiting without polling -------------------------------------------
+
+    @contextlib.contextmanager
+    def waker(self, context=None, task=None):
+        """An Event for a call that waits: set when the call ends (cancelled
+        or past its deadline), when the driver shuts down and, with a task,
+        when the task ends or is destroyed. The waiter checks what it waits
+        for after registering (here) and after every wake-up, then waits on
+        the Event with no timeout of its own: nothing polls."""
+        w = threading.Event()
+        with self.lock:
+            self.wakers.add(w)
+        if task is not None:
+            with task.lock:
+                task.wakers.add(w)
+        if context is not None and not context.add_callback(w.set):
+            w.set()  # the call has already ended
+        try:
+            yield w
+        finally:
+            with self.lock:
+                self.wakers.discard(w)
+            if task is not None:
+                with task.lock:
+                    task.wakers.discard(w)
 
     # -- lookups ----------------------------------------------------------
 
@@ -843,38 +1340,43 @@ class Plugin:
     # -- watching a task end ----------------------------------------------
 
     def watch(self, task):
-        threading.Thread(target=self._watch, args=(task,), daemon=True,
-                         name="watch-" + task.id).start()
+        """Learns when the task ends, on the one watcher thread: from its
+        monitor's pidfd (then exit.json says how), or from the task's own
+        pidfd when the monitor is gone."""
+        if task.monitor_pidfd is not None:
+            self.watcher.watch(task.monitor_pidfd,
+                               lambda: self._monitor_ended(task))
+        elif task.pidfd is not None:
+            self.watcher.watch(task.pidfd, lambda: self._task_ended(task))
+        else:
+            self._task_ended(task)
 
-    def _watch(self, task):
-        """Waits for the monitor (or, failing that, the task) to end."""
-        try:
-            result = None
-            if task.monitor_pidfd is not None:
-                wait_fd_readable(task.monitor_pidfd)
-                if task.monitor_proc is not None:
-                    task.monitor_proc.wait()  # reap our own child
-                result = self._read_exit_file(task)
-                if result is None and task.pidfd is not None:
-                    log.warning("task %s: its monitor (pid %d) died before "
-                                "the task; waiting for the task's process %d "
-                                "itself, its exit status will be unknown",
-                                task.id, task.monitor_pid, task.pid)
-                    wait_fd_readable(task.pidfd)
-                    result = self._read_exit_file(task)
-            elif task.pidfd is not None:
-                wait_fd_readable(task.pidfd)
-                result = self._read_exit_file(task)
-            if result is None:
-                result = {"exit_code": -1, "signal": 0,
-                          "exited_at": time.time(), "lost": True}
-                log.warning("task %s: exit status lost (the monitor ended "
-                            "without writing %s); reporting exit_code -1",
-                            task.id, os.path.join(task.dir, EXIT_FILE))
-            task.set_result(result)
-            self._log_exit(task, result)
-        except Exception:
-            log.exception("task %s: watching it failed", task.id)
+    def _monitor_ended(self, task):
+        if task.monitor_proc is not None:
+            task.monitor_proc.wait()  # reap our own child (it has ended)
+        result = self.read_exit_file(task)
+        if result is None and task.pidfd is not None and \
+                not wait_fd_readable(task.pidfd, 0):
+            log.warning("task %s: its monitor (pid %d) died before the task; "
+                        "waiting for the task's process %d itself, its exit "
+                        "status will be unknown", task.id, task.monitor_pid,
+                        task.pid)
+            self.watcher.watch(task.pidfd, lambda: self._task_ended(task))
+            return
+        self._finish(task, result)
+
+    def _task_ended(self, task):
+        self._finish(task, self.read_exit_file(task))
+
+    def _finish(self, task, result):
+        if result is None:
+            result = {"exit_code": -1, "signal": 0,
+                      "exited_at": time.time(), "lost": True}
+            log.warning("task %s: exit status lost (the monitor ended "
+                        "without writing %s); reporting exit_code -1",
+                        task.id, os.path.join(task.state_dir, EXIT_FILE))
+        task.set_result(result)
+        self._log_exit(task, result)
 
     def _log_exit(self, task, result):
         if result.get("signal"):
@@ -886,9 +1388,10 @@ class Plugin:
                      exit_code=result["exit_code"], signal=result["signal"])
 
     @staticmethod
-    def _read_exit_file(task):
+    def read_exit_file(task):
+        """The exit record the task's monitor wrote, or None."""
         try:
-            with open(os.path.join(task.dir, EXIT_FILE)) as f:
+            with open(os.path.join(task.state_dir, EXIT_FILE)) as f:
                 return json.load(f)
         except (OSError, ValueError):
             return None
@@ -896,27 +1399,46 @@ class Plugin:
     # -- shutdown ---------------------------------------------------------
 
     def begin_shutdown(self, grace, after=None):
-        """Stops serving: calls in flight get `grace` seconds, then are
-        cancelled; main() then exits 0. Tasks keep running. `after` is an
-        Event the Shutdown call sets once its own response went out, so that
-        it is not counted as a call in flight."""
+        """Stops serving: every waiting call and stream is woken and ends
+        with UNAVAILABLE, calls still running get what is left of `grace`,
+        and main() exits 0 before `grace` has passed, whatever is still
+        open. Tasks keep running. `after` is an Event the Shutdown call sets
+        once its own response went out, so that it is not counted as a call
+        in flight."""
         if self.shutting_down.is_set():
             return
+        started = time.monotonic()
+        # Leave main() a moment to exit within the grace period.
+        self.exit_by = started + max(grace - 0.25, min(grace, 0.1))
         self.shutting_down.set()
         log.info("shutting down (grace period %.1fs); tasks keep running",
                  grace)
         with self.lock:
-            tasks = list(self.tasks.values())
-        for task in tasks:
-            task.wake()
+            wakers = list(self.wakers)
+        for w in wakers:
+            w.set()
+        self.events.close_all()
 
         def stop():
             if after is not None:
-                after.wait(grace)
+                after.wait(max(0.0, self.exit_by - time.monotonic()))
             self.stopped_at = time.monotonic()
-            self.server.stop(grace)
+            self.server.stop(max(0.0, self.exit_by - time.monotonic()))
 
         threading.Thread(target=stop, daemon=True, name="shutdown").start()
+
+
+def has_cap_sys_admin():
+    """Whether this process may join network namespaces (setns needs
+    CAP_SYS_ADMIN)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) & (1 << 21))
+    except (OSError, ValueError):
+        pass
+    return os.geteuid() == 0
 
 
 # ---------------------------------------------------------------------------
@@ -945,17 +1467,21 @@ class HealthServicer:
         return health_pb2.HealthCheckResponse(status=status)
 
     def Watch(self, request, context):
-        last = None
-        while context.is_active():
-            status = self._status(request.service)
-            if status is None:
-                status = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
-            if status != last:
-                yield health_pb2.HealthCheckResponse(status=status)
-                last = status
-            if status == health_pb2.HealthCheckResponse.NOT_SERVING:
-                return  # shutting down: nothing will change any more
-            self.plugin.shutting_down.wait(0.5)
+        # The status changes once at most (at shutdown): send it, then wait
+        # for that or for the caller to go away, without polling.
+        with self.plugin.waker(context) as woken:
+            last = None
+            while context.is_active():
+                status = self._status(request.service)
+                if status is None:
+                    status = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+                if status != last:
+                    yield health_pb2.HealthCheckResponse(status=status)
+                    last = status
+                if status == health_pb2.HealthCheckResponse.NOT_SERVING:
+                    return  # shutting down: nothing will change any more
+                woken.wait()
+                woken.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -998,6 +1524,12 @@ class PluginServicer:
                               "name looked up on the task's PATH"),
                 F(name="args", type=plugin_pb2.CONFIG_FIELD_TYPE_STRING_LIST,
                   description="its arguments", default_json="[]"),
+                F(name="work_dir", type=plugin_pb2.CONFIG_FIELD_TYPE_STRING,
+                  description="the task's working directory: a path "
+                              "relative to the task directory (or an "
+                              "absolute one inside it), made if missing; "
+                              "default the task directory itself",
+                  default_json='""'),
             ]))
 
     @rpc_method
@@ -1036,8 +1568,47 @@ class PluginServicer:
 # berth.driver.v1.DriverService
 
 
-TASK_CONFIG_FIELDS = ("command", "args")
+TASK_CONFIG_FIELDS = ("command", "args", "work_dir")
 SHUTTING_DOWN = "the python driver is shutting down"
+MODE_NAME = {}  # NetworkIsolationMode number -> name, filled by load_api()
+
+
+def resolve_work_dir(task_dir, work_dir):
+    """The working directory for driver_config.work_dir: task_dir itself
+    when empty, a path relative to it, or an absolute path inside it.
+    None when it lies outside the task directory (lexically: `..` cannot
+    climb out)."""
+    if not work_dir:
+        return task_dir
+    path = os.path.normpath(os.path.join(task_dir, work_dir))
+    if path == task_dir or path.startswith(task_dir.rstrip("/") + "/"):
+        return path
+    return None
+
+
+def make_dirs(path, mode, uid=None, gid=None):
+    """mkdir -p PATH with MODE (past the umask), each directory made owned
+    by uid:gid when given. Returns the topmost directory it made (to remove
+    again), or None when PATH was there. Raises OSError."""
+    missing = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+            continue
+        os.chmod(d, mode)
+        if uid is not None:
+            os.chown(d, uid, gid)
+    return missing[-1] if missing else None
 
 
 class DriverServicer:
@@ -1047,13 +1618,18 @@ class DriverServicer:
 
     # -- capabilities and fingerprint -------------------------------------
 
+    def _network_modes(self):
+        modes = [driver_pb2.NETWORK_ISOLATION_MODE_HOST]
+        if self.plugin.can_join_netns:
+            modes.append(driver_pb2.NETWORK_ISOLATION_MODE_GROUP)
+        return modes
+
     def GetCapabilities(self, request, context):
         return driver_pb2.GetCapabilitiesResponse(
             capabilities=driver_pb2.DriverCapabilities(
                 send_signals=True, exec=True, exec_streaming=True,
                 exec_tty=True, fs_isolation=driver_pb2.FS_ISOLATION_NONE,
-                network_isolation_modes=[
-                    driver_pb2.NETWORK_ISOLATION_MODE_HOST],
+                network_isolation_modes=self._network_modes(),
                 must_create_network=False, recover=True, stats=True))
 
     def Fingerprint(self, request, context):
@@ -1064,6 +1640,8 @@ class DriverServicer:
             "driver.python.grpcio_version": grpc.__version__,
             "driver.python.protobuf_version": google.protobuf.__version__,
             "driver.version": VERSION,
+            "driver.python.network_modes": ",".join(
+                MODE_NAME.get(m, str(m)) for m in self._network_modes()),
             "kernel.name": platform.system().lower(),
             "kernel.version": platform.release(),
             "cpu.arch": platform.machine(),
@@ -1075,15 +1653,25 @@ class DriverServicer:
             health_description="ready: tasks run as host processes",
             attributes=attrs)
         # Nothing the driver depends on changes: hold the stream open until
-        # the caller cancels it (or the plugin shuts down).
-        while context.is_active() and not self.plugin.shutting_down.is_set():
-            self.plugin.shutting_down.wait(1.0)
+        # the caller cancels it (or the plugin shuts down), without polling.
+        with self.plugin.waker(context) as woken:
+            while context.is_active() and \
+                    not self.plugin.shutting_down.is_set():
+                woken.wait()
+                woken.clear()
         if self.plugin.shutting_down.is_set():
             context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
 
     # -- starting ---------------------------------------------------------
 
     def _check_config(self, cfg):
+        """Checks the task's configuration before anything is made.
+
+        Returns (argv, creds, work_dir, netns): the command line, the
+        credentials ({} for the driver's own), driver_config.work_dir as
+        given ("" for the task directory) and the network namespace path to
+        join (None for the host's network). Raises RpcError naming the
+        field."""
         if not cfg.id:
             raise invalid("task.id is required")
         dc = json_format.MessageToDict(cfg.driver_config)
@@ -1101,15 +1689,74 @@ class DriverServicer:
         if not isinstance(args, list) or \
                 not all(isinstance(a, str) for a in args):
             raise invalid("driver_config.args must be a list of strings")
-        mode = cfg.network.mode
-        if mode not in (driver_pb2.NETWORK_ISOLATION_MODE_UNSPECIFIED,
+        if cfg.task_dir:
+            if not os.path.isabs(cfg.task_dir) or \
+                    os.path.normpath(cfg.task_dir) == "/":
+                raise invalid('task_dir "%s" must be an absolute path below /'
+                              % cfg.task_dir)
+            if os.path.lexists(cfg.task_dir) and \
+                    not os.path.isdir(cfg.task_dir):
+                raise invalid('task_dir "%s" is not a directory' %
+                              cfg.task_dir)
+        work_dir = dc.get("work_dir", "")
+        if not isinstance(work_dir, str):
+            raise invalid("driver_config.work_dir must be a string (a path "
+                          "relative to the task directory)")
+        if work_dir:
+            if cfg.task_dir:
+                root = os.path.normpath(cfg.task_dir)
+            elif os.path.isabs(work_dir):
+                raise invalid('driver_config.work_dir "%s": an absolute '
+                              'work_dir needs TaskConfig.task_dir; give a '
+                              'path relative to the task directory' %
+                              work_dir)
+            else:
+                root = "/task_dir"  # made later: check the relative path
+            if resolve_work_dir(root, work_dir) is None:
+                raise invalid('driver_config.work_dir "%s" is outside the '
+                              'task directory %s' %
+                              (work_dir, cfg.task_dir or "(made by the "
+                               "driver)"))
+        netns = self._check_network(cfg)
+        return [command] + args, self._credentials(cfg), work_dir, netns
+
+    def _check_network(self, cfg):
+        """The namespace path to join, None for the host's network, or
+        INVALID_ARGUMENT naming network.mode or network.namespace_path."""
+        net = cfg.network
+        if net.mode in (driver_pb2.NETWORK_ISOLATION_MODE_UNSPECIFIED,
                         driver_pb2.NETWORK_ISOLATION_MODE_HOST):
+            return None
+        mode = MODE_NAME.get(net.mode, str(net.mode))
+        if net.mode != driver_pb2.NETWORK_ISOLATION_MODE_GROUP:
             raise invalid("network.mode %s: the python driver runs tasks in "
-                          "the host's network only" %
-                          driver_pb2.NetworkIsolationMode.Name(mode))
-        if cfg.task_dir and not os.path.isdir(cfg.task_dir):
-            raise invalid('task_dir "%s" is not a directory' % cfg.task_dir)
-        return [command] + args, self._credentials(cfg)
+                          "the host's network or in a namespace it is given "
+                          "(NETWORK_ISOLATION_MODE_GROUP)" % mode)
+        if not self.plugin.can_join_netns:
+            raise invalid("network.mode %s: the python driver cannot join "
+                          "network namespaces (it lacks CAP_SYS_ADMIN: run "
+                          "it as root); it runs tasks in the host's network "
+                          "only" % mode)
+        path = net.namespace_path
+        if not path:
+            raise invalid("network.namespace_path is required with "
+                          "network.mode %s" % mode)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            raise invalid('network.namespace_path "%s": cannot open it: %s' %
+                          (path, e.strerror)) from None
+        try:
+            import fcntl
+            nstype = fcntl.ioctl(fd, NS_GET_NSTYPE)
+        except OSError:
+            nstype = None
+        finally:
+            os.close(fd)
+        if nstype != CLONE_NEWNET:
+            raise invalid('network.namespace_path "%s" is not a network '
+                          'namespace' % path)
+        return path
 
     @staticmethod
     def _credentials(cfg):
@@ -1160,21 +1807,22 @@ class DriverServicer:
     def StartTask(self, request, context):
         plugin = self.plugin
         cfg = request.task
-        argv, creds = self._check_config(cfg)
+        argv, creds, work_dir, netns = self._check_config(cfg)
         with plugin.lock:
             if cfg.id in plugin.tasks or cfg.id in plugin.starting:
                 raise RpcError(grpc.StatusCode.ALREADY_EXISTS,
                                'task "%s" already exists' % cfg.id)
             plugin.starting.add(cfg.id)
         try:
-            task = self._spawn(cfg, argv, creds)
+            task = self._spawn(cfg, argv, creds, work_dir, netns)
             with plugin.lock:
                 plugin.tasks[cfg.id] = task
         finally:
             with plugin.lock:
                 plugin.starting.discard(cfg.id)
-        log.info("task %s started: pid %d (monitor %d) running %s", task.id,
-                 task.pid, task.monitor_pid, argv)
+        log.info("task %s started: pid %d (monitor %d) running %s in %s%s",
+                 task.id, task.pid, task.monitor_pid, argv, task.cwd,
+                 " (network namespace %s)" % netns if netns else "")
         plugin.publish(task, "task started", state="running", pid=task.pid)
         plugin.watch(task)
         handle = driver_pb2.TaskHandle(version=HANDLE_VERSION, config=cfg,
@@ -1182,47 +1830,92 @@ class DriverServicer:
                                        driver_state=task.driver_state())
         return driver_pb2.StartTaskResponse(handle=handle)
 
-    def _spawn(self, cfg, argv, creds):
-        """Makes the task's directory and starts its monitor, which starts
-        the task. On failure nothing is left behind."""
+    def _monitor_spec(self, cfg, argv, creds, task_dir, cwd, env, netns):
+        """What the task's monitor is told to do (written to spec.json): the
+        command line, environment and working directory, the credentials,
+        where the output goes and how it is rotated (the driver contract,
+        point 2), and the network namespace to join. Every rule the monitor
+        follows comes from here, so a test can break one by overriding this
+        method (plugins/conformance/testing/broken_python_driver.py)."""
+        logs = cfg.logs
+        spec = {
+            "argv": argv,
+            "env": env,
+            "cwd": cwd,
+            "cwd_field": ("driver_config.work_dir" if cwd != task_dir
+                          else "task_dir"),
+            "logs": {
+                "dir": os.path.join(task_dir, LOG_DIR),
+                "max_file_bytes": (logs.max_file_bytes or
+                                   DEFAULT_LOG_MAX_FILE_BYTES),
+                "max_files": logs.max_files or DEFAULT_LOG_MAX_FILES,
+            },
+            "netns": netns,
+            "rlimit_nofile": self.plugin.rlimit_nofile,
+        }
+        if creds:
+            spec.update(uid=creds["uid"], gid=creds["gid"],
+                        groups=creds["groups"])
+        return spec
+
+    def _spawn(self, cfg, argv, creds, work_dir, netns):
+        """Makes the task's directories and starts its monitor, which starts
+        the task. On failure nothing is left behind: of the task directory,
+        only what was made here is removed."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_"
                        for c in cfg.id)[:64].lstrip(".") or "task"
-        task_dir = tempfile.mkdtemp(prefix=safe + ".",
-                                    dir=self.plugin.tasks_root())
-        monitor = task = None
+        state_dir = tempfile.mkdtemp(prefix=safe + ".",
+                                     dir=self.plugin.tasks_root())
+        if cfg.task_dir:
+            task_dir = os.path.normpath(cfg.task_dir)
+        else:  # not under a node: the driver's own directory holds it
+            task_dir = os.path.join(state_dir, "task")
+            if creds:
+                os.chmod(state_dir, 0o711)  # the user reaches task/ only
+        cwd = resolve_work_dir(task_dir, work_dir)
+        env = self._task_env(cfg, task_dir, creds)
+        task = Task(cfg, state_dir, task_dir, cwd, env, creds)
+        task.netns = netns
+        uid, gid = (creds["uid"], creds["gid"]) if creds else (None, None)
+        monitor = None
         try:
-            work = os.path.join(task_dir, "work")
-            os.mkdir(work, 0o755)
-            if creds:
-                os.chmod(task_dir, 0o711)  # the user reaches work/ only
-                os.chown(work, creds["uid"], creds["gid"])
-            cwd = cfg.task_dir or work
-            env = self._task_env(cfg, task_dir, creds)
-            spec = {"argv": argv, "env": env, "cwd": cwd}
-            if creds:
-                spec.update(uid=creds["uid"], gid=creds["gid"],
-                            groups=creds["groups"])
-            write_file_atomically(os.path.join(task_dir, SPEC_FILE),
+            try:
+                made = make_dirs(task_dir, 0o755, uid, gid)
+            except OSError as e:
+                raise precondition('task_dir "%s": cannot make it: %s' %
+                                   (task_dir, e.strerror)) from None
+            if made:
+                task.made.append(made)
+            try:
+                make_dirs(task.log_dir, 0o755)
+            except OSError as e:
+                raise precondition('task_dir "%s": cannot make %s/ in it: %s'
+                                   % (task_dir, LOG_DIR, e.strerror)) from None
+            try:
+                made = make_dirs(cwd, 0o755, uid, gid)
+            except OSError as e:
+                raise invalid('driver_config.work_dir "%s": cannot make %s: '
+                              '%s' % (work_dir, cwd, e.strerror)) from None
+            if made:
+                task.made.append(made)
+            spec = self._monitor_spec(cfg, argv, creds, task_dir, cwd, env,
+                                      netns)
+            write_file_atomically(os.path.join(state_dir, SPEC_FILE),
                                   json.dumps(spec).encode(), 0o600)
-            task = Task(cfg, task_dir, cwd, env, creds)
-            with open(os.path.join(task_dir, "monitor.log"), "ab") as mlog:
+            with open(os.path.join(state_dir, MONITOR_LOG), "ab") as mlog:
                 monitor = subprocess.Popen(
-                    [sys.executable, "-I", SCRIPT, "--monitor", task_dir],
+                    [sys.executable, "-I", "-S", SCRIPT, "--monitor",
+                     state_dir],
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=mlog, start_new_session=True, close_fds=True)
             task.monitor_proc = monitor
             task.monitor_pid = monitor.pid
             task.monitor_start = proc_start_time(monitor.pid)
             task.monitor_pidfd = os.pidfd_open(monitor.pid)
-            report = self._read_report(monitor, task_dir)
+            report = self._read_report(monitor, state_dir)
             if "error" in report:
                 monitor.wait()
-                code = grpc.StatusCode.INVALID_ARGUMENT
-                if report.get("errno") not in (errno.ENOENT, errno.EACCES,
-                                               errno.ENOEXEC, errno.ENOTDIR):
-                    code = grpc.StatusCode.FAILED_PRECONDITION
-                raise RpcError(code, 'driver_config.command "%s": cannot '
-                               'start it: %s' % (argv[0], report["error"]))
+                raise self._start_error(report, argv, task)
             task.pid = report["pid"]
             task.pid_start = report["start"]
             task.pidfd = open_pidfd(task.pid, task.pid_start)
@@ -1234,13 +1927,38 @@ class DriverServicer:
                 except OSError:
                     pass
                 monitor.wait()
-            if task is not None:
-                task.close_fds()
-            shutil.rmtree(task_dir, ignore_errors=True)
+            task.close_fds()
+            task.remove_files()
             raise
 
     @staticmethod
-    def _read_report(monitor, task_dir, timeout=30.0):
+    def _start_error(report, argv, task):
+        """The status for a monitor's report that it could not start the
+        task, naming the field at fault."""
+        field = report.get("field") or "driver_config.command"
+        why = report["error"]
+        err = report.get("errno")
+        bad_input = err in (errno.ENOENT, errno.EACCES, errno.ENOEXEC,
+                            errno.ENOTDIR, errno.EINVAL, errno.EBADF)
+        code = (grpc.StatusCode.INVALID_ARGUMENT if bad_input
+                else grpc.StatusCode.FAILED_PRECONDITION)
+        if field == "driver_config.command":
+            return RpcError(code, 'driver_config.command "%s": cannot start '
+                            'it: %s' % (argv[0], why))
+        if field == "network.namespace_path":
+            return RpcError(code, 'network.namespace_path "%s": cannot join '
+                            'it: %s' % (task.netns, why))
+        if field in ("driver_config.work_dir", "task_dir"):
+            return RpcError(code, '%s: cannot run the task in %s: %s' %
+                            (field, task.cwd, why))
+        if field == "user":
+            return RpcError(code, 'user "%s": cannot take its credentials: %s'
+                            % (task.config.user, why))
+        return RpcError(grpc.StatusCode.INTERNAL,
+                        "the task's monitor failed (%s): %s" % (field, why))
+
+    @staticmethod
+    def _read_report(monitor, state_dir, timeout=30.0):
         fd = monitor.stdout.fileno()
         data = b""
         deadline = time.monotonic() + timeout
@@ -1251,7 +1969,7 @@ class DriverServicer:
                                "the task's monitor (pid %d) did not report "
                                "within %.0fs; see %s" %
                                (monitor.pid, timeout,
-                                os.path.join(task_dir, "monitor.log")))
+                                os.path.join(state_dir, MONITOR_LOG)))
             chunk = os.read(fd, 4096)
             if not chunk:
                 break
@@ -1261,7 +1979,7 @@ class DriverServicer:
             return json.loads(data)
         except ValueError:
             try:
-                with open(os.path.join(task_dir, "monitor.log")) as f:
+                with open(os.path.join(state_dir, MONITOR_LOG)) as f:
                     why = f.read().strip()[-500:]
             except OSError:
                 why = ""
@@ -1273,11 +1991,16 @@ class DriverServicer:
 
     @rpc_method
     def WaitTask(self, request, context):
-        task = self.plugin.task(request.task_id)
-        context.add_callback(task.wake)
         plugin = self.plugin
-        task.wait_exit(None, lambda: not context.is_active() or
-                       plugin.shutting_down.is_set())
+        task = plugin.task(request.task_id)
+        # One thread per waiting call, asleep until the task ends, the call
+        # ends or the driver shuts down: no periodic wake-up.
+        with plugin.waker(context, task) as woken:
+            while (task.running() and not task.destroyed.is_set() and
+                   context.is_active() and
+                   not plugin.shutting_down.is_set()):
+                woken.wait()
+                woken.clear()
         if task.running():
             if plugin.shutting_down.is_set():
                 raise RpcError(grpc.StatusCode.UNAVAILABLE,
@@ -1335,8 +2058,9 @@ class DriverServicer:
             del plugin.tasks[task.id]
         task.destroyed.set()
         task.wake()
-        task.close_fds()
-        shutil.rmtree(task.dir, ignore_errors=True)
+        task.kill_leftovers()
+        task.close_fds(plugin.watcher)
+        task.remove_files()
         log.info("task %s destroyed", task.id)
         plugin.publish(task, "task destroyed", state="destroyed")
         return driver_pb2.DestroyTaskResponse()
@@ -1387,12 +2111,16 @@ class DriverServicer:
 
     def _recover(self, handle):
         cfg = handle.config
-        if handle.version != HANDLE_VERSION:
+        if handle.version not in (1, HANDLE_VERSION):
             raise invalid("handle.version %d: the python driver reads "
-                          "version %d" % (handle.version, HANDLE_VERSION))
+                          "versions 1 and %d" % (handle.version,
+                                                  HANDLE_VERSION))
         try:
             st = json.loads(handle.driver_state)
-            task_dir = st["task_dir"]
+            if handle.version == 1:  # output and state in one directory
+                state_dir = task_dir = st["task_dir"]
+            else:
+                state_dir, task_dir = st["state_dir"], st["task_dir"]
             pid, pid_start = int(st["pid"]), st["pid_start"]
             mpid, mstart = int(st["monitor_pid"]), st["monitor_start"]
         except (ValueError, KeyError, TypeError):
@@ -1401,15 +2129,20 @@ class DriverServicer:
         if st.get("task_id") != cfg.id:
             raise invalid('handle.driver_state belongs to task "%s", not '
                           'task "%s"' % (st.get("task_id"), cfg.id))
-        task = Task(cfg, task_dir, st.get("cwd") or task_dir, None,
-                    st.get("creds") or {})
-        task.env = self._task_env(cfg, task_dir, task.creds)
+        creds = st.get("creds") or {}
+        task = Task(cfg, state_dir, task_dir, st.get("cwd") or task_dir,
+                    self._task_env(cfg, task_dir, creds), creds)
+        if handle.version == 1:
+            task.log_dir = task_dir
+        task.made = list(st.get("made") or [])
+        task.netns = st.get("netns")
         task.pid, task.pid_start = pid, pid_start
         task.monitor_pid, task.monitor_start = mpid, mstart
         task.started_at = st.get("started_at", task.started_at)
+        task.boot_id = st.get("boot_id") or task.boot_id
         task.recovered = True
 
-        result = Plugin._read_exit_file(task)
+        result = Plugin.read_exit_file(task)
         if result is not None:
             task.set_result(result)
             return task
@@ -1425,7 +2158,7 @@ class DriverServicer:
                 os.close(task.pidfd)
                 task.pidfd = None
         # The monitor may have finished between the first look and now.
-        result = Plugin._read_exit_file(task)
+        result = Plugin.read_exit_file(task)
         if result is not None:
             task.close_fds()
             task.set_result(result)
@@ -1443,7 +2176,7 @@ class DriverServicer:
                                'the task is gone and left no exit status' %
                                (cfg.id, pid, now, pid_start))
         raise precondition('task "%s": its process %d is gone and left no '
-                           'exit status in %s' % (cfg.id, pid, task_dir))
+                           'exit status in %s' % (cfg.id, pid, state_dir))
 
     # -- signals, events, stats --------------------------------------------
 
@@ -1463,9 +2196,12 @@ class DriverServicer:
     def TaskEvents(self, request, context):
         plugin = self.plugin
         q = plugin.events.subscribe()
+        if not context.add_callback(lambda: plugin.events.close(q)):
+            plugin.events.close(q)
         try:
             # First where every known task stands, so that a subscriber that
-            # comes late still hears of every task; then events as they come.
+            # comes late still hears of every task; then events as they come
+            # (the queue ends with None when the call or the driver ends).
             with plugin.lock:
                 tasks = list(plugin.tasks.values())
             for task in tasks:
@@ -1477,13 +2213,13 @@ class DriverServicer:
                     task_id=task.id, allocation_id=task.config.allocation_id,
                     timestamp=timestamp(time.time()), message=msg,
                     annotations={"state": state, "snapshot": "true"})
-            while context.is_active() and not plugin.shutting_down.is_set():
-                try:
-                    yield q.get(timeout=0.5)
-                except queue.Empty:
-                    pass
+            while True:
+                event = q.get()
+                if event is None:
+                    break
+                yield event
         finally:
-            plugin.events.unsubscribe(q)
+            plugin.events.close(q)
         if plugin.shutting_down.is_set():
             context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
 
@@ -1500,10 +2236,21 @@ class DriverServicer:
                 interval = 1.0
             interval = max(interval, 0.01)
         sampler = ProcfsSampler(task, plugin.mhz)
-        while (context.is_active() and not task.destroyed.is_set() and
-               not plugin.shutting_down.is_set()):
-            yield driver_pb2.TaskStatsResponse(usage=sampler.sample())
-            task.destroyed.wait(interval)
+
+        def go_on():
+            return (context.is_active() and not task.destroyed.is_set() and
+                    not plugin.shutting_down.is_set())
+
+        with plugin.waker(context, task) as woken:
+            while go_on():
+                yield driver_pb2.TaskStatsResponse(usage=sampler.sample())
+                next_at = time.monotonic() + interval
+                while go_on():
+                    left = next_at - time.monotonic()
+                    if left <= 0:
+                        break
+                    woken.wait(left)
+                    woken.clear()
         # Destroyed: the stream ends OK. Cancelled: nobody is listening.
         if plugin.shutting_down.is_set() and not task.destroyed.is_set():
             raise RpcError(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
@@ -1520,6 +2267,29 @@ class DriverServicer:
         return task
 
     @staticmethod
+    def _exec_argv(task, command, tty=False):
+        """The command line and Popen credentials for a command run into
+        the task. A command that must join the task's network namespace
+        (which needs root) or take a pty as its controlling terminal is
+        started through this file's --exec helper, which does that (and
+        takes the task's credentials after joining) before it execs."""
+        creds = task.creds
+        if not tty and not task.netns:
+            return command, DriverServicer._creds_kwargs(task)
+        argv = [sys.executable, "-I", "-S", SCRIPT, "--exec"]
+        if tty:
+            argv.append("--tty")
+        kwargs = DriverServicer._creds_kwargs(task)
+        if task.netns:
+            argv += ["--netns", task.netns]
+            if creds:
+                argv += ["--creds", "%d:%d:%s" % (
+                    creds["uid"], creds["gid"],
+                    ",".join(str(g) for g in creds.get("groups", [])))]
+                kwargs = {}
+        return argv + ["--"] + command, kwargs
+
+    @staticmethod
     def _creds_kwargs(task):
         if not task.creds:
             return {}
@@ -1530,15 +2300,16 @@ class DriverServicer:
     def ExecTask(self, request, context):
         task = self._exec_task(request.task_id, list(request.command),
                                "task_id")
-        deadline = None
+        timeout = None
         if request.HasField("timeout"):
-            deadline = time.monotonic() + duration_seconds(request.timeout)
+            timeout = duration_seconds(request.timeout)
+        argv, creds = self._exec_argv(task, list(request.command))
         try:
             proc = subprocess.Popen(
-                list(request.command), env=task.env, cwd=task.cwd,
+                argv, env=task.env, cwd=task.cwd,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, start_new_session=True,
-                close_fds=True, **self._creds_kwargs(task))
+                close_fds=True, **creds)
         except OSError as e:
             code = 127 if e.errno == errno.ENOENT else 126
             return driver_pb2.ExecTaskResponse(
@@ -1546,22 +2317,23 @@ class DriverServicer:
                                       e.strerror)).encode(),
                 result=driver_pb2.ExitResult(exit_code=code,
                                              exited_at=timestamp(time.time())))
-        killed = False
-        while True:
-            try:
-                out, err = proc.communicate(timeout=0.25)
-                break
-            except subprocess.TimeoutExpired:
-                if killed:
-                    continue
-                if (not context.is_active() or
-                        (deadline is not None and
-                         time.monotonic() >= deadline)):
-                    killed = True
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+
+        def kill():
+            if proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+        # The caller going away kills the command (the callback runs on
+        # gRPC's thread); the timeout is communicate()'s own.
+        if not context.add_callback(kill):
+            kill()
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill()
+            out, err = proc.communicate()
         rc = proc.returncode
         result = driver_pb2.ExitResult(exited_at=timestamp(time.time()))
         if rc < 0:
@@ -1641,28 +2413,27 @@ class ExecSession:
         env = dict(self.task.env)
         if self.tty:
             env.setdefault("TERM", "xterm")
+        argv, creds = DriverServicer._exec_argv(self.task, command, self.tty)
         kwargs = dict(env=env, cwd=self.task.cwd,
-                      start_new_session=True, close_fds=True,
-                      **DriverServicer._creds_kwargs(self.task))
+                      start_new_session=True, close_fds=True, **creds)
         try:
             if self.tty:
                 import pty
                 master, slave = pty.openpty()
+                self.master = master
                 try:
                     if self.setup.HasField("terminal_size"):
                         self._resize(master, self.setup.terminal_size)
                     self.proc = subprocess.Popen(
-                        [sys.executable, "-I", SCRIPT, "--tty-exec", "--"] +
-                        command, stdin=slave, stdout=slave, stderr=slave,
+                        argv, stdin=slave, stdout=slave, stderr=slave,
                         **kwargs)
                 finally:
                     os.close(slave)
-                self.master = master
                 self.stdin_fd = master
                 self.out_fds = {master: "stdout"}
             else:
                 self.proc = subprocess.Popen(
-                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE, **kwargs)
                 self.stdin_fd = self.proc.stdin.fileno()
                 self.out_fds = {self.proc.stdout.fileno(): "stdout",
@@ -1864,6 +2635,98 @@ class ExecSession:
 
 
 # ---------------------------------------------------------------------------
+# The driver's log: stderr, which the host forwards, until stderr breaks.
+
+
+DRIVER_LOG = "driver.log"
+
+
+class StderrLogHandler(logging.Handler):
+    """Writes log lines to stderr (fd 2) without ever blocking on it or
+    failing because of it.
+
+    The host forwards the plugin's stderr, a pipe. When berth-node restarts
+    it reattaches to the running plugin, and the old pipe has no reader any
+    more: a write gives EPIPE (Python ignores SIGPIPE). On the first such
+    error the handler makes fd 2 itself append to DRIVER_LOG in the driver's
+    state directory (so that grpc's own messages and tracebacks go there
+    too) and logs there from then on; if even that fails, lines are dropped
+    silently. A pipe that is open but full (a host that does not read) is
+    never waited for: a line that does not fit at once goes to DRIVER_LOG.
+    """
+
+    def __init__(self, plugin_dir):
+        super().__init__()
+        self.plugin_dir = plugin_dir  # a callable: the driver's state dir
+        self.broken = False
+        self.fallback = None  # fd of DRIVER_LOG for lines stderr refused
+
+    def _file_fd(self):
+        if self.fallback is None:
+            try:
+                directory = self.plugin_dir()
+                os.makedirs(directory, mode=0o711, exist_ok=True)
+                self.fallback = os.open(
+                    os.path.join(directory, DRIVER_LOG),
+                    os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                    0o640)
+            except OSError:
+                return None
+        return self.fallback
+
+    def _switch_to_file(self, reason):
+        self.broken = True
+        fd = self._file_fd()
+        if fd is None:
+            return
+        try:
+            os.dup2(fd, 2, inheritable=False)
+        except OSError:
+            return
+        self._write_file(("%s berth-python-driver: stderr is gone (%s): "
+                          "logging to this file from now on\n" %
+                          (time.strftime("%Y-%m-%d %H:%M:%S"),
+                           reason)).encode())
+
+    def _write_file(self, data):
+        fd = self._file_fd()
+        if fd is not None:
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass
+
+    def emit(self, record):
+        try:
+            data = (self.format(record) + "\n").encode(errors="replace")
+        except Exception:
+            return
+        if self.broken:
+            self._write_file(data)
+            return
+        poller = select.poll()
+        poller.register(2, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            try:
+                ready = poller.poll(0)
+                if ready and ready[0][1] & (select.POLLERR | select.POLLHUP |
+                                            select.POLLNVAL):
+                    raise BrokenPipeError(errno.EPIPE, "no reader")
+                if not ready:  # full: never block the driver on it
+                    self._write_file(bytes(view))
+                    return
+                view = view[os.write(2, view[:4096]):]
+            except BlockingIOError:
+                self._write_file(bytes(view))
+                return
+            except OSError as e:
+                self._switch_to_file(e.strerror or str(e))
+                self._write_file(bytes(view))
+                return
+
+
+# ---------------------------------------------------------------------------
 # Start-up: the handshake.
 
 USAGE = """\
@@ -1935,6 +2798,22 @@ def prepare_socket(socket_dir):
     die("socket %s is in use by another process; not taking it over" % path)
 
 
+def raise_nofile_limit():
+    """Raises this process's soft limit on open files to the hard limit (it
+    holds two pidfds per task, and the usual soft limit is 1024). Returns
+    the limits it was started with, which the monitors give back to the
+    tasks, or None if nothing changed."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        return None
+    return [soft, hard]
+
+
 def die(message):
     sys.stderr.write("berth-python-driver: %s\n" % message)
     sys.stderr.flush()
@@ -1968,18 +2847,34 @@ def main(argv):
         die("%s=%s: this plugin speaks app protocol version %d only" %
             (PROTOCOL_VERSIONS_ENV, versions, APP_PROTOCOL_VERSION))
 
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO,
-        format="%(asctime)s %(levelname)s berth-python-driver: %(message)s")
+    holder = {}
+    handler = StderrLogHandler(
+        lambda: holder["plugin"].state_dir if "plugin" in holder
+        else os.path.join(socket_dir, "python-state"))
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s berth-python-driver: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     load_api()
+    max_calls = MAX_CALLS
+    if os.environ.get(MAX_CALLS_ENV):
+        try:
+            max_calls = int(os.environ[MAX_CALLS_ENV])
+            if max_calls < 1:
+                raise ValueError
+        except ValueError:
+            die("%s=%s: want a positive number of calls" %
+                (MAX_CALLS_ENV, os.environ[MAX_CALLS_ENV]))
 
     socket_path = prepare_socket(socket_dir)
     plugin = Plugin(socket_dir, socket_path)
+    holder["plugin"] = plugin
+    plugin.rlimit_nofile = raise_nofile_limit()
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=64,
+        futures.ThreadPoolExecutor(max_workers=max_calls,
                                    thread_name_prefix="rpc"),
         options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                 ("grpc.max_send_message_length", -1)])
+                 ("grpc.max_send_message_length", -1)],
+        maximum_concurrent_rpcs=max_calls)
     plugin.server = server
     health_pb2_grpc.add_HealthServicer_to_server(
         plugin.count_calls(HealthServicer(plugin)), server)
@@ -2008,14 +2903,22 @@ def main(argv):
     sys.stdout.write("%d|%d|unix|%s|grpc\n" % (
         CORE_PROTOCOL_VERSION, APP_PROTOCOL_VERSION, socket_path))
     sys.stdout.flush()
-    log.info("serving on %s (pid %d); state in %s", socket_path, os.getpid(),
-             plugin.state_dir)
+    log.info("serving on %s (pid %d, up to %d calls at once); state in %s",
+             socket_path, os.getpid(), max_calls, plugin.state_dir)
 
     # The server terminates once its clients closed their connections, or
     # the grace period is over. Exit as soon as no call is in flight any
-    # more: a host need not hang up first.
+    # more (a host need not hang up first), and in any case before the
+    # grace period Shutdown gave has passed.
     while server.wait_for_termination(0.05):
         if plugin.stopped_at is not None and plugin.idle():
+            break
+        if plugin.exit_by is not None and time.monotonic() >= plugin.exit_by:
+            with plugin.lock:
+                open_calls = plugin.calls_in_flight
+            if open_calls:
+                log.info("grace period over: exiting with %d calls still "
+                         "open", open_calls)
             break
     try:
         st = os.stat(socket_path)
@@ -2024,9 +2927,13 @@ def main(argv):
     except OSError:
         pass
     log.info("stopped")
-    logging.shutdown()
-    sys.stderr.flush()
-    # Do not wait for the watcher threads: they hold no state.
+    try:
+        logging.shutdown()
+        sys.stderr.flush()
+    except Exception:
+        pass  # a broken stderr must not change the exit status
+    # Do not wait for the watcher or the calls still open: they hold no
+    # state (the monitors keep the tasks').
     os._exit(0)
 
 
