@@ -7,10 +7,15 @@ Run with Debian's Python (it needs python3-grpcio and python3-protobuf):
 
 It launches the driver with the handshake environment on a socket in a fresh
 directory under /tmp, checks the handshake line and health, starts, waits
-for, signals, execs into, measures and stops tasks, kills the driver with
-SIGKILL, launches it again and recovers its tasks, shuts it down, and checks
-at the end that no process it started is left. Prints one line per check and
-exits 0 when every check passed, 1 otherwise.
+for, signals, execs into, measures and stops tasks, checks the driver
+contract berth-node relies on (task directory handed over or made, output in
+logs/ with rotation, work_dir, a network namespace to join, a task that exits
+while the driver is down, a bounded number of calls, a broken stderr,
+Shutdown with calls open), kills the driver with SIGKILL, launches it again
+and recovers its tasks, shuts it down, and checks at the end that no process
+it started is left. Prints one line per check and exits 0 when every check
+passed, 1 otherwise. Checks it cannot run (joining a network namespace
+needs root and `ip netns`) are printed as "skip" with the reason.
 """
 
 import hashlib
@@ -47,6 +52,10 @@ HANDSHAKE = re.compile(r"^1\|1\|unix\|(/[^|]+)\|grpc\n$")
 
 failures = []
 checks = 0
+
+
+def skip(name, reason):
+    print("skip %s: %s" % (name, reason), flush=True)
 
 
 def check(name, ok, detail=""):
@@ -91,13 +100,18 @@ def host_env(socket_dir, cookie=True):
 
 
 class Driver:
-    """One launch of the driver, as a host does it."""
+    """One launch of the driver, as a host does it. With stderr_pipe its
+    stderr is a pipe (proc.stderr) the caller reads or closes."""
 
-    def __init__(self, socket_dir, log_path):
+    def __init__(self, socket_dir, log_path, extra_env=None,
+                 stderr_pipe=False):
         self.log = open(log_path, "ab")
+        env = host_env(socket_dir)
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(
-            [DRIVER], env=host_env(socket_dir), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=self.log)
+            [DRIVER], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if stderr_pipe else self.log)
         self.line = self._read_line(15.0)
         m = HANDSHAKE.match(self.line)
         self.socket = m.group(1) if m else None
@@ -127,14 +141,18 @@ class Driver:
         self.log.close()
 
 
-def task_config(task_id, command, args=(), env=None, mark=None):
+def task_config(task_id, command, args=(), env=None, mark=None,
+                task_dir="", work_dir=None):
     cfg = driver_pb2.TaskConfig(id=task_id, name=task_id,
-                                allocation_id="alloc-selftest")
+                                allocation_id="alloc-selftest",
+                                task_dir=task_dir)
     dc = {}
     if command is not None:
         dc["command"] = command
     if args:
         dc["args"] = list(args)
+    if work_dir is not None:
+        dc["work_dir"] = work_dir
     cfg.driver_config.update(dc)
     for k, v in (env or {}).items():
         cfg.env[k] = v
@@ -338,11 +356,15 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
                      timeout=5), "no_such_field")
     dcaps = d.driver.GetCapabilities(driver_pb2.GetCapabilitiesRequest(),
                                      timeout=5).capabilities
-    check("driver capabilities: signals, exec, recover, stats; no isolation",
+    modes = [driver_pb2.NETWORK_ISOLATION_MODE_HOST]
+    if os.geteuid() == 0:
+        modes.append(driver_pb2.NETWORK_ISOLATION_MODE_GROUP)
+    check("driver capabilities: signals, exec, recover, stats; no isolation; "
+          "networks HOST%s" % (" and GROUP (root)" if len(modes) > 1 else
+                               " only (not root)"),
           dcaps.send_signals and dcaps.exec and dcaps.recover and
           dcaps.stats and dcaps.fs_isolation == driver_pb2.FS_ISOLATION_NONE
-          and list(dcaps.network_isolation_modes) ==
-          [driver_pb2.NETWORK_ISOLATION_MODE_HOST], dcaps)
+          and list(dcaps.network_isolation_modes) == modes, dcaps)
 
     fp = d.driver.Fingerprint(driver_pb2.FingerprintRequest())
     first = next(fp)
@@ -381,6 +403,8 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
     tasks_dir = os.path.join(state_dir, "python", "tasks")
     check("failed starts leave no task directory",
           os.listdir(tasks_dir) == [], os.listdir(tasks_dir))
+
+    contract_checks(d, tmp, tasks_dir, mark)
 
     # --- exit 3 ---------------------------------------------------------------
     t_exit = d.driver.StartTask(driver_pb2.StartTaskRequest(
@@ -572,12 +596,23 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
 
     # --- kill the driver, launch it again, recover ----------------------------
     monitor_pid = int(st.driver_attributes["monitor_pid"])
+    # A task that ends while the driver is down (the contract, point 5).
+    t_down = d.driver.StartTask(driver_pb2.StartTaskRequest(
+        task=task_config("downexit", "/bin/sh",
+                         ["-c", "sleep 1; echo bye; exit 5"], mark=mark)),
+        timeout=10).handle
+    down_monitor = json.loads(t_down.driver_state)["monitor_pid"]
     d.proc.send_signal(signal.SIGKILL)
     d.proc.wait()
     d.close()
     drivers.remove(d)
     check("after the driver's SIGKILL the task and its monitor live on",
           proc_alive(sleeper_pid) and proc_alive(monitor_pid))
+    deadline = time.monotonic() + 10
+    while proc_alive(down_monitor) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check("a task ends while the driver is down (its monitor records it)",
+          not proc_alive(down_monitor))
 
     d = Driver(socket_dir, log_path)
     drivers.append(d)
@@ -598,6 +633,19 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
     check("RecoverTask(exit 3): EXITED with exit_code 3",
           st.state == driver_pb2.TASK_STATE_EXITED and
           st.exit_result.exit_code == 3, st)
+    st = d.driver.RecoverTask(driver_pb2.RecoverTaskRequest(handle=t_down),
+                              timeout=10).status
+    r = d.driver.WaitTask(driver_pb2.WaitTaskRequest(task_id="downexit"),
+                          timeout=5).result
+    out = read_text(os.path.join(st.driver_attributes.get("task_dir", ""),
+                                 "logs", "stdout.log"))
+    check("RecoverTask of a task that exited while the driver was down: "
+          "EXITED, WaitTask gives its real exit code 5, its output kept",
+          st.state == driver_pb2.TASK_STATE_EXITED and
+          st.exit_result.exit_code == 5 and r.exit_code == 5 and
+          out == "bye\n", (st, r, out))
+    d.driver.DestroyTask(driver_pb2.DestroyTaskRequest(task_id="downexit"),
+                         timeout=10)
 
     forged = driver_pb2.TaskHandle()
     forged.CopyFrom(t_sleep)
@@ -605,6 +653,7 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
     state = json.loads(forged.driver_state)
     state.update(task_id="forged", pid_start=state["pid_start"] + 1,
                  monitor_start=state["monitor_start"] + 1,
+                 state_dir=os.path.join(tmp, "nonexistent"),
                  task_dir=os.path.join(tmp, "nonexistent"))
     forged.driver_state = json.dumps(state).encode()
     expect_error("RecoverTask with a reused pid: FAILED_PRECONDITION",
@@ -665,10 +714,18 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
     d.close()
     drivers.remove(d)
 
+    limited_handles = limits_and_stderr(socket_dir, state_dir, log_path,
+                                        drivers, node, mark)
+
     # --- a third launch: recover, SIGTERM shutdown, then clean up ---------
     d = Driver(socket_dir, log_path)
     drivers.append(d)
     d.plugin.SetConfig(plugin_pb2.SetConfigRequest(node=node), timeout=5)
+    for h in limited_handles:
+        d.driver.RecoverTask(driver_pb2.RecoverTaskRequest(handle=h),
+                             timeout=10)
+        d.driver.DestroyTask(driver_pb2.DestroyTaskRequest(
+            task_id=h.config.id, force=True), timeout=15)
     st = d.driver.RecoverTask(driver_pb2.RecoverTaskRequest(handle=survivor),
                               timeout=10).status
     check("RecoverTask after Shutdown: RUNNING",
@@ -714,6 +771,342 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
             pass
     check("a monitor passes SIGTERM on and records the exit",
           exits.get("trapper", {}).get("signal") == 15, exits)
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return "<%s>" % e
+
+
+def start_and_wait(d, cfg, timeout=30):
+    """StartTask, then WaitTask: (handle, exit result, seconds waited)."""
+    handle = d.driver.StartTask(driver_pb2.StartTaskRequest(task=cfg),
+                                timeout=10).handle
+    t0 = time.monotonic()
+    result = d.driver.WaitTask(driver_pb2.WaitTaskRequest(task_id=cfg.id),
+                               timeout=timeout).result
+    return handle, result, time.monotonic() - t0
+
+
+def destroy(d, task_id):
+    d.driver.DestroyTask(driver_pb2.DestroyTaskRequest(task_id=task_id,
+                                                       force=True),
+                         timeout=15)
+
+
+def contract_checks(d, tmp, tasks_dir, mark):
+    """The driver contract berth-node relies on: the task directory, the
+    output files and their rotation, work_dir, the end of a task's output,
+    network namespaces."""
+    node_tasks = os.path.join(tmp, "node", "tasks")
+    os.makedirs(node_tasks)
+
+    def node_dir(name):  # as berth-node makes it: empty, 0755
+        path = os.path.join(node_tasks, name)
+        os.mkdir(path, 0o755)
+        return path
+
+    # --- the task directory as the node hands it over; output in logs/ ----
+    td = node_dir("out")
+    _, r, _ = start_and_wait(d, task_config(
+        "out", "/bin/sh", ["-c", "pwd; echo to-stderr >&2; : > ready"],
+        mark=mark, task_dir=td))
+    logs = os.path.join(td, "logs")
+    out = read_text(os.path.join(logs, "stdout.log"))
+    err = read_text(os.path.join(logs, "stderr.log"))
+    check("an existing empty task directory is accepted and is the working "
+          "directory; output in logs/stdout.log and logs/stderr.log",
+          r.exit_code == 0 and out == td + "\n" and err == "to-stderr\n" and
+          os.path.exists(os.path.join(td, "ready")), (r, out, err))
+    check("logs/ is 0755", os.path.isdir(logs) and
+          stat.S_IMODE(os.stat(logs).st_mode) == 0o755)
+    st = d.driver.InspectTask(driver_pb2.InspectTaskRequest(task_id="out"),
+                              timeout=5).status
+    check("InspectTask names the task directory and the output files",
+          st.driver_attributes.get("task_dir") == td and
+          st.driver_attributes.get("stdout") ==
+          os.path.join(logs, "stdout.log"), dict(st.driver_attributes))
+    destroy(d, "out")
+    check("DestroyTask removes logs/ and leaves the node's directory",
+          os.path.isdir(td) and not os.path.exists(logs), os.listdir(td)
+          if os.path.isdir(td) else "gone")
+
+    # --- rotation -------------------------------------------------------
+    expected = "".join("%09d\n" % i for i in range(45))  # 450 bytes
+    td = node_dir("rot")
+    cfg = task_config("rot", "/bin/sh",
+                      ["-c", "for i in $(seq 0 44); do printf '%09d\\n' $i; "
+                       "done"], mark=mark, task_dir=td)
+    cfg.logs.max_file_bytes = 100
+    cfg.logs.max_files = 2
+    start_and_wait(d, cfg)
+    logs = os.path.join(td, "logs")
+    names = sorted(os.listdir(logs))
+    parts = [read_text(os.path.join(logs, n)) for n in
+             ("stdout.log.2", "stdout.log.1", "stdout.log")]
+    check("rotation at max_file_bytes 100, max_files 2: stdout.log.2, .1 and "
+          "stdout.log hold the last 250 bytes in order, none over 100",
+          names == ["stderr.log", "stdout.log", "stdout.log.1",
+                    "stdout.log.2"] and "".join(parts) == expected[200:] and
+          all(len(p) <= 100 for p in parts), (names, parts))
+    destroy(d, "rot")
+    td = node_dir("rotdefault")
+    cfg = task_config("rotdefault", "/bin/sh",
+                      ["-c", "for i in $(seq 0 44); do printf '%09d\\n' $i; "
+                       "done"], mark=mark, task_dir=td)
+    cfg.logs.max_file_bytes = 10
+    start_and_wait(d, cfg)
+    names = sorted(n for n in os.listdir(os.path.join(td, "logs"))
+                   if n.startswith("stdout"))
+    check("max_files 0 keeps the default 4 rotated files",
+          names == ["stdout.log", "stdout.log.1", "stdout.log.2",
+                    "stdout.log.3", "stdout.log.4"], names)
+    destroy(d, "rotdefault")
+
+    # --- a missing task directory is made (and removed by DestroyTask) -----
+    td = os.path.join(node_tasks, "made", "here")
+    _, r, _ = start_and_wait(d, task_config("made", "/bin/sh", ["-c", "pwd"],
+                                            mark=mark, task_dir=td))
+    check("a missing task directory is made (mkdir -p), 0755",
+          read_text(os.path.join(td, "logs", "stdout.log")) == td + "\n" and
+          stat.S_IMODE(os.stat(td).st_mode) == 0o755)
+    destroy(d, "made")
+    check("DestroyTask removes the task directory it made",
+          not os.path.exists(os.path.join(node_tasks, "made")))
+
+    # --- work_dir ---------------------------------------------------------
+    td = node_dir("wd")
+    _, r, _ = start_and_wait(d, task_config(
+        "wd", "/bin/sh", ["-c", "pwd"], mark=mark, task_dir=td,
+        work_dir="sub/dir"))
+    check("work_dir sub/dir: made, the task runs there",
+          read_text(os.path.join(td, "logs", "stdout.log")) ==
+          os.path.join(td, "sub", "dir") + "\n")
+    destroy(d, "wd")
+    check("DestroyTask removes the work_dir it made",
+          sorted(os.listdir(td)) == [], os.listdir(td))
+    _, r, _ = start_and_wait(d, task_config(
+        "wdabs", "/bin/sh", ["-c", "pwd"], mark=mark, task_dir=td,
+        work_dir=os.path.join(td, "abs")))
+    check("work_dir: an absolute path inside the task directory",
+          read_text(os.path.join(td, "logs", "stdout.log")) ==
+          os.path.join(td, "abs") + "\n")
+    destroy(d, "wdabs")
+    before = sorted(os.listdir(tasks_dir))
+    for bad in ("../escape", "/tmp", "a/../../escape"):
+        expect_error("work_dir %s: INVALID_ARGUMENT naming "
+                     "driver_config.work_dir" % bad,
+                     grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: d.driver.StartTask(driver_pb2.StartTaskRequest(
+                         task=task_config("wdbad", "/bin/true", mark=mark,
+                                          task_dir=td, work_dir=bad)),
+                         timeout=10), "driver_config.work_dir")
+    check("refused work_dirs leave nothing behind",
+          os.listdir(td) == [] and sorted(os.listdir(tasks_dir)) == before
+          and not os.path.exists(os.path.join(node_tasks, "escape")))
+
+    # --- the end of a task's output --------------------------------------
+    _, r, took = start_and_wait(d, task_config(
+        "drain", "/bin/sh", ["-c", "echo main; (sleep 0.3; echo late) & "
+                             "exit 0"], mark=mark))
+    st = d.driver.InspectTask(driver_pb2.InspectTaskRequest(
+        task_id="drain"), timeout=5).status
+    out = read_text(st.driver_attributes["stdout"])
+    check("output written just after the main process exited is kept "
+          "(%.1fs)" % took, out == "main\nlate\n" and took < 2, out)
+    destroy(d, "drain")
+    _, r, took = start_and_wait(d, task_config(
+        "held", "/bin/sh", ["-c", "echo main; sleep 30 & exit 4"],
+        mark=mark))
+    check("a child holding the output open delays the exit by about 1s "
+          "only (%.1fs)" % took, r.exit_code == 4 and 0.8 < took < 3,
+          (r, took))
+    st = d.driver.InspectTask(driver_pb2.InspectTaskRequest(
+        task_id="held"), timeout=5).status
+    leftover = [p for p, argv in processes_marked(mark)
+                if argv[:2] == [b"sleep", b"30"]]
+    destroy(d, "held")
+    time.sleep(0.2)
+    check("DestroyTask kills what an exited task left in its group",
+          leftover and not any(proc_alive(p) for p in leftover), leftover)
+
+    network_checks(d, tmp, tasks_dir, mark)
+
+
+def network_checks(d, tmp, tasks_dir, mark):
+    """GROUP: the task (and commands run into it) in the namespace the node
+    made; a path that is missing or not a network namespace refused."""
+    GROUP = driver_pb2.NETWORK_ISOLATION_MODE_GROUP
+
+    def group_config(task_id, path, command="/bin/sh", args=()):
+        cfg = task_config(task_id, command, args, mark=mark)
+        cfg.network.mode = GROUP
+        cfg.network.namespace_path = path
+        return cfg
+
+    before = sorted(os.listdir(tasks_dir))
+    if os.geteuid() != 0:
+        expect_error("GROUP without root: INVALID_ARGUMENT naming "
+                     "network.mode", grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: d.driver.StartTask(driver_pb2.StartTaskRequest(
+                         task=group_config("netns", "/proc/self/ns/net")),
+                         timeout=10), "network.mode")
+        skip("GROUP: the task runs in the namespace", "needs root (setns)")
+        return
+    for path, why in ((os.path.join(tmp, "no-such-netns"), "missing"),
+                      ("/etc/hostname", "not a namespace"),
+                      ("", "empty")):
+        expect_error("GROUP with a namespace_path %s: INVALID_ARGUMENT naming "
+                     "network.namespace_path" % why,
+                     grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: d.driver.StartTask(driver_pb2.StartTaskRequest(
+                         task=group_config("netns", path)), timeout=10),
+                     "network.namespace_path")
+    check("refused namespaces leave nothing behind",
+          sorted(os.listdir(tasks_dir)) == before)
+
+    ip = shutil.which("ip") or "/usr/sbin/ip"
+    name = "bpd-selftest-%d" % os.getpid()
+    made = subprocess.run([ip, "netns", "add", name], capture_output=True)
+    if made.returncode != 0:
+        skip("GROUP: the task runs in the namespace",
+             "cannot make a namespace with `ip netns add`: %s" %
+             made.stderr.decode().strip())
+        return
+    try:
+        path = "/var/run/netns/" + name
+        want = "net:[%d]" % os.stat(path).st_ino
+        cfg = group_config("netns", path, "/bin/sh",
+                           ["-c", "readlink /proc/self/ns/net; "
+                            "exec sleep 300"])
+        d.driver.StartTask(driver_pb2.StartTaskRequest(task=cfg), timeout=10)
+        st = d.driver.InspectTask(driver_pb2.InspectTaskRequest(
+            task_id="netns"), timeout=5).status
+        out = ""
+        for _ in range(50):
+            out = read_text(st.driver_attributes["stdout"])
+            if out:
+                break
+            time.sleep(0.1)
+        check("GROUP: the task runs in the namespace at namespace_path "
+              "(ip netns add)", out == want + "\n", (out, want))
+        r = d.driver.ExecTask(driver_pb2.ExecTaskRequest(
+            task_id="netns", command=["readlink", "/proc/self/ns/net"]),
+            timeout=10)
+        check("GROUP: ExecTask runs in the task's namespace",
+              r.stdout.decode() == want + "\n" and r.result.exit_code == 0,
+              r)
+        out, _, ex, _ = exec_stream(d.driver, "netns",
+                                    ["readlink", "/proc/self/ns/net"])
+        check("GROUP: ExecTaskStreaming runs in the task's namespace",
+              out.decode() == want + "\n" and ex is not None and
+              ex.exit_code == 0, (out, ex))
+        destroy(d, "netns")
+    finally:
+        subprocess.run([ip, "netns", "del", name], capture_output=True)
+
+
+def limits_and_stderr(socket_dir, state_dir, log_path, drivers, node, mark):
+    """A launch with BERTH_PYTHON_DRIVER_MAX_CALLS=6 whose stderr pipe loses
+    its reader: the driver logs to driver.log and keeps answering; calls
+    beyond the limit get RESOURCE_EXHAUSTED at once; Shutdown with calls
+    open exits 0 within the grace period. Returns the handles of the tasks
+    left running, for the next launch to recover and destroy."""
+    d = Driver(socket_dir, log_path,
+               extra_env={"BERTH_PYTHON_DRIVER_MAX_CALLS": "6"},
+               stderr_pipe=True)
+    drivers.append(d)
+    d.plugin.SetConfig(plugin_pb2.SetConfigRequest(node=node), timeout=5)
+    d.proc.stderr.close()  # the host that read it is gone
+    handles = [d.driver.StartTask(driver_pb2.StartTaskRequest(
+        task=task_config("afterpipe", "sleep", ["300"], mark=mark)),
+        timeout=10).handle]
+    st = d.driver.InspectTask(driver_pb2.InspectTaskRequest(
+        task_id="afterpipe"), timeout=5).status
+    driver_log = read_text(os.path.join(state_dir, "python", "driver.log"))
+    check("a broken stderr: the driver keeps answering and logs to "
+          "<state_dir>/driver.log, saying so once",
+          st.state == driver_pb2.TASK_STATE_RUNNING and
+          driver_log.count("stderr is gone") == 1 and
+          "task afterpipe started" in driver_log, driver_log[-500:])
+
+    # Five long calls open, then the limit: a sixth is refused at once.
+    results = {}
+
+    def hold(name, call):
+        try:
+            for _ in call:
+                pass
+            results[name] = "OK"
+        except grpc.RpcError as e:
+            results[name] = e.code()
+
+    calls = {
+        "WaitTask": d.driver.WaitTask.future(driver_pb2.WaitTaskRequest(
+            task_id="afterpipe")),
+        "TaskEvents": d.driver.TaskEvents(driver_pb2.TaskEventsRequest()),
+        "TaskStats": d.driver.TaskStats(driver_pb2.TaskStatsRequest(
+            task_id="afterpipe", interval=dur(0.2))),
+        "Fingerprint": d.driver.Fingerprint(driver_pb2.FingerprintRequest()),
+    }
+    threads = []
+    for name, call in calls.items():
+        if name == "WaitTask":
+            def wait_one(call=call):
+                try:
+                    call.result()
+                    results["WaitTask"] = "OK"
+                except grpc.RpcError as e:
+                    results["WaitTask"] = e.code()
+            target = wait_one
+        else:
+            target = lambda name=name, call=call: hold(name, call)
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        threads.append(t)
+    extra = d.driver.WaitTask.future(driver_pb2.WaitTaskRequest(
+        task_id="afterpipe"))
+    extra2 = d.driver.WaitTask.future(driver_pb2.WaitTaskRequest(
+        task_id="afterpipe"))
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    expect_error("a call beyond BERTH_PYTHON_DRIVER_MAX_CALLS=6: "
+                 "RESOURCE_EXHAUSTED at once",
+                 grpc.StatusCode.RESOURCE_EXHAUSTED,
+                 lambda: d.plugin.GetPluginInfo(
+                     plugin_pb2.GetPluginInfoRequest(), timeout=5))
+    refused_in = time.monotonic() - t0
+    check("  ... within 0.5s (%.3fs)" % refused_in, refused_in < 0.5)
+    extra.cancel()
+    extra2.cancel()
+    time.sleep(0.3)
+    info = d.plugin.GetPluginInfo(plugin_pb2.GetPluginInfoRequest(),
+                                  timeout=5)
+    check("below the limit again: answered", info.name == "python")
+
+    # Shutdown with WaitTask, TaskEvents, TaskStats and Fingerprint open.
+    t0 = time.monotonic()
+    d.plugin.Shutdown(plugin_pb2.ShutdownRequest(grace_period=dur(2)),
+                      timeout=5)
+    try:
+        rc = d.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    took = time.monotonic() - t0
+    for t in threads:
+        t.join(5)
+    check("Shutdown with WaitTask, TaskEvents, TaskStats and Fingerprint "
+          "open: exit 0 within the 2s grace (%.2fs)" % took,
+          rc == 0 and took < 2.0, (rc, took))
+    check("Shutdown ended the open calls (UNAVAILABLE)",
+          len(results) == 4 and all(v == grpc.StatusCode.UNAVAILABLE
+                                    for v in results.values()), results)
+    d.close()
+    drivers.remove(d)
+    return handles
 
 
 if __name__ == "__main__":
