@@ -65,6 +65,10 @@ absl::Status MakeDir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoError(errno, absl::StrCat("cannot make directory ", path));
   }
+  // As berth-node makes a task directory: 0755 whatever the umask.
+  if (chmod(path.c_str(), 0755) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot chmod directory ", path));
+  }
   return absl::OkStatus();
 }
 

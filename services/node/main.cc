@@ -32,7 +32,8 @@ ABSL_FLAG(std::string, plugin_dir, "/usr/lib/berth/plugins",
           "Where the plugin configuration's relative binaries are.");
 ABSL_FLAG(std::string, plugin_config, "/etc/berth/plugins.json",
           "The driver plugins to run (JSON: {\"plugins\": [{\"name\", "
-          "\"binary\", \"args\", \"config\"}]}).");
+          "\"binary\", \"args\", \"env\", \"config\"}]}; see "
+          "plugins/DRIVERS.md).");
 ABSL_FLAG(std::string, netns_socket, "",
           "berth-netns' socket; empty: <runtime_dir>/netns.sock; \"none\": "
           "run without it (host networking only).");

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
@@ -50,6 +51,14 @@ absl::StatusOr<std::vector<PluginSpec>> LoadPluginConfig(
     const std::string field = absl::StrCat("plugins[", index++, "]");
     if (!entry.is_object())
       return ConfigError(path, field + " is not an object");
+    for (const auto& [key, value] : entry.items()) {
+      if (key != "name" && key != "binary" && key != "args" && key != "env" &&
+          key != "config") {
+        return ConfigError(
+            path, absl::StrCat(field, ": unknown field \"", key,
+                               "\" (known: name, binary, args, env, config)"));
+      }
+    }
     PluginSpec spec;
     if (!entry.contains("name") || !entry["name"].is_string() ||
         entry["name"].get<std::string>().empty()) {
@@ -93,6 +102,12 @@ absl::StatusOr<std::vector<PluginSpec>> LoadPluginConfig(
             key.find('\0') != std::string::npos) {
           return ConfigError(path, absl::StrCat(field, ".env: \"", key,
                                                 "\" is not a variable name"));
+        }
+        if (absl::StartsWith(key, "BERTH_PLUGIN_")) {
+          return ConfigError(
+              path, absl::StrCat(field, ".env.", key,
+                                 ": the host sets the BERTH_PLUGIN_ variables "
+                                 "of the handshake itself"));
         }
         if (!value.is_string() ||
             value.get<std::string>().find('\0') != std::string::npos) {

@@ -95,6 +95,12 @@ TEST(LoadPluginConfigTest, ErrorsNameTheFileAndTheField) {
       {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
                     R"(", "env": {"A=B": "1"}}]})"),
        "plugins[0].env: \"A=B\" is not a variable name"},
+      {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
+                    R"(", "env": {"BERTH_PLUGIN_SOCKET_DIR": "/tmp"}}]})"),
+       "plugins[0].env.BERTH_PLUGIN_SOCKET_DIR: the host sets"},
+      {absl::StrCat(R"({"plugins": [{"name": "a", "binary": ")", binary,
+                    R"(", "evn": {}}]})"),
+       "plugins[0]: unknown field \"evn\""},
   };
   for (const Case& c : cases) {
     const std::string path = WriteConfig(dir, c.text);

@@ -288,8 +288,8 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
         plugins_->Capabilities(spec.driver());
     if (!caps.ok() || !caps->must_create_network()) {
       return absl::FailedPreconditionError(
-          "spec.network: this node runs without berth-netns (--netns_socket "
-          "is empty); only host networking is available");
+          "spec.network: this node runs without berth-netns "
+          "(--netns_socket=none); only host networking is available");
     }
   }
   std::shared_ptr<Entry> entry = std::make_shared<Entry>();
@@ -543,7 +543,8 @@ absl::Status TaskManager::DestroyDriverTask(Entry& entry,
 absl::Status TaskManager::MakeTaskDir(const std::string& id) {
   const std::string dir = TaskDir(id);
   if (absl::Status s = RemoveTree(dir); !s.ok()) return s;
-  if (mkdir(dir.c_str(), 0755) != 0) {
+  // chmod: the umask must not narrow what drivers are promised.
+  if (mkdir(dir.c_str(), 0755) != 0 || chmod(dir.c_str(), 0755) != 0) {
     return absl::InternalError(absl::StrCat("task ", id,
                                             ": cannot make its directory ", dir,
                                             ": ", std::strerror(errno)));
