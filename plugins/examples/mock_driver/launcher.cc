@@ -2,13 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -28,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "plugins/sdk/rotating_log.h"
 
 namespace berth::mock {
 namespace {
@@ -49,6 +51,8 @@ constexpr int kStageStdio = 2;
 constexpr int kStageChdir = 3;
 constexpr int kStageExec = 4;
 constexpr int kStageTerminal = 5;
+constexpr int kStageLogs = 6;
+constexpr int kStageNetns = 7;
 
 // What the monitor tells the plugin.
 struct Report {
@@ -123,36 +127,71 @@ char* AppendInt(char* out, long long value) {
   return out;
 }
 
-volatile sig_atomic_t task_to_kill = 0;
-volatile sig_atomic_t run_for_expired = 0;
-
-void OnRunForExpired(int) {
-  run_for_expired = 1;
-  if (task_to_kill > 0) kill(-task_to_kill, SIGKILL);
+// CLOCK_MONOTONIC in nanoseconds.
+int64_t MonotonicNanos() {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
 }
 
-// The task, in the monitor's child.
-[[noreturn]] void ExecTask(const ExecSpec& exec, const MonitorSpec& spec,
+// Joins the network namespace `exec` names, if any.
+void JoinNetns(const ExecSpec& exec, int failure_fd) {
+  if (exec.netns().empty()) return;
+  const int fd = open(exec.netns().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) Fail(failure_fd, kStageNetns);
+  close(fd);
+}
+
+// The task, in the monitor's child: stdin /dev/null, stdout and stderr the
+// write ends of the monitor's pipes.
+[[noreturn]] void ExecTask(const ExecSpec& exec, int out_fd, int err_fd,
                            int failure_fd) {
   setsid();
   const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int out = open(spec.stdout_path.c_str(),
-                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  const int err = open(spec.stderr_path.c_str(),
-                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (in < 0 || out < 0 || err < 0) Fail(failure_fd, kStageStdio);
-  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
+  if (in < 0) Fail(failure_fd, kStageStdio);
+  if (dup2(in, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
     Fail(failure_fd, kStageStdio);
   }
+  JoinNetns(exec, failure_fd);
   if (chdir(exec.cwd()) != 0) Fail(failure_fd, kStageChdir);
   ResetSignals();
   execve(exec.path(), exec.argv(), exec.envp());
   Fail(failure_fd, kStageExec);
 }
 
+// What the monitor uses, all made before fork: the rotating logs (opened by
+// the monitor) and a read buffer.
+struct MonitorOutput {
+  plugin::RotatingLog* out;
+  plugin::RotatingLog* err;
+  char* buffer;
+  size_t buffer_size;
+};
+
+// Copies what one read of the pipe `*fd` gives into `log`; closes it (and
+// sets it to -1) at its end.
+void CopyOnce(int* fd, plugin::RotatingLog* log, const MonitorOutput& output) {
+  const ssize_t n = read(*fd, output.buffer, output.buffer_size);
+  if (n > 0) {
+    log->Write(output.buffer, static_cast<size_t>(n));  // lost if it fails
+    return;
+  }
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  close(*fd);
+  *fd = -1;
+}
+
+// Tells the plugin the monitor failed at `stage` (with errno) and exits.
+[[noreturn]] void ReportFailure(int report_fd, int stage) {
+  const Report report = {0, {stage, errno}};
+  WriteAll(report_fd, &report, sizeof(report));
+  _exit(1);
+}
+
 // The monitor, in the plugin's child. `report_fd` is its end of a socket
 // pair with the plugin.
 [[noreturn]] void RunMonitor(const ExecSpec& exec, const MonitorSpec& spec,
+                             const MonitorOutput& output,
                              const char* exit_tmp_path, int report_fd) {
   // Keep only the report socket (as fd 3) and /dev/null as stdio: the
   // monitor must hold nothing of the plugin's (its listening socket, its
@@ -170,26 +209,33 @@ void OnRunForExpired(int) {
     if (devnull > 3) close(devnull);
   }
   setsid();
-  // Signals do not concern the monitor, but SIGALRM for run_for.
-  sigset_t all_but_alarm;
-  sigfillset(&all_but_alarm);
-  sigdelset(&all_but_alarm, SIGALRM);
-  sigprocmask(SIG_SETMASK, &all_but_alarm, nullptr);
+  // Signals do not concern the monitor.
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
 
-  Report report = {0, {kStageNone, 0}};
-  int failure_pipe[2];
-  if (pipe2(failure_pipe, O_CLOEXEC) != 0) {
-    report.failure = {kStageFork, errno};
-    WriteAll(report_fd, &report, sizeof(report));
-    _exit(1);
+  if (!output.out->Open() || !output.err->Open()) {
+    ReportFailure(report_fd, kStageLogs);
   }
+  int out_pipe[2], err_pipe[2], failure_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ReportFailure(report_fd, kStageStdio);
+  }
+  if (pipe2(failure_pipe, O_CLOEXEC) != 0) ReportFailure(report_fd, kStageFork);
+  Report report = {0, {kStageNone, 0}};
   const pid_t task = fork();
   if (task == 0) {
     close(report_fd);
     close(failure_pipe[0]);
-    ExecTask(exec, spec, failure_pipe[1]);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    ExecTask(exec, out_pipe[1], err_pipe[1], failure_pipe[1]);
   }
   close(failure_pipe[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  int out_fd = out_pipe[0];
+  int err_fd = err_pipe[0];
   if (task < 0) {
     report.failure = {kStageFork, errno};
   } else {
@@ -213,34 +259,72 @@ void OnRunForExpired(int) {
   }
   close(report_fd);
 
-  task_to_kill = task;
-  if (spec.run_for > absl::ZeroDuration()) {
-    struct sigaction action;
-    std::memset(&action, 0, sizeof(action));
-    action.sa_handler = OnRunForExpired;  // no SA_RESTART: waitid returns
-    sigaction(SIGALRM, &action, nullptr);
-    struct itimerval timer;
-    std::memset(&timer, 0, sizeof(timer));
-    const int64_t micros = absl::ToInt64Microseconds(spec.run_for);
-    timer.it_value.tv_sec = micros / 1000000;
-    timer.it_value.tv_usec = micros % 1000000;
-    if (timer.it_value.tv_sec == 0 && timer.it_value.tv_usec == 0) {
-      timer.it_value.tv_usec = 1;
-    }
-    setitimer(ITIMER_REAL, &timer, nullptr);
-  }
-  // Wait without reaping: while the task is a zombie its pid, and so its
-  // process group id, cannot be reused, so killing the group is safe.
-  siginfo_t info;
-  while (waitid(P_PID, task, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
-  }
-  struct itimerval off;
-  std::memset(&off, 0, sizeof(off));
-  setitimer(ITIMER_REAL, &off, nullptr);
-  kill(-task, SIGKILL);  // what is left of the task's process group
+  // Copy the output until the task's main process exits. Its pidfd wakes
+  // us then; without one (Linux before 5.3), look every 50 ms.
+  const int task_pidfd = PidfdOpen(task);
+  const int64_t run_for_nanos = absl::ToInt64Nanoseconds(spec.run_for);
+  const int64_t run_for_end =
+      run_for_nanos > 0 ? MonotonicNanos() + run_for_nanos : 0;
+  bool run_for_expired = false;
+  bool exited = false;
+  int64_t drain_end = 0;
   int status = 0;
-  while (waitpid(task, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const int64_t now = MonotonicNanos();
+    if (exited && ((out_fd < 0 && err_fd < 0) || now >= drain_end)) break;
+    if (!exited && run_for_end > 0 && !run_for_expired && now >= run_for_end) {
+      run_for_expired = true;
+      kill(-task, SIGKILL);
+    }
+    int64_t wake = -1;  // nanoseconds from now; -1: no bound
+    if (exited) {
+      wake = drain_end - now;
+    } else {
+      if (run_for_end > 0 && !run_for_expired) wake = run_for_end - now;
+      if (task_pidfd < 0 && (wake < 0 || wake > 50000000)) wake = 50000000;
+    }
+    pollfd fds[3];
+    int count = 0;
+    int out_index = -1, err_index = -1;
+    if (out_fd >= 0) {
+      out_index = count;
+      fds[count++] = {out_fd, POLLIN, 0};
+    }
+    if (err_fd >= 0) {
+      err_index = count;
+      fds[count++] = {err_fd, POLLIN, 0};
+    }
+    if (!exited && task_pidfd >= 0) fds[count++] = {task_pidfd, POLLIN, 0};
+    const int timeout_ms =
+        wake < 0 ? -1 : static_cast<int>((wake + 999999) / 1000000);
+    if (poll(fds, count, timeout_ms) < 0 && errno != EINTR) {
+      // Nothing sensible to do but look again shortly.
+      const struct timespec pause = {0, 10000000};
+      nanosleep(&pause, nullptr);
+    }
+    if (out_index >= 0 && fds[out_index].revents != 0) {
+      CopyOnce(&out_fd, output.out, output);
+    }
+    if (err_index >= 0 && fds[err_index].revents != 0) {
+      CopyOnce(&err_fd, output.err, output);
+    }
+    if (!exited) {
+      // Without reaping: while the task is a zombie its pid, and so its
+      // process group id, cannot be reused, so killing the group is safe.
+      siginfo_t info;
+      std::memset(&info, 0, sizeof(info));
+      if (waitid(P_PID, task, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == task) {
+        kill(-task, SIGKILL);  // what is left of the task's process group
+        while (waitpid(task, &status, 0) < 0 && errno == EINTR) {
+        }
+        exited = true;
+        drain_end =
+            MonotonicNanos() + absl::ToInt64Nanoseconds(kDrainAfterExit);
+      }
+    }
   }
+  if (task_pidfd >= 0) close(task_pidfd);
 
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -290,6 +374,7 @@ void OnRunForExpired(int) {
     failure_fd = 3;
   }
   CloseFrom(4);
+  JoinNetns(exec, failure_fd);
   if (chdir(exec.cwd()) != 0) Fail(failure_fd, kStageChdir);
   ResetSignals();
   execve(exec.path(), exec.argv(), exec.envp());
@@ -298,12 +383,22 @@ void OnRunForExpired(int) {
 
 // ---- End of the async-signal-safe part.
 
-absl::Status FailureStatus(const Failure& failure, const ExecSpec& exec) {
+// `log_dir`: where a monitor writes the task's output.
+absl::Status FailureStatus(const Failure& failure, const ExecSpec& exec,
+                           absl::string_view log_dir = "") {
   const std::string reason = std::strerror(failure.error);
   switch (failure.stage) {
+    case kStageLogs:
+      return absl::InternalError(
+          absl::StrCat("cannot open the output files of ", exec.path(), " in ",
+                       log_dir, ": ", reason));
     case kStageExec:
       return absl::InvalidArgumentError(
           absl::StrCat("cannot execute ", exec.path(), ": ", reason));
+    case kStageNetns:
+      return absl::InvalidArgumentError(
+          absl::StrCat("network.namespace_path: cannot join network namespace ",
+                       exec.netns(), ": ", reason));
     case kStageChdir:
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot change into directory ", exec.cwd(), ": ", reason));
@@ -365,6 +460,17 @@ absl::StatusOr<MonitoredPids> LaunchMonitored(
     const ExecSpec& exec, const MonitorSpec& monitor,
     const std::function<void(const MonitoredPids&)>& before_release) {
   const std::string exit_tmp_path = monitor.exit_path + ".tmp";
+  // Made here: the monitor, a child of a threaded process, must not
+  // allocate.
+  plugin::RotatingLog out_log(monitor.log_dir, plugin::kStdoutLogName,
+                              monitor.log_max_file_bytes,
+                              monitor.log_max_files);
+  plugin::RotatingLog err_log(monitor.log_dir, plugin::kStderrLogName,
+                              monitor.log_max_file_bytes,
+                              monitor.log_max_files);
+  std::vector<char> buffer(64 << 10);
+  const MonitorOutput output = {&out_log, &err_log, buffer.data(),
+                                buffer.size()};
   int sockets[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     return absl::ErrnoToStatus(errno, "cannot make a socket pair");
@@ -372,7 +478,7 @@ absl::StatusOr<MonitoredPids> LaunchMonitored(
   const pid_t monitor_pid = fork();
   if (monitor_pid == 0) {
     close(sockets[0]);
-    RunMonitor(exec, monitor, exit_tmp_path.c_str(), sockets[1]);
+    RunMonitor(exec, monitor, output, exit_tmp_path.c_str(), sockets[1]);
   }
   const int fork_error = errno;
   close(sockets[1]);
@@ -392,7 +498,7 @@ absl::StatusOr<MonitoredPids> LaunchMonitored(
       return absl::InternalError(absl::StrCat("the monitor of ", exec.path(),
                                               " died before it reported"));
     }
-    return FailureStatus(report.failure, exec);
+    return FailureStatus(report.failure, exec, monitor.log_dir);
   }
   const MonitoredPids pids = {monitor_pid, report.task};
   before_release(pids);

@@ -5,19 +5,27 @@
 // A task is launched as
 //   plugin --fork--> monitor (setsid; stdio /dev/null; every other fd closed)
 //                      --fork+exec--> task (setsid: its own session and
-//                                           process group)
-// The monitor waits for the task, kills what is left of its process group,
-// writes the raw wait status to the exit file (atomically: a temporary file
-// renamed) and exits. Neither depends on the plugin: killing the plugin
-// leaves both running, and the exit status survives it.
+//                                           process group; stdin /dev/null,
+//                                           stdout and stderr pipes to the
+//                                           monitor)
+// The monitor copies the task's stdout and stderr into rotated files
+// (plugins/sdk/rotating_log.h: <log dir>/stdout.log, stderr.log) while it
+// waits for the task. When the task's main process exits, the monitor kills
+// what is left of its process group, copies what is still in the pipes
+// (until both end, at most kDrainAfterExit), writes the raw wait status to
+// the exit file (atomically: a temporary file renamed) and exits. Neither
+// depends on the plugin: killing the plugin leaves both running, and the
+// output and the exit status survive it.
 
 #ifndef PLUGINS_EXAMPLES_MOCK_DRIVER_LAUNCHER_H_
 #define PLUGINS_EXAMPLES_MOCK_DRIVER_LAUNCHER_H_
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,11 +50,17 @@ class ExecSpec {
   char* const* envp() const { return env_pointers_.data(); }
   const char* cwd() const { return cwd_.c_str(); }
 
+  // A network namespace file to join (setns) before exec; empty for the
+  // plugin's own.
+  void set_netns(std::string path) { netns_ = std::move(path); }
+  const std::string& netns() const { return netns_; }
+
  private:
   std::string path_;
   std::vector<std::string> argv_;
   std::vector<std::string> env_;
   std::string cwd_;
+  std::string netns_;
   std::vector<char*> argv_pointers_;
   std::vector<char*> env_pointers_;
 };
@@ -59,10 +73,18 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& program,
                                            const std::vector<std::string>& env,
                                            absl::string_view field);
 
+// How long a monitor still copies output after the task's main process
+// exited and its process group was killed (a process that left the group
+// may hold the pipes), before it records the exit.
+inline constexpr absl::Duration kDrainAfterExit = absl::Milliseconds(500);
+
 struct MonitorSpec {
-  // Paths for the task's stdout and stderr (appended to).
-  std::string stdout_path;
-  std::string stderr_path;
+  // Where the task's output goes: <log_dir>/stdout.log and stderr.log
+  // (appended to), rotated at log_max_file_bytes keeping log_max_files
+  // rotated files (both as plugin::ResolveLogLimits gives them).
+  std::string log_dir;
+  uint64_t log_max_file_bytes = 0;
+  uint32_t log_max_files = 0;
   // Where the monitor writes the exit status.
   std::string exit_path;
   // Kill the task (SIGKILL to its process group) after this long; zero for
@@ -76,7 +98,8 @@ struct MonitoredPids {
 };
 
 // Starts `exec` through a monitor. Returns once the task has exec'd (or
-// failed to: then nothing is left running and the error names the program)
+// failed to: then nothing is left running and the error names the program,
+// or the output file the monitor could not open)
 // and `before_release` has run: the monitor does not wait for (reap) the
 // task before that, so /proc/<task> is there for it to read.
 absl::StatusOr<MonitoredPids> LaunchMonitored(

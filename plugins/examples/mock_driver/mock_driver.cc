@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,7 @@
 #include "plugins/examples/mock_driver/task_state.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
+#include "plugins/sdk/rotating_log.h"
 #include "plugins/sdk/signals.h"
 
 namespace berth::mock {
@@ -65,6 +67,7 @@ struct FakeStats {
 struct Knobs {
   std::string command;
   std::vector<std::string> args;
+  std::string work_dir;  // as given; "" for the task directory
   std::optional<int> exit_code;
   absl::Duration run_for = absl::ZeroDuration();
   std::optional<FakeStats> fake_stats;
@@ -89,6 +92,9 @@ absl::StatusOr<Knobs> ParseKnobs(const google::protobuf::Struct& config) {
     for (const Value& arg : args->list_value().values()) {
       knobs.args.push_back(arg.string_value());
     }
+  }
+  if (const Value* work_dir = field("work_dir")) {
+    knobs.work_dir = work_dir->string_value();
   }
   if (const Value* exit_code = field("exit_code")) {
     const double code = exit_code->number_value();
@@ -165,26 +171,117 @@ std::vector<std::string> TaskEnv(const driver::v1::TaskConfig& config,
   return entries;
 }
 
-std::string TaskDir(const driver::v1::TaskConfig& config) {
-  return config.task_dir().empty() ? "/" : config.task_dir();
-}
-
-// mkdir -p with mode 0750 for what it makes.
-absl::Status MakeDirectories(const std::string& path) {
+// mkdir -p with `mode` for what it makes; `what` names the directory in
+// errors. The topmost directory it made, "" if there was nothing to make.
+absl::StatusOr<std::string> MakeDirectories(const std::string& path,
+                                            mode_t mode,
+                                            absl::string_view what) {
   if (path.empty() || path[0] != '/') {
     return absl::InvalidArgumentError(
-        absl::StrCat("state directory \"", path, "\" is not absolute"));
+        absl::StrCat(what, " \"", path, "\" is not absolute"));
   }
+  std::string made;
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix =
         slash == std::string::npos ? path : path.substr(0, slash);
-    if (mkdir(prefix.c_str(), 0750) != 0 && errno != EEXIST) {
+    if (mkdir(prefix.c_str(), mode) == 0) {
+      if (made.empty()) made = prefix;
+    } else if (errno != EEXIST) {
       return absl::ErrnoToStatus(
-          errno, absl::StrCat("cannot create state directory ", prefix));
+          errno, absl::StrCat("cannot create ", what, " ", prefix));
     }
     if (slash == std::string::npos) break;
   }
-  return absl::OkStatus();
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", path, " is not a directory"));
+  }
+  return made;
+}
+
+// Removes `path` and everything below it (symbolic links are removed, not
+// followed); logs what it cannot remove.
+void RemoveTree(const std::string& path, absl::string_view task_id) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);
+  if (error) {
+    LOG(WARNING) << "task " << task_id << ": cannot remove " << path << ": "
+                 << error.message();
+  }
+}
+
+// The task's directory and working directory (driver_config.work_dir),
+// checked; nothing made yet.
+struct TaskDirs {
+  std::string task_dir;
+  std::string work_dir;
+};
+
+absl::StatusOr<TaskDirs> ResolveTaskDirs(const driver::v1::TaskConfig& config,
+                                         const Knobs& knobs,
+                                         const std::string& state_dir) {
+  TaskDirs dirs;
+  if (config.task_dir().empty()) {
+    dirs.task_dir =
+        NormalizePath(absl::StrCat(state_dir, "/tasks/", config.id()));
+    if (dirs.task_dir.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task ", config.id(), ": the state directory \"", state_dir,
+          "\" is not an absolute path to keep its task directory in"));
+    }
+  } else {
+    dirs.task_dir = NormalizePath(config.task_dir());
+    if (dirs.task_dir.empty() || dirs.task_dir == "/") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task.task_dir \"", config.task_dir(), "\" of task ",
+                       config.id(), " must be an absolute path below /"));
+    }
+  }
+  if (knobs.work_dir.empty()) {
+    dirs.work_dir = dirs.task_dir;
+    return dirs;
+  }
+  dirs.work_dir =
+      NormalizePath(knobs.work_dir[0] == '/'
+                        ? knobs.work_dir
+                        : absl::StrCat(dirs.task_dir, "/", knobs.work_dir));
+  if (dirs.work_dir.empty() || !IsInside(dirs.work_dir, dirs.task_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task.driver_config.work_dir \"", knobs.work_dir, "\" of task ",
+        config.id(), " is outside the task directory ", dirs.task_dir));
+  }
+  return dirs;
+}
+
+// The network namespace a task (and what is exec'd in it) joins: a GROUP's
+// namespace_path (accepted with must_create_network only); "" for the
+// host's.
+std::string TaskNetns(const driver::v1::TaskConfig& config) {
+  return config.network().mode() == driver::v1::NETWORK_ISOLATION_MODE_GROUP
+             ? config.network().namespace_path()
+             : "";
+}
+
+// What the mock driver can do with TaskConfig.network.
+absl::Status CheckNetwork(const driver::v1::TaskConfig& config,
+                          bool must_create_network) {
+  const driver::v1::NetworkIsolationMode mode = config.network().mode();
+  if (mode == driver::v1::NETWORK_ISOLATION_MODE_UNSPECIFIED ||
+      mode == driver::v1::NETWORK_ISOLATION_MODE_HOST) {
+    return absl::OkStatus();
+  }
+  // With must_create_network it joins a GROUP's namespace_path; its own
+  // networks are records without a namespace, so tasks of those stay on
+  // the host's network.
+  if (mode == driver::v1::NETWORK_ISOLATION_MODE_GROUP && must_create_network) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "task.network.mode ", driver::v1::NetworkIsolationMode_Name(mode),
+      " of task ", config.id(),
+      ": the mock driver cannot join a network namespace; it runs tasks on "
+      "the host's network only (NETWORK_ISOLATION_MODE_HOST)"));
 }
 
 int MakeEventFd() { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
@@ -442,6 +539,21 @@ struct MockDriver::Task {
   std::optional<CpuSample> last_cpu;
 };
 
+namespace {
+
+// The task's files: its exit record in the state directory, its output in
+// <task_dir>/logs.
+void SetPaths(const std::string& id, const HandleState& handle,
+              std::string* exit_path, std::string* stdout_path,
+              std::string* stderr_path) {
+  *exit_path = absl::StrCat(handle.state_dir, "/", id, ".exit");
+  const std::string logs = plugin::TaskLogDir(handle.task_dir);
+  *stdout_path = absl::StrCat(logs, "/", plugin::kStdoutLogName, ".log");
+  *stderr_path = absl::StrCat(logs, "/", plugin::kStderrLogName, ".log");
+}
+
+}  // namespace
+
 MockDriver::MockDriver(MockDriverOptions options)
     : must_create_network_(options.must_create_network),
       state_dir_(std::move(options.default_state_dir)) {
@@ -477,6 +589,11 @@ plugin::v1::ConfigSchema MockDriver::TaskConfigSchema() const {
   plugin::AddConfigField(&schema, "args",
                          plugin::v1::CONFIG_FIELD_TYPE_STRING_LIST, false,
                          "Its arguments.");
+  plugin::AddConfigField(
+      &schema, "work_dir", plugin::v1::CONFIG_FIELD_TYPE_STRING, false,
+      "Where the task and its exec'd commands run: a path relative to the "
+      "task directory (an absolute one must lie inside it); made if "
+      "missing. Default: the task directory.");
   plugin::AddConfigField(
       &schema, "exit_code", plugin::v1::CONFIG_FIELD_TYPE_INTEGER, false,
       "Report this exit code (0-255) instead of the process's.");
@@ -565,6 +682,8 @@ driver::v1::TaskStatus MockDriver::StatusOf(const Task& task) {
   attributes["pid"] = absl::StrCat(task.handle.task_pid);
   attributes["monitor_pid"] = absl::StrCat(task.handle.monitor_pid);
   attributes["state_dir"] = task.handle.state_dir;
+  attributes["task_dir"] = task.handle.task_dir;
+  attributes["work_dir"] = task.handle.work_dir;
   attributes["stdout_path"] = task.stdout_path;
   attributes["stderr_path"] = task.stderr_path;
   return status;
@@ -651,25 +770,10 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
         knobs.status().code(),
         absl::StrCat(knobs.status().message(), " (task ", config.id(), ")"));
   }
-  absl::MutexLock start_lock(&start_mu_);
-  std::string dir;
-  {
-    absl::MutexLock lock(&mu_);
-    if (tasks_.count(config.id()) > 0) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("task ", config.id(), " already exists"));
-    }
-    dir = state_dir_;
+  if (absl::Status network = CheckNetwork(config, must_create_network_);
+      !network.ok()) {
+    return network;
   }
-  if (absl::Status made = MakeDirectories(dir); !made.ok()) return made;
-  // The node names the task's directory; the driver makes it (the host
-  // removes what is left of it once DestroyTask is done).
-  if (!config.task_dir().empty()) {
-    if (absl::Status made = MakeDirectories(config.task_dir()); !made.ok()) {
-      return made;
-    }
-  }
-
   const std::vector<std::string> env = TaskEnv(config, /*tty=*/false);
   absl::StatusOr<std::string> program =
       ResolveProgram(knobs->command, env, "task.driver_config.command");
@@ -677,20 +781,89 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
     return absl::InvalidArgumentError(
         absl::StrCat(program.status().message(), " (task ", config.id(), ")"));
   }
-  std::vector<std::string> argv = {knobs->command};
-  argv.insert(argv.end(), knobs->args.begin(), knobs->args.end());
-  const ExecSpec exec(*program, argv, env, TaskDir(config));
+  absl::MutexLock start_lock(&start_mu_);
+  std::string state_dir;
+  {
+    absl::MutexLock lock(&mu_);
+    if (tasks_.count(config.id()) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("task ", config.id(), " already exists"));
+    }
+    state_dir = state_dir_;
+  }
+  absl::StatusOr<TaskDirs> dirs = ResolveTaskDirs(config, *knobs, state_dir);
+  if (!dirs.ok()) return dirs.status();
 
   auto task = std::make_shared<Task>();
   task->config = config;
   task->knobs = *knobs;
-  task->exit_path = absl::StrCat(dir, "/", config.id(), ".exit");
-  task->stdout_path = absl::StrCat(dir, "/", config.id(), ".stdout");
-  task->stderr_path = absl::StrCat(dir, "/", config.id(), ".stderr");
+  task->handle.state_dir = state_dir;
+  task->handle.task_dir = dirs->task_dir;
+  task->handle.work_dir = dirs->work_dir;
+  SetPaths(config.id(), task->handle, &task->exit_path, &task->stdout_path,
+           &task->stderr_path);
+
+  // What this call made, removed again if it fails.
+  std::vector<std::string> made;
+  auto fail = [&](absl::Status status) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      RemoveTree(*it, config.id());
+    }
+    unlink(task->exit_path.c_str());
+    return status;
+  };
+  if (absl::StatusOr<std::string> made_state =
+          MakeDirectories(state_dir, 0750, "state directory");
+      !made_state.ok()) {
+    return made_state.status();
+  }
+  // The node makes the task's directory (empty) before StartTask; made
+  // here when it is missing, or when the driver chose it.
+  absl::StatusOr<std::string> made_task =
+      MakeDirectories(dirs->task_dir, 0755, "task directory");
+  if (!made_task.ok()) {
+    return absl::Status(
+        made_task.status().code(),
+        absl::StrCat("task ", config.id(), ": ", made_task.status().message()));
+  }
+  // Only the task directory itself counts: parents it made stay.
+  if (!made_task->empty()) {
+    task->handle.made_task_dir = true;
+    made.push_back(dirs->task_dir);
+  }
+  const std::string log_dir = plugin::TaskLogDir(dirs->task_dir);
+  absl::StatusOr<std::string> made_logs =
+      MakeDirectories(log_dir, 0755, "log directory");
+  if (!made_logs.ok()) {
+    return fail(absl::Status(made_logs.status().code(),
+                             absl::StrCat("task ", config.id(), ": ",
+                                          made_logs.status().message())));
+  }
+  if (!made_logs->empty() && !task->handle.made_task_dir) {
+    made.push_back(log_dir);
+  }
+  absl::StatusOr<std::string> made_work =
+      MakeDirectories(dirs->work_dir, 0755, "task.driver_config.work_dir");
+  if (!made_work.ok()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        made_work.status().message(), " (task ", config.id(), ")")));
+  }
+  if (!made_work->empty() && !task->handle.made_task_dir) {
+    task->handle.made_work_dir = *made_work;
+    made.push_back(*made_work);
+  }
   unlink(task->exit_path.c_str());  // of an earlier task of that id
+
+  std::vector<std::string> argv = {knobs->command};
+  argv.insert(argv.end(), knobs->args.begin(), knobs->args.end());
+  ExecSpec exec(*program, argv, env, dirs->work_dir);
+  exec.set_netns(TaskNetns(config));
   MonitorSpec monitor;
-  monitor.stdout_path = task->stdout_path;
-  monitor.stderr_path = task->stderr_path;
+  monitor.log_dir = log_dir;
+  const plugin::LogLimits limits = plugin::ResolveLogLimits(
+      config.logs().max_file_bytes(), config.logs().max_files());
+  monitor.log_max_file_bytes = limits.max_file_bytes;
+  monitor.log_max_files = limits.max_files;
   monitor.exit_path = task->exit_path;
   monitor.run_for = knobs->run_for;
 
@@ -715,25 +888,20 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
         }
       });
   if (!pids.ok()) {
-    return absl::Status(pids.status().code(),
-                        absl::StrCat("cannot start task ", config.id(), ": ",
-                                     pids.status().message()));
+    return fail(absl::Status(pids.status().code(),
+                             absl::StrCat("cannot start task ", config.id(),
+                                          ": ", pids.status().message())));
   }
   if (!identified.ok()) {
     // Leave nothing behind: the task, its monitor, its files.
     kill(-pids->task, SIGKILL);
     int status;
     waitpid(pids->monitor, &status, 0);
-    for (const std::string& path :
-         {task->exit_path, task->stdout_path, task->stderr_path}) {
-      unlink(path.c_str());
-    }
-    return absl::InternalError(absl::StrCat("cannot start task ", config.id(),
-                                            ": ", identified.message()));
+    return fail(absl::InternalError(absl::StrCat(
+        "cannot start task ", config.id(), ": ", identified.message())));
   }
   task->handle.monitor_pid = pids->monitor;
   task->handle.task_pid = pids->task;
-  task->handle.state_dir = dir;
   task->handle.started_at = absl::Now();
 
   driver::v1::StartTaskResponse response;
@@ -743,7 +911,7 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
   handle->set_state(driver::v1::TASK_STATE_RUNNING);
   handle->set_driver_state(EncodeTaskState(task->handle));
   LOG(INFO) << "task " << config.id() << " started: pid " << pids->task
-            << " (monitor " << pids->monitor << ")";
+            << " (monitor " << pids->monitor << ") in " << dirs->work_dir;
   Adopt(task, "started");
   return response;
 }
@@ -834,11 +1002,18 @@ absl::Status MockDriver::DestroyTask(const std::string& task_id, bool force) {
   }
   Notify(task->stop_fd);
   if (task->watcher.joinable()) task->watcher.join();
-  for (const std::string& path :
-       {task->exit_path, task->stdout_path, task->stderr_path}) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      PLOG(WARNING) << "task " << task_id << ": cannot remove " << path;
-    }
+  if (unlink(task->exit_path.c_str()) != 0 && errno != ENOENT) {
+    PLOG(WARNING) << "task " << task_id << ": cannot remove "
+                  << task->exit_path;
+  }
+  // What the driver made in the task directory (the node removes the
+  // directory it made itself).
+  const HandleState& made = task->handle;
+  if (made.made_task_dir) {
+    RemoveTree(made.task_dir, task_id);
+  } else {
+    RemoveTree(plugin::TaskLogDir(made.task_dir), task_id);
+    if (!made.made_work_dir.empty()) RemoveTree(made.made_work_dir, task_id);
   }
   driver::v1::TaskEventsResponse event;
   event.set_task_id(task_id);
@@ -888,9 +1063,8 @@ absl::StatusOr<driver::v1::TaskStatus> MockDriver::RecoverTask(
   task->config = handle.config();
   task->knobs = *knobs;
   task->handle = *state;
-  task->exit_path = absl::StrCat(state->state_dir, "/", id, ".exit");
-  task->stdout_path = absl::StrCat(state->state_dir, "/", id, ".stdout");
-  task->stderr_path = absl::StrCat(state->state_dir, "/", id, ".stderr");
+  SetPaths(id, task->handle, &task->exit_path, &task->stdout_path,
+           &task->stderr_path);
 
   // Exited while nobody watched?
   absl::StatusOr<ExitRecord> record = ReadExitRecord(task->exit_path);
@@ -1069,7 +1243,8 @@ absl::StatusOr<driver::v1::ExecTaskResponse> MockDriver::ExecTask(
     return absl::InvalidArgumentError(
         absl::StrCat(program.status().message(), " (task ", task_id, ")"));
   }
-  const ExecSpec exec(*program, command, env, TaskDir((*task)->config));
+  ExecSpec exec(*program, command, env, (*task)->handle.work_dir);
+  exec.set_netns(TaskNetns((*task)->config));
   absl::StatusOr<Child> child = SpawnChild(exec, /*tty=*/false, {});
   if (!child.ok()) {
     return absl::Status(
@@ -1125,7 +1300,8 @@ absl::StatusOr<plugin::ExitStatus> MockDriver::ExecTaskStreaming(
     return absl::InvalidArgumentError(
         absl::StrCat(program.status().message(), " (task ", id, ")"));
   }
-  const ExecSpec exec(*program, options.command, env, TaskDir((*task)->config));
+  ExecSpec exec(*program, options.command, env, (*task)->handle.work_dir);
+  exec.set_netns(TaskNetns((*task)->config));
   absl::StatusOr<Child> child =
       SpawnChild(exec, options.tty, options.terminal_size);
   if (!child.ok()) {
@@ -1173,9 +1349,10 @@ absl::StatusOr<driver::v1::CreateNetworkResponse> MockDriver::CreateNetwork(
   absl::StatusOr<std::string> path = NetworkRecordPath(request.allocation_id());
   if (!path.ok()) return path.status();
   // <state dir>/networks
-  if (absl::Status made = MakeDirectories(path->substr(0, path->rfind('/')));
+  if (absl::StatusOr<std::string> made = MakeDirectories(
+          path->substr(0, path->rfind('/')), 0750, "state directory");
       !made.ok()) {
-    return made;
+    return made.status();
   }
   driver::v1::CreateNetworkResponse response;
   const int fd =

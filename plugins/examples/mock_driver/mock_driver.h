@@ -3,10 +3,14 @@
 // only).
 //
 // A task is a real, unisolated process on the host, started through a
-// monitor process (launcher.h) so that it and its exit status survive the
-// plugin. TaskConfig.driver_config:
+// monitor process (launcher.h) so that it, its output and its exit status
+// survive the plugin. TaskConfig.driver_config:
 //   command    string, required: the program (looked up on the task's PATH)
 //   args       list of strings: its arguments
+//   work_dir   string: where it runs, relative to the task directory (an
+//              absolute path must lie inside it); made if missing; default
+//              the task directory. Outside it: INVALID_ARGUMENT naming
+//              driver_config.work_dir
 //   exit_code  integer 0-255: report this exit code instead of the
 //              process's when it exits (or when run_for ends it)
 //   run_for    duration ("2s"): kill the process after this long; it is
@@ -14,25 +18,34 @@
 //   fake_stats {"cpu_percent": x, "rss_bytes": n}: TaskStats reports these
 //              instead of what /proc says
 // The task's environment is PATH (a default), HOME=/, BERTH_TASK_ID and
-// TaskConfig.env; its directory is TaskConfig.task_dir or "/"; its stdin is
-// /dev/null and its stdout and stderr go to <state dir>/<task id>.stdout and
-// .stderr.
+// TaskConfig.env; its stdin is /dev/null; the monitor copies its stdout and
+// stderr to <task dir>/logs/stdout.log and stderr.log, rotated per
+// TaskConfig.logs (plugins/sdk/rotating_log.h).
+//
+// Task directory: TaskConfig.task_dir (the node makes it, empty; made here
+// if missing), or <state dir>/tasks/<task id> when that is empty. The driver
+// makes logs/ and work_dir in it; DestroyTask removes those (or the whole
+// directory when the driver made it).
 //
 // State directory: <NodeContext.state_dir>/mock once SetConfig gave one,
 // before that MockDriverOptions.default_state_dir (main.cc: --state_dir, by
 // default <parent of $BERTH_PLUGIN_SOCKET_DIR>/mock-state). It holds
-// <task id>.exit (the raw wait status, written by the monitor), .stdout and
-// .stderr; DestroyTask removes them. A task keeps the directory it started
-// in (it is recorded in its handle).
+// <task id>.exit (the raw wait status, written by the monitor); DestroyTask
+// removes it. A task keeps the directories it started with (they are
+// recorded in its handle).
 //
-// With MockDriverOptions.must_create_network, the capabilities say so and
-// the host calls CreateNetwork/DestroyNetwork instead of its network hook:
-// a network is a record, <state dir>/networks/<allocation id> (its
-// hostname), with a documentation address (192.0.2.1/24, never routed) and
-// no namespace; tasks still run on the host's network.
+// Networks: the capabilities list NETWORK_ISOLATION_MODE_HOST only, and a
+// task asking for another mode is refused (INVALID_ARGUMENT naming
+// network.mode, nothing left behind). With
+// MockDriverOptions.must_create_network, the capabilities say so and list
+// GROUP too: a GROUP task (and what is exec'd in it) joins
+// network.namespace_path (setns; none: the host's network). The host calls
+// CreateNetwork/DestroyNetwork instead of its network hook: a network is a
+// record, <state dir>/networks/<allocation id> (its hostname), with a
+// documentation address (192.0.2.1/24, never routed) and no namespace.
 //
 // Exec (ExecTask, ExecTaskStreaming) runs the command on the host with the
-// task's environment and directory, in a session of its own, with a
+// task's environment and working directory, in a session of its own, with a
 // terminal (TERM=xterm unless the task's env sets TERM) or pipes. When the
 // command exits, what is left of its process group is killed; cancelling
 // kills it.

@@ -2,8 +2,11 @@
 // again, its tasks survive and RecoverTask takes them back, running or
 // exited; a large exec transfer through it keeps every byte.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <set>
@@ -213,6 +216,59 @@ TEST_F(MockDriverBinaryTest, ExitWhileThePluginWasDownIsReported) {
   EXPECT_TRUE(status.exit_result().has_exited_at());
   Destroy("t1");
   EXPECT_FALSE(PathExists(dir_.Join("mock-state/t1.exit")));
+}
+
+TEST_F(MockDriverBinaryTest, OutputKeepsFlowingWhileThePluginIsDown) {
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  // As the node hands it over: an empty directory.
+  const std::string task_dir = dir_.Join("t1");
+  ASSERT_EQ(mkdir(task_dir.c_str(), 0755), 0);
+  driver::v1::StartTaskRequest request;
+  driver::v1::TaskConfig& task = *request.mutable_task();
+  task.set_id("t1");
+  task.set_task_dir(task_dir);
+  task.mutable_logs()->set_max_file_bytes(4);
+  task.mutable_logs()->set_max_files(1);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"command": "/bin/sh", "work_dir": "w", "args": ["-c",
+                      "echo one; while [ ! -e go ]; do sleep 0.01; done;
+                       echo two; echo three; exit 5"]})",
+                  task.mutable_driver_config())
+                  .ok());
+  driver::v1::TaskHandle handle;
+  {
+    driver::v1::StartTaskResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub_->StartTask(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    handle = response.handle();
+    task_pids_.insert(TaskPid("t1"));
+  }
+  const std::string logs = task_dir + "/logs";
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadFileOrEmpty(logs + "/stdout.log") == "one\n"; }));
+  ASSERT_NO_FATAL_FAILURE(KillPlugin());
+
+  // The monitor still copies the output, rotating it, and records the exit.
+  const int go = open((task_dir + "/w/go").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(go, 0);
+  close(go);
+  ASSERT_TRUE(
+      WaitFor([&] { return PathExists(dir_.Join("mock-state/t1.exit")); }));
+  // 4 bytes a file, one rotated file kept: "one\n" was dropped.
+  EXPECT_EQ(ReadFileOrEmpty(logs + "/stdout.log.1"), "thre");
+  EXPECT_EQ(ReadFileOrEmpty(logs + "/stdout.log"), "e\n");
+  EXPECT_FALSE(PathExists(logs + "/stdout.log.2"));
+
+  ASSERT_NO_FATAL_FAILURE(Launch());
+  driver::v1::TaskStatus status;
+  grpc::Status recovered = Recover(handle, &status);
+  ASSERT_TRUE(recovered.ok()) << recovered.error_message();
+  EXPECT_EQ(status.state(), driver::v1::TASK_STATE_EXITED);
+  EXPECT_EQ(status.exit_result().exit_code(), 5);
+  Destroy("t1");
+  EXPECT_FALSE(PathExists(logs));
+  EXPECT_FALSE(PathExists(task_dir + "/w")) << "the driver made it";
 }
 
 uint64_t Fnv1a(uint64_t hash, absl::string_view data) {

@@ -2,17 +2,23 @@
 
 #include "plugins/examples/mock_driver/mock_driver.h"
 
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -42,6 +48,46 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 
 bool ProcessGone(pid_t pid) { return !PathExists(absl::StrCat("/proc/", pid)); }
+
+// Whether the directory at `path` has no entries.
+bool DirectoryIsEmpty(const std::string& path) {
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return false;
+  int entries = 0;
+  while (dirent* entry = readdir(dir)) {
+    if (std::string(entry->d_name) != "." &&
+        std::string(entry->d_name) != "..") {
+      ++entries;
+    }
+  }
+  closedir(dir);
+  return entries == 0;
+}
+
+// Whether a process has `word` as one of its arguments.
+bool ProcessWithArgument(const std::string& word) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return false;
+  bool found = false;
+  while (dirent* entry = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    const std::string cmdline =
+        ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cmdline"));
+    for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
+      if (arg == word) found = true;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+// The size of the file at `path`; -1 if there is none.
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return -1;
+  return st.st_size;
+}
 
 class MockDriverTest : public ::testing::Test {
  protected:
@@ -75,22 +121,59 @@ class MockDriverTest : public ::testing::Test {
   grpc::Status Start(const std::string& id, const std::string& config_json,
                      driver::v1::StartTaskResponse* response = nullptr,
                      std::map<std::string, std::string> env = {}) {
+    driver::v1::TaskConfig task = Config(id, config_json);
+    for (const auto& [key, value] : env) (*task.mutable_env())[key] = value;
+    return StartConfig(task, response);
+  }
+
+  grpc::Status StartConfig(const driver::v1::TaskConfig& task,
+                           driver::v1::StartTaskResponse* response = nullptr) {
     driver::v1::StartTaskRequest request;
-    request.mutable_task()->set_id(id);
-    EXPECT_TRUE(
-        google::protobuf::util::JsonStringToMessage(
-            config_json, request.mutable_task()->mutable_driver_config())
-            .ok())
-        << config_json;
-    for (const auto& [key, value] : env) {
-      (*request.mutable_task()->mutable_env())[key] = value;
-    }
+    *request.mutable_task() = task;
     driver::v1::StartTaskResponse ignored;
     grpc::ClientContext context;
     grpc::Status status = stub_->StartTask(
         &context, request, response != nullptr ? response : &ignored);
-    if (status.ok()) started_.push_back(id);
+    if (status.ok()) started_.push_back(task.id());
     return status;
+  }
+
+  // A task `id` with `config_json` as its driver_config.
+  static driver::v1::TaskConfig Config(const std::string& id,
+                                       const std::string& config_json) {
+    driver::v1::TaskConfig task;
+    task.set_id(id);
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
+                    config_json, task.mutable_driver_config())
+                    .ok())
+        << config_json;
+    return task;
+  }
+
+  // What the node does before StartTask: an empty task directory.
+  std::string MakeTaskDir(const std::string& id) {
+    const std::string tasks = dir_.Join("tasks");
+    mkdir(tasks.c_str(), 0755);
+    const std::string task_dir = absl::StrCat(tasks, "/", id);
+    EXPECT_EQ(mkdir(task_dir.c_str(), 0755), 0) << task_dir;
+    return task_dir;
+  }
+
+  grpc::Status Destroy(const std::string& id) {
+    grpc::ClientContext context;
+    driver::v1::DestroyTaskRequest request;
+    request.set_task_id(id);
+    request.set_force(true);
+    driver::v1::DestroyTaskResponse response;
+    return stub_->DestroyTask(&context, request, &response);
+  }
+
+  grpc::Status InspectStatus(const std::string& id) {
+    grpc::ClientContext context;
+    driver::v1::InspectTaskRequest request;
+    request.set_task_id(id);
+    driver::v1::InspectTaskResponse response;
+    return stub_->InspectTask(&context, request, &response);
   }
 
   absl::StatusOr<driver::v1::ExitResult> Wait(const std::string& id) {
@@ -241,7 +324,8 @@ TEST_F(MockDriverTest, StopTaskKillsATaskThatIgnoresTheSignal) {
                   .ok());
   // SIGTERM is ignored once the task said so.
   ASSERT_TRUE(WaitFor([&] {
-    return ReadFileOrEmpty(dir_.Join("state/t1.stdout")) == "ready\n";
+    return ReadFileOrEmpty(dir_.Join("state/tasks/t1/logs/stdout.log")) ==
+           "ready\n";
   }));
   ASSERT_TRUE(Stop("t1", absl::Milliseconds(200), "SIGTERM").ok());
   absl::StatusOr<driver::v1::ExitResult> result = Wait("t1");
@@ -272,7 +356,7 @@ TEST_F(MockDriverTest, DestroyRunningTaskNeedsForce) {
   }
   EXPECT_TRUE(WaitFor([&] { return ProcessGone(pid); }));
   EXPECT_FALSE(PathExists(dir_.Join("state/t1.exit")));
-  EXPECT_FALSE(PathExists(dir_.Join("state/t1.stdout")));
+  EXPECT_FALSE(PathExists(dir_.Join("state/tasks/t1")));
   grpc::ClientContext context;
   driver::v1::InspectTaskRequest request;
   request.set_task_id("t1");
@@ -292,7 +376,8 @@ TEST_F(MockDriverTest, SignalTaskDeliversTheSignal) {
           .ok());
   // The trap is set once the task said so.
   ASSERT_TRUE(WaitFor([&] {
-    return ReadFileOrEmpty(dir_.Join("state/t1.stdout")) == "ready\n";
+    return ReadFileOrEmpty(dir_.Join("state/tasks/t1/logs/stdout.log")) ==
+           "ready\n";
   }));
   grpc::ClientContext context;
   driver::v1::SignalTaskRequest request;
@@ -600,6 +685,267 @@ TEST_F(MockDriverTest, StateDirectoryFollowsSetConfig) {
   EXPECT_TRUE(PathExists(dir_.Join("node/mock/t1.exit")));
 }
 
+// ---- Task directory, output and working directory (driver contract).
+
+TEST_F(MockDriverTest, OutputGoesToTheTaskDirectoryRotated) {
+  const std::string task_dir = MakeTaskDir("t1");
+  driver::v1::TaskConfig task =
+      Config("t1", R"({"command": "/bin/sh", "args": ["-c",
+          "seq 1 3000; echo oops >&2"]})");
+  task.set_task_dir(task_dir);
+  task.mutable_logs()->set_max_file_bytes(1000);
+  task.mutable_logs()->set_max_files(3);
+  ASSERT_TRUE(StartConfig(task).ok());
+  absl::StatusOr<driver::v1::ExitResult> result = Wait("t1");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->exit_code(), 0);
+
+  // All of it is there once WaitTask returned.
+  std::string printed;
+  for (int i = 1; i <= 3000; ++i) absl::StrAppend(&printed, i, "\n");
+  const std::string logs = task_dir + "/logs";
+  const int64_t current = FileSize(logs + "/stdout.log");
+  EXPECT_GT(current, 0);
+  EXPECT_LE(current, 1000);
+  std::string kept;
+  for (int i = 3; i >= 1; --i) {
+    const std::string rotated = absl::StrCat(logs, "/stdout.log.", i);
+    EXPECT_EQ(FileSize(rotated), 1000) << rotated;
+    kept += ReadFileOrEmpty(rotated);
+  }
+  kept += ReadFileOrEmpty(logs + "/stdout.log");
+  EXPECT_FALSE(PathExists(logs + "/stdout.log.4"));
+  EXPECT_EQ(kept.size(), 3000 + current);
+  EXPECT_TRUE(absl::EndsWith(printed, kept)) << "kept in order";
+  EXPECT_EQ(ReadFileOrEmpty(logs + "/stderr.log"), "oops\n");
+  EXPECT_FALSE(PathExists(logs + "/stderr.log.1"));
+  EXPECT_EQ(Inspect("t1").driver_attributes().at("stdout_path"),
+            logs + "/stdout.log");
+  EXPECT_FALSE(PathExists(dir_.Join("state/t1.stdout")));
+
+  // DestroyTask removes what the driver made there, and only that.
+  ASSERT_TRUE(Start("t2", R"({"command": "/bin/true"})").ok());  // unrelated
+  ASSERT_TRUE(Destroy("t1").ok());
+  EXPECT_FALSE(PathExists(logs));
+  EXPECT_TRUE(PathExists(dir_.Join("state/tasks/t2/logs/stdout.log")));
+}
+
+TEST_F(MockDriverTest, DefaultLimitsKeepOneFileAndOutputWrittenJustBeforeExit) {
+  const std::string task_dir = MakeTaskDir("t1");
+  driver::v1::TaskConfig task =
+      Config("t1", R"({"command": "/bin/sh", "args": ["-c",
+          "head -c 300000 /dev/zero; exit 3"]})");
+  task.set_task_dir(task_dir);
+  ASSERT_TRUE(StartConfig(task).ok());
+  absl::StatusOr<driver::v1::ExitResult> result = Wait("t1");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->exit_code(), 3);
+  EXPECT_EQ(FileSize(task_dir + "/logs/stdout.log"), 300000);
+  EXPECT_FALSE(PathExists(task_dir + "/logs/stdout.log.1"));
+  EXPECT_EQ(FileSize(task_dir + "/logs/stderr.log"), 0);
+}
+
+TEST_F(MockDriverTest, ExitIsRecordedWhileAnEscapedProcessHoldsTheOutput) {
+  // A process in a session of its own keeps stdout open after the main
+  // process exits: the exit is still recorded (after a bounded drain).
+  const std::string marker = absl::StrCat("307.", getpid());
+  const std::string pid_file = dir_.Join("escaped");
+  ASSERT_TRUE(
+      Start("t1",
+            absl::StrCat(R"({"command": "/bin/sh", "args": ["-c",
+      "setsid /bin/sh -c 'echo $$ > )",
+                         pid_file, R"(; exec sleep )", marker,
+                         R"(' & while [ ! -s )", pid_file,
+                         R"( ]; do sleep 0.01; done; echo out; exit 4"]})"))
+          .ok());
+  absl::StatusOr<driver::v1::ExitResult> result = Wait("t1");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->exit_code(), 4);
+  EXPECT_EQ(ReadFileOrEmpty(dir_.Join("state/tasks/t1/logs/stdout.log")),
+            "out\n");
+  pid_t escaped = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      absl::StripTrailingAsciiWhitespace(ReadFileOrEmpty(pid_file)), &escaped));
+  ASSERT_GT(escaped, 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return absl::StrContains(
+        ReadFileOrEmpty(absl::StrCat("/proc/", escaped, "/cmdline")), marker);
+  })) << "still running, holding the output";
+  kill(escaped, SIGKILL);
+}
+
+TEST_F(MockDriverTest, AMissingTaskDirectoryIsMadeAndDestroyRemovesIt) {
+  const std::string task_dir = dir_.Join("tasks/deep/t1");
+  driver::v1::TaskConfig task =
+      Config("t1", R"({"command": "/bin/sh", "args": ["-c", "pwd"]})");
+  task.set_task_dir(task_dir);
+  ASSERT_TRUE(StartConfig(task).ok());
+  ASSERT_TRUE(Wait("t1").ok());
+  EXPECT_EQ(ReadFileOrEmpty(task_dir + "/logs/stdout.log"), task_dir + "\n");
+  ASSERT_TRUE(Destroy("t1").ok());
+  EXPECT_FALSE(PathExists(task_dir));
+}
+
+TEST_F(MockDriverTest, WithoutATaskDirectoryTheDriverKeepsOneInItsState) {
+  ASSERT_TRUE(
+      Start("t1", R"({"command": "/bin/sh", "args": ["-c", "pwd; echo x>f"]})")
+          .ok());
+  ASSERT_TRUE(Wait("t1").ok());
+  const std::string task_dir = dir_.Join("state/tasks/t1");
+  EXPECT_EQ(ReadFileOrEmpty(task_dir + "/logs/stdout.log"), task_dir + "\n");
+  EXPECT_EQ(ReadFileOrEmpty(task_dir + "/f"), "x\n");
+  EXPECT_EQ(Inspect("t1").driver_attributes().at("task_dir"), task_dir);
+  ASSERT_TRUE(Destroy("t1").ok());
+  EXPECT_FALSE(PathExists(task_dir));
+  EXPECT_FALSE(PathExists(dir_.Join("state/t1.exit")));
+}
+
+TEST_F(MockDriverTest, WorkDirIsMadeInTheTaskDirectoryAndExecsRunThere) {
+  const std::string task_dir = MakeTaskDir("t1");
+  driver::v1::TaskConfig task =
+      Config("t1", R"({"command": "/bin/sh", "work_dir": "a/b",
+          "args": ["-c", "pwd; exec sleep 300"]})");
+  task.set_task_dir(task_dir);
+  ASSERT_TRUE(StartConfig(task).ok());
+  const std::string work_dir = task_dir + "/a/b";
+  EXPECT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(task_dir + "/logs/stdout.log") == work_dir + "\n";
+  })) << ReadFileOrEmpty(task_dir + "/logs/stdout.log");
+  EXPECT_EQ(Inspect("t1").driver_attributes().at("work_dir"), work_dir);
+
+  grpc::ClientContext context;
+  driver::v1::ExecTaskRequest request;
+  request.set_task_id("t1");
+  request.add_command("pwd");
+  driver::v1::ExecTaskResponse response;
+  ASSERT_TRUE(stub_->ExecTask(&context, request, &response).ok());
+  EXPECT_EQ(response.stdout(), work_dir + "\n");
+  ExecCall call(stub_.get(), "t1", {"pwd"}, false);
+  ASSERT_TRUE(call.Finish().ok());
+  EXPECT_EQ(call.out(), work_dir + "\n");
+
+  ASSERT_TRUE(Destroy("t1").ok());
+  EXPECT_FALSE(PathExists(task_dir + "/a")) << "the driver made it";
+  EXPECT_FALSE(PathExists(task_dir + "/logs"));
+}
+
+TEST_F(MockDriverTest, WorkDirMayBeAnAbsolutePathInsideOrAnExistingOne) {
+  const std::string task_dir = MakeTaskDir("t1");
+  ASSERT_EQ(mkdir((task_dir + "/kept").c_str(), 0755), 0);
+  driver::v1::TaskConfig task =
+      Config("t1", absl::StrCat(R"({"command": "/bin/sh", "args": ["-c", "pwd"],
+          "work_dir": ")",
+                                task_dir, R"(/kept/./"})"));
+  task.set_task_dir(task_dir);
+  ASSERT_TRUE(StartConfig(task).ok());
+  ASSERT_TRUE(Wait("t1").ok());
+  EXPECT_EQ(ReadFileOrEmpty(task_dir + "/logs/stdout.log"),
+            task_dir + "/kept\n");
+  ASSERT_TRUE(Destroy("t1").ok());
+  EXPECT_TRUE(PathExists(task_dir + "/kept")) << "not the driver's";
+}
+
+TEST_F(MockDriverTest, WorkDirOutsideTheTaskDirectoryIsRefusedLeavingNothing) {
+  const std::string task_dir = MakeTaskDir("t1");
+  for (const std::string& work_dir :
+       {std::string("../x"), std::string("a/../../x"), dir_.Join("x"),
+        std::string("/")}) {
+    driver::v1::TaskConfig task =
+        Config("t1", absl::StrCat(R"({"command": "/bin/true", "work_dir": ")",
+                                  work_dir, R"("})"));
+    task.set_task_dir(task_dir);
+    grpc::Status status = StartConfig(task);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << work_dir;
+    EXPECT_THAT(status.error_message(),
+                AllOf(HasSubstr("driver_config.work_dir"), HasSubstr("t1")));
+    EXPECT_EQ(InspectStatus("t1").error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_FALSE(PathExists(dir_.Join("tasks/x")));
+  EXPECT_FALSE(PathExists(dir_.Join("x")));
+  EXPECT_FALSE(PathExists(task_dir + "/logs"));
+  EXPECT_FALSE(PathExists(dir_.Join("state/t1.exit")));
+}
+
+TEST_F(MockDriverTest, AFailedStartRemovesWhatItMade) {
+  const std::string task_dir = MakeTaskDir("t1");
+  driver::v1::TaskConfig task =
+      Config("t1", R"({"command": "/bin/true", "work_dir": "made/here"})");
+  task.set_task_dir(task_dir);
+  // A path with a slash is not looked up: the exec fails, in the working
+  // directory, once the directories are made.
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "./not-there");
+  grpc::Status status = StartConfig(task);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not-there"));
+  EXPECT_EQ(InspectStatus("t1").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(PathExists(task_dir));
+  EXPECT_FALSE(PathExists(task_dir + "/logs"));
+  EXPECT_FALSE(PathExists(task_dir + "/made"));
+  EXPECT_FALSE(PathExists(dir_.Join("state/t1.exit")));
+}
+
+TEST_F(MockDriverTest, GroupNetworkIsRefusedNamingTheFieldLeavingNothing) {
+  const std::string task_dir = MakeTaskDir("t1");
+  const std::string marker = absl::StrCat("309.", getpid());
+  for (driver::v1::NetworkIsolationMode mode :
+       {driver::v1::NETWORK_ISOLATION_MODE_GROUP,
+        driver::v1::NETWORK_ISOLATION_MODE_TASK}) {
+    driver::v1::TaskConfig task = Config(
+        "t1",
+        absl::StrCat(R"({"command": "sleep", "args": [")", marker, R"("]})"));
+    task.set_task_dir(task_dir);
+    task.mutable_network()->set_mode(mode);
+    task.mutable_network()->set_namespace_path("/var/run/netns/berth-t1");
+    grpc::Status status = StartConfig(task);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                AllOf(HasSubstr("network.mode"), HasSubstr("t1")));
+    EXPECT_EQ(InspectStatus("t1").error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_FALSE(ProcessWithArgument(marker));
+  EXPECT_TRUE(DirectoryIsEmpty(task_dir));
+  EXPECT_FALSE(PathExists(dir_.Join("state/t1.exit")));
+  EXPECT_FALSE(PathExists(dir_.Join("state/tasks")));
+  EXPECT_THAT(driver_->Capabilities().network_isolation_modes(),
+              ::testing::ElementsAre(driver::v1::NETWORK_ISOLATION_MODE_HOST));
+
+  // The host's network is fine.
+  driver::v1::TaskConfig host = Config("t1", R"({"command": "/bin/true"})");
+  host.set_task_dir(task_dir);
+  host.mutable_network()->set_mode(driver::v1::NETWORK_ISOLATION_MODE_HOST);
+  ASSERT_TRUE(StartConfig(host).ok());
+  EXPECT_TRUE(Wait("t1").ok());
+}
+
+TEST_F(MockDriverTest, RecoverRefusesAHandleNamingDirectoriesOutsideTheTask) {
+  driver::v1::StartTaskResponse started;
+  ASSERT_TRUE(
+      Start("t1", R"({"command": "sleep", "args": ["300"]})", &started).ok());
+  absl::StatusOr<HandleState> state =
+      DecodeTaskState(started.handle().driver_state());
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->task_dir, dir_.Join("state/tasks/t1"));
+  EXPECT_TRUE(state->made_task_dir);
+  MockDriver restarted(MockDriverOptions{dir_.Join("state")});
+  for (auto forge : std::vector<std::function<void(HandleState*)>>{
+           [](HandleState* s) { s->made_work_dir = "/etc"; },
+           [](HandleState* s) { s->task_dir = "/"; },
+           [](HandleState* s) { s->task_dir += "/../.."; },
+       }) {
+    HandleState forged = *state;
+    forge(&forged);
+    driver::v1::TaskHandle handle = started.handle();
+    handle.set_driver_state(EncodeTaskState(forged));
+    absl::StatusOr<driver::v1::TaskStatus> recovered =
+        restarted.RecoverTask(handle);
+    EXPECT_EQ(recovered.status().code(), absl::StatusCode::kInvalidArgument)
+        << EncodeTaskState(forged);
+    EXPECT_THAT(recovered.status().message(), HasSubstr("driver_state"));
+  }
+}
+
 // Without must_create_network the host's network hook does the work:
 // CreateNetwork is not served and the capabilities do not ask for it.
 TEST(MockDriverNetworkTest, NotServedUnlessConfigured) {
@@ -641,10 +987,83 @@ TEST(MockDriverNetworkTest, CreateIsIdempotentAndDestroyRemovesTheRecord) {
   EXPECT_FALSE(PathExists(record));
   EXPECT_TRUE(driver.DestroyNetwork("t1").ok());  // unknown: not an error
 
+  // A task of the group runs (on the host's network).
+  driver::v1::TaskConfig task;
+  task.set_id("t1");
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "/bin/true");
+  task.mutable_network()->set_mode(driver::v1::NETWORK_ISOLATION_MODE_GROUP);
+  ASSERT_TRUE(driver.StartTask(task).ok());
+  ASSERT_TRUE(driver.StopTask("t1", absl::Seconds(30), SIGTERM).ok());
+  ASSERT_TRUE(driver.DestroyTask("t1", /*force=*/true).ok());
+
   request.set_allocation_id("../t1");
   const absl::Status bad = driver.CreateNetwork(request).status();
   EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
   EXPECT_THAT(bad.message(), HasSubstr("allocation_id"));
+}
+
+// With must_create_network the mock lists GROUP: it joins namespace_path
+// (its own networks have none: those tasks stay on the host's network).
+TEST(MockDriverNetworkTest, GroupTaskJoinsTheNamespaceItIsGiven) {
+  ShortTempDir dir;
+  MockDriver driver(MockDriverOptions{dir.Join("state"),
+                                      /*must_create_network=*/true});
+  driver::v1::TaskConfig task;
+  task.set_id("t1");
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "readlink");
+  *(*task.mutable_driver_config()->mutable_fields())["args"]
+       .mutable_list_value()
+       ->add_values() = [] {
+    google::protobuf::Value arg;
+    arg.set_string_value("/proc/self/ns/net");
+    return arg;
+  }();
+  task.mutable_network()->set_mode(driver::v1::NETWORK_ISOLATION_MODE_GROUP);
+
+  // A missing namespace: refused naming the field, nothing left.
+  task.mutable_network()->set_namespace_path(dir.Join("no-such-netns"));
+  absl::Status refused = driver.StartTask(task).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("network.namespace_path"));
+  EXPECT_TRUE(absl::IsNotFound(driver.InspectTask("t1").status()));
+  EXPECT_FALSE(PathExists(dir.Join("state/tasks/t1")));
+
+  // A namespace of a child of ours.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    const char status = unshare(CLONE_NEWNET) == 0 ? 0 : 1;
+    (void)!write(ready[1], &status, 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char status = 1;
+  ASSERT_EQ(read(ready[0], &status, 1), 1);
+  close(ready[0]);
+  auto reap = [&] {
+    kill(holder, SIGKILL);
+    waitpid(holder, nullptr, 0);
+  };
+  if (status != 0) {
+    reap();
+    GTEST_SKIP() << "cannot make a network namespace (needs CAP_SYS_ADMIN)";
+  }
+  const std::string netns = absl::StrCat("/proc/", holder, "/ns/net");
+  char link[64] = {};
+  ASSERT_GT(readlink(netns.c_str(), link, sizeof(link) - 1), 0);
+  task.mutable_network()->set_namespace_path(netns);
+  ASSERT_TRUE(driver.StartTask(task).ok());
+  absl::StatusOr<driver::v1::ExitResult> result = driver.WaitTask("t1", {});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(ReadFileOrEmpty(dir.Join("state/tasks/t1/logs/stdout.log")),
+            absl::StrCat(link, "\n"));
+  ASSERT_TRUE(driver.DestroyTask("t1", /*force=*/true).ok());
+  reap();
 }
 
 }  // namespace

@@ -2,13 +2,37 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace berth::mock {
+
+std::string NormalizePath(absl::string_view path) {
+  if (path.empty() || path[0] != '/') return "";
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (parts.empty()) return "";
+      parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+bool IsInside(absl::string_view path, absl::string_view dir) {
+  return path == dir || (absl::StartsWith(path, dir) &&
+                         path.size() > dir.size() && path[dir.size()] == '/');
+}
 
 std::string EncodeTaskState(const HandleState& state) {
   return absl::StrCat(
@@ -17,7 +41,10 @@ std::string EncodeTaskState(const HandleState& state) {
       "task_pid=", state.task_pid, "\n",
       "task_start_ticks=", state.task_start_ticks, "\n",
       "state_dir=", state.state_dir, "\n",
-      "started_at_unix_ns=", absl::ToUnixNanos(state.started_at), "\n");
+      "started_at_unix_ns=", absl::ToUnixNanos(state.started_at), "\n",
+      "task_dir=", state.task_dir, "\n", "work_dir=", state.work_dir, "\n",
+      "made_task_dir=", state.made_task_dir ? 1 : 0, "\n",
+      "made_work_dir=", state.made_work_dir, "\n");
 }
 
 absl::StatusOr<HandleState> DecodeTaskState(absl::string_view encoded) {
@@ -50,24 +77,42 @@ absl::StatusOr<HandleState> DecodeTaskState(absl::string_view encoded) {
   };
   HandleState state;
   int64_t started_ns = 0;
+  int made_task_dir = 0;
   for (absl::Status status :
        {number("monitor_pid", &state.monitor_pid),
         number("monitor_start_ticks", &state.monitor_start_ticks),
         number("task_pid", &state.task_pid),
         number("task_start_ticks", &state.task_start_ticks),
-        number("started_at_unix_ns", &started_ns)}) {
+        number("started_at_unix_ns", &started_ns),
+        number("made_task_dir", &made_task_dir)}) {
     if (!status.ok()) return status;
   }
-  absl::StatusOr<std::string> dir = get("state_dir");
-  if (!dir.ok()) return dir.status();
-  if (dir->empty() || (*dir)[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state_dir=", *dir, " is not an absolute path"));
+  // DestroyTask removes what these name: only normalized absolute paths,
+  // the work directories inside the task directory.
+  for (auto [key, out] :
+       {std::pair<const char*, std::string*>{"state_dir", &state.state_dir},
+        {"task_dir", &state.task_dir},
+        {"work_dir", &state.work_dir},
+        {"made_work_dir", &state.made_work_dir}}) {
+    absl::StatusOr<std::string> dir = get(key);
+    if (!dir.ok()) return dir.status();
+    if (out == &state.made_work_dir && dir->empty()) continue;
+    if (dir->empty() || *dir == "/" || NormalizePath(*dir) != *dir) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          key, "=", *dir, " is not a normalized absolute path below /"));
+    }
+    *out = *std::move(dir);
+  }
+  for (const std::string* dir : {&state.work_dir, &state.made_work_dir}) {
+    if (!dir->empty() && !IsInside(*dir, state.task_dir)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(*dir, " is not inside task_dir=", state.task_dir));
+    }
   }
   if (state.monitor_pid <= 0 || state.task_pid <= 0) {
     return absl::InvalidArgumentError("monitor_pid and task_pid must be > 0");
   }
-  state.state_dir = *dir;
+  state.made_task_dir = made_task_dir != 0;
   state.started_at = absl::FromUnixNanos(started_ns);
   return state;
 }
