@@ -268,6 +268,7 @@ def spawn_task(spec, stdout_fd, stderr_fd, nofile):
             for sig in FORWARDED_SIGNALS + (signal.SIGCHLD, signal.SIGPIPE,
                                              signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
             os.dup2(stdout_fd, 1)
@@ -406,6 +407,10 @@ def monitor_main(state_dir):
         forward(signum, None)
     report({"pid": pid, "start": proc_start_time(pid)})
     say("task pid %d started: %s" % (pid, spec["argv"]))
+    try:  # give back what starting took: the monitor lives as long as the task
+        libc().malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
     poller = select.poll()
     pipes = {out_r: logs["stdout"], err_r: logs["stderr"]}
@@ -539,6 +544,7 @@ def exec_main(argv):
             return 126
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     try:
         os.execvp(command[0], command)
     except OSError as e:
@@ -553,6 +559,8 @@ if __name__ == "__main__" and len(sys.argv) > 1:
         sys.exit(exec_main(sys.argv[2:]))
 
 
+# END OF THE HELPER MODES. A monitor or --exec helper compiles and runs only
+# the part of this file above this line (see helper_argv()).
 # ---------------------------------------------------------------------------
 # The driver proper. grpc and the stubs are imported by load_api(), once the
 # command line and the handshake environment have been checked.
@@ -581,6 +589,22 @@ log = logging.getLogger("berth-python-driver")
 # RESOURCE_EXHAUSTED (gRPC's maximum_concurrent_rpcs), never queued.
 MAX_CALLS_ENV = "BERTH_PYTHON_DRIVER_MAX_CALLS"
 MAX_CALLS = 4096
+
+# How the driver starts this file's helper modes: Debian's interpreter,
+# isolated (-I: no PYTHONPATH, no user site) and without site (-S), running
+# only the helper part of this file, compiled alone. A monitor lives as long
+# as its task, one per task: compiling the whole driver in each would cost
+# it some 6 MB of memory for nothing.
+HELPER_BOOTSTRAP = (
+    "import sys;p=sys.argv[1];s=open(p).read();sys.argv=sys.argv[1:];"
+    "exec(compile(s[:s.index('\\n# END OF THE HELPER MODES.')],p,'exec'),"
+    "{'__name__':'__main__','__file__':p})")
+
+
+def helper_argv(mode, *args):
+    """The command line of a helper mode (--monitor, --exec) of SCRIPT."""
+    return [sys.executable, "-I", "-S", "-c", HELPER_BOOTSTRAP, SCRIPT,
+            mode] + list(args)
 
 grpc = None
 json_format = None
@@ -1904,8 +1928,7 @@ class DriverServicer:
                                   json.dumps(spec).encode(), 0o600)
             with open(os.path.join(state_dir, MONITOR_LOG), "ab") as mlog:
                 monitor = subprocess.Popen(
-                    [sys.executable, "-I", "-S", SCRIPT, "--monitor",
-                     state_dir],
+                    helper_argv("--monitor", state_dir),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=mlog, start_new_session=True, close_fds=True)
             task.monitor_proc = monitor
@@ -2276,7 +2299,7 @@ class DriverServicer:
         creds = task.creds
         if not tty and not task.netns:
             return command, DriverServicer._creds_kwargs(task)
-        argv = [sys.executable, "-I", "-S", SCRIPT, "--exec"]
+        argv = helper_argv("--exec")
         if tty:
             argv.append("--tty")
         kwargs = DriverServicer._creds_kwargs(task)
