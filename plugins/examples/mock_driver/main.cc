@@ -24,6 +24,10 @@ ABSL_FLAG(bool, must_create_network, false,
           "and serve it (a record per allocation under the state directory; "
           "tasks still run on the host's network).");
 
+ABSL_FLAG(bool, join_networks, false,
+          "List NETWORK_ISOLATION_MODE_GROUP and run a GROUP task in the "
+          "network namespace the node made for it (setns).");
+
 namespace {
 
 constexpr char kUsage[] =
@@ -31,7 +35,7 @@ constexpr char kUsage[] =
     "process, for tests\n"
     "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
-    "[--must_create_network]";
+    "[--must_create_network] [--join_networks]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
   berth::mock::MockDriverOptions options;
   options.default_state_dir = absl::GetFlag(FLAGS_state_dir);
   options.must_create_network = absl::GetFlag(FLAGS_must_create_network);
+  options.join_networks = absl::GetFlag(FLAGS_join_networks);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

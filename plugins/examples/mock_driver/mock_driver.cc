@@ -255,8 +255,8 @@ absl::StatusOr<TaskDirs> ResolveTaskDirs(const driver::v1::TaskConfig& config,
 }
 
 // The network namespace a task (and what is exec'd in it) joins: a GROUP's
-// namespace_path (accepted with must_create_network only); "" for the
-// host's.
+// namespace_path (accepted with join_networks or must_create_network only);
+// "" for the host's.
 std::string TaskNetns(const driver::v1::TaskConfig& config) {
   return config.network().mode() == driver::v1::NETWORK_ISOLATION_MODE_GROUP
              ? config.network().namespace_path()
@@ -265,16 +265,16 @@ std::string TaskNetns(const driver::v1::TaskConfig& config) {
 
 // What the mock driver can do with TaskConfig.network.
 absl::Status CheckNetwork(const driver::v1::TaskConfig& config,
-                          bool must_create_network) {
+                          bool joins_groups) {
   const driver::v1::NetworkIsolationMode mode = config.network().mode();
   if (mode == driver::v1::NETWORK_ISOLATION_MODE_UNSPECIFIED ||
       mode == driver::v1::NETWORK_ISOLATION_MODE_HOST) {
     return absl::OkStatus();
   }
-  // With must_create_network it joins a GROUP's namespace_path; its own
-  // networks are records without a namespace, so tasks of those stay on
-  // the host's network.
-  if (mode == driver::v1::NETWORK_ISOLATION_MODE_GROUP && must_create_network) {
+  // With join_networks or must_create_network it joins a GROUP's
+  // namespace_path; its own networks are records without a namespace, so
+  // tasks of those stay on the host's network.
+  if (mode == driver::v1::NETWORK_ISOLATION_MODE_GROUP && joins_groups) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -556,6 +556,7 @@ void SetPaths(const std::string& id, const HandleState& handle,
 
 MockDriver::MockDriver(MockDriverOptions options)
     : must_create_network_(options.must_create_network),
+      join_networks_(options.join_networks || options.must_create_network),
       state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
@@ -636,8 +637,8 @@ driver::v1::DriverCapabilities MockDriver::Capabilities() const {
       driver::v1::NETWORK_ISOLATION_MODE_HOST);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
-  if (must_create_network_) {
-    capabilities.set_must_create_network(true);
+  if (must_create_network_) capabilities.set_must_create_network(true);
+  if (join_networks_) {
     capabilities.add_network_isolation_modes(
         driver::v1::NETWORK_ISOLATION_MODE_GROUP);
   }
@@ -770,7 +771,7 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
         knobs.status().code(),
         absl::StrCat(knobs.status().message(), " (task ", config.id(), ")"));
   }
-  if (absl::Status network = CheckNetwork(config, must_create_network_);
+  if (absl::Status network = CheckNetwork(config, join_networks_);
       !network.ok()) {
     return network;
   }

@@ -77,6 +77,9 @@ struct MockDriverOptions {
   std::string default_state_dir;
   // Whether the host must call CreateNetwork (see above).
   bool must_create_network = false;
+  // Lists NETWORK_ISOLATION_MODE_GROUP and joins namespace_path, as with
+  // must_create_network but with the node's own networks (berth-netns).
+  bool join_networks = false;
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -154,6 +157,7 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       const std::string& allocation_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const bool must_create_network_;
+  const bool join_networks_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

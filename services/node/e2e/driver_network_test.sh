@@ -102,12 +102,17 @@ no_netns_case() {  # no_netns_case NAME EXPECTED-ERROR-GLOB
   fi
   berth rm -f "$1" >/dev/null 2>&1
 }
+# (--join_networks: a driver that could join the namespace berth-netns makes,
+# were it there; one that cannot is refused earlier, for that: below.)
 kill -TERM "$node_pid"; wait "$node_pid"
-start_node --netns_socket=none
+start_node --netns_socket=none --join_networks
 no_netns_case node_without_netns "berth: spec.network: this node runs without berth-netns*"
 kill -TERM "$node_pid"; wait "$node_pid"
-start_node --netns_socket="$run/netns.sock"
+start_node --netns_socket="$run/netns.sock" --join_networks
 no_netns_case netns_not_running "berth: task *: spec.network: berth-netns does not answer on $run/netns.sock (no such socket, waited 10s): is it running?"
+kill -TERM "$node_pid"; wait "$node_pid"
+start_node --netns_socket="$run/netns.sock"
+no_netns_case driver_cannot_join "berth: spec.network: driver mock cannot join a network namespace*"
 
 if ((failures > 0)); then
   echo "--- node log"; cat "$dir/node.log"
