@@ -492,10 +492,10 @@ absl::Status ProbeAsTheNode(Context& context) {
   absl::StatusOr<plugin::v1::GetPluginInfoResponse> info =
       context.driver().GetPluginInfo({}, context.Rpc(kNodeHealthDeadline));
   if (!info.ok()) {
-    return Mismatch(absl::StrCat(
-        "GetPluginInfo (berth-node's health check) did not answer within ",
-        absl::FormatDuration(kNodeHealthDeadline), ": ",
-        DescribeError(info.status())));
+    return Mismatch(
+        absl::StrCat("GetPluginInfo (berth-node's health check, deadline ",
+                     absl::FormatDuration(kNodeHealthDeadline),
+                     ") failed: ", DescribeError(info.status())));
   }
   grpc::ClientContext call;
   call.set_deadline(absl::ToChronoTime(absl::Now() + kNodeHealthDeadline));
@@ -506,9 +506,9 @@ absl::Status ProbeAsTheNode(Context& context) {
       grpc::health::v1::Health::NewStub(context.plugin().channel())
           ->Check(&call, request, &response);
   if (!checked.ok()) {
-    return Mismatch(absl::StrCat("grpc.health.v1 Check did not answer within ",
+    return Mismatch(absl::StrCat("grpc.health.v1 Check (deadline ",
                                  absl::FormatDuration(kNodeHealthDeadline),
-                                 ": ", checked.error_message()));
+                                 ") failed: ", checked.error_message()));
   }
   VLOG(1) << "probe answered in " << absl::Now() - start;
   return absl::OkStatus();
@@ -530,18 +530,27 @@ absl::Status ManyTasksWaited(Context& context) {
   // A WaitTask open for each, as berth-node holds one per running task.
   std::vector<absl::StatusOr<driver::ExitResult>> results(
       tasks.size(), absl::UnknownError("not waited"));
+  host::CallCanceller cancel_waits;
   std::vector<std::thread> waiters;
   waiters.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     waiters.emplace_back([&, i] {
-      results[i] = context.WaitTask(tasks[i].id(), absl::Minutes(3));
+      driver::WaitTaskRequest request;
+      request.set_task_id(tasks[i].id());
+      absl::StatusOr<driver::WaitTaskResponse> waited =
+          context.driver().WaitTask(
+              request, {absl::Now() + absl::Minutes(3), &cancel_waits});
+      if (waited.ok()) {
+        results[i] = waited->result();
+      } else {
+        results[i] = waited.status();
+      }
     });
   }
   absl::Cleanup join = [&] {
-    // Whatever happened, the tasks end (so do their WaitTask calls).
-    for (const driver::TaskConfig& task : tasks) {
-      (void)context.StopTask(task.id(), "SIGKILL", absl::ZeroDuration());
-    }
+    // A check that failed ends its calls (a driver that refuses calls may
+    // not take StopTask either); the clean-up then destroys the tasks.
+    cancel_waits.Cancel();
     for (std::thread& waiter : waiters) waiter.join();
   };
   // Health as the node checks it, while every WaitTask is open.
@@ -564,7 +573,9 @@ absl::Status ManyTasksWaited(Context& context) {
     CONFORMANCE_RETURN_IF_ERROR(
         context.StopTask(task.id(), "SIGTERM", absl::Seconds(5)));
   }
-  std::move(join).Invoke();
+  // Every WaitTask ends with its task.
+  for (std::thread& waiter : waiters) waiter.join();
+  std::move(join).Cancel();
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (!results[i].ok()) {
       return absl::Status(

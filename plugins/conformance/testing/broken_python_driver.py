@@ -12,6 +12,20 @@ server interceptor (grpcio's public API only) that breaks it:
 - DriverService.GetCapabilities does not report exec_tty;
 - Fingerprint never sends a message: the stream hangs until cancelled.
 Everything else is the example driver's own behaviour.
+
+With BERTH_BROKEN_DRIVER_BREAKS=RULE[,RULE...] it breaks only the rules named
+instead, one rule of the contract berth-node relies on each (the test that
+shows each check of plugins/conformance/node_contract_checks.cc failing when
+it should, //plugins/conformance:conformance_broken_contract_test):
+- own_cwd: tasks run in the driver's own directory, not the task directory;
+- logs_elsewhere: output goes to <task_dir>/output, not <task_dir>/logs;
+- no_rotation: the output files are never rotated;
+- ignore_work_dir: driver_config.work_dir is accepted but not used;
+- ignore_netns: GROUP tasks run in the host's network namespace;
+- exit_lost_while_down: a recovered task's exit record is not read (its exit
+  status does not survive the driver);
+- small_pool: 64 calls at once, as the first version of the example driver;
+- slow_shutdown: Shutdown waits 3 s past its grace before stopping.
 """
 
 import importlib.util
@@ -22,6 +36,10 @@ import threading
 import grpc
 
 WRAPS_ENV = "BERTH_BROKEN_DRIVER_WRAPS"
+BREAKS_ENV = "BERTH_BROKEN_DRIVER_BREAKS"
+RULES = {"own_cwd", "logs_elsewhere", "no_rotation", "ignore_work_dir",
+         "ignore_netns", "exit_lost_while_down", "small_pool",
+         "slow_shutdown"}
 DRIVER_SERVICE = "/berth.driver.v1.DriverService/"
 
 
@@ -92,24 +110,79 @@ class Breaker(grpc.ServerInterceptor):
         return handler
 
 
+def break_rules(module, rules):
+    """Patches the loaded example driver so that it breaks `rules`."""
+    servicer = module.DriverServicer
+    monitor_spec = servicer._monitor_spec
+
+    def broken_monitor_spec(self, cfg, argv, creds, task_dir, cwd, env,
+                            netns):
+        if "ignore_work_dir" in rules:
+            cwd = task_dir
+        if "ignore_netns" in rules:
+            netns = None
+        spec = monitor_spec(self, cfg, argv, creds, task_dir, cwd, env, netns)
+        if "own_cwd" in rules:
+            spec["cwd"] = self.plugin.state_dir
+        if "logs_elsewhere" in rules:
+            spec["logs"]["dir"] = os.path.join(task_dir, "output")
+            os.makedirs(spec["logs"]["dir"], exist_ok=True)
+        if "no_rotation" in rules:
+            spec["logs"]["max_file_bytes"] = 1 << 40
+        return spec
+
+    servicer._monitor_spec = broken_monitor_spec
+
+    if "exit_lost_while_down" in rules:
+        read_exit_file = module.Plugin.read_exit_file
+
+        def forgetful(task):
+            return None if task.recovered else read_exit_file(task)
+
+        module.Plugin.read_exit_file = staticmethod(forgetful)
+
+    if "small_pool" in rules:
+        module.MAX_CALLS = 64
+
+    if "slow_shutdown" in rules:
+        begin_shutdown = module.Plugin.begin_shutdown
+
+        def slow(self, grace, after=None):
+            threading.Timer(grace + 3.0, begin_shutdown,
+                            args=(self, grace, after)).start()
+
+        module.Plugin.begin_shutdown = slow
+
+
 def main():
     wrapped = os.environ.get(WRAPS_ENV, "")
     if not wrapped:
         sys.stderr.write("broken_python_driver: set %s to the path of "
                          "berth_python_driver.py\n" % WRAPS_ENV)
         return 1
-    real_server = grpc.server
+    rules = {r for r in os.environ.get(BREAKS_ENV, "").split(",") if r}
+    unknown = rules - RULES
+    if unknown:
+        sys.stderr.write("broken_python_driver: unknown rule(s) %s in %s "
+                         "(known: %s)\n" % (", ".join(sorted(unknown)),
+                                            BREAKS_ENV,
+                                            ", ".join(sorted(RULES))))
+        return 1
+    if not rules:
+        real_server = grpc.server
 
-    def server(*args, **kwargs):
-        kwargs["interceptors"] = list(kwargs.get("interceptors") or []) + [
-            Breaker()]
-        return real_server(*args, **kwargs)
+        def server(*args, **kwargs):
+            kwargs["interceptors"] = list(kwargs.get("interceptors") or []) + [
+                Breaker()]
+            return real_server(*args, **kwargs)
 
-    grpc.server = server
+        grpc.server = server
     spec = importlib.util.spec_from_file_location("berth_python_driver",
                                                   wrapped)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if rules:
+        break_rules(module, rules)
     return module.main(sys.argv)
 
 
