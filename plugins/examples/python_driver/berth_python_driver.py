@@ -2822,16 +2822,17 @@ def prepare_socket(socket_dir):
 
 
 def raise_nofile_limit():
-    """Raises this process's soft limit on open files to the hard limit (it
-    holds two pidfds per task, and the usual soft limit is 1024). Returns
-    the limits it was started with, which the monitors give back to the
-    tasks, or None if nothing changed."""
+    """Raises this process's soft limit on open files to the hard limit, at
+    most 2^20 (it holds two pidfds per task, and the usual soft limit is
+    1024). Returns the limits it was started with, which the monitors give
+    back to the tasks, or None if nothing changed."""
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft >= hard:
+    want = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft >= want:
         return None
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     except (ValueError, OSError):
         return None
     return [soft, hard]
