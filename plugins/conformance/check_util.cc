@@ -6,6 +6,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc_health/v1/health.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "plugins/sdk/handshake.h"
 
 namespace berth::conformance {
 
@@ -74,6 +78,31 @@ absl::Status ExpectState(const driver::v1::TaskStatus& status,
   return Mismatch(absl::StrCat("InspectTask ", when, ": state ",
                                driver::v1::TaskState_Name(status.state()),
                                "; want ", driver::v1::TaskState_Name(want)));
+}
+
+absl::Status ExpectServing(Context& context, absl::Duration deadline) {
+  grpc::ClientContext call;
+  call.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(plugin::kHealthServiceName);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(context.plugin().channel())
+          ->Check(&call, request, &response);
+  if (!status.ok()) {
+    return Mismatch(absl::StrCat("grpc.health.v1.Health/Check(\"",
+                                 plugin::kHealthServiceName,
+                                 "\") failed: ", status.error_message()));
+  }
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return Mismatch(
+        absl::StrCat("grpc.health.v1.Health/Check(\"",
+                     plugin::kHealthServiceName, "\") answered ",
+                     grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                         response.status()),
+                     "; want SERVING"));
+  }
+  return absl::OkStatus();
 }
 
 // A task that runs until it is stopped.

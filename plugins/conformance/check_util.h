@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "plugins/conformance/context.h"
 
@@ -61,6 +62,10 @@ absl::Status ExpectError(const absl::Status& status, absl::StatusCode want,
 // A Mismatch unless the task is in state `want`.
 absl::Status ExpectState(const driver::v1::TaskStatus& status,
                          driver::v1::TaskState want, absl::string_view when);
+
+// grpc.health.v1 Check("plugin") on the plugin's channel within `deadline`:
+// a Mismatch unless it answers SERVING.
+absl::Status ExpectServing(Context& context, absl::Duration deadline);
 
 // Starts a task that runs until it is stopped (`exec sleep 300`).
 absl::StatusOr<driver::v1::TaskConfig> StartSleeper(Context& context,

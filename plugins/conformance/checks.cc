@@ -32,8 +32,6 @@
 #include "berth/plugin/v1/plugin.pb.h"
 #include "berth/stats/v1/stats.pb.h"
 #include "glog/logging.h"
-#include "grpc_health/v1/health.grpc.pb.h"
-#include "grpcpp/client_context.h"
 #include "plugins/conformance/check_util.h"
 #include "plugins/conformance/context.h"
 #include "plugins/conformance/node_contract_checks.h"
@@ -289,28 +287,7 @@ absl::Status CookieRefused(Context& context) {
 }
 
 absl::Status Health(Context& context) {
-  grpc::ClientContext call;
-  call.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service(plugin::kHealthServiceName);
-  grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status status =
-      grpc::health::v1::Health::NewStub(context.plugin().channel())
-          ->Check(&call, request, &response);
-  if (!status.ok()) {
-    return Mismatch(absl::StrCat("grpc.health.v1.Health/Check(\"",
-                                 plugin::kHealthServiceName,
-                                 "\") failed: ", status.error_message()));
-  }
-  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    return Mismatch(
-        absl::StrCat("grpc.health.v1.Health/Check(\"",
-                     plugin::kHealthServiceName, "\") answered ",
-                     grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                         response.status()),
-                     "; want SERVING"));
-  }
-  return absl::OkStatus();
+  return ExpectServing(context, kRpcTimeout);
 }
 
 absl::Status PluginInfo(Context& context) {

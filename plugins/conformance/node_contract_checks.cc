@@ -39,13 +39,10 @@
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
 #include "glog/logging.h"
-#include "grpc_health/v1/health.grpc.pb.h"
-#include "grpcpp/client_context.h"
 #include "plugins/conformance/check_util.h"
 #include "plugins/conformance/context.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/plugin_process.h"
-#include "plugins/sdk/handshake.h"
 
 namespace berth::conformance {
 namespace {
@@ -497,18 +494,11 @@ absl::Status ProbeAsTheNode(Context& context) {
                      absl::FormatDuration(kNodeHealthDeadline),
                      ") failed: ", DescribeError(info.status())));
   }
-  grpc::ClientContext call;
-  call.set_deadline(absl::ToChronoTime(absl::Now() + kNodeHealthDeadline));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service(plugin::kHealthServiceName);
-  grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status checked =
-      grpc::health::v1::Health::NewStub(context.plugin().channel())
-          ->Check(&call, request, &response);
-  if (!checked.ok()) {
-    return Mismatch(absl::StrCat("grpc.health.v1 Check (deadline ",
+  if (absl::Status serving = ExpectServing(context, kNodeHealthDeadline);
+      !serving.ok()) {
+    return Mismatch(absl::StrCat("with the node's deadline of ",
                                  absl::FormatDuration(kNodeHealthDeadline),
-                                 ") failed: ", checked.error_message()));
+                                 ": ", serving.message()));
   }
   VLOG(1) << "probe answered in " << absl::Now() - start;
   return absl::OkStatus();

@@ -18,6 +18,20 @@ wait_for() {
   return 1
 }
 
+# Starts berth-netns ($netns_bin) on $run and $state, with its namespaces in
+# $dir/netns, its CNI configuration in $dir/cni, and a bridge network of the
+# test's own: network berth-$tag, bridge b$tag, subnet $subnet, namespaces
+# named berth-$tag-*. Sets $netns_pid; fails unless its socket appears.
+start_netns() {
+  "$netns_bin" --runtime_dir="$run" --state_dir="$state" \
+    --netns_dir="$dir/netns" --namespace_prefix="berth-$tag-" \
+    --cni_config_dir="$dir/cni" --bridge_network="berth-$tag" \
+    --bridge_name="b$tag" --bridge_subnet="$subnet" \
+    >>"$dir/netns.log" 2>&1 &
+  netns_pid=$!
+  wait_for 100 test -S "$run/netns.sock"
+}
+
 # task_field TASK PYTHON-EXPR: the expression of `t`, the task as
 # `berth inspect` prints it (JSON).
 task_field() {

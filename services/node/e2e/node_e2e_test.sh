@@ -37,16 +37,6 @@ pids=()
 # shellcheck source=services/node/e2e/e2e_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
-start_netns() {
-  "$netns_bin" --runtime_dir="$run" --state_dir="$state" \
-    --netns_dir="$dir/netns" --namespace_prefix="$prefix" \
-    --cni_config_dir="$dir/cni" --bridge_network="$network" \
-    --bridge_name="$bridge" --bridge_subnet="$subnet" \
-    >>"$dir/netns.log" 2>&1 &
-  netns_pid=$!
-  wait_for 100 test -S "$run/netns.sock"
-}
-
 start_node() {
   "$node_bin" --runtime_dir="$run" --state_dir="$state" \
     --plugin_config="$dir/plugins.json" \

@@ -29,6 +29,7 @@ stubs=$(realpath "$stubs")
 tag="t$((RANDOM % 90000 + 10000))"
 dir="$(mktemp -d /tmp/berth-XXXXXX)"
 run="$dir/run" state="$dir/state"
+subnet="10.213.$((RANDOM % 200 + 20)).0/24"
 # shellcheck source=services/node/e2e/e2e_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
@@ -44,15 +45,6 @@ start_node() {
     --proxy_socket=none >>"$dir/node.log" 2>&1 &
   node_pid=$!
   wait_for 150 plugins_up
-}
-start_netns() {
-  "$netns_bin" --runtime_dir="$run" --state_dir="$state" \
-    --netns_dir="$dir/netns" --namespace_prefix="berth-$tag-" \
-    --cni_config_dir="$dir/cni" --bridge_network="berth-$tag" \
-    --bridge_name="b$tag" --bridge_subnet="10.213.$((RANDOM % 200 + 20)).0/24" \
-    >>"$dir/netns.log" 2>&1 &
-  netns_pid=$!
-  wait_for 100 test -S "$run/netns.sock"
 }
 plugin_pid() {  # plugin_pid NAME
   berth node status --json | /usr/bin/python3 -c "
