@@ -300,6 +300,38 @@ TEST_F(ServicesTest, WaitTaskCancelledByItsCallerIsNotAnError) {
   }
 }
 
+// The SDK polls each open call for cancellation ever less often as it
+// lasts (berth-node holds a WaitTask per running task): a call that has
+// lasted a while, among many, is still seen cancelled, and only it.
+TEST_F(ServicesTest, ALongWaitAmongManyIsStillSeenCancelled) {
+  ASSERT_TRUE(Start("t1", R"({"command": "x"})").ok());
+  constexpr int kWaits = 20;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i <= kWaits; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    // The last one ends by its deadline, once its polls have slowed down.
+    contexts.back()->set_deadline(
+        absl::ToChronoTime(absl::Now() + (i == kWaits ? absl::Milliseconds(1500)
+                                                      : absl::Seconds(60))));
+  }
+  for (int i = 0; i <= kWaits; ++i) {
+    waiters.emplace_back([this, context = contexts[i].get()] {
+      driver::v1::WaitTaskRequest request;
+      request.set_task_id("t1");
+      driver::v1::WaitTaskResponse response;
+      (void)driver_stub_->WaitTask(context, request, &response);
+    });
+  }
+  EXPECT_TRUE(testing::WaitFor([&] { return driver_.cancelled_waits() == 1; }));
+  EXPECT_EQ(driver_.cancelled_waits(), 1);
+  for (int i = 0; i < kWaits; ++i) contexts[i]->TryCancel();
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return driver_.cancelled_waits() == kWaits + 1; }));
+  for (std::thread& waiter : waiters) waiter.join();
+  server_->Shutdown(absl::Seconds(5));
+}
+
 TEST_F(ServicesTest, TaskEventsStreamsPublishedEvents) {
   grpc::ClientContext context;
   auto stream = driver_stub_->TaskEvents(&context, {});
