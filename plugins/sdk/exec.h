@@ -1,5 +1,5 @@
 // ExecTaskStreaming for drivers: the two optional interfaces a Driver may
-// also implement (DESIGN.md, "Exec into a running task").
+// also implement (ARCHITECTURE.md, "berth exec").
 //
 // - ExecStreamingDriver, the high level: the driver gets readers and writers
 //   for stdin, stdout and stderr, the terminal resizes and a cancellation

@@ -1,6 +1,6 @@
 // How a server logs the end of a call, above all of a stream: a call that
 // ends because its caller cancelled it is not an error and is not logged as
-// one (DESIGN.md, Conventions).
+// one (CONTRIBUTING.md, "Code").
 
 #ifndef SERVICES_COMMON_STREAM_LOG_H_
 #define SERVICES_COMMON_STREAM_LOG_H_

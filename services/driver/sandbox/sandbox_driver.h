@@ -1,7 +1,7 @@
-// berth-driver-sandbox: every task gets a sandbox (DESIGN.md, "A sandboxed
-// task"). berth-agent runs as the program of a berth-task-init (new pid,
-// mount, uts and ipc namespaces, joining the task's network namespace); the
-// driver registers it with berth-proxy, allocates a token, starts berth-shim
+// berth-driver-sandbox: every task gets a sandbox (ARCHITECTURE.md, "A
+// sandboxed task"). berth-agent runs as the program of a berth-task-init (new
+// pid, mount, uts and ipc namespaces, joining the task's network namespace);
+// the driver registers it with berth-proxy, allocates a token, starts berth-shim
 // with the task's log files as its stdout and stderr, and asks the proxy for
 // NewContainer. Each sandbox (the init, the agent and every process in it)
 // is in a cgroup of its own with the task's limits, measured for TaskStats.
