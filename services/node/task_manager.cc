@@ -25,6 +25,8 @@
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
 #include "services/common/status.h"
+#include "services/node/restart_policy.h"
+#include "services/node/task_network.h"
 
 namespace berth::node {
 namespace {
@@ -32,7 +34,6 @@ namespace {
 using plugin::host::DriverClient;
 using plugin::host::IsPluginShutdown;
 
-constexpr absl::Duration kDefaultRestartDelay = absl::Seconds(1);
 constexpr absl::Duration kDefaultStopTimeout = absl::Seconds(5);
 
 bool Finished(v1::TaskState state) {
@@ -43,6 +44,20 @@ std::string NewTaskId() {
   absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
                          absl::Uniform<uint64_t>(gen));
+}
+
+// When a run ended: the driver's exit time, but never before the run's
+// start as the node recorded it (the node takes its time after StartTask
+// returns, by which time a quick task may have exited already).
+google::protobuf::Timestamp FinishedAt(const v1::Task& task,
+                                       const driver::v1::ExitResult& result) {
+  if (!result.has_exited_at()) return NowProto();
+  if (task.has_started_at() &&
+      plugin::FromProtoTimestamp(result.exited_at()) <
+          plugin::FromProtoTimestamp(task.started_at())) {
+    return task.started_at();
+  }
+  return result.exited_at();
 }
 
 std::string DescribeExit(const driver::v1::ExitResult& result) {
@@ -136,11 +151,11 @@ TaskManager::TaskManager(Options options, TaskStore* store,
       plugins_(plugins),
       events_(events) {
   if (!options_.netns_socket.empty()) {
-    // Not DialUnix: berth-netns may start after the node.
-    netns_channel_ = grpc::CreateCustomChannel(
-        absl::StrCat("unix:", options_.netns_socket),
-        grpc::InsecureChannelCredentials(), UnixChannelArguments());
-    netns_ = network::v1::NetworkService::NewStub(netns_channel_);
+    NetnsNetwork::Options netns;
+    netns.socket = options_.netns_socket;
+    netns.call_timeout = options_.network_timeout;
+    netns.connect_wait = options_.netns_wait;
+    netns_ = std::make_shared<NetnsNetwork>(std::move(netns));
   }
   mkdir(absl::StrCat(options_.state_dir, "/tasks").c_str(), 0711);
 }
@@ -382,6 +397,24 @@ void TaskManager::Fail(Entry& entry, const absl::Status& error) {
                    std::string(error.message()));
 }
 
+absl::StatusOr<std::shared_ptr<TaskNetwork>> TaskManager::NetworkOf(
+    const std::string& driver_name) {
+  absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(driver_name);
+  if (caps.ok() && caps->must_create_network()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, options_.plugin_wait);
+    if (!driver.ok()) return driver.status();
+    return std::make_shared<DriverNetwork>(*std::move(driver),
+                                           options_.network_timeout);
+  }
+  if (netns_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "spec.network: this node runs without berth-netns");
+  }
+  return netns_;
+}
+
 absl::Status TaskManager::SetUpNetwork(Entry& entry) {
   v1::TaskSpec spec;
   std::string id;
@@ -390,67 +423,20 @@ absl::Status TaskManager::SetUpNetwork(Entry& entry) {
     spec = entry.record.task().spec();
     id = entry.record.task().id();
   }
-  const network::v1::NetworkMode mode = spec.network().mode();
-  if (mode == network::v1::NETWORK_MODE_HOST) return absl::OkStatus();
-  absl::StatusOr<driver::v1::DriverCapabilities> caps =
-      plugins_->Capabilities(spec.driver());
-  network::v1::NetworkStatus status;
-  if (caps.ok() && caps->must_create_network()) {
-    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
-        Driver(spec.driver(), options_.plugin_wait);
-    if (!driver.ok()) return driver.status();
-    driver::v1::CreateNetworkRequest request;
-    request.set_allocation_id(id);
-    request.set_hostname(spec.name());
-    absl::StatusOr<driver::v1::CreateNetworkResponse> made =
-        (*driver)->CreateNetwork(request,
-                                 {absl::Now() + options_.network_timeout});
-    if (!made.ok()) return made.status();
-    status = made->status();
-  } else {
-    if (netns_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "spec.network: this node runs without berth-netns");
-    }
-    // Waits out a restart of berth-netns, but says plainly that it is not
-    // there rather than hold the start (and its caller) for long.
-    if (!netns_channel_->WaitForConnected(
-            absl::ToChronoTime(absl::Now() + options_.netns_wait))) {
-      return absl::UnavailableError(absl::StrCat(
-          "spec.network: berth-netns does not answer on ",
-          options_.netns_socket, " (", WhyNotConnected(options_.netns_socket),
-          ", waited ", absl::FormatDuration(options_.netns_wait),
-          "): is it running?"));
-    }
-    network::v1::PrerunRequest request;
-    request.set_allocation_id(id);
-    request.set_mode(mode == network::v1::NETWORK_MODE_UNSPECIFIED
-                         ? network::v1::NETWORK_MODE_NONE
-                         : mode);
-    request.set_cni_network(spec.network().cni_network());
-    *request.mutable_port_mappings() = spec.network().port_mappings();
-    *request.mutable_dns() = spec.network().dns();
-    request.set_hostname(spec.name());
-    network::v1::PrerunResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + options_.network_timeout));
-    // berth-netns may be restarting: wait for it within the deadline.
-    context.set_wait_for_ready(true);
-    grpc::Status s = netns_->Prerun(&context, request, &response);
-    if (!s.ok()) {
-      absl::Status error = FromGrpcStatus(s);
-      return absl::Status(error.code(), absl::StrCat("berth-netns Prerun (",
-                                                     options_.netns_socket,
-                                                     "): ", error.message()));
-    }
-    status = response.status();
+  if (spec.network().mode() == network::v1::NETWORK_MODE_HOST) {
+    return absl::OkStatus();
   }
+  absl::StatusOr<std::shared_ptr<TaskNetwork>> network =
+      NetworkOf(spec.driver());
+  if (!network.ok()) return network.status();
+  absl::StatusOr<network::v1::NetworkStatus> status =
+      (*network)->SetUp(id, spec);
+  if (!status.ok()) return status.status();
   // Persisted with the handle once the task runs: a node that dies before
-  // restarts the start, whose Prerun (same allocation) is idempotent.
+  // restarts the start, whose set-up (same allocation) is idempotent.
   absl::MutexLock lock(&mu_);
   entry.record.set_network_allocated(true);
-  *entry.record.mutable_task()->mutable_network() = status;
+  *entry.record.mutable_task()->mutable_network() = *std::move(status);
   return absl::OkStatus();
 }
 
@@ -462,36 +448,14 @@ absl::Status TaskManager::TearDownNetwork(Entry& entry) {
     id = entry.record.task().id();
     driver_name = entry.record.task().spec().driver();
   }
-  absl::StatusOr<driver::v1::DriverCapabilities> caps =
-      plugins_->Capabilities(driver_name);
-  absl::Status result;
-  if (caps.ok() && caps->must_create_network()) {
-    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
-        Driver(driver_name, options_.plugin_wait);
-    if (!driver.ok()) return driver.status();
-    driver::v1::DestroyNetworkRequest request;
-    request.set_allocation_id(id);
-    result =
-        (*driver)
-            ->DestroyNetwork(request, {absl::Now() + options_.network_timeout})
-            .status();
-  } else if (netns_ != nullptr) {
-    network::v1::PostrunRequest request;
-    request.set_allocation_id(id);
-    network::v1::PostrunResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + options_.network_timeout));
-    context.set_wait_for_ready(true);
-    grpc::Status s = netns_->Postrun(&context, request, &response);
-    if (!s.ok()) {
-      absl::Status error = FromGrpcStatus(s);
-      result = absl::Status(error.code(), absl::StrCat("berth-netns Postrun (",
-                                                       options_.netns_socket,
-                                                       "): ", error.message()));
-    }
+  absl::StatusOr<std::shared_ptr<TaskNetwork>> network = NetworkOf(driver_name);
+  // Without berth-netns (nor a driver making networks) nothing was made.
+  if (!network.ok() && !absl::IsFailedPrecondition(network.status())) {
+    return network.status();
   }
-  if (!result.ok()) return result;
+  if (network.ok()) {
+    if (absl::Status s = (*network)->TearDown(id); !s.ok()) return s;
+  }
   {
     absl::MutexLock lock(&mu_);
     entry.record.set_network_allocated(false);
@@ -599,6 +563,9 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   // driver left of an earlier run goes); the driver fills it
   // (plugins/DRIVERS.md, "The task directory").
   if (absl::Status s = MakeTaskDir(id); !s.ok()) return s;
+  // The run starts no earlier than the call (a quick task may have exited
+  // by the time it returns).
+  const google::protobuf::Timestamp start_called = NowProto();
   absl::StatusOr<driver::v1::StartTaskResponse> started = (*driver)->StartTask(
       request, {absl::Now() + absl::Seconds(60), &entry.canceller});
   if (!started.ok()) {
@@ -617,7 +584,7 @@ absl::Status TaskManager::StartRun(Entry& entry) {
     *entry.record.mutable_handle() = started->handle();
     v1::Task& task = *entry.record.mutable_task();
     task.set_state(v1::TASK_STATE_RUNNING);
-    *task.mutable_started_at() = NowProto();
+    *task.mutable_started_at() = start_called;
     task.clear_finished_at();
     if (started->has_network()) *task.mutable_network() = started->network();
   }
@@ -705,26 +672,18 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
 bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
   std::string id;
   bool restart = false;
-  absl::Duration delay = kDefaultRestartDelay;
+  absl::Duration delay;
   {
     absl::MutexLock lock(&mu_);
     v1::Task& task = *entry.record.mutable_task();
     id = task.id();
     *task.mutable_exit_result() = result;
-    *task.mutable_finished_at() =
-        result.has_exited_at() ? result.exited_at() : NowProto();
-    const v1::RestartPolicy& policy = task.spec().restart();
-    const bool failed = result.exit_code() != 0 || result.signal() != 0;
-    if (!entry.stop_requested && !task.stopped()) {
-      if (policy.mode() == v1::RESTART_MODE_ALWAYS) restart = true;
-      if (policy.mode() == v1::RESTART_MODE_ON_FAILURE && failed &&
-          (policy.attempts() == 0 || task.restarts() < policy.attempts())) {
-        restart = true;
-      }
-    }
-    if (policy.has_delay()) {
-      delay = plugin::FromProtoDuration(policy.delay());
-    }
+    *task.mutable_finished_at() = FinishedAt(task, result);
+    const RestartDecision decision =
+        DecideRestart(task.spec().restart(), result, task.restarts(),
+                      entry.stop_requested || task.stopped());
+    restart = decision.restart;
+    delay = decision.delay;
     task.set_state(restart ? v1::TASK_STATE_RESTARTING : v1::TASK_STATE_EXITED);
   }
   Save(entry);
@@ -737,7 +696,9 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
     absl::Status s = TearDownNetwork(entry);
     if (s.ok()) break;
     LOG(WARNING) << "task " << id << ": " << s << "; retrying in " << backoff;
-    absl::SleepFor(backoff);
+    // Woken by Shutdown: the next node runs the Postrun.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), backoff);
   }
   if (!restart) return false;
   events_->Publish(v1::EVENT_TYPE_TASK_RESTARTING, id,
@@ -1034,19 +995,7 @@ absl::StatusOr<TaskManager::Target> TaskManager::RunningTarget(
 
 std::optional<v1::ComponentStatus> TaskManager::NetnsStatus() {
   if (netns_ == nullptr) return std::nullopt;
-  v1::ComponentStatus status;
-  status.set_name("berth-netns");
-  status.set_socket(options_.netns_socket);
-  network::v1::ListNetworksRequest request;
-  network::v1::ListNetworksResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::Status s = netns_->ListNetworks(&context, request, &response);
-  status.set_healthy(s.ok());
-  status.set_message(s.ok()
-                         ? absl::StrCat(response.networks_size(), " networks")
-                         : s.error_message());
-  return status;
+  return netns_->Status();
 }
 
 void TaskManager::Shutdown() {

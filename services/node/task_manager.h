@@ -19,11 +19,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "berth/network/v1/network.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/task_network.h"
 #include "services/node/task_store.h"
 
 namespace berth::node {
@@ -32,8 +32,8 @@ namespace berth::node {
 class TaskManager {
  public:
   struct Options {
-    // Tasks' directories are <state_dir>/tasks/<id> (made by the driver;
-    // what a driver leaves of one is removed with the task).
+    // Tasks' directories are <state_dir>/tasks/<id>: made empty by the node
+    // before each run, filled by the driver, removed with the task.
     std::string state_dir;
     // berth-netns' socket; empty: only host networking is available.
     std::string netns_socket;
@@ -138,6 +138,11 @@ class TaskManager {
   // Records the exit and runs Postrun; true when the policy restarts it.
   bool EndRun(Entry& entry, const driver::v1::ExitResult& result)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Who makes the networks of `driver_name`'s tasks: the driver itself
+  // (must_create_network) or berth-netns; FAILED_PRECONDITION naming
+  // spec.network when neither can.
+  absl::StatusOr<std::shared_ptr<TaskNetwork>> NetworkOf(
+      const std::string& driver_name) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SetUpNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TearDownNetwork(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
   // DestroyTask of the task's current run, when the record says the driver
@@ -158,8 +163,8 @@ class TaskManager {
   TaskStore* const store_;
   PluginManager* const plugins_;
   EventBus* const events_;
-  std::shared_ptr<grpc::Channel> netns_channel_;
-  std::unique_ptr<network::v1::NetworkService::Stub> netns_;
+  // Null without berth-netns.
+  std::shared_ptr<NetnsNetwork> netns_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> tasks_ ABSL_GUARDED_BY(mu_);
