@@ -11,6 +11,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/driver_client.h"
+#include "plugins/host/errors.h"
 #include "plugins/sdk/proto_time.h"
 #include "services/common/status.h"
 #include "services/common/stream_log.h"
@@ -274,10 +275,61 @@ grpc::Status NodeServiceImpl::TaskStats(
     stats_streams_.insert(&canceller);
   }
   grpc::Status status =
-      StreamStats(context, target->driver, stats_request, &canceller, writer);
+      ResumingStats(context, *target, stats_request, &canceller, writer);
   absl::MutexLock lock(&mu_);
   stats_streams_.erase(&canceller);
   return status;
+}
+
+grpc::Status NodeServiceImpl::ResumingStats(
+    grpc::ServerContext* context, TaskManager::Target target,
+    const driver::v1::TaskStatsRequest& request,
+    plugin::host::CallCanceller* canceller,
+    grpc::ServerWriter<v1::TaskStatsResponse>* writer) {
+  // As `docker stats` goes on across a restart of the daemon's runtime: when
+  // the driver goes away, the stream waits for the relaunched driver to have
+  // recovered the task (NOT_FOUND until then) and goes on from there.
+  constexpr absl::Duration kResumeWait = absl::Seconds(60);
+  constexpr absl::Duration kRetry = absl::Milliseconds(200);
+  std::optional<absl::Time> resume_by;
+  while (true) {
+    bool wrote = false;
+    absl::Status driver_error;
+    grpc::Status status = StreamStats(context, target.driver, request,
+                                      canceller, writer, &wrote, &driver_error);
+    if (wrote) resume_by.reset();
+    const bool driver_gone =
+        plugin::host::IsPluginShutdown(driver_error) ||
+        (resume_by.has_value() && absl::IsNotFound(driver_error));
+    if (!driver_gone || stopping() || context->IsCancelled()) return status;
+    if (!resume_by.has_value()) {
+      resume_by = absl::Now() + kResumeWait;
+      LOG(INFO) << "task " << target.id << ": its driver went away during "
+                << "TaskStats; resuming once it is back";
+    }
+    while (true) {
+      if (absl::Now() > *resume_by) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            absl::StrCat("task ", target.id,
+                                         ": its driver did not come back "
+                                         "within ",
+                                         absl::FormatDuration(kResumeWait)));
+      }
+      absl::SleepFor(kRetry);
+      if (stopping() || context->IsCancelled()) return status;
+      absl::StatusOr<TaskManager::Target> again =
+          tasks_->RunningTarget(target.id);
+      if (again.ok()) {
+        target = *std::move(again);
+        break;
+      }
+      // Ended or removed meanwhile: the stream ends as it would have.
+      if (absl::IsFailedPrecondition(again.status()) ||
+          absl::IsNotFound(again.status())) {
+        return grpc::Status::OK;
+      }
+    }
+  }
 }
 
 grpc::Status NodeServiceImpl::StreamStats(
@@ -285,11 +337,15 @@ grpc::Status NodeServiceImpl::StreamStats(
     const std::shared_ptr<plugin::host::DriverClient>& driver,
     const driver::v1::TaskStatsRequest& request,
     plugin::host::CallCanceller* canceller,
-    grpc::ServerWriter<v1::TaskStatsResponse>* writer) {
+    grpc::ServerWriter<v1::TaskStatsResponse>* writer, bool* wrote,
+    absl::Status* driver_error) {
   constexpr char kRpc[] = "berth.node.v1.NodeService/TaskStats";
   absl::StatusOr<std::unique_ptr<plugin::host::TaskStatsStream>> stats =
       driver->TaskStats(request, {absl::InfiniteFuture(), canceller});
-  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  if (!stats.ok()) {
+    *driver_error = stats.status();
+    return ToGrpcStatus(stats.status());
+  }
   while (true) {
     // A caller that went away is seen at the next sample's Write.
     absl::StatusOr<std::optional<stats::v1::TaskResourceUsage>> usage =
@@ -298,7 +354,10 @@ grpc::Status NodeServiceImpl::StreamStats(
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           "berth-node is stopping");
     }
-    if (!usage.ok()) return ToGrpcStatus(usage.status());
+    if (!usage.ok()) {
+      *driver_error = usage.status();
+      return ToGrpcStatus(usage.status());
+    }
     if (!usage->has_value()) return grpc::Status::OK;  // the task ended
     v1::TaskStatsResponse response;
     *response.mutable_usage() = **usage;
@@ -306,6 +365,7 @@ grpc::Status NodeServiceImpl::StreamStats(
       return Ended(kRpc, context,
                    grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
     }
+    *wrote = true;
   }
 }
 

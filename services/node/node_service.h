@@ -71,12 +71,22 @@ class NodeServiceImpl final
 
  private:
   bool stopping() const;
+  // The task's samples from its driver until the stream ends; `wrote` says
+  // whether one reached the caller, `driver_error` why the driver's stream
+  // failed, if it did.
   grpc::Status StreamStats(
       grpc::ServerContext* context,
       const std::shared_ptr<plugin::host::DriverClient>& driver,
       const driver::v1::TaskStatsRequest& request,
       plugin::host::CallCanceller* canceller,
-      grpc::ServerWriter<v1::TaskStatsResponse>* writer);
+      grpc::ServerWriter<v1::TaskStatsResponse>* writer, bool* wrote,
+      absl::Status* driver_error);
+  // StreamStats, resumed on the relaunched driver when the driver goes away.
+  grpc::Status ResumingStats(grpc::ServerContext* context,
+                             TaskManager::Target target,
+                             const driver::v1::TaskStatsRequest& request,
+                             plugin::host::CallCanceller* canceller,
+                             grpc::ServerWriter<v1::TaskStatsResponse>* writer);
 
   const Options options_;
   TaskManager* const tasks_;

@@ -1,0 +1,85 @@
+#include "services/node/node_server.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace berth::node {
+
+absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
+    Options options) {
+  auto node = std::unique_ptr<NodeServer>(new NodeServer());
+  node->grace_ = options.grace;
+  const std::string state_dir = absl::StrCat(options.state_dir, "/node");
+  if (absl::Status s = MakeStateDir(state_dir); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<TaskStore>> store =
+      TaskStore::Open(absl::StrCat(state_dir, "/state.db"));
+  if (!store.ok()) return store.status();
+  node->store_ = *std::move(store);
+  node->events_ = std::make_unique<EventBus>();
+
+  PluginManager::Options plugin_options = options.plugin_options;
+  plugin_options.socket_dir = absl::StrCat(options.runtime_dir, "/plugins");
+  plugin_options.store = node->store_.get();
+  plugin_options.node.set_node_id(options.node_id);
+  plugin_options.node.set_runtime_dir(options.runtime_dir);
+  plugin_options.node.set_state_dir(options.state_dir);
+  plugin_options.node.set_stats_socket(options.stats_socket);
+  plugin_options.node.set_proxy_socket(options.proxy_socket);
+  node->plugins_ = std::make_unique<PluginManager>(std::move(plugin_options),
+                                                   std::move(options.plugins));
+
+  TaskManager::Options task_options = options.task_options;
+  task_options.state_dir = state_dir;
+  task_options.netns_socket = options.netns_socket;
+  node->tasks_ =
+      std::make_unique<TaskManager>(std::move(task_options), node->store_.get(),
+                                    node->plugins_.get(), node->events_.get());
+  EventBus* events = node->events_.get();
+  node->plugins_->Start(
+      [events](const std::string& name) {
+        events->Publish(v1::EVENT_TYPE_NODE, "",
+                        absl::StrCat("plugin ", name, " is up"));
+      },
+      [events](const std::string& name,
+               const driver::v1::TaskEventsResponse& event) {
+        events->Publish(v1::EVENT_TYPE_DRIVER, event.task_id(),
+                        absl::StrCat(name, ": ", event.message()));
+      });
+  if (absl::Status s = node->tasks_->Recover(); !s.ok()) return s;
+
+  NodeServiceImpl::Options service_options;
+  service_options.version = options.version;
+  service_options.stats_socket = options.stats_socket;
+  service_options.proxy_socket = options.proxy_socket;
+  node->service_ = std::make_unique<NodeServiceImpl>(
+      service_options, node->tasks_.get(), node->plugins_.get(),
+      node->events_.get());
+  UnixGrpcServer::Options server_options;
+  server_options.socket_path = absl::StrCat(options.runtime_dir, "/node.sock");
+  server_options.services = {node->service_.get()};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start(server_options);
+  if (!server.ok()) return server.status();
+  node->server_ = *std::move(server);
+  node->socket_path_ = server_options.socket_path;
+  LOG(INFO) << "serving on " << node->socket_path_ << "; state in "
+            << state_dir;
+  return node;
+}
+
+NodeServer::~NodeServer() { Shutdown(); }
+
+void NodeServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (service_ != nullptr) service_->Shutdown();
+  if (tasks_ != nullptr) tasks_->Shutdown();
+  if (server_ != nullptr) server_->Shutdown(grace_);
+  if (plugins_ != nullptr) plugins_->Stop();
+}
+
+}  // namespace berth::node

@@ -1,0 +1,87 @@
+// berth-node as one object: its state, its plugins, its tasks and its gRPC
+// server on <runtime_dir>/node.sock, built and started from Options. main.cc
+// only turns flags into Options; tests start a whole node in-process.
+
+#ifndef SERVICES_NODE_NODE_SERVER_H_
+#define SERVICES_NODE_NODE_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "services/common/grpc_server.h"
+#include "services/node/event_bus.h"
+#include "services/node/node_service.h"
+#include "services/node/plugin_manager.h"
+#include "services/node/task_manager.h"
+#include "services/node/task_store.h"
+
+namespace berth::node {
+
+class NodeServer {
+ public:
+  struct Options {
+    // Serves <runtime_dir>/node.sock; plugins put their sockets in
+    // <runtime_dir>/plugins.
+    std::string runtime_dir;
+    // berth's state directory: the node keeps <state_dir>/node (state.db,
+    // tasks/, logs/); plugins are told it in SetConfig.
+    std::string state_dir;
+    // The driver plugins (LoadPluginConfig).
+    std::vector<PluginSpec> plugins;
+    // Neighbours' sockets; empty: the node runs without that neighbour.
+    std::string netns_socket;
+    std::string stats_socket;
+    std::string proxy_socket;
+    // Given to plugins in SetConfig.
+    std::string node_id;
+    // Reported by GetNodeStatus.
+    std::string version;
+    // How the plugins are supervised (socket_dir, node and store are set
+    // from the fields above).
+    PluginManager::Options plugin_options;
+    // How tasks are carried (state_dir and netns_socket are set from the
+    // fields above).
+    TaskManager::Options task_options;
+    // How long Shutdown gives open calls.
+    absl::Duration grace = absl::Seconds(5);
+  };
+
+  // Opens the state, starts the plugins, recovers the stored tasks, then
+  // serves. Errors name the path or file at fault.
+  static absl::StatusOr<std::unique_ptr<NodeServer>> BuildAndStart(
+      Options options);
+
+  // Shutdown().
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  // Stops serving (open streams end), stops carrying tasks and stops the
+  // plugins; tasks keep running for the next node to recover. Idempotent.
+  void Shutdown();
+
+  const std::string& socket_path() const { return socket_path_; }
+  PluginManager& plugins() { return *plugins_; }
+  TaskManager& tasks() { return *tasks_; }
+
+ private:
+  NodeServer() = default;
+
+  std::string socket_path_;
+  absl::Duration grace_;
+  bool shut_down_ = false;
+  // In the order they are made; destroyed in reverse.
+  std::unique_ptr<TaskStore> store_;
+  std::unique_ptr<EventBus> events_;
+  std::unique_ptr<PluginManager> plugins_;
+  std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<NodeServiceImpl> service_;
+  std::unique_ptr<UnixGrpcServer> server_;
+};
+
+}  // namespace berth::node
+
+#endif  // SERVICES_NODE_NODE_SERVER_H_

@@ -1,0 +1,506 @@
+// berth-node in-process: a NodeServer with the mock driver plugin and a fake
+// berth-netns, driven over node.sock as the CLI drives it. Restart policies,
+// stop and remove, recovery after a restart of the node, the network path
+// (berth-netns' Prerun/Postrun or the driver's CreateNetwork), the times a
+// task is recorded with, and stats that go on across a restart of the
+// driver.
+
+#include "services/node/node_server.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/network/v1/network.grpc.pb.h"
+#include "berth/node/v1/node.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "plugins/sdk/proto_time.h"
+#include "services/common/grpc_server.h"
+#include "services/common/test_util.h"
+#include "services/node/task_manager.h"
+
+namespace berth::node {
+namespace {
+
+using ::berth::testing::PathExists;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// berth-netns as the node sees it: Prerun answers with the namespace of
+// whoever opens the path (the mock joins it: its own), Postrun is recorded;
+// both can be made to fail.
+class FakeNetns final : public network::v1::NetworkService::Service {
+ public:
+  grpc::Status Prerun(grpc::ServerContext*,
+                      const network::v1::PrerunRequest* request,
+                      network::v1::PrerunResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    preruns_.push_back(request->allocation_id());
+    network::v1::NetworkStatus* status = response->mutable_status();
+    status->set_allocation_id(request->allocation_id());
+    status->set_mode(request->mode());
+    status->set_namespace_path("/proc/self/ns/net");
+    return grpc::Status::OK;
+  }
+  grpc::Status Postrun(grpc::ServerContext*,
+                       const network::v1::PostrunRequest* request,
+                       network::v1::PostrunResponse*) override {
+    absl::MutexLock lock(&mu_);
+    if (failing_postruns_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "made to fail");
+    }
+    postruns_.push_back(request->allocation_id());
+    return grpc::Status::OK;
+  }
+  grpc::Status ListNetworks(grpc::ServerContext*,
+                            const network::v1::ListNetworksRequest*,
+                            network::v1::ListNetworksResponse*) override {
+    return grpc::Status::OK;
+  }
+
+  std::vector<std::string> preruns() const {
+    absl::MutexLock lock(&mu_);
+    return preruns_;
+  }
+  std::vector<std::string> postruns() const {
+    absl::MutexLock lock(&mu_);
+    return postruns_;
+  }
+  void set_failing_postruns(bool failing) {
+    absl::MutexLock lock(&mu_);
+    failing_postruns_ = failing;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> preruns_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> postruns_ ABSL_GUARDED_BY(mu_);
+  bool failing_postruns_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class NodeServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UnixGrpcServer::Options netns;
+    netns.socket_path = dir_.Join("netns.sock");
+    netns.services = {&netns_};
+    auto server = UnixGrpcServer::Start(netns);
+    ASSERT_TRUE(server.ok()) << server.status();
+    netns_server_ = *std::move(server);
+  }
+
+  void TearDown() override {
+    if (node_ != nullptr) {
+      // What the test left running goes with its driver's processes.
+      for (const v1::Task& task : List(/*all=*/true)) {
+        v1::RemoveTaskRequest request;
+        request.set_task_id(task.id());
+        request.set_force(true);
+        v1::RemoveTaskResponse response;
+        grpc::ClientContext context;
+        (void)stub_->RemoveTask(&context, request, &response);
+      }
+    }
+    StopNode();
+    netns_server_->Shutdown(absl::Seconds(1));
+  }
+
+  // Starts a node whose one driver is the mock, with `mock_args`.
+  void StartNode(std::vector<std::string> mock_args = {"--join_networks"}) {
+    NodeServer::Options options;
+    options.runtime_dir = dir_.Join("run");
+    options.state_dir = dir_.Join("state");
+    PluginSpec mock;
+    mock.name = "mock";
+    mock.binary = RunfilePath("plugins/examples/mock_driver/mock_driver");
+    mock.args = std::move(mock_args);
+    options.plugins = {mock};
+    options.netns_socket = dir_.Join("netns.sock");
+    options.node_id = "test";
+    options.version = "test";
+    options.plugin_options.min_backoff = absl::Milliseconds(50);
+    options.plugin_options.health_interval = absl::Milliseconds(500);
+    options.grace = absl::Seconds(1);
+    auto node = NodeServer::BuildAndStart(std::move(options));
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    stub_ = v1::NodeService::NewStub(
+        grpc::CreateChannel(absl::StrCat("unix:", node_->socket_path()),
+                            grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(WaitFor([this] { return MockPid() > 0; }))
+        << "the mock driver did not come up";
+  }
+
+  void StopNode() {
+    stub_.reset();
+    if (node_ != nullptr) node_->Shutdown();
+    node_.reset();
+  }
+
+  int MockPid() {
+    for (const v1::ComponentStatus& status : node_->plugins().Status()) {
+      if (status.name() == "mock" && status.healthy()) return status.pid();
+    }
+    return 0;
+  }
+
+  static v1::TaskSpec Shell(const std::string& script) {
+    v1::TaskSpec spec;
+    spec.set_driver("mock");
+    auto& fields = *spec.mutable_driver_config()->mutable_fields();
+    fields["command"].set_string_value("/bin/sh");
+    auto* args = fields["args"].mutable_list_value();
+    args->add_values()->set_string_value("-c");
+    args->add_values()->set_string_value(script);
+    spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_HOST);
+    return spec;
+  }
+
+  absl::StatusOr<v1::Task> Run(const v1::TaskSpec& spec) {
+    v1::RunTaskRequest request;
+    *request.mutable_spec() = spec;
+    v1::RunTaskResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    grpc::Status status = stub_->RunTask(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response.task();
+  }
+
+  v1::Task Inspect(const std::string& id) {
+    v1::InspectTaskRequest request;
+    request.set_task_id(id);
+    v1::InspectTaskResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub_->InspectTask(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.task();
+  }
+
+  std::vector<v1::Task> List(bool all) {
+    v1::ListTasksRequest request;
+    request.set_all(all);
+    v1::ListTasksResponse response;
+    grpc::ClientContext context;
+    if (!stub_->ListTasks(&context, request, &response).ok()) return {};
+    return {response.tasks().begin(), response.tasks().end()};
+  }
+
+  bool InState(const std::string& id, v1::TaskState state) {
+    return Inspect(id).state() == state;
+  }
+
+  grpc::Status Stop(const std::string& id) {
+    v1::StopTaskRequest request;
+    request.set_task_id(id);
+    request.mutable_timeout()->set_seconds(5);
+    v1::StopTaskResponse response;
+    grpc::ClientContext context;
+    return stub_->StopTask(&context, request, &response);
+  }
+
+  grpc::Status Remove(const std::string& id, bool force) {
+    v1::RemoveTaskRequest request;
+    request.set_task_id(id);
+    request.set_force(force);
+    v1::RemoveTaskResponse response;
+    grpc::ClientContext context;
+    return stub_->RemoveTask(&context, request, &response);
+  }
+
+  std::string TaskDir(const std::string& id) const {
+    return dir_.Join(absl::StrCat("state/node/tasks/", id));
+  }
+
+  ShortTempDir dir_;
+  FakeNetns netns_;
+  std::unique_ptr<UnixGrpcServer> netns_server_;
+  std::unique_ptr<NodeServer> node_;
+  std::unique_ptr<v1::NodeService::Stub> stub_;
+};
+
+v1::RestartPolicy Policy(v1::RestartMode mode, uint32_t attempts) {
+  v1::RestartPolicy policy;
+  policy.set_mode(mode);
+  policy.set_attempts(attempts);
+  policy.mutable_delay()->set_nanos(10'000'000);  // 10 ms
+  return policy;
+}
+
+TEST_F(NodeServerTest, WithoutAPolicyATaskRunsOnce) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(Shell("exit 3"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
+  const v1::Task done = Inspect(task->id());
+  EXPECT_EQ(done.exit_result().exit_code(), 3);
+  EXPECT_EQ(done.restarts(), 0u);
+}
+
+TEST_F(NodeServerTest, OnFailureRestartsUpToItsAttempts) {
+  StartNode();
+  v1::TaskSpec spec = Shell("echo run; exit 1");
+  *spec.mutable_restart() = Policy(v1::RESTART_MODE_ON_FAILURE, 2);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::Task now = Inspect(task->id());
+    return now.state() == v1::TASK_STATE_EXITED && now.restarts() == 2;
+  })) << Inspect(task->id()).DebugString();
+  EXPECT_EQ(Inspect(task->id()).exit_result().exit_code(), 1);
+  // Every run's output is kept.
+  EXPECT_EQ(node_->tasks().EarlierLogDirs(task->id()).size(), 2u);
+
+  // A run that succeeds is not restarted.
+  spec = Shell("exit 0");
+  *spec.mutable_restart() = Policy(v1::RESTART_MODE_ON_FAILURE, 2);
+  absl::StatusOr<v1::Task> fine = Run(spec);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(fine->id(), v1::TASK_STATE_EXITED); }));
+  EXPECT_EQ(Inspect(fine->id()).restarts(), 0u);
+}
+
+TEST_F(NodeServerTest, AlwaysRestartsUntilStopped) {
+  StartNode();
+  v1::TaskSpec spec = Shell("sleep 0.05");
+  *spec.mutable_restart() = Policy(v1::RESTART_MODE_ALWAYS, 0);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(WaitFor([&] { return Inspect(task->id()).restarts() >= 2; }));
+  ASSERT_TRUE(Stop(task->id()).ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
+  const v1::Task stopped = Inspect(task->id());
+  EXPECT_TRUE(stopped.stopped());
+  // No run starts after the stop: the count stays.
+  const uint32_t restarts = stopped.restarts();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Inspect(task->id()).restarts(), restarts);
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_EXITED);
+}
+
+TEST_F(NodeServerTest, StopThenRemoveLeavesNothing) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_TRUE(PathExists(TaskDir(task->id())));
+  const grpc::Status running = Remove(task->id(), /*force=*/false);
+  EXPECT_EQ(running.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(running.error_message(), HasSubstr("is running"));
+  ASSERT_TRUE(Stop(task->id()).ok());
+  const v1::Task stopped = Inspect(task->id());
+  EXPECT_EQ(stopped.state(), v1::TASK_STATE_EXITED);
+  EXPECT_EQ(stopped.exit_result().signal(), SIGTERM);
+  // Stopping a stopped task is not an error.
+  EXPECT_TRUE(Stop(task->id()).ok());
+  ASSERT_TRUE(Remove(task->id(), /*force=*/false).ok());
+  v1::InspectTaskRequest request;
+  request.set_task_id(task->id());
+  v1::InspectTaskResponse response;
+  grpc::ClientContext context;
+  EXPECT_EQ(stub_->InspectTask(&context, request, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_FALSE(PathExists(TaskDir(task->id())));
+}
+
+TEST_F(NodeServerTest, ForcedRemoveKillsARunningTask) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(Remove(task->id(), /*force=*/true).ok());
+  EXPECT_TRUE(List(/*all=*/true).empty());
+  EXPECT_FALSE(PathExists(TaskDir(task->id())));
+}
+
+TEST_F(NodeServerTest, TasksAreRecoveredAfterARestartOfTheNode) {
+  StartNode();
+  absl::StatusOr<v1::Task> running = Run(Shell("exec sleep 300"));
+  ASSERT_TRUE(running.ok()) << running.status();
+  // Ends while no node runs: the next one records its real exit.
+  absl::StatusOr<v1::Task> ending = Run(Shell("sleep 1; exit 4"));
+  ASSERT_TRUE(ending.ok()) << ending.status();
+  StopNode();  // its plugin goes too; the tasks keep running
+  absl::SleepFor(absl::Seconds(2));
+  StartNode();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(ending->id(), v1::TASK_STATE_EXITED); }));
+  EXPECT_EQ(Inspect(ending->id()).exit_result().exit_code(), 4);
+  EXPECT_EQ(Inspect(running->id()).state(), v1::TASK_STATE_RUNNING);
+  // The relaunched driver holds it again: it can be stopped.
+  ASSERT_TRUE(Stop(running->id()).ok());
+  EXPECT_EQ(Inspect(running->id()).exit_result().signal(), SIGTERM);
+}
+
+TEST_F(NodeServerTest, ATaskThatEndsAtOnceStartsBeforeItFinishes) {
+  StartNode();
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<v1::Task> task = Run(Shell("exit 0"));
+    ASSERT_TRUE(task.ok()) << task.status();
+    ASSERT_TRUE(
+        WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
+    const v1::Task done = Inspect(task->id());
+    ASSERT_TRUE(done.has_started_at() && done.has_finished_at());
+    EXPECT_LE(plugin::FromProtoTimestamp(done.started_at()),
+              plugin::FromProtoTimestamp(done.finished_at()))
+        << done.DebugString();
+  }
+}
+
+TEST_F(NodeServerTest, BerthNetnsMakesTheNetworkOfADriverThatJoinsIt) {
+  StartNode({"--join_networks"});
+  v1::TaskSpec spec = Shell("exec sleep 300");
+  spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_NONE);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(netns_.preruns(), std::vector<std::string>{task->id()});
+  EXPECT_EQ(Inspect(task->id()).network().namespace_path(),
+            "/proc/self/ns/net");
+  ASSERT_TRUE(Remove(task->id(), /*force=*/true).ok());
+  EXPECT_EQ(netns_.postruns(), std::vector<std::string>{task->id()});
+}
+
+TEST_F(NodeServerTest, ADriverThatMakesItsNetworkIsAskedInsteadOfBerthNetns) {
+  StartNode({"--must_create_network"});
+  v1::TaskSpec spec = Shell("exec sleep 300");
+  spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_BRIDGE);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_TRUE(netns_.preruns().empty());
+  // The mock's CreateNetwork: its record, its documentation address.
+  const v1::Task running = Inspect(task->id());
+  ASSERT_EQ(running.network().addresses_size(), 1);
+  EXPECT_EQ(running.network().addresses(0).cidr(), "192.0.2.1/24");
+  ASSERT_TRUE(Remove(task->id(), /*force=*/true).ok());
+  EXPECT_TRUE(netns_.postruns().empty());
+}
+
+TEST_F(NodeServerTest, ADriverThatCannotJoinANamespaceIsRefusedAtOnce) {
+  StartNode({});
+  v1::TaskSpec spec = Shell("exit 0");
+  spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_NONE);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_FALSE(task.ok());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("spec.network: driver mock cannot join"));
+  EXPECT_TRUE(List(/*all=*/true).empty());
+  EXPECT_TRUE(netns_.preruns().empty());
+}
+
+TEST_F(NodeServerTest, StatsGoOnAcrossARestartOfTheDriver) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  v1::TaskStatsRequest request;
+  request.set_task_id(task->id());
+  request.mutable_interval()->set_nanos(200'000'000);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  std::unique_ptr<grpc::ClientReader<v1::TaskStatsResponse>> stats =
+      stub_->TaskStats(&context, request);
+  v1::TaskStatsResponse sample;
+  ASSERT_TRUE(stats->Read(&sample));
+  const int first_pid = MockPid();
+  ASSERT_GT(first_pid, 0);
+  ASSERT_EQ(kill(first_pid, SIGKILL), 0);
+  // Samples come again from the relaunched driver, on the same call.
+  ASSERT_TRUE(stats->Read(&sample)) << stats->Finish().error_message();
+  EXPECT_EQ(sample.usage().task_id(), task->id());
+  EXPECT_NE(MockPid(), first_pid);
+  context.TryCancel();
+  (void)stats->Finish();
+}
+
+// ValidateTaskSpec, before anything is persisted: errors name the field.
+TEST(ValidateTaskSpecTest, ValidAndInvalidSpecs) {
+  struct Case {
+    std::string name;
+    std::function<void(v1::TaskSpec&)> change;
+    std::string error;  // empty: valid
+  };
+  const Case cases[] = {
+      {"minimal", [](v1::TaskSpec&) {}, ""},
+      {"named", [](v1::TaskSpec& s) { s.set_name("web-1.a_b"); }, ""},
+      {"no driver", [](v1::TaskSpec& s) { s.clear_driver(); },
+       "spec.driver is required"},
+      {"bad name", [](v1::TaskSpec& s) { s.set_name("-web"); },
+       "spec.name: \"-web\" is not a valid name"},
+      {"long name", [](v1::TaskSpec& s) { s.set_name(std::string(129, 'a')); },
+       "is not a valid name"},
+      {"cni without a network",
+       [](v1::TaskSpec& s) {
+         s.mutable_network()->set_mode(network::v1::NETWORK_MODE_CNI);
+       },
+       "spec.network.cni_network is required"},
+      {"cni network for bridge",
+       [](v1::TaskSpec& s) {
+         s.mutable_network()->set_mode(network::v1::NETWORK_MODE_BRIDGE);
+         s.mutable_network()->set_cni_network("x");
+       },
+       "spec.network.cni_network is only for NETWORK_MODE_CNI"},
+      {"port 0",
+       [](v1::TaskSpec& s) {
+         s.mutable_network()->set_mode(network::v1::NETWORK_MODE_BRIDGE);
+         s.mutable_network()->add_port_mappings()->set_container_port(80);
+       },
+       "spec.network.port_mappings[0]: ports must be 1..65535"},
+      {"ports on the host network",
+       [](v1::TaskSpec& s) {
+         s.mutable_network()->set_mode(network::v1::NETWORK_MODE_HOST);
+         auto* port = s.mutable_network()->add_port_mappings();
+         port->set_host_port(8080);
+         port->set_container_port(80);
+       },
+       "port mappings need bridge or CNI networking"},
+      {"bridge ports",
+       [](v1::TaskSpec& s) {
+         s.mutable_network()->set_mode(network::v1::NETWORK_MODE_BRIDGE);
+         auto* port = s.mutable_network()->add_port_mappings();
+         port->set_host_port(8080);
+         port->set_container_port(80);
+       },
+       ""},
+      {"negative restart delay",
+       [](v1::TaskSpec& s) {
+         s.mutable_restart()->mutable_delay()->set_seconds(-1);
+       },
+       "spec.restart.delay must not be negative"},
+      {"too little cpu",
+       [](v1::TaskSpec& s) { s.mutable_resources()->set_cpu_millicores(5); },
+       "spec.resources.cpu_millicores: at least 10"},
+  };
+  for (const Case& c : cases) {
+    v1::TaskSpec spec;
+    spec.set_driver("mock");
+    c.change(spec);
+    const absl::Status status = ValidateTaskSpec(spec);
+    if (c.error.empty()) {
+      EXPECT_TRUE(status.ok()) << c.name << ": " << status;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+      EXPECT_THAT(status.message(), HasSubstr(c.error)) << c.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace berth::node
