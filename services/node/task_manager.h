@@ -2,7 +2,8 @@
 // Prerun, or the driver's CreateNetwork), StartTask, the handle persisted,
 // WaitTask, the exit persisted, Postrun, the restart policy. One supervisor
 // thread per task that is not finished carries it through, across restarts
-// of its driver (RecoverTask) and of the node itself (Recover).
+// of its driver (RecoverTask) and of the node itself (Recover). The calls
+// users make are in task_manager.cc, the supervisor in task_supervisor.cc.
 
 #ifndef SERVICES_NODE_TASK_MANAGER_H_
 #define SERVICES_NODE_TASK_MANAGER_H_
@@ -116,12 +117,35 @@ class TaskManager {
   std::optional<v1::ComponentStatus> NetnsStatus();
 
  private:
-  struct Entry;
+  // One task: its record and its supervisor.
+  struct Entry {
+    internal::TaskRecord record;  // guarded by TaskManager::mu_
+    std::thread supervisor;
+    // Cancels the supervisor's WaitTask at shutdown.
+    plugin::host::CallCanceller canceller;
+    // StopTask was called (guarded by mu_).
+    bool stop_requested = false;
+    // Why the first start failed, for Run (guarded by mu_).
+    absl::Status start_error;
+    // Serializes Save of this task so the last state written is the last.
+    absl::Mutex save_mu;
+  };
   enum class Resume { kStart, kCleanThenStart, kWait, kPostrunOnly };
 
+  // --- Shared by the calls and the supervisor (task_manager.cc).
   std::shared_ptr<Entry> Find(const std::string& ref, absl::Status* error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Save(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // FAILED_PRECONDITION naming spec.network when the task's driver does not
+  // list the isolation mode the spec's network needs.
+  absl::Status CheckNetworkSupported(const v1::TaskSpec& spec) const;
+  absl::StatusOr<std::shared_ptr<plugin::host::DriverClient>> Driver(
+      const std::string& name, absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  bool shutting_down() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string TaskDir(const std::string& id) const;
+  std::string HistoryDir(const std::string& id) const;
+
+  // --- The supervisor (task_supervisor.cc).
   void Launch(std::shared_ptr<Entry> entry, Resume resume)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Supervise(std::shared_ptr<Entry> entry, Resume resume)
@@ -129,15 +153,13 @@ class TaskManager {
   absl::Status StartRun(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
   // Empties (or makes) the task's directory, 0755, before a run.
   absl::Status MakeTaskDir(const std::string& id);
-  // FAILED_PRECONDITION naming spec.network when the task's driver does not
-  // list the isolation mode the spec's network needs.
-  absl::Status CheckNetworkSupported(const v1::TaskSpec& spec) const;
   absl::StatusOr<driver::v1::ExitResult> WaitRun(Entry& entry,
                                                  bool recover_first)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Records the exit and runs Postrun; true when the policy restarts it.
   bool EndRun(Entry& entry, const driver::v1::ExitResult& result)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void Fail(Entry& entry, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
   // Who makes the networks of `driver_name`'s tasks: the driver itself
   // (must_create_network) or berth-netns; FAILED_PRECONDITION naming
   // spec.network when neither can.
@@ -149,12 +171,6 @@ class TaskManager {
   // holds it, or always with `even_if_unrecorded`; NOT_FOUND is success.
   absl::Status DestroyDriverTask(Entry& entry, bool even_if_unrecorded = false)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::shared_ptr<plugin::host::DriverClient>> Driver(
-      const std::string& name, absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
-  bool shutting_down() const ABSL_LOCKS_EXCLUDED(mu_);
-  void Fail(Entry& entry, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
-  std::string TaskDir(const std::string& id) const;
-  std::string HistoryDir(const std::string& id) const;
   // Moves the run's logs/ to HistoryDir(id)/run-<run> before the driver
   // destroys the run (and its directory) for a restart.
   void KeepRunLogs(const std::string& id, uint32_t run);

@@ -1,0 +1,507 @@
+// The supervisor of TaskManager: one thread per task that is not finished
+// carries it through its runs (task_manager.h): the network (berth-netns'
+// Prerun or the driver's CreateNetwork), the task directory, StartTask,
+// WaitTask across restarts of the driver (RecoverTask), the exit, Postrun and
+// the restart policy (restart_policy.h). The calls users make (Run, Stop,
+// Remove, ...) are in task_manager.cc; both share TaskManager's lock.
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "plugins/host/errors.h"
+#include "plugins/sdk/proto_time.h"
+#include "services/common/remove_tree.h"
+#include "services/node/restart_policy.h"
+#include "services/node/task_manager.h"
+#include "services/node/task_network.h"
+
+namespace berth::node {
+namespace {
+
+using plugin::host::DriverClient;
+using plugin::host::IsPluginShutdown;
+
+// When a run ended: the driver's exit time, but never before the run's
+// start as the node recorded it (the node takes its time after StartTask
+// returns, by which time a quick task may have exited already).
+google::protobuf::Timestamp FinishedAt(const v1::Task& task,
+                                       const driver::v1::ExitResult& result) {
+  if (!result.has_exited_at()) return NowProto();
+  if (task.has_started_at() &&
+      plugin::FromProtoTimestamp(result.exited_at()) <
+          plugin::FromProtoTimestamp(task.started_at())) {
+    return task.started_at();
+  }
+  return result.exited_at();
+}
+
+std::string DescribeExit(const driver::v1::ExitResult& result) {
+  if (result.signal() != 0) {
+    return absl::StrCat("killed by signal ", result.signal(),
+                        result.oom_killed() ? " (out of memory)" : "");
+  }
+  return absl::StrCat("exited with code ", result.exit_code());
+}
+
+}  // namespace
+
+void TaskManager::KeepRunLogs(const std::string& id, uint32_t run) {
+  const std::string history = HistoryDir(id);
+  mkdir(absl::StrCat(options_.state_dir, "/logs").c_str(), 0711);
+  mkdir(history.c_str(), 0711);
+  const std::string kept = absl::StrCat(history, "/run-", run);
+  if (rename(LogDir(id).c_str(), kept.c_str()) != 0 && errno != ENOENT) {
+    LOG(WARNING) << "task " << id << ": cannot keep the output of run " << run
+                 << " in " << kept << ": " << std::strerror(errno);
+  }
+}
+
+void TaskManager::Launch(std::shared_ptr<Entry> entry, Resume resume) {
+  entry->supervisor = std::thread(
+      [this, entry, resume]() mutable { Supervise(std::move(entry), resume); });
+}
+
+void TaskManager::Fail(Entry& entry, const absl::Status& error) {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    id = task.id();
+    task.set_state(v1::TASK_STATE_FAILED);
+    task.set_error(std::string(error.message()));
+    *task.mutable_finished_at() = NowProto();
+    entry.start_error = error;
+  }
+  Save(entry);
+  LOG(WARNING) << "task " << id << ": failed to start: " << error.message();
+  events_->Publish(v1::EVENT_TYPE_TASK_FAILED, id,
+                   std::string(error.message()));
+}
+
+absl::StatusOr<std::shared_ptr<TaskNetwork>> TaskManager::NetworkOf(
+    const std::string& driver_name) {
+  absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(driver_name);
+  if (caps.ok() && caps->must_create_network()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, options_.plugin_wait);
+    if (!driver.ok()) return driver.status();
+    return std::make_shared<DriverNetwork>(*std::move(driver),
+                                           options_.network_timeout);
+  }
+  if (netns_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "spec.network: this node runs without berth-netns");
+  }
+  return netns_;
+}
+
+absl::Status TaskManager::SetUpNetwork(Entry& entry) {
+  v1::TaskSpec spec;
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    spec = entry.record.task().spec();
+    id = entry.record.task().id();
+  }
+  if (spec.network().mode() == network::v1::NETWORK_MODE_HOST) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::shared_ptr<TaskNetwork>> network =
+      NetworkOf(spec.driver());
+  if (!network.ok()) return network.status();
+  absl::StatusOr<network::v1::NetworkStatus> status =
+      (*network)->SetUp(id, spec);
+  if (!status.ok()) return status.status();
+  // Persisted with the handle once the task runs: a node that dies before
+  // restarts the start, whose set-up (same allocation) is idempotent.
+  absl::MutexLock lock(&mu_);
+  entry.record.set_network_allocated(true);
+  *entry.record.mutable_task()->mutable_network() = *std::move(status);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::TearDownNetwork(Entry& entry) {
+  std::string id, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entry.record.network_allocated()) return absl::OkStatus();
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+  }
+  absl::StatusOr<std::shared_ptr<TaskNetwork>> network = NetworkOf(driver_name);
+  // Without berth-netns (nor a driver making networks) nothing was made.
+  if (!network.ok() && !absl::IsFailedPrecondition(network.status())) {
+    return network.status();
+  }
+  if (network.ok()) {
+    if (absl::Status s = (*network)->TearDown(id); !s.ok()) return s;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_network_allocated(false);
+  }
+  Save(entry);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::DestroyDriverTask(Entry& entry,
+                                            bool even_if_unrecorded) {
+  std::string id, driver_name;
+  driver::v1::TaskHandle handle;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entry.record.driver_task() && !even_if_unrecorded) {
+      return absl::OkStatus();
+    }
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+    handle = entry.record.handle();
+  }
+  absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+      Driver(driver_name, options_.plugin_wait);
+  if (!driver.ok()) return driver.status();
+  driver::v1::DestroyTaskRequest request;
+  request.set_task_id(id);
+  request.set_force(true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  absl::Status s = (*driver)->DestroyTask(request, {deadline}).status();
+  if (absl::IsNotFound(s) && handle.has_config()) {
+    // A driver relaunched since the task ended does not know it: it adopts
+    // it again from the handle (its exit record), then removes its cgroup
+    // and directory.
+    driver::v1::RecoverTaskRequest recover;
+    *recover.mutable_handle() = handle;
+    if ((*driver)->RecoverTask(recover, {deadline}).ok()) {
+      s = (*driver)->DestroyTask(request, {deadline}).status();
+    }
+  }
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_driver_task(false);
+  }
+  Save(entry);
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::MakeTaskDir(const std::string& id) {
+  const std::string dir = TaskDir(id);
+  if (absl::Status s = RemoveTree(dir); !s.ok()) return s;
+  // chmod: the umask must not narrow what drivers are promised.
+  if (mkdir(dir.c_str(), 0755) != 0 || chmod(dir.c_str(), 0755) != 0) {
+    return absl::InternalError(absl::StrCat("task ", id,
+                                            ": cannot make its directory ", dir,
+                                            ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::StartRun(Entry& entry) {
+  std::string id;
+  v1::TaskSpec spec;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    task.set_state(v1::TASK_STATE_STARTING);
+    task.clear_error();
+    task.clear_exit_result();
+    id = task.id();
+    spec = task.spec();
+  }
+  // Nothing is persisted until the task runs: a node that dies meanwhile
+  // finds the record not running, destroys whatever the driver made of it
+  // and starts it again (Recover, kCleanThenStart). Two commits per start.
+  if (absl::Status s = SetUpNetwork(entry); !s.ok()) return s;
+
+  absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+      Driver(spec.driver(), options_.plugin_wait);
+  if (!driver.ok()) return driver.status();
+  driver::v1::StartTaskRequest request;
+  driver::v1::TaskConfig& config = *request.mutable_task();
+  config.set_id(id);
+  config.set_name(spec.name());
+  config.set_allocation_id(id);
+  *config.mutable_driver_config() = spec.driver_config();
+  *config.mutable_env() = spec.env();
+  config.set_user(spec.user());
+  *config.mutable_resources() = spec.resources();
+  *config.mutable_logs() = spec.logs();
+  config.set_task_dir(TaskDir(id));
+  {
+    absl::MutexLock lock(&mu_);
+    const network::v1::NetworkStatus& net = entry.record.task().network();
+    if (spec.network().mode() == network::v1::NETWORK_MODE_HOST) {
+      config.mutable_network()->set_mode(
+          driver::v1::NETWORK_ISOLATION_MODE_HOST);
+    } else {
+      config.mutable_network()->set_mode(
+          driver::v1::NETWORK_ISOLATION_MODE_GROUP);
+      config.mutable_network()->set_namespace_path(net.namespace_path());
+    }
+  }
+  // Every run starts in an empty task directory the node made (what a
+  // driver left of an earlier run goes); the driver fills it
+  // (plugins/DRIVERS.md, "The task directory").
+  if (absl::Status s = MakeTaskDir(id); !s.ok()) return s;
+  // The run starts no earlier than the call (a quick task may have exited
+  // by the time it returns).
+  const google::protobuf::Timestamp start_called = NowProto();
+  absl::StatusOr<driver::v1::StartTaskResponse> started = (*driver)->StartTask(
+      request, {absl::Now() + absl::Seconds(60), &entry.canceller});
+  if (!started.ok()) {
+    // A failed start leaves nothing; an abandoned one (the node is shutting
+    // down) is the next node's to clean up, as the driver may still be at it.
+    if (!shutting_down()) {
+      if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
+        LOG(WARNING) << "task " << id << ": " << s;
+      }
+    }
+    return started.status();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.set_driver_task(true);
+    *entry.record.mutable_handle() = started->handle();
+    v1::Task& task = *entry.record.mutable_task();
+    task.set_state(v1::TASK_STATE_RUNNING);
+    *task.mutable_started_at() = start_called;
+    task.clear_finished_at();
+    if (started->has_network()) *task.mutable_network() = started->network();
+  }
+  Save(entry);
+  events_->Publish(v1::EVENT_TYPE_TASK_STARTED, id,
+                   absl::StrCat("task ", spec.name(), " started"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
+    Entry& entry, bool recover_first) {
+  std::string id, driver_name;
+  driver::v1::TaskHandle handle;
+  {
+    absl::MutexLock lock(&mu_);
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+    handle = entry.record.handle();
+  }
+  bool check_known = recover_first;
+  int lost = 0;
+  while (!shutting_down()) {
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, absl::Seconds(1));
+    if (!driver.ok()) {
+      // No longer configured: nothing will bring it back.
+      if (absl::IsInvalidArgument(driver.status())) return driver.status();
+      continue;  // Down: its supervisor relaunches it.
+    }
+    if (check_known) {
+      // A driver that still knows the task (reattached) needs no recovery.
+      driver::v1::InspectTaskRequest inspect;
+      inspect.set_task_id(id);
+      absl::StatusOr<driver::v1::InspectTaskResponse> known =
+          (*driver)->InspectTask(inspect, {absl::Now() + absl::Seconds(10)});
+      if (!known.ok() && absl::IsNotFound(known.status())) {
+        driver::v1::RecoverTaskRequest recover;
+        *recover.mutable_handle() = handle;
+        absl::StatusOr<driver::v1::RecoverTaskResponse> recovered =
+            (*driver)->RecoverTask(recover, {absl::Now() + absl::Seconds(30)});
+        if (!recovered.ok()) {
+          if (IsPluginShutdown(recovered.status())) continue;
+          return absl::Status(recovered.status().code(),
+                              absl::StrCat("driver ", driver_name,
+                                           " could not recover the task: ",
+                                           recovered.status().message()));
+        }
+        LOG(INFO) << "task " << id << ": recovered by driver " << driver_name;
+      } else if (!known.ok()) {
+        if (IsPluginShutdown(known.status())) continue;
+        LOG(WARNING) << "task " << id << ": " << known.status();
+        absl::SleepFor(absl::Seconds(1));
+        continue;
+      }
+      check_known = false;
+    }
+    driver::v1::WaitTaskRequest wait;
+    wait.set_task_id(id);
+    absl::StatusOr<driver::v1::WaitTaskResponse> waited =
+        (*driver)->WaitTask(wait, {absl::InfiniteFuture(), &entry.canceller});
+    if (waited.ok()) return waited->result();
+    if (shutting_down()) break;
+    if (IsPluginShutdown(waited.status())) {
+      LOG(WARNING) << "task " << id << ": driver " << driver_name
+                   << " went away; recovering the task once it is back";
+      check_known = true;
+      continue;
+    }
+    if (absl::IsNotFound(waited.status()) && ++lost <= 3) {
+      check_known = true;
+      continue;
+    }
+    if (absl::IsNotFound(waited.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("driver ", driver_name,
+                       " lost the task: ", waited.status().message()));
+    }
+    LOG(WARNING) << "task " << id << ": WaitTask: " << waited.status()
+                 << "; waiting again";
+    absl::SleepFor(absl::Seconds(1));
+  }
+  return absl::CancelledError("berth-node is shutting down");
+}
+
+bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
+  std::string id;
+  bool restart = false;
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::Task& task = *entry.record.mutable_task();
+    id = task.id();
+    *task.mutable_exit_result() = result;
+    *task.mutable_finished_at() = FinishedAt(task, result);
+    const RestartDecision decision =
+        DecideRestart(task.spec().restart(), result, task.restarts(),
+                      entry.stop_requested || task.stopped());
+    restart = decision.restart;
+    delay = decision.delay;
+    task.set_state(restart ? v1::TASK_STATE_RESTARTING : v1::TASK_STATE_EXITED);
+  }
+  Save(entry);
+  LOG(INFO) << "task " << id << " " << DescribeExit(result);
+  events_->Publish(v1::EVENT_TYPE_TASK_EXITED, id, DescribeExit(result));
+  // Postrun, retried while berth-netns is away; a node that stops first
+  // leaves network_allocated set and the next one runs it.
+  for (absl::Duration backoff = absl::Milliseconds(200); !shutting_down();
+       backoff = std::min(backoff * 2, absl::Seconds(10))) {
+    absl::Status s = TearDownNetwork(entry);
+    if (s.ok()) break;
+    LOG(WARNING) << "task " << id << ": " << s << "; retrying in " << backoff;
+    // Woken by Shutdown: the next node runs the Postrun.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), backoff);
+  }
+  if (!restart) return false;
+  events_->Publish(v1::EVENT_TYPE_TASK_RESTARTING, id,
+                   absl::StrCat("restarting in ", absl::FormatDuration(delay)));
+  {
+    absl::MutexLock lock(&mu_);
+    auto interrupted = [this, &entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return entry.stop_requested || shutting_down_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&interrupted), delay);
+    if (shutting_down_) return false;  // the next node restarts it
+    if (entry.stop_requested) {
+      entry.record.mutable_task()->set_state(v1::TASK_STATE_EXITED);
+      restart = false;
+    }
+  }
+  if (!restart) {
+    Save(entry);
+    return false;
+  }
+  uint32_t run;
+  {
+    absl::MutexLock lock(&mu_);
+    run = entry.record.task().restarts();
+  }
+  // The output stays readable (berth logs shows every run): out of the task
+  // directory, which DestroyTask removes.
+  KeepRunLogs(id, run);
+  if (absl::Status s = DestroyDriverTask(entry); !s.ok()) {
+    LOG(WARNING) << "task " << id << ": cannot destroy the last run: " << s;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.mutable_task()->set_restarts(run + 1);
+  }
+  return true;
+}
+
+void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
+  const std::string id = entry->record.task().id();  // immutable
+  if (resume == Resume::kPostrunOnly) {
+    absl::Status s = TearDownNetwork(*entry);
+    if (!s.ok()) LOG(WARNING) << "task " << id << ": missing Postrun: " << s;
+    return;
+  }
+  if (resume == Resume::kCleanThenStart) {
+    // An interrupted start: whatever the driver made of it goes (the record
+    // does not say whether StartTask got that far), then it starts again
+    // from its spec, with the same allocation for Prerun.
+    if (absl::Status s = DestroyDriverTask(*entry, /*even_if_unrecorded=*/true);
+        !s.ok()) {
+      Fail(*entry, s);
+      return;
+    }
+    resume = Resume::kStart;
+  }
+  bool recover = resume == Resume::kWait;
+  while (!shutting_down()) {
+    if (!recover) {
+      absl::Status started = StartRun(*entry);
+      if (!started.ok() && shutting_down()) {
+        // Not a failure of the task: its record is not running, and the next
+        // node starts it again.
+        LOG(INFO) << "task " << id << ": start interrupted by the shutdown";
+        return;
+      }
+      if (!started.ok()) {
+        if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
+          LOG(WARNING) << "task " << id << ": " << s;
+        }
+        if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+          LOG(WARNING) << "task " << id << ": " << s;
+        }
+        Fail(*entry, started);
+        return;
+      }
+      bool stop_now;
+      {
+        absl::MutexLock lock(&mu_);
+        stop_now = entry->stop_requested;
+      }
+      if (stop_now) {
+        // StopTask came while it started.
+        absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+            Driver(entry->record.task().spec().driver(), absl::Seconds(5));
+        if (driver.ok()) {
+          driver::v1::StopTaskRequest stop;
+          stop.set_task_id(id);
+          (void)(*driver)->StopTask(stop, {absl::Now() + absl::Seconds(30)});
+        }
+      }
+    }
+    absl::StatusOr<driver::v1::ExitResult> result = WaitRun(*entry, recover);
+    recover = false;
+    if (!result.ok()) {
+      if (absl::IsCancelled(result.status())) return;  // node shutdown
+      {
+        absl::MutexLock lock(&mu_);
+        v1::Task& task = *entry->record.mutable_task();
+        task.set_state(v1::TASK_STATE_FAILED);
+        task.set_error(std::string(result.status().message()));
+        *task.mutable_finished_at() = NowProto();
+      }
+      Save(*entry);
+      events_->Publish(v1::EVENT_TYPE_TASK_FAILED, id,
+                       std::string(result.status().message()));
+      (void)TearDownNetwork(*entry);
+      return;
+    }
+    if (!EndRun(*entry, *result)) return;
+  }
+}
+
+}  // namespace berth::node
