@@ -192,13 +192,16 @@ class AgentService::IoReactor
   void OnCancel() override;
   void OnDone() override;
 
-  // With process_->mu held.
-  void MaybeWrite();
-  void FinishAttached(const grpc::Status& status);
+  // Once attached, with the attached process's mu held; `p` is that
+  // process (process_, which only Attach sets, under both locks).
+  void MaybeWrite(Process& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.mu);
+  void FinishAttached(Process& p, const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.mu);
   void ResumeReading();
   // Output up to these offsets was acknowledged (in the stream or by
   // AckOutput): nothing before them needs sending.
-  void Acked(uint64_t stdout_offset, uint64_t stderr_offset);
+  void Acked(Process& p, uint64_t stdout_offset, uint64_t stderr_offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.mu);
   bool finished() const { return finished_; }
 
  private:
@@ -224,7 +227,7 @@ class AgentService::IoReactor
 };
 
 void AgentService::Process::KickStream() {
-  if (reactor != nullptr) reactor->MaybeWrite();
+  if (reactor != nullptr) reactor->MaybeWrite(*this);
 }
 
 void AgentService::Process::ReapAndRecord() {
@@ -407,19 +410,21 @@ void AgentService::IoReactor::OnReadDone(bool ok) {
       absl::Status status = process->out.Ack(ack.stdout_offset());
       if (status.ok()) status = process->err.Ack(ack.stderr_offset());
       if (!status.ok()) {
-        FinishAttached(ToGrpcStatus(status));
+        FinishAttached(*process, ToGrpcStatus(status));
         return;
       }
       process->Wake();  // there may be room to read again
-      Acked(ack.stdout_offset(), ack.stderr_offset());
+      Acked(*process, ack.stdout_offset(), ack.stderr_offset());
       break;
     }
     case ProcessIoRequest::kAttach:
-      FinishAttached(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+      FinishAttached(*process,
+                     grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   "attach: only the first request attaches"));
       return;
     default:
-      FinishAttached(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+      FinishAttached(*process,
+                     grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   "frame: a request carries nothing"));
       return;
   }
@@ -455,9 +460,10 @@ void AgentService::IoReactor::Attach() {
   (void)process->out.Ack(attach.stdout_offset());
   (void)process->err.Ack(attach.stderr_offset());
   if (process->reactor != nullptr) {
-    process->reactor->FinishAttached(grpc::Status(
-        grpc::StatusCode::ABORTED,
-        absl::StrCat("another ProcessIo attached to ", process->name())));
+    process->reactor->FinishAttached(
+        *process, grpc::Status(grpc::StatusCode::ABORTED,
+                               absl::StrCat("another ProcessIo attached to ",
+                                            process->name())));
   }
   process_ = process;
   process->reactor = this;
@@ -466,12 +472,11 @@ void AgentService::IoReactor::Attach() {
   VLOG(1) << "ProcessIo attached to " << process->name() << " at stdout "
           << out_sent_ << ", stderr " << err_sent_;
   process->Wake();
-  MaybeWrite();
+  MaybeWrite(*process);
   StartRead(&request_);
 }
 
-void AgentService::IoReactor::MaybeWrite() {
-  Process& p = *process_;
+void AgentService::IoReactor::MaybeWrite(Process& p) {
   if (finished_ || writing_) return;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool is_err = err_next_ != (attempt == 1);
@@ -500,12 +505,11 @@ void AgentService::IoReactor::MaybeWrite() {
   }
 }
 
-void AgentService::IoReactor::FinishAttached(const grpc::Status& status) {
+void AgentService::IoReactor::FinishAttached(Process& p,
+                                             const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  if (process_ != nullptr && process_->reactor == this) {
-    process_->reactor = nullptr;
-  }
+  if (p.reactor == this) p.reactor = nullptr;
   if (writing_) {
     pending_finish_ = status;
   } else {
@@ -513,12 +517,12 @@ void AgentService::IoReactor::FinishAttached(const grpc::Status& status) {
   }
 }
 
-void AgentService::IoReactor::Acked(uint64_t stdout_offset,
+void AgentService::IoReactor::Acked(Process& p, uint64_t stdout_offset,
                                     uint64_t stderr_offset) {
   if (finished_) return;
   out_sent_ = std::max(out_sent_, stdout_offset);
   err_sent_ = std::max(err_sent_, stderr_offset);
-  MaybeWrite();
+  MaybeWrite(p);
 }
 
 void AgentService::IoReactor::ResumeReading() {
@@ -542,11 +546,11 @@ void AgentService::IoReactor::OnWriteDone(bool ok) {
   }
   if (finished_) return;
   if (!ok) {
-    FinishAttached(
-        grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke"));
+    FinishAttached(*process, grpc::Status(grpc::StatusCode::CANCELLED,
+                                          "the stream broke"));
     return;
   }
-  MaybeWrite();
+  MaybeWrite(*process);
 }
 
 void AgentService::IoReactor::OnCancel() {
@@ -560,7 +564,8 @@ void AgentService::IoReactor::OnCancel() {
     }
   }
   absl::MutexLock lock(&process->mu);
-  FinishAttached(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  FinishAttached(*process,
+                 grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
 }
 
 void AgentService::IoReactor::OnDone() {
@@ -1047,7 +1052,8 @@ grpc::Status AgentService::AckOutput(grpc::ServerContext* context,
   }
   process.Wake();  // there may be room to read again
   if (process.reactor != nullptr) {
-    process.reactor->Acked(request->stdout_offset(), request->stderr_offset());
+    process.reactor->Acked(process, request->stdout_offset(),
+                           request->stderr_offset());
   }
   return grpc::Status::OK;
 }
