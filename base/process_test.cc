@@ -36,6 +36,15 @@ TEST(ParseProcStatTest, MalformedLinesAreQuoted) {
   }
 }
 
+TEST(ReadProcStatTest, ThisProcessAndNoSuchProcess) {
+  absl::StatusOr<ProcStat> stat = ReadProcStat(getpid());
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->state, 'R');
+  EXPECT_EQ(stat->parent, getppid());
+  EXPECT_GT(stat->start_time, 0u);
+  EXPECT_EQ(ReadProcStat(1 << 23).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(ProcessIdentityTest, AReapedProcessIsNotAlive) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -40,6 +40,13 @@ TEST(RunSubprocessTest, StdinData) {
   EXPECT_EQ(result->stdout_data, options.stdin_data);
 }
 
+TEST(RunSubprocessTest, WithoutStdinDataStdinIsDevNull) {
+  absl::StatusOr<SubprocessResult> result =
+      RunSubprocess("/bin/sh", Shell("cat; readlink /proc/self/fd/0"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->stdout_data, "/dev/null\n");
+}
+
 TEST(RunSubprocessTest, KilledBySignal) {
   absl::StatusOr<SubprocessResult> result =
       RunSubprocess("/bin/sh", Shell("kill -SEGV $$"));

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
 #include "berth/stats/v1/stats.pb.h"
@@ -36,7 +37,6 @@
 #include "plugins/conformance/context.h"
 #include "plugins/conformance/node_contract_checks.h"
 #include "plugins/conformance/sha256.h"
-#include "plugins/conformance/subprocess.h"
 #include "plugins/conformance/suite.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/errors.h"
@@ -245,21 +245,23 @@ absl::Status CookieRefused(Context& context) {
   if (mkdir(dir.c_str(), 0750) != 0) {
     return absl::InternalError(absl::StrCat("cannot make ", dir));
   }
-  std::vector<std::string> env = EnvironmentWithout("BERTH_PLUGIN_");
-  env.push_back(absl::StrCat(plugin::kSocketDirEnv, "=", dir));
-  env.push_back(absl::StrCat(plugin::kProtocolVersionsEnv, "=",
-                             plugin::kAppProtocolVersion));
   constexpr absl::Duration kTimeout = absl::Seconds(10);
-  CONFORMANCE_ASSIGN_OR_RETURN(ProcessResult result,
-                               RunProcess(context.binary(), {}, env, kTimeout));
+  base::SubprocessOptions run;
+  run.env = base::EnvironmentWithout("BERTH_PLUGIN_");
+  run.env.push_back(absl::StrCat(plugin::kSocketDirEnv, "=", dir));
+  run.env.push_back(absl::StrCat(plugin::kProtocolVersionsEnv, "=",
+                                 plugin::kAppProtocolVersion));
+  run.timeout = kTimeout;
+  CONFORMANCE_ASSIGN_OR_RETURN(base::SubprocessResult result,
+                               base::RunSubprocess(context.binary(), run));
   std::vector<std::string> problems;
   if (result.timed_out) {
     problems.push_back(absl::StrCat("it was still running ",
                                     absl::FormatDuration(kTimeout),
                                     " after it started (killed)"));
-  } else if (!result.exited) {
+  } else if (!result.exited()) {
     problems.push_back(absl::StrCat("it ", result.Describe()));
-  } else if (result.exit_code == 0) {
+  } else if (result.exit_code() == 0) {
     problems.push_back("it exited with code 0");
   }
   for (absl::string_view line : absl::StrSplit(result.stdout_data, '\n')) {

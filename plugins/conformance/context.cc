@@ -38,11 +38,6 @@ namespace host = ::berth::plugin::host;
 
 constexpr char kSkipTypeUrl[] = "berth.dev/conformance-skip";
 
-absl::Status ErrnoError(int err, absl::string_view what) {
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(what, ": ", std::strerror(err)));
-}
-
 // "berth_python_driver.py" → "berth_python_driver": the name the host gives
 // the plugin in its log lines and errors.
 std::string PluginName(absl::string_view binary) {
@@ -63,11 +58,13 @@ std::string PluginName(absl::string_view binary) {
 
 absl::Status MakeDir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoError(errno, absl::StrCat("cannot make directory ", path));
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot make directory ", path));
   }
   // As berth-node makes a task directory: 0755 whatever the umask.
   if (chmod(path.c_str(), 0755) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot chmod directory ", path));
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot chmod directory ", path));
   }
   return absl::OkStatus();
 }
@@ -177,7 +174,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(
   } else {
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd)) == nullptr) {
-      return ErrnoError(errno, "getcwd");
+      return absl::ErrnoToStatus(errno, "getcwd");
     }
     context->binary_ = absl::StrCat(cwd, "/", plugin);
   }
@@ -185,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(
 
   char dir_template[] = "/tmp/berth-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) {
-    return ErrnoError(errno, "cannot make a temporary directory /tmp/berth-*");
+    return absl::ErrnoToStatus(
+        errno, "cannot make a temporary directory /tmp/berth-*");
   }
   context->work_dir_ = dir_template;
   LOG(INFO) << "temporary directory " << context->work_dir_;

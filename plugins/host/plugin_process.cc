@@ -28,13 +28,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/path.h"
+#include "base/process.h"
+#include "base/subprocess.h"
 #include "berth/plugin/v1/plugin.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpc_health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/plugin_lifetime.h"
-#include "plugins/host/process_util.h"
 #include "plugins/host/reattach_config.h"
 #include "plugins/sdk/handshake.h"
 #include "services/common/dial.h"
@@ -46,13 +48,13 @@ extern char** environ;
 namespace berth::plugin::host {
 namespace {
 
-using internal::DescribeWaitStatus;
-using internal::ErrnoError;
-using internal::PidfdOpen;
-using internal::PidfdSendSignal;
-using internal::ProcStat;
-using internal::ReadProcStat;
-using internal::Spawn;
+using base::DescribeWaitStatus;
+using base::Dirname;
+using base::PidfdOpen;
+using base::PidfdSendSignal;
+using base::ProcStat;
+using base::ReadProcStat;
+using base::Spawn;
 
 // Lines of the plugin's stderr kept for error messages.
 constexpr size_t kStderrTailLines = 10;
@@ -68,13 +70,6 @@ constexpr char kDriverApi[] = "berth.driver.v1";
 
 void CloseFd(int fd) {
   if (fd >= 0) close(fd);
-}
-
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 // The real path of `path`, or nullopt.
@@ -162,8 +157,8 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
         absl::StrCat(what, ": no app protocol version accepted"));
   }
   if (access(options.binary.c_str(), X_OK) != 0) {
-    return ErrnoError(errno,
-                      absl::StrCat(what, ": cannot execute ", options.binary));
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(what, ": cannot execute ", options.binary));
   }
   if (absl::Status dir = MakeSocketDirectory(
           absl::StrCat(options.socket_dir, "/", options.name, ".sock"));
@@ -176,13 +171,13 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
   int stdout_pipe[2];
   int stderr_pipe[2];
   if (pipe2(stdout_pipe, O_CLOEXEC) != 0) {
-    return ErrnoError(errno, absl::StrCat(what, ": pipe"));
+    return absl::ErrnoToStatus(errno, absl::StrCat(what, ": pipe"));
   }
   if (pipe2(stderr_pipe, O_CLOEXEC) != 0) {
     const int err = errno;
     CloseFd(stdout_pipe[0]);
     CloseFd(stdout_pipe[1]);
-    return ErrnoError(err, absl::StrCat(what, ": pipe"));
+    return absl::ErrnoToStatus(err, absl::StrCat(what, ": pipe"));
   }
   std::vector<std::pair<std::string, std::string>> env = options.env;
   env.emplace_back(kMagicCookieKey, kMagicCookieValue);
@@ -206,7 +201,8 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
   absl::StatusOr<ProcStat> stat = ReadProcStat(*pid);
   if (pidfd < 0 || !stat.ok()) {
     const absl::Status error =
-        pidfd < 0 ? ErrnoError(pidfd_errno, "pidfd_open") : stat.status();
+        pidfd < 0 ? absl::ErrnoToStatus(pidfd_errno, "pidfd_open")
+                  : stat.status();
     kill(-*pid, SIGKILL);
     kill(*pid, SIGKILL);
     int wait_status;
@@ -419,8 +415,8 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Reattach(
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": pid ", config.pid, " not found (the plugin exited)"));
     }
-    return ErrnoError(err,
-                      absl::StrCat(what, ": pidfd_open of pid ", config.pid));
+    return absl::ErrnoToStatus(
+        err, absl::StrCat(what, ": pidfd_open of pid ", config.pid));
   }
   absl::StatusOr<ProcStat> stat = ReadProcStat(config.pid);
   if (!stat.ok()) {

@@ -8,7 +8,6 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "plugins/host/process_util.h"
 
 namespace berth::plugin::host {
 namespace {
@@ -89,33 +88,6 @@ TEST(ReattachConfigTest, RefusesABadPid) {
       R"("startTime":"5"})");
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(parsed.status().message(), HasSubstr("pid"));
-}
-
-TEST(ProcStatTest, ParsesACommandWithSpacesAndParentheses) {
-  absl::StatusOr<internal::ProcStat> stat = internal::ParseProcStat(
-      "123 (a b) c)) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
-      "987654 1000 200 18446744073709551615");
-  ASSERT_TRUE(stat.ok()) << stat.status();
-  EXPECT_EQ(stat->state, 'S');
-  EXPECT_EQ(stat->start_time, 987654u);
-}
-
-TEST(ProcStatTest, RefusesATruncatedLine) {
-  EXPECT_FALSE(internal::ParseProcStat("123 (x) S 1 2").ok());
-  EXPECT_FALSE(internal::ParseProcStat("garbage").ok());
-}
-
-TEST(ProcStatTest, ReadsThisProcess) {
-  absl::StatusOr<internal::ProcStat> stat = internal::ReadProcStat(getpid());
-  ASSERT_TRUE(stat.ok()) << stat.status();
-  EXPECT_EQ(stat->state, 'R');
-  EXPECT_GT(stat->start_time, 0u);
-}
-
-TEST(ProcStatTest, NoSuchProcessIsNotFound) {
-  // pid_max is at most 2^22.
-  EXPECT_EQ(internal::ReadProcStat(1 << 23).status().code(),
-            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
