@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/path.h"
 #include "glog/logging.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -35,13 +36,6 @@ constexpr mode_t kSocketMode = 0660;
 // grpc::EnableDefaultHealthCheckService is process-wide and read by
 // ServerBuilder::BuildAndStart: setting it and building happen under this.
 ABSL_CONST_INIT absl::Mutex health_setting_mu(absl::kConstInit);
-
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 // An exclusive flock on a directory while it lives. Best effort: a directory
 // that cannot be opened is not locked (and says so at VLOG(1)).
@@ -103,7 +97,7 @@ absl::StatusOr<std::unique_ptr<UnixGrpcServer>> UnixGrpcServer::Start(
   // gRPC unlinks whatever socket is at the path before it binds, and a
   // socket bound but not yet listening looks stale: other berth servers are
   // held off from our check until we listen.
-  const std::string dir = Dirname(path);
+  const std::string dir = base::Dirname(path);
   DirectoryLock lock(dir);
   if (absl::Status prepared = PrepareSocketPath(path); !prepared.ok()) {
     return prepared;

@@ -12,19 +12,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/path.h"
 #include "glog/logging.h"
 
 namespace berth {
 namespace {
-
-// The directory part of a path: "/a/b/c.sock" -> "/a/b", "c.sock" -> "",
-// "/c.sock" -> "/".
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return "";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 // mkdir -p with mode 0750 for the directories it creates.
 absl::Status MakeDirectories(const std::string& dir) {
@@ -39,7 +31,7 @@ absl::Status MakeDirectories(const std::string& dir) {
     const int err = errno;
     return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", dir));
   }
-  if (absl::Status parent = MakeDirectories(Dirname(dir)); !parent.ok()) {
+  if (absl::Status parent = MakeDirectories(base::Dirname(dir)); !parent.ok()) {
     return parent;
   }
   if (mkdir(dir.c_str(), kSocketDirMode) != 0) {
@@ -69,7 +61,8 @@ absl::Status MakeSocketDirectory(const std::string& socket_path) {
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
     return length;
   }
-  if (absl::Status dirs = MakeDirectories(Dirname(socket_path)); !dirs.ok()) {
+  if (absl::Status dirs = MakeDirectories(base::Dirname(socket_path));
+      !dirs.ok()) {
     return absl::Status(dirs.code(),
                         absl::StrCat("cannot prepare the directory of socket ",
                                      socket_path, ": ", dirs.message()));
