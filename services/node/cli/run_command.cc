@@ -1,0 +1,228 @@
+// `berth run`: starts the task, then (without -d) shows its output until it
+// ends and exits with its exit code (cli.h).
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "berth/node/v1/node.grpc.pb.h"
+#include "berth/node/v1/node.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+#include "services/node/cli/cli.h"
+#include "services/node/cli/cli_args.h"
+#include "services/node/cli/commands.h"
+#include "services/node/cli/table.h"
+#include "services/node/cli/task_spec_flags.h"
+#include "services/node/cli/terminal.h"
+
+namespace berth::cli {
+namespace {
+
+namespace nodepb = ::berth::node::v1;
+
+absl::StatusOr<std::string> ReadAll(int fd, const std::string& what) {
+  std::string data;
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
+    }
+    if (n == 0) return data;
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, int stdin_fd) {
+  if (path == "-") return ReadAll(stdin_fd, "stdin");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  absl::StatusOr<std::string> data = ReadAll(fd, path);
+  close(fd);
+  return data;
+}
+
+std::string TaskName(const nodepb::Task& task) {
+  return task.spec().name().empty() ? ShortId(task.id()) : task.spec().name();
+}
+
+bool HasEnded(const nodepb::Task& task) {
+  switch (task.state()) {
+    case nodepb::TASK_STATE_EXITED:
+    case nodepb::TASK_STATE_FAILED:
+      return true;
+    case nodepb::TASK_STATE_RESTARTING:
+      return task.has_exit_result();
+    default:
+      return false;
+  }
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+}  // namespace
+
+int Cli::Run(const ParsedArgs& args) {
+  nodepb::TaskSpec base;
+  if (args.Has("json-spec")) {
+    const std::string path = args.Value("json-spec");
+    absl::StatusOr<std::string> json = ReadFile(path, env_.stdin_fd);
+    if (!json.ok()) {
+      return UsageError("run",
+                        absl::StrCat("--json-spec: ", json.status().message()));
+    }
+    google::protobuf::util::JsonParseOptions options;
+    const google::protobuf::util::Status parsed =
+        google::protobuf::util::JsonStringToMessage(*json, &base, options);
+    if (!parsed.ok()) {
+      return UsageError("run",
+                        absl::StrCat("--json-spec ", path,
+                                     ": not a berth.node.v1.TaskSpec in JSON: ",
+                                     std::string(parsed.message())));
+    }
+  } else if (args.positional.empty()) {
+    return UsageError("run",
+                      "a command is required: berth run [FLAGS] -- COMMAND "
+                      "[ARGS...]");
+  }
+  if (args.Has("detach") && args.Has("rm")) {
+    return UsageError("run", "--rm cannot be used with -d");
+  }
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      TaskSpecFromRunFlags(args, args.positional, std::move(base), env_.getenv);
+  if (!spec.ok()) return UsageError("run", spec.status().message());
+
+  if (!Connect()) return Unreachable();
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  nodepb::RunTaskRequest request;
+  *request.mutable_spec() = *std::move(spec);
+  request.set_remove_on_start_failure(args.Has("rm"));
+  nodepb::RunTaskResponse response;
+  grpc::Status status = stub_->RunTask(&context, request, &response);
+  if (!status.ok()) return NodeError(status);
+  const nodepb::Task& task = response.task();
+  if (args.Has("detach")) {
+    Out(absl::StrCat(task.id(), "\n"));
+    return kExitOk;
+  }
+  return Attach(task, args.Has("rm"));
+}
+
+int Cli::Attach(const nodepb::Task& started, bool remove) {
+  absl::StatusOr<std::unique_ptr<SignalPipe>> signals =
+      SignalPipe::Install({SIGINT, SIGTERM});
+  int stop_pipe[2] = {-1, -1};
+  std::thread forwarder;
+  if (signals.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
+    forwarder = std::thread([this, &started, &signals, &stop_pipe] {
+      ForwardSignals(started.id(), signals->get(), stop_pipe[0]);
+    });
+  }
+  absl::StatusOr<nodepb::Task> ended = FollowUntilEnd(started);
+  if (forwarder.joinable()) {
+    WriteAll(stop_pipe[1], "x");
+    forwarder.join();
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
+  }
+  if (signals.ok()) signals->reset();  // the signals' actions back
+  if (!ended.ok()) {
+    return NodeError(
+        grpc::Status(static_cast<grpc::StatusCode>(ended.status().code()),
+                     std::string(ended.status().message())));
+  }
+  const nodepb::Task& task = *ended;
+  const std::string& id = task.id();
+
+  int code = 0;
+  if (task.state() == nodepb::TASK_STATE_FAILED) {
+    Err(absl::StrCat("berth: task ", TaskName(task), " failed to start",
+                     task.error().empty() ? "" : ": ", task.error(), "\n"));
+    code = kExitTaskFailed;
+  } else {
+    code = ExitCodeOf(task.exit_result());
+  }
+  if (remove) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    nodepb::RemoveTaskRequest request;
+    request.set_task_id(id);
+    nodepb::RemoveTaskResponse response;
+    grpc::Status status = stub_->RemoveTask(&context, request, &response);
+    if (!status.ok()) NodeError(status);
+  }
+  return code;
+}
+
+absl::StatusOr<nodepb::Task> Cli::FollowUntilEnd(const nodepb::Task& started) {
+  const std::string& id = started.id();
+  LogPosition position;
+  nodepb::Task task = started;
+  while (!HasEnded(task)) {
+    grpc::Status logs = CopyLogs(id, /*follow=*/true, 0, &position);
+    grpc::Status status = Inspect(id, &task);
+    if (!status.ok()) return FromGrpc(status);
+    if (HasEnded(task)) break;
+    if (!logs.ok()) return FromGrpc(logs);
+    // The output ended before the task did (it may not have been
+    // started yet): follow again, skipping what was shown.
+    absl::SleepFor(env_.log_refollow_delay);
+  }
+  return task;
+}
+
+void Cli::ForwardSignals(const std::string& task, SignalPipe* signals,
+                         int stop_fd) {
+  bool forwarded = false;
+  while (true) {
+    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {signals->read_fd(), POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    for (int signal : signals->Drain()) {
+      if (forwarded) {
+        struct sigaction default_action = {};
+        default_action.sa_handler = SIG_DFL;
+        sigaction(signal, &default_action, nullptr);
+        kill(getpid(), signal);
+        return;
+      }
+      forwarded = true;
+      grpc::ClientContext context;
+      SetDeadline(&context, kDefaultStopTimeout);
+      nodepb::StopTaskRequest request;
+      request.set_task_id(task);
+      request.set_signal(signal == SIGINT ? "SIGINT" : "SIGTERM");
+      nodepb::StopTaskResponse response;
+      grpc::Status status = stub_->StopTask(&context, request, &response);
+      if (!status.ok()) NodeError(status);
+    }
+  }
+}
+
+}  // namespace berth::cli
