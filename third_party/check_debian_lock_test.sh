@@ -69,7 +69,7 @@ expect fail "libbar-dev" $'package libfoo-dev 1.0\npackage libbar-dev 2.0' packa
 
 # The real lock file parses and names the packages the workspace checks.
 real_lock=$(dirname "$check")/debian.lock
-for p in libgrpc++-dev protobuf-compiler libabsl-dev libgoogle-glog-dev libgtest-dev libbenchmark-dev bazel-bootstrap; do
+for p in libgrpc++-dev protobuf-compiler libabsl-dev libgoogle-glog-dev libgtest-dev libbenchmark-dev bazel-bootstrap clang-14; do
   awk -v p="$p" '$1 == "package" && $2 == p { found = 1 } END { exit !found }' "$real_lock" || { echo "FAIL: debian.lock does not name $p"; failures=$((failures + 1)); }
 done
 
