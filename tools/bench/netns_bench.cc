@@ -81,6 +81,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "berth/network/v1/network.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
@@ -258,134 +259,19 @@ class BerthSide {
 
 // --- The direct references.
 
-struct Outcome {
-  int wait_status = 0;
-  std::string out;
-  std::string err;
-};
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) {
-    return absl::StrCat("exited with code ", WEXITSTATUS(status));
-  }
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status));
-  }
-  return absl::StrCat("ended with wait status ", status);
-}
-
-// Runs argv (argv[0] a path) with `env` as its whole environment, `input` on
-// its stdin and its stdout and stderr collected, in a process group of its
-// own, as berth-netns's CniRunner runs a plugin (posix_spawn, pipes, poll).
-// Kills the group at `timeout`.
-absl::StatusOr<Outcome> RunProcess(std::vector<std::string> argv,
-                                   std::vector<std::string> env,
-                                   const std::string& input,
-                                   absl::Duration timeout) {
-  int in[2], out[2], err[2];
-  if (input.size() > 60000) {
-    return absl::InvalidArgumentError("input larger than a pipe holds");
-  }
-  if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]);
-    close(in[1]);
-    return absl::ErrnoToStatus(errno, "pipe2");
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
-    return absl::ErrnoToStatus(errno, "pipe2");
-  }
-  if (!input.empty() && write(in[1], input.data(), input.size()) !=
-                            static_cast<ssize_t>(input.size())) {
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    return absl::ErrnoToStatus(errno, "writing stdin");
-  }
-  close(in[1]);
-
-  std::vector<char*> argv_c, env_c;
-  for (std::string& s : argv) argv_c.push_back(s.data());
-  argv_c.push_back(nullptr);
-  for (std::string& s : env) env_c.push_back(s.data());
-  env_c.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-                                      POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, argv_c[0], &actions, &attr,
-                                  argv_c.data(), env_c.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  if (spawned != 0) {
-    close(out[0]);
-    close(err[0]);
-    return absl::ErrnoToStatus(spawned, absl::StrCat("cannot run ", argv[0]));
-  }
-
-  Outcome outcome;
-  const absl::Time deadline = absl::Now() + timeout;
-  int fds[2] = {out[0], err[0]};
-  std::string* sinks[2] = {&outcome.out, &outcome.err};
-  bool timed_out = false;
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    struct pollfd polled[2];
-    int count = 0;
-    int owner[2];
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] < 0) continue;
-      polled[count] = {fds[i], POLLIN, 0};
-      owner[count++] = i;
-    }
-    const int64_t remaining =
-        absl::ToInt64Milliseconds(deadline - absl::Now()) + 1;
-    if (remaining <= 0) {
-      timed_out = true;
-      break;
-    }
-    const int ready = poll(polled, count, static_cast<int>(remaining));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) break;
-    for (int i = 0; i < count; ++i) {
-      if (polled[i].revents == 0) continue;
-      char buffer[65536];
-      const ssize_t n = read(polled[i].fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        close(fds[owner[i]]);
-        fds[owner[i]] = -1;
-      } else {
-        sinks[owner[i]]->append(buffer, static_cast<size_t>(n));
-      }
-    }
-  }
-  for (int fd : fds) {
-    if (fd >= 0) close(fd);
-  }
-  if (timed_out) kill(-pid, SIGKILL);
-  while (waitpid(pid, &outcome.wait_status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(argv[0], " did not finish within ",
-                     absl::FormatDuration(timeout), " and was killed"));
-  }
-  return outcome;
+// Runs argv (argv[0] a path) with `env` as its whole environment and
+// `input` on its stdin, as berth-netns's CniRunner runs a plugin (the same
+// base::RunSubprocess), within `timeout`.
+absl::StatusOr<base::SubprocessResult> RunProcess(std::vector<std::string> argv,
+                                                  std::vector<std::string> env,
+                                                  const std::string& input,
+                                                  absl::Duration timeout) {
+  base::SubprocessOptions options;
+  options.args.assign(argv.begin() + 1, argv.end());
+  options.env = std::move(env);
+  options.stdin_data = input;
+  options.timeout = timeout;
+  return base::RunSubprocess(argv[0], options);
 }
 
 std::string Trimmed(const std::string& text) {
@@ -535,17 +421,17 @@ class DirectSide {
   absl::Status Ip(std::vector<std::string> args) {
     const std::string command = absl::StrCat("ip ", absl::StrJoin(args, " "));
     args.insert(args.begin(), ip_);
-    absl::StatusOr<Outcome> outcome = RunProcess(
+    absl::StatusOr<base::SubprocessResult> outcome = RunProcess(
         std::move(args), {kPath}, "", absl::GetFlag(FLAGS_call_timeout));
     if (!outcome.ok()) {
       return absl::Status(
           outcome.status().code(),
           absl::StrCat("`", command, "`: ", outcome.status().message()));
     }
-    if (outcome->wait_status != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "`", command, "` ", DescribeWaitStatus(outcome->wait_status), ": ",
-          Trimmed(outcome->err)));
+    if (outcome->timed_out || outcome->wait_status != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("`", command, "` ", outcome->Describe(), ": ",
+                       Trimmed(outcome->stderr_data)));
     }
     return absl::OkStatus();
   }
@@ -559,7 +445,7 @@ class DirectSide {
     if (prev_result != nullptr) config["prevResult"] = *prev_result;
     const std::string what = absl::StrCat("CNI ", command, " of plugin \"",
                                           plugin.type, "\" for container ", id);
-    absl::StatusOr<Outcome> outcome =
+    absl::StatusOr<base::SubprocessResult> outcome =
         RunProcess({plugin.path},
                    {absl::StrCat("CNI_COMMAND=", command),
                     absl::StrCat("CNI_CONTAINERID=", id),
@@ -571,16 +457,17 @@ class DirectSide {
       return absl::Status(outcome.status().code(),
                           absl::StrCat(what, ": ", outcome.status().message()));
     }
-    if (outcome->wait_status != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, " ", DescribeWaitStatus(outcome->wait_status), ": stdout: ",
-          Trimmed(outcome->out), ", stderr: ", Trimmed(outcome->err)));
+    if (outcome->timed_out || outcome->wait_status != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " ", outcome->Describe(),
+                       ": stdout: ", Trimmed(outcome->stdout_data),
+                       ", stderr: ", Trimmed(outcome->stderr_data)));
     }
     if (std::string(command) != "ADD") return json();
-    json result = json::parse(outcome->out, nullptr, false);
+    json result = json::parse(outcome->stdout_data, nullptr, false);
     if (!result.is_object()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          what, " printed no JSON object: ", Trimmed(outcome->out)));
+          what, " printed no JSON object: ", Trimmed(outcome->stdout_data)));
     }
     return result;
   }

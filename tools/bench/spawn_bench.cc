@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/process.h"
 #include "glog/logging.h"
 #include "plugins/benchmarks/bench_util.h"
 #include "tools/bench/figures.h"
@@ -39,15 +40,6 @@ namespace berth::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status))
-    return absl::StrCat("exited with code ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status));
-  }
-  return absl::StrCat("ended with wait status ", status);
-}
 
 int Run(const std::vector<std::string>& argv) {
   const std::string name = absl::GetFlag(FLAGS_name);
@@ -75,7 +67,7 @@ int Run(const std::vector<std::string>& argv) {
                    "spawn_bench: FAILED: %s: `%s` %s (run %d; its output "
                    "went to /dev/null: run it by hand to see why)\n",
                    name.c_str(), command.c_str(),
-                   DescribeWaitStatus(*status).c_str(), i + 1);
+                   base::DescribeWaitStatus(*status).c_str(), i + 1);
       return 1;
     }
     if (i >= warmup) {
