@@ -27,11 +27,14 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view content) {
   if (paren == absl::string_view::npos) return malformed();
   const std::vector<absl::string_view> fields =
       absl::StrSplit(content.substr(paren + 1), ' ', absl::SkipEmpty());
-  // fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+  // fields[0] is field 3 (state): field N is fields[N - 3].
   ProcStat stat;
   if (fields.size() < 20 || fields[0].size() != 1 ||
-      !absl::SimpleAtoi(fields[1], &stat.parent) ||
-      !absl::SimpleAtoi(fields[19], &stat.start_time)) {
+      !absl::SimpleAtoi(fields[4 - 3], &stat.parent) ||
+      !absl::SimpleAtoi(fields[5 - 3], &stat.pgrp) ||
+      !absl::SimpleAtoi(fields[14 - 3], &stat.utime_ticks) ||
+      !absl::SimpleAtoi(fields[15 - 3], &stat.stime_ticks) ||
+      !absl::SimpleAtoi(fields[22 - 3], &stat.start_time)) {
     return malformed();
   }
   stat.state = fields[0][0];

@@ -19,9 +19,12 @@ namespace berth::base {
 
 // What /proc/PID/stat says of a process.
 struct ProcStat {
-  char state = '?';         // field 3: R, S, D, Z (zombie), X (dead), ...
-  pid_t parent = 0;         // field 4
-  uint64_t start_time = 0;  // field 22: clock ticks after boot
+  char state = '?';          // field 3: R, S, D, Z (zombie), X (dead), ...
+  pid_t parent = 0;          // field 4
+  pid_t pgrp = 0;            // field 5
+  uint64_t utime_ticks = 0;  // field 14: user time, in clock ticks
+  uint64_t stime_ticks = 0;  // field 15: system time, in clock ticks
+  uint64_t start_time = 0;   // field 22: clock ticks after boot
 };
 
 // Parses the content of a /proc/PID/stat file (the command name, field 2,

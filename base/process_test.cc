@@ -23,6 +23,9 @@ TEST(ParseProcStatTest, CommandNamesWithSpacesAndParentheses) {
   ASSERT_TRUE(stat.ok()) << stat.status();
   EXPECT_EQ(stat->state, 'S');
   EXPECT_EQ(stat->parent, 7);
+  EXPECT_EQ(stat->pgrp, 42);
+  EXPECT_EQ(stat->utime_ticks, 1u);
+  EXPECT_EQ(stat->stime_ticks, 2u);
   EXPECT_EQ(stat->start_time, 123456u);
 }
 

@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/io.h"
 #include "plugins/sdk/rotating_log.h"
 
 namespace berth::mock {
@@ -80,6 +81,9 @@ void ResetSignals() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+// WriteAll and ReadAll of fixed-size records, for the child between fork
+// and exec (and the monitor) where only async-signal-safe calls may run:
+// base/io.h's build error messages, which allocate.
 bool WriteAll(int fd, const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
   while (size > 0) {
@@ -414,11 +418,6 @@ absl::Status FailureStatus(const Failure& failure, const ExecSpec& exec,
   }
 }
 
-void SetNonBlocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 }  // namespace
 
 ExecSpec::ExecSpec(std::string path, std::vector<std::string> argv,
@@ -624,7 +623,7 @@ absl::StatusOr<Child> SpawnChild(const ExecSpec& exec, bool tty,
   child.pid = pid;
   child.pidfd = PidfdOpen(pid);
   if (tty) {
-    SetNonBlocking(child.terminal);
+    (void)base::SetNonBlocking(child.terminal);
   } else {
     close(in[0]);
     close(out[1]);
@@ -632,9 +631,9 @@ absl::StatusOr<Child> SpawnChild(const ExecSpec& exec, bool tty,
     child.stdin_fd = in[1];
     child.stdout_fd = out[0];
     child.stderr_fd = err[0];
-    SetNonBlocking(child.stdin_fd);
-    SetNonBlocking(child.stdout_fd);
-    SetNonBlocking(child.stderr_fd);
+    (void)base::SetNonBlocking(child.stdin_fd);
+    (void)base::SetNonBlocking(child.stdout_fd);
+    (void)base::SetNonBlocking(child.stderr_fd);
   }
   return child;
 }
@@ -645,15 +644,6 @@ void CloseChild(Child& child) {
     if (*fd >= 0) close(*fd);
     *fd = -1;
   }
-}
-
-int PidfdOpen(pid_t pid) {
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-}
-
-int PidfdSendSignal(int pidfd, int signal) {
-  return static_cast<int>(
-      syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
 
 plugin::ExitStatus ToExitStatus(int wait_status) {

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/process.h"
 #include "plugins/sdk/exec.h"
 
 namespace berth::mock {
@@ -139,11 +140,9 @@ absl::StatusOr<Child> SpawnChild(const ExecSpec& exec, bool tty,
 // Closes the child's fds (not the process).
 void CloseChild(Child& child);
 
-// pidfd_open(2) and pidfd_send_signal(2) by syscall: glibc 2.36's
-// <sys/pidfd.h> declares them without C linkage, so C++ cannot link them.
-// -1 with errno on failure.
-int PidfdOpen(pid_t pid);
-int PidfdSendSignal(int pidfd, int signal);
+// pidfd_open(2) and pidfd_send_signal(2): base/process.h.
+using ::berth::base::PidfdOpen;
+using ::berth::base::PidfdSendSignal;
 
 // ExitStatus of a wait status.
 plugin::ExitStatus ToExitStatus(int wait_status);

@@ -878,8 +878,8 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
         if (!monitor_stat.ok()) identified = monitor_stat.status();
         if (!task_stat.ok()) identified = task_stat.status();
         if (!identified.ok()) return;
-        task->handle.monitor_start_ticks = monitor_stat->start_ticks;
-        task->handle.task_start_ticks = task_stat->start_ticks;
+        task->handle.monitor_start_ticks = monitor_stat->start_time;
+        task->handle.task_start_ticks = task_stat->start_time;
         // Opened before the task can be reaped: they pin the processes.
         task->monitor_pidfd = PidfdOpen(launched.monitor);
         task->task_pidfd = PidfdOpen(launched.task);
@@ -1094,10 +1094,10 @@ absl::StatusOr<driver::v1::TaskStatus> MockDriver::RecoverTask(
           "task ", id, ": its ", what, " (pid ", pid,
           ") is gone and recorded no exit status in ", task->exit_path));
     }
-    if (stat->start_ticks != start_ticks) {
+    if (stat->start_time != start_ticks) {
       return absl::FailedPreconditionError(absl::StrCat(
           "task ", id, ": pid ", pid, " of its ", what,
-          " was reused by another process (started at tick ", stat->start_ticks,
+          " was reused by another process (started at tick ", stat->start_time,
           ", the handle says ", start_ticks, ")"));
     }
     return absl::OkStatus();
@@ -1184,7 +1184,7 @@ absl::StatusOr<stats::v1::TaskResourceUsage> MockDriver::TaskStats(
     if (task.exited) return usage;  // nothing left to measure
   }
   absl::StatusOr<ProcStat> stat = ReadProcStat(task.handle.task_pid);
-  if (!stat.ok() || stat->start_ticks != task.handle.task_start_ticks) {
+  if (!stat.ok() || stat->start_time != task.handle.task_start_ticks) {
     return usage;  // exiting now
   }
   const absl::Time now = absl::Now();

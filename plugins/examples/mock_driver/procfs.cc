@@ -32,46 +32,6 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<ProcStat> ParseProcStat(absl::string_view content) {
-  // "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
-  const size_t close = content.rfind(')');
-  if (close == absl::string_view::npos) {
-    return absl::InvalidArgumentError("no \")\" in a /proc stat line");
-  }
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(content.substr(close + 1), ' ', absl::SkipWhitespace());
-  // fields[0] is field 3 (state): field N is fields[N - 3].
-  if (fields.size() < 20) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a /proc stat line has ", fields.size() + 2, " fields, not 22"));
-  }
-  ProcStat stat;
-  stat.state = fields[0].empty() ? '?' : fields[0][0];
-  int pgrp = 0;
-  if (!absl::SimpleAtoi(fields[5 - 3], &pgrp) ||
-      !absl::SimpleAtoi(fields[14 - 3], &stat.utime_ticks) ||
-      !absl::SimpleAtoi(fields[15 - 3], &stat.stime_ticks) ||
-      !absl::SimpleAtoi(fields[22 - 3], &stat.start_ticks)) {
-    return absl::InvalidArgumentError("a /proc stat line has a bad number");
-  }
-  stat.pgrp = pgrp;
-  return stat;
-}
-
-absl::StatusOr<ProcStat> ReadProcStat(pid_t pid) {
-  absl::StatusOr<std::string> content =
-      ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
-  if (!content.ok() || content->empty()) {
-    return absl::NotFoundError(absl::StrCat("no process ", pid));
-  }
-  absl::StatusOr<ProcStat> stat = ParseProcStat(*content);
-  if (!stat.ok()) {
-    return absl::InternalError(
-        absl::StrCat("/proc/", pid, "/stat: ", stat.status().message()));
-  }
-  return stat;
-}
-
 absl::StatusOr<uint64_t> ReadVmRssBytes(pid_t pid) {
   absl::StatusOr<std::string> content =
       ReadSmallFile(absl::StrCat("/proc/", pid, "/status"));

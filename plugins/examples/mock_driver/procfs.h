@@ -10,23 +10,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/process.h"
 
 namespace berth::mock {
 
-// Fields of /proc/<pid>/stat (proc(5)).
-struct ProcStat {
-  char state = '?';          // field 3: R, S, Z, ...
-  pid_t pgrp = 0;            // field 5
-  uint64_t utime_ticks = 0;  // field 14, in clock ticks
-  uint64_t stime_ticks = 0;  // field 15
-  uint64_t start_ticks = 0;  // field 22: start time after boot, in ticks
-};
-
-// Parses the content of a /proc/<pid>/stat file.
-absl::StatusOr<ProcStat> ParseProcStat(absl::string_view content);
-
-// /proc/<pid>/stat of a process; NOT_FOUND naming the pid if there is none.
-absl::StatusOr<ProcStat> ReadProcStat(pid_t pid);
+// /proc/<pid>/stat: base::ReadProcStat (base/process.h).
+using ::berth::base::ProcStat;
+using ::berth::base::ReadProcStat;
 
 // VmRSS of /proc/<pid>/status in bytes; NOT_FOUND if the process or the
 // line is missing (a zombie has none).
