@@ -33,11 +33,6 @@ extern char** environ;
 namespace berth::plugin::benchmarks {
 namespace {
 
-absl::Status ErrnoError(int err, absl::string_view what) {
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(what, ": ", std::strerror(err)));
-}
-
 std::vector<char*> CArgv(const std::vector<std::string>& argv) {
   std::vector<char*> c_argv;
   c_argv.reserve(argv.size() + 1);
@@ -92,7 +87,7 @@ absl::StatusOr<int> WaitPid(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
-      return ErrnoError(errno, absl::StrCat("waitpid(", pid, ")"));
+      return absl::ErrnoToStatus(errno, absl::StrCat("waitpid(", pid, ")"));
     }
   }
   return status;
@@ -144,7 +139,8 @@ absl::StatusOr<int> SpawnAndWait(const std::vector<std::string>& argv) {
   pid_t pid = 0;
   const int err = posix_spawn(&pid, argv[0].c_str(), actions.get(), attr.get(),
                               c_argv.data(), environ);
-  if (err != 0) return ErrnoError(err, absl::StrCat("cannot run ", argv[0]));
+  if (err != 0)
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot run ", argv[0]));
   return WaitPid(pid);
 }
 
@@ -152,12 +148,12 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Start(
     const std::vector<std::string>& argv) {
   int in[2];
   int out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+  if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
   if (pipe2(out, O_CLOEXEC) != 0) {
     const int err = errno;
     close(in[0]);
     close(in[1]);
-    return ErrnoError(err, "pipe2");
+    return absl::ErrnoToStatus(err, "pipe2");
   }
   FileActions actions;
   posix_spawn_file_actions_adddup2(actions.get(), in[0], STDIN_FILENO);
@@ -173,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Start(
   if (err != 0) {
     close(in[1]);
     close(out[0]);
-    return ErrnoError(err, absl::StrCat("cannot run ", argv[0]));
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot run ", argv[0]));
   }
   return std::unique_ptr<Child>(new Child(pid, in[1], out[0]));
 }
@@ -214,11 +210,11 @@ absl::StatusOr<std::string> Child::ReadLine(absl::Duration timeout) {
     pollfd fd = {stdout_fd_, POLLIN, 0};
     const int ready =
         poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (ready < 0 && errno != EINTR) return ErrnoError(errno, "poll");
+    if (ready < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "poll");
     if (ready <= 0) continue;
     char chunk[4096];
     const ssize_t n = read(stdout_fd_, chunk, sizeof(chunk));
-    if (n < 0 && errno != EINTR) return ErrnoError(errno, "read");
+    if (n < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "read");
     if (n == 0) {
       return absl::OutOfRangeError(
           absl::StrCat("pid ", pid_, " closed its stdout"));

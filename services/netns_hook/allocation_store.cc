@@ -24,10 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status ErrnoError(absl::string_view what) {
-  return absl::ErrnoToStatus(errno, what);
-}
-
 // A proto message as JSON (protobuf's JSON mapping), inside our record.
 template <typename Message>
 json ProtoToJson(const Message& message) {
@@ -49,7 +45,8 @@ absl::Status WriteFileAtomically(const std::string& path,
   const std::string temporary = path + ".tmp";
   const int fd =
       open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError(absl::StrCat("creating ", temporary));
+  if (fd < 0)
+    return absl::ErrnoToStatus(errno, absl::StrCat("creating ", temporary));
   size_t written = 0;
   while (written < content.size()) {
     const ssize_t n =
@@ -57,20 +54,22 @@ absl::Status WriteFileAtomically(const std::string& path,
     if (n < 0) {
       if (errno == EINTR) continue;
       const absl::Status status =
-          ErrnoError(absl::StrCat("writing ", temporary));
+          absl::ErrnoToStatus(errno, absl::StrCat("writing ", temporary));
       close(fd);
       return status;
     }
     written += static_cast<size_t>(n);
   }
   if (fsync(fd) != 0) {
-    const absl::Status status = ErrnoError(absl::StrCat("fsync ", temporary));
+    const absl::Status status =
+        absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temporary));
     close(fd);
     return status;
   }
   close(fd);
   if (rename(temporary.c_str(), path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("renaming ", temporary, " to ", path));
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("renaming ", temporary, " to ", path));
   }
   // The rename itself must survive a crash too.
   const std::string dir = path.substr(0, path.find_last_of('/'));
@@ -212,7 +211,8 @@ absl::Status AllocationStore::Prepare() const {
   for (absl::string_view part : absl::StrSplit(dir_, '/', absl::SkipEmpty())) {
     absl::StrAppend(&path, "/", part);
     if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError(absl::StrCat("making the state directory ", path));
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("making the state directory ", path));
     }
   }
   return absl::OkStatus();
@@ -233,7 +233,7 @@ absl::StatusOr<std::optional<AllocationRecord>> AllocationStore::Read(
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) return std::optional<AllocationRecord>();
-    return ErrnoError(absl::StrCat("reading ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
   }
   std::stringstream content;
   content << in.rdbuf();
@@ -250,7 +250,7 @@ absl::StatusOr<std::optional<AllocationRecord>> AllocationStore::Read(
 absl::Status AllocationStore::Remove(absl::string_view allocation_id) const {
   const std::string path = PathOf(allocation_id);
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoError(absl::StrCat("removing ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", path));
   }
   return absl::OkStatus();
 }
@@ -260,7 +260,7 @@ absl::StatusOr<std::vector<AllocationRecord>> AllocationStore::List() const {
   DIR* dir = opendir(dir_.c_str());
   if (dir == nullptr) {
     if (errno == ENOENT) return records;
-    return ErrnoError(absl::StrCat("listing ", dir_));
+    return absl::ErrnoToStatus(errno, absl::StrCat("listing ", dir_));
   }
   std::vector<std::string> ids;
   while (struct dirent* entry = readdir(dir)) {

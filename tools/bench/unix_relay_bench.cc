@@ -74,11 +74,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kBufferBytes = 64 * 1024;
 
-absl::Status ErrnoError(absl::string_view what) {
-  return absl::Status(absl::ErrnoToStatusCode(errno),
-                      absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 // Writes all of [data, data + size); false on an error (errno set).
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
@@ -112,11 +107,11 @@ sockaddr_un Address(const std::string& path) {
 absl::Status Relay(int connection) {
   int in[2];
   int out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return ErrnoError("pipe2");
+  if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
   if (pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]);
     close(in[1]);
-    return ErrnoError("pipe2");
+    return absl::ErrnoToStatus(errno, "pipe2");
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -133,7 +128,7 @@ absl::Status Relay(int connection) {
     close(in[1]);
     close(out[0]);
     errno = err;
-    return ErrnoError("cannot run cat");
+    return absl::ErrnoToStatus(errno, "cannot run cat");
   }
   // Socket -> cat's stdin; cat's stdin closes at the end of the socket's
   // input (the client's half-close).
@@ -159,12 +154,12 @@ absl::Status Relay(int connection) {
   while (true) {
     const ssize_t n = ReadSome(out[0], buffer.data(), buffer.size());
     if (n < 0) {
-      status = ErrnoError("reading from cat");
+      status = absl::ErrnoToStatus(errno, "reading from cat");
       break;
     }
     if (n == 0) break;
     if (!WriteAll(connection, buffer.data(), static_cast<size_t>(n))) {
-      status = ErrnoError("writing to the socket");
+      status = absl::ErrnoToStatus(errno, "writing to the socket");
       break;
     }
   }
@@ -222,11 +217,12 @@ absl::StatusOr<double> RelayOnce(const std::string& path, uint64_t bytes,
       absl::StrCat("relaying ", FormatBytes(bytes), " through cat via ", path);
   const Clock::time_point start = Clock::now();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoError("socket");
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
   const sockaddr_un address = Address(path);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address),
               sizeof(address)) != 0) {
-    const absl::Status error = ErrnoError(absl::StrCat(what, ": connect"));
+    const absl::Status error =
+        absl::ErrnoToStatus(errno, absl::StrCat(what, ": connect"));
     close(fd);
     return error;
   }

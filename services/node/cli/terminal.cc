@@ -54,10 +54,6 @@ void WriteSignalNumber(int signal) {
   errno = saved_errno;
 }
 
-absl::Status ErrnoError(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RawTerminal>> RawTerminal::Enter(int fd) {
@@ -69,7 +65,8 @@ absl::StatusOr<std::unique_ptr<RawTerminal>> RawTerminal::Enter(int fd) {
     return absl::FailedPreconditionError("a terminal is already in raw mode");
   }
   struct termios original;
-  if (tcgetattr(fd, &original) != 0) return ErrnoError("tcgetattr");
+  if (tcgetattr(fd, &original) != 0)
+    return absl::ErrnoToStatus(errno, "tcgetattr");
   saved_termios = original;
   raw_fd.store(fd);
 
@@ -84,7 +81,8 @@ absl::StatusOr<std::unique_ptr<RawTerminal>> RawTerminal::Enter(int fd) {
   struct termios raw = original;
   cfmakeraw(&raw);
   if (tcsetattr(fd, TCSANOW, &raw) != 0) {
-    return ErrnoError("tcsetattr");  // the destructor restores the handlers
+    return absl::ErrnoToStatus(
+        errno, "tcsetattr");  // the destructor restores the handlers
   }
   return terminal;
 }
@@ -119,7 +117,8 @@ absl::StatusOr<std::unique_ptr<SignalPipe>> SignalPipe::Install(
     }
   }
   int fds[2];
-  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return ErrnoError("pipe2");
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+    return absl::ErrnoToStatus(errno, "pipe2");
   std::unique_ptr<SignalPipe> pipe(new SignalPipe(fds[0], fds[1]));
   for (int signal : signals) {
     signal_write_fds[signal].store(fds[1] + 1);
@@ -130,7 +129,8 @@ absl::StatusOr<std::unique_ptr<SignalPipe>> SignalPipe::Install(
     struct sigaction saved = {};
     if (sigaction(signal, &action, &saved) != 0) {
       signal_write_fds[signal].store(0);
-      return ErrnoError(absl::StrCat("sigaction(", signal, ")"));
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("sigaction(", signal, ")"));
     }
     pipe->signals_.push_back(signal);
     pipe->saved_actions_.push_back(saved);
