@@ -31,7 +31,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "services/common/test_util.h"
-#include "services/netns_hook/cni.h"
+#include "services/netns_hook/cni_config.h"
+#include "services/netns_hook/cni_runner.h"
 
 namespace berth {
 namespace netns_hook {

@@ -21,7 +21,8 @@
 #include "absl/time/time.h"
 #include "berth/network/v1/network.pb.h"
 #include "services/netns_hook/allocation_store.h"
-#include "services/netns_hook/cni.h"
+#include "services/netns_hook/cni_config.h"
+#include "services/netns_hook/cni_runner.h"
 #include "services/netns_hook/netns.h"
 
 namespace berth::netns_hook {
