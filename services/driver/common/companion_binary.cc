@@ -1,4 +1,4 @@
-#include "services/driver/exec/companion_binary.h"
+#include "services/driver/common/companion_binary.h"
 
 #include <limits.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 std::string SelfDir() {
@@ -41,4 +41,4 @@ std::string FindCompanionBinary(const std::string& flag, const char* argv0,
   return candidates[0];
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

@@ -1,12 +1,12 @@
 // Finding the binaries a built-in driver starts (berth-task-init, and for the
 // sandbox driver berth-agent and berth-shim) when no flag names them.
 
-#ifndef SERVICES_DRIVER_EXEC_COMPANION_BINARY_H_
-#define SERVICES_DRIVER_EXEC_COMPANION_BINARY_H_
+#ifndef SERVICES_DRIVER_COMMON_COMPANION_BINARY_H_
+#define SERVICES_DRIVER_COMMON_COMPANION_BINARY_H_
 
 #include <string>
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 // `flag` when set; else the first executable of: `name` next to this
 // process's binary (an installed tree, /usr/lib/berth/plugins), then
@@ -18,6 +18,6 @@ std::string FindCompanionBinary(const std::string& flag, const char* argv0,
                                 const std::string& name,
                                 const std::string& workspace_path);
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_COMPANION_BINARY_H_
+#endif  // SERVICES_DRIVER_COMMON_COMPANION_BINARY_H_

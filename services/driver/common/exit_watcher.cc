@@ -1,4 +1,4 @@
-#include "services/driver/exec/exit_watcher.h"
+#include "services/driver/common/exit_watcher.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 ExitWatcher::ExitWatcher() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -76,4 +76,4 @@ void ExitWatcher::Run() {
   }
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

@@ -1,9 +1,10 @@
 // One thread that waits for many processes to exit, through their pidfds
 // (epoll), and calls back once per process. The exec driver watches every
-// task's init with it rather than parking a thread per task.
+// task's init with it rather than parking a thread per task; the sandbox
+// driver every task's shim.
 
-#ifndef SERVICES_DRIVER_EXEC_EXIT_WATCHER_H_
-#define SERVICES_DRIVER_EXEC_EXIT_WATCHER_H_
+#ifndef SERVICES_DRIVER_COMMON_EXIT_WATCHER_H_
+#define SERVICES_DRIVER_COMMON_EXIT_WATCHER_H_
 
 #include <functional>
 #include <map>
@@ -13,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 class ExitWatcher {
  public:
@@ -43,6 +44,6 @@ class ExitWatcher {
   std::thread thread_;
 };
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_EXIT_WATCHER_H_
+#endif  // SERVICES_DRIVER_COMMON_EXIT_WATCHER_H_

@@ -1,10 +1,10 @@
-#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/common/init_spec.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 void Put(std::string* out, const char* key, const std::string& value) {
@@ -214,4 +214,4 @@ bool DecodeInitReport(const std::string& data, InitReport* report) {
   return false;
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

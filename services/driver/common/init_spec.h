@@ -1,14 +1,15 @@
-// What the exec driver tells berth-task-init: the task's command, identity,
-// namespaces, cgroup and log files. The driver encodes it into a memfd that
-// becomes the init's fd 3; the init decodes it. No absl or protobuf here:
-// the init links nothing but libc and libstdc++, statically, to stay small.
+// What a built-in driver tells berth-task-init: the task's command (the
+// sandbox driver's: berth-agent), identity, namespaces, cgroup and log files.
+// The driver encodes it into a memfd that becomes the init's fd 3; the init
+// decodes it. No absl, glog or protobuf here: the init links nothing but libc
+// and libstdc++, statically, to stay small.
 //
 // Encoding: a sequence of "key=value" strings, each ended by a NUL byte
 // (argv and environ cannot hold NUL, so nothing needs escaping). Lists are
 // repeated keys, in order.
 
-#ifndef SERVICES_DRIVER_EXEC_INIT_INIT_SPEC_H_
-#define SERVICES_DRIVER_EXEC_INIT_INIT_SPEC_H_
+#ifndef SERVICES_DRIVER_COMMON_INIT_SPEC_H_
+#define SERVICES_DRIVER_COMMON_INIT_SPEC_H_
 
 #include <sys/types.h>
 
@@ -16,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 // The file descriptors berth-task-init is started with, besides 0, 1, 2.
 inline constexpr int kInitSpecFd = 3;    // the encoded InitSpec (read to EOF)
@@ -88,6 +89,6 @@ struct InitReport {
 std::string EncodeInitReport(const InitReport& report);
 bool DecodeInitReport(const std::string& data, InitReport* report);
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_INIT_INIT_SPEC_H_
+#endif  // SERVICES_DRIVER_COMMON_INIT_SPEC_H_

@@ -1,10 +1,10 @@
-#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/common/init_spec.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 TEST(InitSpecTest, RoundTripsEveryField) {
@@ -109,4 +109,4 @@ TEST(InitReportTest, RoundTripsEachKind) {
 }
 
 }  // namespace
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

@@ -1,4 +1,4 @@
-#include "services/driver/exec/launcher.h"
+#include "services/driver/common/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 absl::Status ErrnoStatus(int err, absl::string_view what) {
@@ -263,4 +263,4 @@ absl::StatusOr<StartedHelper> StartExecHelper(const std::string& init_path,
   return StartedHelper{pid, report[0]};
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

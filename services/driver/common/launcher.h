@@ -1,8 +1,8 @@
 // Starting berth-task-init: as a task's PID 1 in new namespaces (run), or as
 // the helper that runs one command inside a task (exec).
 
-#ifndef SERVICES_DRIVER_EXEC_LAUNCHER_H_
-#define SERVICES_DRIVER_EXEC_LAUNCHER_H_
+#ifndef SERVICES_DRIVER_COMMON_LAUNCHER_H_
+#define SERVICES_DRIVER_COMMON_LAUNCHER_H_
 
 #include <sys/types.h>
 
@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/common/init_spec.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 struct StartedInit {
   pid_t pid = -1;
@@ -48,6 +48,6 @@ absl::StatusOr<StartedHelper> StartExecHelper(const std::string& init_path,
                                               int target_pidfd, int stdin_fd,
                                               int stdout_fd, int stderr_fd);
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_LAUNCHER_H_
+#endif  // SERVICES_DRIVER_COMMON_LAUNCHER_H_

@@ -1,4 +1,4 @@
-#include "services/driver/exec/task_cgroup.h"
+#include "services/driver/common/task_cgroup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include "glog/logging.h"
 
 namespace berth {
-namespace exec_driver {
+namespace driver_common {
 namespace {
 
 namespace pb = ::berth::stats::v1;
@@ -584,5 +584,5 @@ absl::Status TaskCgroup::RemoveDirectories(
   return first_error;
 }
 
-}  // namespace exec_driver
+}  // namespace driver_common
 }  // namespace berth

@@ -1,4 +1,5 @@
-// The cgroup of one exec-driver task: made under a parent cgroup ("/berth")
+// The cgroup of one task of a built-in driver (an exec task; a sandbox, with
+// its init and agent): made under a parent cgroup ("/berth")
 // on every hierarchy the host's layout uses, with the task's CPU, memory and
 // pids limits; joined by the task's processes through ProcsFiles(); emptied
 // with KillAll(); asked how often the kernel OOM-killed in it; removed.
@@ -21,8 +22,8 @@
 // A TaskCgroup is a value (paths and the layout): copies name the same
 // cgroup; nothing is removed when one goes. Methods are thread-compatible.
 
-#ifndef SERVICES_DRIVER_EXEC_TASK_CGROUP_H_
-#define SERVICES_DRIVER_EXEC_TASK_CGROUP_H_
+#ifndef SERVICES_DRIVER_COMMON_TASK_CGROUP_H_
+#define SERVICES_DRIVER_COMMON_TASK_CGROUP_H_
 
 #include <sys/types.h>
 
@@ -39,7 +40,7 @@
 #include "services/stats/cgroup_layout.h"
 
 namespace berth {
-namespace exec_driver {
+namespace driver_common {
 
 // The limits of a task (berth.driver.v1.Resources); 0 leaves a limit alone.
 // Errors about them name the field as "resources.<field>".
@@ -166,7 +167,7 @@ class TaskCgroup {
   CgroupFixtureHooks hooks_;
 };
 
-}  // namespace exec_driver
+}  // namespace driver_common
 }  // namespace berth
 
-#endif  // SERVICES_DRIVER_EXEC_TASK_CGROUP_H_
+#endif  // SERVICES_DRIVER_COMMON_TASK_CGROUP_H_

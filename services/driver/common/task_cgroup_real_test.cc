@@ -31,11 +31,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
-#include "services/driver/exec/task_cgroup.h"
+#include "services/driver/common/task_cgroup.h"
 #include "services/stats/cgroup_layout.h"
 
 namespace berth {
-namespace exec_driver {
+namespace driver_common {
 namespace {
 
 namespace pb = ::berth::stats::v1;
@@ -444,5 +444,5 @@ TEST_F(RealTaskCgroupTest, HybridCgroup2MountAsV2) {
 }
 
 }  // namespace
-}  // namespace exec_driver
+}  // namespace driver_common
 }  // namespace berth

@@ -2,7 +2,7 @@
 // HYBRID and NONE cgroup roots (stats::CgroupMountsForLayout), whose
 // interface files the test puts in as the kernel would (see Fixture).
 
-#include "services/driver/exec/task_cgroup.h"
+#include "services/driver/common/task_cgroup.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -29,7 +29,7 @@
 #include "services/stats/cgroup_layout.h"
 
 namespace berth {
-namespace exec_driver {
+namespace driver_common {
 namespace {
 
 namespace pb = ::berth::stats::v1;
@@ -689,5 +689,5 @@ TEST(TaskCgroupTest, RemoveReportsADirectoryThatWillNotGo) {
 }
 
 }  // namespace
-}  // namespace exec_driver
+}  // namespace driver_common
 }  // namespace berth

@@ -1,4 +1,4 @@
-#include "services/driver/exec/task_dir.h"
+#include "services/driver/common/task_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/remove_tree.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
   struct stat st;
@@ -102,4 +102,4 @@ absl::StatusOr<std::string> DriverStateDir(const plugin::v1::NodeContext& node,
   return dir;
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

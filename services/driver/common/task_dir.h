@@ -2,8 +2,8 @@
 // default working directory), .berth/ (0700: the driver's own files) and
 // logs/ (stdout.log, stderr.log and their rotations).
 
-#ifndef SERVICES_DRIVER_EXEC_TASK_DIR_H_
-#define SERVICES_DRIVER_EXEC_TASK_DIR_H_
+#ifndef SERVICES_DRIVER_COMMON_TASK_DIR_H_
+#define SERVICES_DRIVER_COMMON_TASK_DIR_H_
 
 #include <sys/types.h>
 
@@ -15,10 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "berth/plugin/v1/plugin.pb.h"
-#include "services/driver/exec/init/init_spec.h"
-#include "services/driver/exec/task_spec.h"
+#include "services/driver/common/init_spec.h"
+#include "services/driver/common/task_spec.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 // Makes `path` and its missing parents (0755); true if `path` itself was
 // made (with `mode`), false if it was there already.
@@ -49,6 +49,6 @@ absl::Status PrepareTaskDirectories(const TaskSpec& spec,
                                     const std::string& prefix,
                                     std::vector<std::function<void()>>* undo);
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_TASK_DIR_H_
+#endif  // SERVICES_DRIVER_COMMON_TASK_DIR_H_

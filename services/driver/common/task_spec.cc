@@ -1,4 +1,4 @@
-#include "services/driver/exec/task_spec.h"
+#include "services/driver/common/task_spec.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "plugins/sdk/config.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 using driver::v1::NetworkIsolationMode;
@@ -338,4 +338,4 @@ plugin::v1::ConfigSchema DriverConfigSchema() {
   return schema;
 }
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

@@ -6,8 +6,8 @@
 //   task web-1: driver_config.command: "nginx" is not on the task's PATH
 //   (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
 
-#ifndef SERVICES_DRIVER_EXEC_TASK_SPEC_H_
-#define SERVICES_DRIVER_EXEC_TASK_SPEC_H_
+#ifndef SERVICES_DRIVER_COMMON_TASK_SPEC_H_
+#define SERVICES_DRIVER_COMMON_TASK_SPEC_H_
 
 #include <sys/types.h>
 
@@ -18,9 +18,9 @@
 #include "absl/status/statusor.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
-#include "services/driver/exec/task_cgroup.h"
+#include "services/driver/common/task_cgroup.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 
 // The schema of the driver_config that ResolveTaskSpec reads (command, args,
 // work_dir), which both built-in drivers take.
@@ -94,6 +94,6 @@ absl::StatusOr<std::string> FindProgram(const std::string& command,
                                         const std::string& work_dir,
                                         const std::string& field);
 
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
 
-#endif  // SERVICES_DRIVER_EXEC_TASK_SPEC_H_
+#endif  // SERVICES_DRIVER_COMMON_TASK_SPEC_H_

@@ -1,4 +1,4 @@
-#include "services/driver/exec/task_spec.h"
+#include "services/driver/common/task_spec.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 namespace dv1 = ::berth::driver::v1;
@@ -181,4 +181,4 @@ TEST(TaskSpecTest, IdsLimitsAndNetworksAreChecked) {
 }
 
 }  // namespace
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common

@@ -32,17 +32,30 @@
 #include "plugins/sdk/signals.h"
 #include "services/common/remove_tree.h"
 #include "services/common/status.h"
+#include "services/driver/common/launcher.h"
+#include "services/driver/common/task_cgroup.h"
+#include "services/driver/common/task_dir.h"
+#include "services/driver/common/task_spec.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"
-#include "services/driver/exec/launcher.h"
-#include "services/driver/exec/task_cgroup.h"
-#include "services/driver/exec/task_dir.h"
-#include "services/driver/exec/task_spec.h"
 #include "services/stats/host_info.h"
 
 namespace berth::exec_driver {
 
 namespace dv1 = ::berth::driver::v1;
+using ::berth::driver_common::CheckTaskId;
+using ::berth::driver_common::DriverConfigSchema;
+using ::berth::driver_common::DriverStateDir;
+using ::berth::driver_common::ExitRecord;
+using ::berth::driver_common::ExitRecordPath;
+using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::PrepareTaskDirectories;
+using ::berth::driver_common::ReadExitRecord;
+using ::berth::driver_common::ResolveTaskSpec;
+using ::berth::driver_common::StartedInit;
+using ::berth::driver_common::StartInit;
+using ::berth::driver_common::TaskCgroup;
+using ::berth::driver_common::TaskSpec;
 using ::berth::plugin::host::internal::PidfdOpen;
 using ::berth::plugin::host::internal::PidfdSendSignal;
 using ::berth::plugin::host::internal::ReadProcStat;

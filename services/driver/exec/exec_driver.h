@@ -30,8 +30,8 @@
 #include "berth/stats/v1/stats.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
+#include "services/driver/common/exit_watcher.h"
 #include "services/driver/common/task_stats_source.h"
-#include "services/driver/exec/exit_watcher.h"
 #include "services/stats/cgroup_layout.h"
 
 namespace berth::exec_driver {
@@ -124,7 +124,7 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   std::string state_dir_ ABSL_GUARDED_BY(mu_);
 
   // Last: its thread calls back into the driver until it is destroyed.
-  ExitWatcher watcher_;
+  driver_common::ExitWatcher watcher_;
 };
 
 }  // namespace berth::exec_driver

@@ -32,14 +32,16 @@
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
 #include "services/common/test_util.h"
+#include "services/driver/common/task_cgroup.h"
 #include "services/driver/exec/exec_state.pb.h"
-#include "services/driver/exec/task_cgroup.h"
 #include "services/stats/cgroup_layout.h"
 
 namespace berth::exec_driver {
 namespace {
 
 namespace dv1 = ::berth::driver::v1;
+using ::berth::driver_common::CgroupLimits;
+using ::berth::driver_common::TaskCgroup;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
 using ::berth::testing::RunfilePath;

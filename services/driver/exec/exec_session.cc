@@ -23,9 +23,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "services/driver/exec/launcher.h"
+#include "services/driver/common/launcher.h"
 
 namespace berth::exec_driver {
+
+using ::berth::driver_common::DecodeInitReport;
+using ::berth::driver_common::InitReport;
+using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::StartedHelper;
+using ::berth::driver_common::StartExecHelper;
+
 namespace {
 
 // Reads and writes of this size, and pipes this large: a stream of many

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "plugins/sdk/exec.h"
-#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/common/init_spec.h"
 
 namespace berth::exec_driver {
 
@@ -20,7 +20,7 @@ namespace berth::exec_driver {
 // environment and cgroup (cgroup_procs) the command gets.
 struct ExecTarget {
   int init_pidfd = -1;
-  InitSpec identity;
+  driver_common::InitSpec identity;
 };
 
 // Runs options.command in the task. options.in, options.resizes and

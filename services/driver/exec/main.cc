@@ -16,7 +16,7 @@
 #include "glog/logging.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/serve.h"
-#include "services/driver/exec/companion_binary.h"
+#include "services/driver/common/companion_binary.h"
 #include "services/driver/exec/exec_driver.h"
 
 ABSL_FLAG(std::string, init_path, "",
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   berth::exec_driver::ExecDriverOptions options;
-  options.init_path = berth::exec_driver::FindCompanionBinary(
+  options.init_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
       "services/driver/exec/init/berth-task-init");
   options.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);

@@ -14,7 +14,7 @@
 #include "glog/logging.h"
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/serve.h"
-#include "services/driver/exec/companion_binary.h"
+#include "services/driver/common/companion_binary.h"
 #include "services/driver/sandbox/sandbox_driver.h"
 
 ABSL_FLAG(std::string, agent_path, "",
@@ -61,13 +61,13 @@ int main(int argc, char** argv) {
   // Writes to a shim's stdin after it has gone fail with EPIPE instead.
   signal(SIGPIPE, SIG_IGN);
   berth::sandbox_driver::SandboxDriverOptions options;
-  options.agent_path = berth::exec_driver::FindCompanionBinary(
+  options.agent_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_agent_path), argv[0], "berth-agent",
       "services/agent/berth-agent");
-  options.shim_path = berth::exec_driver::FindCompanionBinary(
+  options.shim_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_shim_path), argv[0], "berth-shim",
       "services/shim/berth-shim");
-  options.init_path = berth::exec_driver::FindCompanionBinary(
+  options.init_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_init_path), argv[0], "berth-task-init",
       "services/driver/exec/init/berth-task-init");
   options.proxy_socket = absl::GetFlag(FLAGS_proxy_socket);

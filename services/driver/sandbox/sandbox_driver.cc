@@ -34,11 +34,11 @@
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
 #include "services/common/status.h"
-#include "services/driver/exec/init/init_spec.h"
-#include "services/driver/exec/launcher.h"
-#include "services/driver/exec/task_cgroup.h"
-#include "services/driver/exec/task_dir.h"
-#include "services/driver/exec/task_spec.h"
+#include "services/driver/common/init_spec.h"
+#include "services/driver/common/launcher.h"
+#include "services/driver/common/task_cgroup.h"
+#include "services/driver/common/task_dir.h"
+#include "services/driver/common/task_spec.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
 #include "services/stats/host_info.h"
 
@@ -49,9 +49,9 @@ namespace berth::sandbox_driver {
 namespace dv1 = ::berth::driver::v1;
 namespace pv1 = ::berth::proxy::v1;
 namespace av1 = ::berth::agent::v1;
-using ::berth::exec_driver::MakeDirs;
-using ::berth::exec_driver::PrepareTaskDirectories;
-using ::berth::exec_driver::TaskCgroup;
+using ::berth::driver_common::MakeDirs;
+using ::berth::driver_common::PrepareTaskDirectories;
+using ::berth::driver_common::TaskCgroup;
 using ::berth::plugin::host::internal::ReadProcStat;
 
 namespace {
@@ -78,7 +78,7 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
 // Writes `result` to `path` as an exit record (temporary file, renamed).
 absl::Status WriteExitFile(const std::string& path,
                            const dv1::ExitResult& result) {
-  exec_driver::ExitRecord record;
+  driver_common::ExitRecord record;
   record.exit_code = result.exit_code();
   record.signal = result.signal();
   record.exited_at_unix_nanos =
@@ -86,7 +86,7 @@ absl::Status WriteExitFile(const std::string& path,
   const std::string temporary = absl::StrCat(path, ".tmp");
   {
     std::ofstream out(temporary, std::ios::trunc);
-    out << exec_driver::EncodeExitRecord(record);
+    out << driver_common::EncodeExitRecord(record);
     out.flush();
     if (!out) {
       return absl::InternalError(absl::StrCat("writing ", temporary));
@@ -281,7 +281,7 @@ void KillAndReap(Shim& shim) {
 struct SandboxDriver::Task {
   std::string id;
   dv1::TaskConfig config;
-  exec_driver::TaskSpec spec;
+  driver_common::TaskSpec spec;
   std::string agent_socket;
   std::string token;
   // The agent's id of the task's process (its container is the task id).
@@ -351,13 +351,13 @@ plugin::DriverInfo SandboxDriver::Info() const {
 }
 
 plugin::v1::ConfigSchema SandboxDriver::TaskConfigSchema() const {
-  return exec_driver::DriverConfigSchema();
+  return driver_common::DriverConfigSchema();
 }
 
 absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
                                       const plugin::v1::NodeContext& node) {
   absl::StatusOr<std::string> dir =
-      exec_driver::DriverStateDir(node, kDriverName);
+      driver_common::DriverStateDir(node, kDriverName);
   if (!dir.ok()) return dir.status();
   if (!dir->empty()) {
     absl::MutexLock lock(&mu_);
@@ -469,8 +469,8 @@ absl::StatusOr<std::shared_ptr<SandboxDriver::Task>> SandboxDriver::Find(
 
 absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     const dv1::TaskConfig& config) {
-  absl::StatusOr<exec_driver::TaskSpec> spec =
-      exec_driver::ResolveTaskSpec(config, state_dir());
+  absl::StatusOr<driver_common::TaskSpec> spec =
+      driver_common::ResolveTaskSpec(config, state_dir());
   if (!spec.ok()) return spec.status();
   const std::string id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
@@ -513,7 +513,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
   // Whatever a previous task of this directory recorded is not this one's.
-  unlink(exec_driver::ExitRecordPath(spec->task_dir).c_str());
+  unlink(driver_common::ExitRecordPath(spec->task_dir).c_str());
 
   // The sandbox's cgroup (the init, the agent and every process of the
   // task), with the task's limits.
@@ -554,7 +554,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
         errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
   }
   absl::Cleanup close_log = [init_log] { close(init_log); };
-  exec_driver::InitSpec init;
+  driver_common::InitSpec init;
   init.path = options_.agent_path;
   init.args = {options_.agent_path,
                absl::StrCat("--socket=", task->agent_socket),
@@ -572,7 +572,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
         absl::StrCat(prefix, made.status().message()));
   }
   const absl::Time started_at = absl::Now();
-  absl::StatusOr<exec_driver::StartedInit> started = exec_driver::StartInit(
+  absl::StatusOr<driver_common::StartedInit> started = driver_common::StartInit(
       options_.init_path, init, init_log, options_.start_timeout);
   if (!started.ok()) {
     const bool netns =
@@ -815,7 +815,7 @@ void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
   // Recorded before the teardown: a driver killed in between still finds
   // how the task ended.
   if (absl::Status written = WriteExitFile(
-          exec_driver::ExitRecordPath(task->spec.task_dir), result);
+          driver_common::ExitRecordPath(task->spec.task_dir), result);
       !written.ok()) {
     LOG(WARNING) << "task " << task->id << ": " << written
                  << " (a restarted driver will not know how it ended)";
@@ -1065,7 +1065,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
 absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     const dv1::TaskHandle& handle) {
   const std::string& id = handle.config().id();
-  if (absl::Status status = exec_driver::CheckTaskId(id); !status.ok()) {
+  if (absl::Status status = driver_common::CheckTaskId(id); !status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("handle.config.id: ", status.message()));
   }
@@ -1113,13 +1113,13 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   // How it ended, if it has: recorded by a driver that saw it end, else
   // asked of the agent, which outlives the shim and the driver.
   std::optional<dv1::ExitResult> ended;
-  exec_driver::ExitRecord record;
+  driver_common::ExitRecord record;
   const int init_pidfd = OpenIfSame(state.init_pid(), state.init_start_ticks());
   {
     absl::MutexLock lock(&task->mu);
     task->init_pidfd = init_pidfd;
   }
-  if (exec_driver::ReadExitRecord(state.task_dir(), &record)) {
+  if (driver_common::ReadExitRecord(state.task_dir(), &record)) {
     dv1::ExitResult result;
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
@@ -1130,7 +1130,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "its sandbox's init (pid ", state.init_pid(),
                      ") is gone and it left no exit record in ",
-                     exec_driver::ExitRecordPath(state.task_dir())));
+                     driver_common::ExitRecordPath(state.task_dir())));
   } else {
     // The sandbox lives. The proxy may have forgotten it (restarted without
     // its state): registering again is harmless when it has not.

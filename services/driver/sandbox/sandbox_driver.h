@@ -1,13 +1,13 @@
 // berth-driver-sandbox: every task gets a sandbox (ARCHITECTURE.md, "A
 // sandboxed task"). berth-agent runs as the program of a berth-task-init (new
 // pid, mount, uts and ipc namespaces, joining the task's network namespace);
-// the driver registers it with berth-proxy, allocates a token, starts berth-shim
-// with the task's log files as its stdout and stderr, and asks the proxy for
-// NewContainer. Each sandbox (the init, the agent and every process in it)
-// is in a cgroup of its own with the task's limits, measured for TaskStats.
-// The task has ended when its shim has (all output written); how it ended
-// (code, signal) comes from the agent's WaitProcess, not from the shim's exit
-// status, which cannot tell exit code 130 from SIGINT. Exec: a token and a
+// the driver registers it with berth-proxy, allocates a token, starts
+// berth-shim with the task's log files as its stdout and stderr, and asks the
+// proxy for NewContainer. Each sandbox (the init, the agent and every process
+// in it) is in a cgroup of its own with the task's limits, measured for
+// TaskStats. The task has ended when its shim has (all output written); how it
+// ended (code, signal) comes from the agent's WaitProcess, not from the shim's
+// exit status, which cannot tell exit code 130 from SIGINT. Exec: a token and a
 // shim of its own, over pipes pumped to the SDK's streams, then ExecCmd.
 //
 // Tasks are recoverable: StartTask's handle carries the init, shim, token,
@@ -40,8 +40,8 @@
 #include "berth/stats/v1/stats.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
+#include "services/driver/common/exit_watcher.h"
 #include "services/driver/common/task_stats_source.h"
-#include "services/driver/exec/exit_watcher.h"
 #include "services/stats/cgroup_layout.h"
 
 namespace berth::sandbox_driver {
@@ -152,7 +152,7 @@ class SandboxDriver : public plugin::Driver,
   driver_common::TaskStatsSource stats_;
 
   // Last: its thread calls back into the driver until it is destroyed.
-  exec_driver::ExitWatcher watcher_;
+  driver_common::ExitWatcher watcher_;
 };
 
 }  // namespace berth::sandbox_driver

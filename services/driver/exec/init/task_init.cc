@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "plugins/sdk/rotating_log.h"
-#include "services/driver/exec/init/init_spec.h"
+#include "services/driver/common/init_spec.h"
 
 extern char** environ;
 
@@ -52,6 +52,15 @@ extern "C" int __lsan_is_turned_off() { return 1; }
 namespace berth::exec_driver {
 namespace {
 
+using ::berth::driver_common::DecodeInitSpec;
+using ::berth::driver_common::EncodeExitRecord;
+using ::berth::driver_common::EncodeInitReport;
+using ::berth::driver_common::ExitRecord;
+using ::berth::driver_common::InitReport;
+using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::kInitReportFd;
+using ::berth::driver_common::kInitSpecFd;
+using ::berth::driver_common::kInitTargetFd;
 using ::berth::plugin::kStderrLogName;
 using ::berth::plugin::kStdoutLogName;
 using ::berth::plugin::RotatingLog;
