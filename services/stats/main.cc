@@ -13,7 +13,7 @@
 #include "glog/logging.h"
 #include "services/common/grpc_server.h"
 #include "services/common/service_main.h"
-#include "services/stats/cgroup_layout.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/stats/stats_service.h"
 
 ABSL_FLAG(std::string, runtime_dir, std::string(berth::kDefaultRuntimeDir),

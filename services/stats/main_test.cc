@@ -24,7 +24,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "services/stats/collector.h"
+#include "services/common/stats/collector.h"
 
 namespace berth {
 namespace stats {

@@ -37,7 +37,7 @@
 #include "berth/stats/v1/stats.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "services/common/dial.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 ABSL_FLAG(std::string, berth_stats, "",
           "Path of the berth-stats binary (default: from the runfiles).");

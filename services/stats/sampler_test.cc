@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

@@ -36,9 +36,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/collector.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/collector.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

@@ -20,9 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/stats/v1/stats.grpc.pb.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/collector.h"
-#include "services/stats/host_info.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/collector.h"
+#include "services/common/stats/host_info.h"
 #include "services/stats/sampler.h"
 
 namespace berth {

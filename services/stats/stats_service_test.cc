@@ -26,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
 #include "services/common/grpc_server.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

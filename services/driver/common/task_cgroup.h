@@ -37,7 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/stats/v1/stats.pb.h"
-#include "services/stats/cgroup_layout.h"
+#include "services/common/stats/cgroup_layout.h"
 
 namespace berth {
 namespace driver_common {

@@ -30,9 +30,9 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
 #include "services/driver/common/task_cgroup.h"
-#include "services/stats/cgroup_layout.h"
 
 namespace berth {
 namespace driver_common {

@@ -25,8 +25,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
-#include "services/stats/cgroup_layout.h"
 
 namespace berth {
 namespace driver_common {

@@ -8,8 +8,8 @@
 // task berth-stats answers NOT_FOUND for (it restarted and forgot) is
 // registered again and asked once more. Without a socket, or when berth-stats
 // cannot be reached or fails otherwise, the task's cgroup is measured
-// in-process by a collector of //services/stats. This library is that logic,
-// once, for both drivers.
+// in-process by a collector of //services/common/stats. This library is that
+// logic, once, for both drivers.
 //
 //   TaskStatsSource stats(mounts, cpu_mhz, options.stats_socket);
 //   stats.Register(task_id, cgroup.path());       // StartTask, RecoverTask
@@ -29,8 +29,8 @@
 #include "absl/synchronization/mutex.h"
 #include "berth/stats/v1/stats.grpc.pb.h"
 #include "berth/stats/v1/stats.pb.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/collector.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/collector.h"
 
 namespace berth::driver_common {
 

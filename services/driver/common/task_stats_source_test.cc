@@ -14,8 +14,8 @@
 #include "grpcpp/server_context.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
-#include "services/stats/cgroup_layout.h"
 
 namespace berth::driver_common {
 namespace {

@@ -31,6 +31,7 @@
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
 #include "services/common/remove_tree.h"
+#include "services/common/stats/host_info.h"
 #include "services/common/status.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/task_cgroup.h"
@@ -38,7 +39,6 @@
 #include "services/driver/common/task_spec.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"
-#include "services/stats/host_info.h"
 
 namespace berth::exec_driver {
 

@@ -30,9 +30,9 @@
 #include "berth/stats/v1/stats.pb.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/driver/common/exit_watcher.h"
 #include "services/driver/common/task_stats_source.h"
-#include "services/stats/cgroup_layout.h"
 
 namespace berth::exec_driver {
 

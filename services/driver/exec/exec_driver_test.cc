@@ -31,10 +31,10 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
+#include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/exec/exec_state.pb.h"
-#include "services/stats/cgroup_layout.h"
 
 namespace berth::exec_driver {
 namespace {

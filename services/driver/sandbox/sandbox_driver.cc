@@ -33,6 +33,7 @@
 #include "plugins/sdk/signals.h"
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
+#include "services/common/stats/host_info.h"
 #include "services/common/status.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/launcher.h"
@@ -40,7 +41,6 @@
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
-#include "services/stats/host_info.h"
 
 extern char** environ;
 

@@ -28,11 +28,11 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/collector.h"
-#include "services/stats/host_info.h"
-#include "services/stats/kept_file.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/collector.h"
+#include "services/common/stats/host_info.h"
+#include "services/common/stats/kept_file.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

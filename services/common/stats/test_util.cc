@@ -1,4 +1,4 @@
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 #include <fcntl.h>
 #include <ftw.h>

@@ -1,4 +1,4 @@
-#include "services/stats/cgroup_layout.h"
+#include "services/common/stats/cgroup_layout.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

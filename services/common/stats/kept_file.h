@@ -6,8 +6,8 @@
 // "Benchmarks": 14.6 us raw pread against 61.3 us raw open+read+parse for a
 // cgroup's eight v1 files).
 
-#ifndef SERVICES_STATS_KEPT_FILE_H_
-#define SERVICES_STATS_KEPT_FILE_H_
+#ifndef SERVICES_COMMON_STATS_KEPT_FILE_H_
+#define SERVICES_COMMON_STATS_KEPT_FILE_H_
 
 #include <cstdint>
 #include <optional>
@@ -115,4 +115,4 @@ void ParseFlatKeyed(absl::string_view content,
 }  // namespace stats
 }  // namespace berth
 
-#endif  // SERVICES_STATS_KEPT_FILE_H_
+#endif  // SERVICES_COMMON_STATS_KEPT_FILE_H_

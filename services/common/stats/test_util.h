@@ -1,8 +1,9 @@
-// Helpers for the tests of //services/stats: short temporary directories,
-// fixture files, and waiting on a condition.
+// Helpers for the tests of the collectors (//services/common/stats) and of
+// berth-stats (//services/stats): short temporary directories, fixture files,
+// and waiting on a condition.
 
-#ifndef SERVICES_STATS_TEST_UTIL_H_
-#define SERVICES_STATS_TEST_UTIL_H_
+#ifndef SERVICES_COMMON_STATS_TEST_UTIL_H_
+#define SERVICES_COMMON_STATS_TEST_UTIL_H_
 
 #include <functional>
 #include <string>
@@ -38,4 +39,4 @@ std::string Runfile(absl::string_view path);
 }  // namespace stats
 }  // namespace berth
 
-#endif  // SERVICES_STATS_TEST_UTIL_H_
+#endif  // SERVICES_COMMON_STATS_TEST_UTIL_H_

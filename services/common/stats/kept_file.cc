@@ -1,4 +1,4 @@
-#include "services/stats/kept_file.h"
+#include "services/common/stats/kept_file.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>

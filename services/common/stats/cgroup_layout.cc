@@ -1,4 +1,4 @@
-#include "services/stats/cgroup_layout.h"
+#include "services/common/stats/cgroup_layout.h"
 
 #include <fstream>
 #include <sstream>

@@ -18,8 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "services/stats/collector.h"
-#include "services/stats/kept_file.h"
+#include "services/common/stats/collector.h"
+#include "services/common/stats/kept_file.h"
 
 namespace berth {
 namespace stats {

@@ -1,11 +1,11 @@
-#include "services/stats/host_info.h"
+#include "services/common/stats/host_info.h"
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

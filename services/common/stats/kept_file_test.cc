@@ -1,4 +1,4 @@
-#include "services/stats/kept_file.h"
+#include "services/common/stats/kept_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

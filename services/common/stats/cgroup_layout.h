@@ -2,8 +2,8 @@
 // the cgroup v2 unified hierarchy only, or both (systemd's hybrid layout:
 // v1 controllers plus a cgroup2 mount, as on the development machines).
 
-#ifndef SERVICES_STATS_CGROUP_LAYOUT_H_
-#define SERVICES_STATS_CGROUP_LAYOUT_H_
+#ifndef SERVICES_COMMON_STATS_CGROUP_LAYOUT_H_
+#define SERVICES_COMMON_STATS_CGROUP_LAYOUT_H_
 
 #include <map>
 #include <string>
@@ -52,4 +52,4 @@ CgroupMounts CgroupMountsForLayout(berth::stats::v1::CgroupLayout layout,
 }  // namespace stats
 }  // namespace berth
 
-#endif  // SERVICES_STATS_CGROUP_LAYOUT_H_
+#endif  // SERVICES_COMMON_STATS_CGROUP_LAYOUT_H_

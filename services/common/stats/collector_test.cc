@@ -2,7 +2,7 @@
 // counters and an injected clock: exact values, exact measured lists, exact
 // percent.
 
-#include "services/stats/collector.h"
+#include "services/common/stats/collector.h"
 
 #include <cstdint>
 #include <memory>
@@ -15,8 +15,8 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "services/stats/cgroup_layout.h"
-#include "services/stats/test_util.h"
+#include "services/common/stats/cgroup_layout.h"
+#include "services/common/stats/test_util.h"
 
 namespace berth {
 namespace stats {

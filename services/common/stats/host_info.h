@@ -1,8 +1,9 @@
-// What berth-stats reads about the host itself: one core's MHz, the CPU
-// counters of /proc/stat and the memory of /proc/meminfo.
+// What berth-stats (and, for one core's MHz, the built-in drivers) read about
+// the host itself: one core's MHz, the CPU counters of /proc/stat and the
+// memory of /proc/meminfo.
 
-#ifndef SERVICES_STATS_HOST_INFO_H_
-#define SERVICES_STATS_HOST_INFO_H_
+#ifndef SERVICES_COMMON_STATS_HOST_INFO_H_
+#define SERVICES_COMMON_STATS_HOST_INFO_H_
 
 #include <cstdint>
 #include <string>
@@ -46,4 +47,4 @@ absl::StatusOr<HostMemory> ReadHostMemory(const std::string& proc_root);
 }  // namespace stats
 }  // namespace berth
 
-#endif  // SERVICES_STATS_HOST_INFO_H_
+#endif  // SERVICES_COMMON_STATS_HOST_INFO_H_

@@ -1,4 +1,4 @@
-#include "services/stats/host_info.h"
+#include "services/common/stats/host_info.h"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "services/stats/kept_file.h"
+#include "services/common/stats/kept_file.h"
 
 namespace berth {
 namespace stats {

@@ -7,8 +7,8 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "services/stats/collector.h"
-#include "services/stats/kept_file.h"
+#include "services/common/stats/collector.h"
+#include "services/common/stats/kept_file.h"
 
 namespace berth {
 namespace stats {

@@ -1,4 +1,4 @@
-#include "services/stats/collector.h"
+#include "services/common/stats/collector.h"
 
 #include <time.h>
 

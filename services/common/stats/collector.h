@@ -19,8 +19,8 @@
 //
 // A collector keeps its files open and re-reads them with pread.
 
-#ifndef SERVICES_STATS_COLLECTOR_H_
-#define SERVICES_STATS_COLLECTOR_H_
+#ifndef SERVICES_COMMON_STATS_COLLECTOR_H_
+#define SERVICES_COMMON_STATS_COLLECTOR_H_
 
 #include <cstdint>
 #include <functional>
@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "berth/stats/v1/stats.pb.h"
 #include "google/protobuf/timestamp.pb.h"
-#include "services/stats/cgroup_layout.h"
+#include "services/common/stats/cgroup_layout.h"
 
 namespace berth {
 namespace stats {
@@ -185,4 +185,4 @@ void FillResourceUsage(const Counters& counters,
 }  // namespace stats
 }  // namespace berth
 
-#endif  // SERVICES_STATS_COLLECTOR_H_
+#endif  // SERVICES_COMMON_STATS_COLLECTOR_H_
