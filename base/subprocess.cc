@@ -144,14 +144,19 @@ absl::StatusOr<SubprocessResult> RunSubprocess(
   if (!options.stdin_data.empty()) {
     UniqueFd stdin_write;
     if (absl::Status s = MakePipe(&stdin_read, &stdin_write); !s.ok()) return s;
-    // Written whole before the program starts: the pipe must hold it.
-    if (options.stdin_data.size() > 65536 &&
-        fcntl(stdin_write.get(), F_SETPIPE_SZ,
-              static_cast<int>(options.stdin_data.size())) <
-            static_cast<int>(options.stdin_data.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the stdin of ", binary, " (", options.stdin_data.size(),
-                       " bytes) is more than a pipe holds"));
+    // Written whole before the program starts, so writing can neither
+    // block nor raise SIGPIPE: the pipe must hold it. It holds 64 KiB, or
+    // one page when the user's pipe quota is spent: grown when need be.
+    const size_t size = options.stdin_data.size();
+    if (size > 4096 &&
+        fcntl(stdin_write.get(), F_GETPIPE_SZ) < static_cast<int>(size)) {
+      fcntl(stdin_write.get(), F_SETPIPE_SZ,
+            static_cast<int>(std::min(size, size_t{1} << 30)));
+      if (fcntl(stdin_write.get(), F_GETPIPE_SZ) < static_cast<int>(size)) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("a pipe cannot hold the ", size,
+                         " bytes of the stdin of ", binary));
+      }
     }
     if (absl::Status s = WriteAll(stdin_write.get(), options.stdin_data,
                                   absl::StrCat("the stdin of ", binary));

@@ -47,6 +47,14 @@ TEST(RunSubprocessTest, WithoutStdinDataStdinIsDevNull) {
   EXPECT_EQ(result->stdout_data, "/dev/null\n");
 }
 
+TEST(RunSubprocessTest, StdinDataLargerThanAPipeHolds) {
+  SubprocessOptions options = Shell("wc -c");
+  options.stdin_data = std::string(300 * 1000, 'x');
+  absl::StatusOr<SubprocessResult> result = RunSubprocess("/bin/sh", options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->stdout_data, "300000\n");
+}
+
 TEST(RunSubprocessTest, KilledBySignal) {
   absl::StatusOr<SubprocessResult> result =
       RunSubprocess("/bin/sh", Shell("kill -SEGV $$"));

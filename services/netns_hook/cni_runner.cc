@@ -28,8 +28,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "glog/logging.h"
-#include "plugins/host/process_util.h"
 #include "services/netns_hook/cni_config.h"
 
 namespace berth {
@@ -50,249 +50,6 @@ std::string Quote(absl::string_view text) {
   const bool cut = text.size() > kMaxQuoted;
   if (cut) text = text.substr(0, kMaxQuoted);
   return absl::StrCat("\"", absl::CHexEscape(text), cut ? "...\"" : "\"");
-}
-
-// --- Running one process.
-
-// A file descriptor closed when it goes.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-absl::Status MakePipe(Fd* read_end, Fd* write_end) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
-  read_end->Reset(fds[0]);
-  write_end->Reset(fds[1]);
-  return absl::OkStatus();
-}
-
-absl::Status SetNonBlocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    return absl::ErrnoToStatus(errno, "fcntl(O_NONBLOCK)");
-  }
-  return absl::OkStatus();
-}
-
-// A pipe whose read end, given as stdin, holds `data` and then EOF: the
-// whole input is written before the child exists (the pipe is grown to fit
-// it), so writing can neither block nor raise SIGPIPE.
-absl::Status StdinPipe(const std::string& data, Fd* read_end) {
-  Fd write_end;
-  if (absl::Status status = MakePipe(read_end, &write_end); !status.ok()) {
-    return status;
-  }
-  // A pipe holds 64 KiB, or one page when the user's pipe quota is spent:
-  // grow it when the input needs more.
-  if (data.size() > 4096 &&
-      fcntl(write_end.get(), F_GETPIPE_SZ) < static_cast<int>(data.size())) {
-    fcntl(write_end.get(), F_SETPIPE_SZ,
-          static_cast<int>(std::min(data.size(), size_t{1} << 30)));
-    if (fcntl(write_end.get(), F_GETPIPE_SZ) < static_cast<int>(data.size())) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("a pipe cannot hold the ", data.size(),
-                       "-byte plugin configuration"));
-    }
-  }
-  if (absl::Status status = SetNonBlocking(write_end.get()); !status.ok()) {
-    return status;
-  }
-  size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n =
-        write(write_end.get(), data.data() + written, data.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::ErrnoToStatus(
-          errno, "writing the plugin configuration into its stdin pipe");
-    }
-    written += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-struct ProcessOutcome {
-  int wait_status = 0;
-  bool timed_out = false;
-  std::string out;
-  std::string err;
-  bool out_truncated = false;
-};
-
-// One output pipe being read.
-struct Output {
-  Fd fd;
-  std::string* data;
-  size_t limit;
-  bool* truncated;
-};
-
-// Reads what `output` has now (its fd is non-blocking); closes it at EOF.
-void Drain(Output* output) {
-  char buffer[65536];
-  while (output->fd.get() >= 0) {
-    const ssize_t n = read(output->fd.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) output->fd.Reset();
-      return;
-    }
-    if (n == 0) {
-      output->fd.Reset();
-      return;
-    }
-    const size_t room =
-        output->limit - std::min(output->limit, output->data->size());
-    output->data->append(buffer, std::min(room, static_cast<size_t>(n)));
-    if (static_cast<size_t>(n) > room && output->truncated != nullptr) {
-      *output->truncated = true;
-    }
-  }
-}
-
-void WaitForExit(pid_t pid, int* wait_status) {
-  while (waitpid(pid, wait_status, 0) < 0) {
-    if (errno == EINTR) continue;
-    PLOG(ERROR) << "waitpid(" << pid << ")";
-    *wait_status = 0;
-    return;
-  }
-}
-
-// Runs `path` with `input` on stdin, collects stdout and stderr until it
-// exits; kills its process group and reaps it at `timeout`.
-absl::StatusOr<ProcessOutcome> RunProcess(const std::string& path,
-                                          const std::string& input,
-                                          std::vector<std::string> env,
-                                          absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  ProcessOutcome outcome;
-  Fd stdin_read;
-  if (absl::Status status = StdinPipe(input, &stdin_read); !status.ok()) {
-    return status;
-  }
-  Output out{Fd(), &outcome.out, kMaxStdout, &outcome.out_truncated};
-  Output err{Fd(), &outcome.err, kMaxStderr, nullptr};
-  Fd stdout_write, stderr_write;
-  for (auto [output, write_end] :
-       {std::pair{&out, &stdout_write}, std::pair{&err, &stderr_write}}) {
-    if (absl::Status status = MakePipe(&output->fd, write_end); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = SetNonBlocking(output->fd.get()); !status.ok()) {
-      return status;
-    }
-  }
-  // A plugin being installed (or whose write fd another thread's child
-  // inherited) fails with ETXTBSY for a moment: tried 4 more times.
-  absl::StatusOr<pid_t> spawned = plugin::host::internal::Spawn(
-      path, {}, std::move(env), stdin_read.get(), stdout_write.get(),
-      stderr_write.get(), /*etxtbsy_retries=*/4);
-  if (!spawned.ok()) return spawned.status();
-  const pid_t pid = *spawned;
-  stdin_read.Reset();
-  stdout_write.Reset();
-  stderr_write.Reset();
-
-  // A pidfd says when the plugin itself exits, even if a process it left
-  // behind still holds its stdout; without one, EOF on both pipes does.
-  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  bool exited = false;
-  while (true) {
-    if (exited) {
-      Drain(&out);
-      Drain(&err);
-      break;
-    }
-    const bool pipes_open = out.fd.get() >= 0 || err.fd.get() >= 0;
-    if (!pipes_open && pidfd.get() < 0) break;
-    const absl::Duration remaining = deadline - absl::Now();
-    if (remaining <= absl::ZeroDuration()) {
-      outcome.timed_out = true;
-      break;
-    }
-    struct pollfd fds[3];
-    Output* owners[3] = {nullptr, nullptr, nullptr};
-    int count = 0;
-    for (Output* output : {&out, &err}) {
-      if (output->fd.get() < 0) continue;
-      fds[count] = {output->fd.get(), POLLIN, 0};
-      owners[count++] = output;
-    }
-    if (pidfd.get() >= 0) fds[count++] = {pidfd.get(), POLLIN, 0};
-    const int ready =
-        poll(fds, count,
-             static_cast<int>(std::min<int64_t>(
-                 absl::ToInt64Milliseconds(remaining) + 1, 1 << 30)));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      PLOG(ERROR) << "poll on the pipes of " << path;
-      outcome.timed_out = true;  // Cannot watch it: end it.
-      break;
-    }
-    for (int i = 0; i < count; ++i) {
-      if (fds[i].revents == 0) continue;
-      if (owners[i] != nullptr) {
-        Drain(owners[i]);
-      } else {
-        exited = true;
-      }
-    }
-  }
-
-  if (outcome.timed_out) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    WaitForExit(pid, &outcome.wait_status);
-    return outcome;
-  }
-  if (exited || pidfd.get() >= 0) {
-    WaitForExit(pid, &outcome.wait_status);
-    return outcome;
-  }
-  // No pidfd and both pipes at EOF: the plugin closed them or is exiting.
-  while (true) {
-    const pid_t done = waitpid(pid, &outcome.wait_status, WNOHANG);
-    if (done == pid) return outcome;
-    if (done < 0 && errno != EINTR) {
-      PLOG(ERROR) << "waitpid(" << pid << ")";
-      return outcome;
-    }
-    if (absl::Now() >= deadline) {
-      outcome.timed_out = true;
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      WaitForExit(pid, &outcome.wait_status);
-      return outcome;
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-}
-
-std::string DescribeWaitStatus(int wait_status) {
-  if (WIFEXITED(wait_status)) {
-    return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
-  }
-  if (WIFSIGNALED(wait_status)) {
-    const int signal = WTERMSIG(wait_status);
-    return absl::StrCat("was killed by signal ", signal, " (",
-                        strsignal(signal), ")");
-  }
-  return absl::StrCat("ended with wait status ", wait_status);
 }
 
 }  // namespace
@@ -355,8 +112,17 @@ absl::StatusOr<std::string> CniRunner::RunPlugin(
   VLOG(1) << "CNI " << command_name << " " << type << " (" << *path << ") for "
           << runtime.container_id << " in network " << network.name;
 
-  absl::StatusOr<ProcessOutcome> outcome =
-      RunProcess(*path, input, std::move(env), timeout_);
+  base::SubprocessOptions run;
+  run.env = std::move(env);
+  run.stdin_data = input;
+  run.timeout = timeout_;
+  run.max_stdout = kMaxStdout;
+  run.max_stderr = kMaxStderr;
+  // A plugin being installed (or whose write fd another thread's child
+  // inherited) fails with ETXTBSY for a moment: tried 4 more times.
+  run.etxtbsy_retries = 4;
+  absl::StatusOr<base::SubprocessResult> outcome =
+      base::RunSubprocess(*path, run);
   if (!outcome.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": ", outcome.status().message()));
@@ -367,34 +133,35 @@ absl::StatusOr<std::string> CniRunner::RunPlugin(
                      absl::FormatDuration(timeout_), " and was killed"));
   }
   const std::string stderr_part =
-      outcome->err.empty() ? ""
-                           : absl::StrCat("; stderr: ", Quote(outcome->err));
-  if (!WIFEXITED(outcome->wait_status) ||
-      WEXITSTATUS(outcome->wait_status) != 0) {
-    if (const std::string error = CniErrorOf(outcome->out); !error.empty()) {
+      outcome->stderr_data.empty()
+          ? ""
+          : absl::StrCat("; stderr: ", Quote(outcome->stderr_data));
+  if (outcome->exit_code() != 0) {
+    if (const std::string error = CniErrorOf(outcome->stdout_data);
+        !error.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, " failed: ", error, stderr_part));
     }
     std::string printed;
-    if (!outcome->out.empty()) {
-      absl::StrAppend(&printed, ", stdout: ", Quote(outcome->out));
+    if (!outcome->stdout_data.empty()) {
+      absl::StrAppend(&printed, ", stdout: ", Quote(outcome->stdout_data));
     }
-    if (!outcome->err.empty()) {
-      absl::StrAppend(&printed, ", stderr: ", Quote(outcome->err));
+    if (!outcome->stderr_data.empty()) {
+      absl::StrAppend(&printed, ", stderr: ", Quote(outcome->stderr_data));
     }
     if (printed.empty()) printed = " and printed nothing";
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " ", DescribeWaitStatus(outcome->wait_status), printed));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", outcome->Describe(), printed));
   }
-  if (outcome->out_truncated) {
+  if (outcome->stdout_truncated) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, " printed more than ", kMaxStdout, " bytes on stdout"));
   }
-  if (!outcome->err.empty()) {
-    VLOG(1) << what
-            << " succeeded and printed on stderr: " << Quote(outcome->err);
+  if (!outcome->stderr_data.empty()) {
+    VLOG(1) << what << " succeeded and printed on stderr: "
+            << Quote(outcome->stderr_data);
   }
-  return std::move(outcome->out);
+  return std::move(outcome->stdout_data);
 }
 
 absl::StatusOr<CniResult> CniRunner::Add(const CniNetwork& network,
