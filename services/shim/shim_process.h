@@ -6,7 +6,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,10 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -101,11 +105,13 @@ class ShimProcess {
     } else {
       stdin_ = in[1];
     }
+    stdout_read_end_ = out[0];
     out_reader_ = std::thread([this, fd = out[0], hold = options.hold_stdout] {
       if (hold != nullptr) hold->WaitForNotification();
-      Drain(fd, &out_);
+      Drain(fd, /*is_out=*/true);
     });
-    err_reader_ = std::thread([this, fd = err[0]] { Drain(fd, &err_); });
+    err_reader_ =
+        std::thread([this, fd = err[0]] { Drain(fd, /*is_out=*/false); });
   }
 
   ~ShimProcess() {
@@ -117,6 +123,26 @@ class ShimProcess {
   }
 
   pid_t pid() const { return pid_; }
+
+  // Whether the stdin pipe is empty: the shim has read what was written.
+  bool StdinTaken() const {
+    int queued = 0;
+    return stdin_ >= 0 && ioctl(stdin_, FIONREAD, &queued) == 0 && queued == 0;
+  }
+
+  // Whether the shim's stdout pipe is full, so that its next write blocks.
+  // Only while stdout is held (Options::hold_stdout).
+  bool StdoutFull() const {
+    // A second write end of the same pipe, to ask poll whether there is room.
+    const int writer =
+        open(absl::StrCat("/proc/self/fd/", stdout_read_end_).c_str(),
+             O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (writer < 0) return false;
+    pollfd pfd = {writer, POLLOUT, 0};
+    const bool full = poll(&pfd, 1, 0) == 0;
+    close(writer);
+    return full;
+  }
 
   void WriteStdin(const std::string& data) {
     ASSERT_EQ(write(stdin_, data.data(), data.size()),
@@ -146,9 +172,15 @@ class ShimProcess {
     return status_;
   }
 
-  // After Wait.
-  const std::string& out() const { return out_; }
-  const std::string& err() const { return err_; }
+  // What the shim wrote so far (all of it after Wait).
+  std::string out() const {
+    absl::MutexLock lock(&mu_);
+    return out_;
+  }
+  std::string err() const {
+    absl::MutexLock lock(&mu_);
+    return err_;
+  }
 
   std::string Proc(absl::string_view file) const {
     return ReadFileOrEmpty(absl::StrCat("/proc/", pid_, "/", file));
@@ -195,13 +227,14 @@ class ShimProcess {
   }
 
  private:
-  static void Drain(int fd, std::string* into) {
+  void Drain(int fd, bool is_out) {
     char buffer[64 * 1024];
     while (true) {
       const ssize_t n = read(fd, buffer, sizeof(buffer));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
-      into->append(buffer, static_cast<size_t>(n));
+      absl::MutexLock lock(&mu_);
+      (is_out ? out_ : err_).append(buffer, static_cast<size_t>(n));
     }
     close(fd);
   }
@@ -210,7 +243,10 @@ class ShimProcess {
   int status_ = -1;
   int stdin_ = -1;
   std::string token_pipe_ = "none";
-  std::string out_, err_;
+  int stdout_read_end_ = -1;  // the reader thread's; closed by it
+  mutable absl::Mutex mu_;
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  std::string err_ ABSL_GUARDED_BY(mu_);
   std::thread out_reader_, err_reader_;
 };
 

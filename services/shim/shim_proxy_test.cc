@@ -218,7 +218,10 @@ TEST_F(ShimThroughProxyTest, ProxyKilledAndRestartedNothingLostOrTwice) {
   options.hold_stdout = &read_stdout;
   ShimProcess shim(options);
   ASSERT_TRUE(NewContainer(token, {"bulk", absl::StrCat(kBytes)}).ok());
-  absl::SleepFor(absl::Milliseconds(300));  // let the pipes fill up
+  // The shim's stdout fills up: its writes block, and output waits in the
+  // proxy and the agent behind it.
+  ASSERT_TRUE(berth::testing::WaitFor([&] { return shim.StdoutFull(); }))
+      << ProxyLog();
   kill(proxy_pid_, SIGKILL);
   int status = 0;
   waitpid(proxy_pid_, &status, 0);

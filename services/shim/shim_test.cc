@@ -6,14 +6,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -309,6 +314,31 @@ void WaitCancelled(grpc::ServerContext* context) {
   while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
 }
 
+// Stands at `socket` for a proxy that went away: waits (at most 30 s) until
+// the shim tries to connect to it again, which it does only once it has seen
+// its stream cut (and taken it out of use), then drops that connection, so
+// that the shim goes on trying. False if no connection came.
+bool AwaitReconnectAttempt(const std::string& socket_path) {
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return false;
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(),
+               sizeof(address.sun_path) - 1);
+  unlink(socket_path.c_str());
+  bool came = false;
+  if (bind(listener, reinterpret_cast<const sockaddr*>(&address),
+           sizeof(address)) == 0 &&
+      listen(listener, 1) == 0) {
+    pollfd pfd = {listener, POLLIN, 0};
+    came = poll(&pfd, 1, /*timeout_ms=*/30000) == 1;
+    if (came) close(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  }
+  close(listener);
+  unlink(socket_path.c_str());
+  return came;
+}
+
 class Server {
  public:
   Server(const std::string& socket, FakeProxy::Handler handler)
@@ -418,9 +448,13 @@ TEST_F(ShimBinaryTest, StdinAndEofReachTheProxy) {
 // the shim exit 128 + N.
 TEST_F(ShimBinaryTest, SignalsForwardedAndExitBySignal) {
   Upstream up;
+  absl::Notification got_usr1;
   Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
                              const pb::ShimHello&) {
     SendConnected(stream);
+    ReadUntil(stream, &up,
+              [](const Upstream& u) { return !u.signals.empty(); });
+    got_usr1.Notify();
     ReadUntil(stream, &up, [](const Upstream& u) {
       return std::find(u.signals.begin(), u.signals.end(), SIGTERM) !=
              u.signals.end();
@@ -431,7 +465,8 @@ TEST_F(ShimBinaryTest, SignalsForwardedAndExitBySignal) {
   ShimProcess shim({ShimArgs(socket_), TokenEnv()});
   ASSERT_TRUE(server.proxy().WaitForHellos(1));
   kill(shim.pid(), SIGUSR1);
-  absl::SleepFor(absl::Milliseconds(50));
+  // The second signal only once the first has reached the proxy.
+  ASSERT_TRUE(got_usr1.WaitForNotificationWithTimeout(absl::Seconds(30)));
   kill(shim.pid(), SIGTERM);
   EXPECT_EQ(shim.Wait(), 128 + SIGTERM) << shim.err();
   EXPECT_EQ(up.signals, (std::vector<int>{SIGUSR1, SIGTERM}));
@@ -484,6 +519,7 @@ TEST_F(ShimBinaryTest, TerminalSizeAndSigwinchBecomeResizes) {
 // environment as /proc shows it, never in its argv. Also measures the shim's
 // memory while connected.
 TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
+  absl::Notification output_written;
   absl::Notification measured;
   Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
                              const pb::ShimHello& hello) {
@@ -492,13 +528,21 @@ TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
     // Some output, so the measured shim has done real work.
     const std::string out = Pattern(1 << 20, 4);
     SendOutput(stream, out, 0, out.size(), "", 0, 0);
+    Upstream up;
+    ReadUntil(stream, &up,
+              [&](const Upstream& u) { return u.acked_stdout == out.size(); });
+    output_written.Notify();
     measured.WaitForNotification();
     SendExit(stream, 0, 0);
     return grpc::Status::OK;
   });
+  // Lets the handler end if an assertion below returns early.
+  absl::Cleanup release = [&] {
+    if (!measured.HasBeenNotified()) measured.Notify();
+  };
   ShimProcess shim({ShimArgs(socket_), TokenEnv()});
-  ASSERT_TRUE(server.proxy().WaitForHellos(1));
-  absl::SleepFor(absl::Milliseconds(300));  // let the output arrive
+  // The shim has written (and acknowledged) all of its output.
+  ASSERT_TRUE(output_written.WaitForNotificationWithTimeout(absl::Seconds(30)));
   const std::string environ_text = shim.Proc("environ");
   const std::string cmdline = shim.Proc("cmdline");
   EXPECT_THAT(environ_text, HasSubstr("PATH="));  // it could be read
@@ -525,23 +569,32 @@ TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
 // private memory. Measures; asserts only that it could.
 TEST_F(ShimBinaryTest, MemoryOfEightShimsConnected) {
   constexpr int kShims = 8;
+  std::atomic<int> outputs_written{0};
   absl::Notification measured;
   Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
                              const pb::ShimHello&) {
     SendConnected(stream);
     const std::string out = Pattern(256 << 10, 8);
     SendOutput(stream, out, 0, out.size(), "", 0, 0);
+    Upstream up;
+    ReadUntil(stream, &up,
+              [&](const Upstream& u) { return u.acked_stdout == out.size(); });
+    ++outputs_written;
     measured.WaitForNotification();
     SendExit(stream, 0, 0);
     return grpc::Status::OK;
   });
+  // Lets the handlers end if an assertion below returns early.
+  absl::Cleanup release = [&] {
+    if (!measured.HasBeenNotified()) measured.Notify();
+  };
   std::vector<std::unique_ptr<ShimProcess>> shims;
   for (int i = 0; i < kShims; ++i) {
     shims.push_back(std::make_unique<ShimProcess>(
         ShimProcess::Options{ShimArgs(socket_), TokenEnv()}));
   }
-  ASSERT_TRUE(server.proxy().WaitForHellos(kShims));
-  absl::SleepFor(absl::Milliseconds(500));
+  // Each has written (and acknowledged) all of its output.
+  ASSERT_TRUE(WaitFor([&] { return outputs_written.load() == kShims; }));
   int64_t pss = 0, rss = 0, private_kb = 0;
   int threads = 0;
   for (const auto& shim : shims) {
@@ -649,7 +702,8 @@ TEST_F(ShimBinaryTest, ProxyRestartResumesWithoutDuplicates) {
   ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   first->Stop();  // like a crash: the stream is cut
   first.reset();
-  absl::SleepFor(absl::Milliseconds(500));
+  // The new proxy comes only once the shim has found the old one gone.
+  ASSERT_TRUE(AwaitReconnectAttempt(socket_)) << shim.err();
 
   Server second(socket_, [&](grpc::ServerContext*, ServerStream* stream,
                              const pb::ShimHello& hello) {
@@ -698,13 +752,14 @@ TEST_F(ShimBinaryTest, StdinAndSignalsWaitForTheRestartedProxy) {
   ASSERT_TRUE(got_first.WaitForNotificationWithTimeout(absl::Seconds(30)));
   first->Stop();
   first.reset();
-  // Lets the shim see the stream cut first: stdin carries no offsets, so
-  // bytes written into a stream as it breaks can be lost (see README).
-  absl::SleepFor(absl::Milliseconds(300));
+  // The shim sees the stream cut first: stdin carries no offsets, so bytes
+  // written into a stream as it breaks can be lost (see README).
+  ASSERT_TRUE(AwaitReconnectAttempt(socket_)) << shim.err();
   shim.WriteStdin("while away\n");
+  // Taken by the shim while no proxy is there.
+  ASSERT_TRUE(WaitFor([&] { return shim.StdinTaken(); }));
   kill(shim.pid(), SIGHUP);
   shim.CloseStdin();
-  absl::SleepFor(absl::Milliseconds(200));
 
   Upstream up;
   Server second(socket_, [&](grpc::ServerContext*, ServerStream* stream,
