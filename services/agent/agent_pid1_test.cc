@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "berth/agent/v1/agent.grpc.pb.h"
@@ -123,9 +124,29 @@ TEST(AgentPid1Test, ServesReapsAndDestroysAsPid1OfItsNamespaces) {
   EXPECT_LT(started.pid(), 100);  // a pid of the sandbox's namespace
 
   EXPECT_EQ(RunScript(*stub, "comm", "cat /proc/1/comm"), "berth-agent\n");
-  // Orphans are reaped by the agent as PID 1: no zombie stays.
-  RunScript(*stub, "orphans", "sleep 0.1 & sleep 0.1 & exit 0");
-  absl::SleepFor(absl::Milliseconds(500));
+  // Orphans are reaped by the agent as PID 1: no zombie stays. Two children
+  // outlive their shell, so that the agent inherits them; then they die.
+  const std::string orphans =
+      RunScript(*stub, "orphans",
+                "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; "
+                "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!");
+  const std::vector<std::string> pids =
+      absl::StrSplit(orphans, '\n', absl::SkipEmpty());
+  ASSERT_EQ(pids.size(), 2u) << orphans;
+  const std::string proc_dirs =
+      absl::StrCat("/proc/", pids[0], " /proc/", pids[1]);
+  EXPECT_EQ(RunScript(*stub, "parents",
+                      absl::StrCat("cd /proc && grep -h '^PPid:' ", pids[0],
+                                   "/status ", pids[1], "/status")),
+            "PPid:\t1\nPPid:\t1\n");
+  RunScript(*stub, "kill", absl::StrCat("kill ", pids[0], " ", pids[1]));
+  // Reaped: gone from /proc (a zombie keeps its directory there).
+  int looks = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    return RunScript(*stub, absl::StrCat("gone-", ++looks),
+                     absl::StrCat("ls -d ", proc_dirs, " 2>/dev/null; true")) ==
+           "";
+  })) << RunScript(*stub, "left", absl::StrCat("cat ", proc_dirs, "/status"));
   EXPECT_EQ(RunScript(*stub, "zombies",
                       "grep -l '^State:.*Z' /proc/[0-9]*/status; true"),
             "");
