@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
 
@@ -113,36 +112,50 @@ TEST(LogReaderTest, FollowReadsNewOutputAcrossARotationUntilTheTaskEnds) {
   ShortTempDir dir;
   const std::string live = dir.Join("stdout.log");
   Append(live, "before\n");
-  std::atomic<bool> running{true};
-  absl::Notification first_read;
+  bool running = true;
   std::string out;
-  std::thread writer([&] {
-    first_read.WaitForNotification();
-    Append(live, "during\n");
-    absl::SleepFor(absl::Milliseconds(50));
-    // Rotate as the task's init does: write the tail of the old file, then
-    // move it aside and start a new one.
-    Append(live, "last-of-old\n");
-    ASSERT_EQ(std::rename(live.c_str(), dir.Join("stdout.log.1").c_str()), 0);
-    Append(live, "first-of-new\n");
-    absl::SleepFor(absl::Milliseconds(50));
-    Append(live, "end\n");
-    running = false;
-  });
+  int waits = 0;
   LogReadOptions options;
   options.log_dir = dir.path();
   options.streams = {v1::LOG_STREAM_STDOUT};
   options.follow = true;
-  options.poll_interval = absl::Milliseconds(5);
-  options.running = [&] { return running.load(); };
+  options.running = [&] { return running; };
+  // The task writes in the waits between reads, one step in each, so that
+  // each read sees exactly one step: new output, then a rotation, then the
+  // task's last output and its end.
+  options.wait = [&](absl::Duration) {
+    switch (++waits) {
+      case 1:
+        EXPECT_EQ(out, "before\n");
+        Append(live, "during\n");
+        break;
+      case 2:
+        EXPECT_EQ(out, "before\nduring\n");
+        // Rotate as the task's init does: write the tail of the old file,
+        // then move it aside and start a new one.
+        Append(live, "last-of-old\n");
+        ASSERT_EQ(std::rename(live.c_str(), dir.Join("stdout.log.1").c_str()),
+                  0);
+        Append(live, "first-of-new\n");
+        break;
+      case 3:
+        // One read took the rest of the old file and the new one.
+        EXPECT_EQ(out, "before\nduring\nlast-of-old\nfirst-of-new\n");
+        Append(live, "end\n");
+        running = false;
+        break;
+      default:
+        ADD_FAILURE() << "read on after the task ended";
+        running = false;
+    }
+  };
   absl::Status status =
       ReadTaskLogs(options, [&](v1::LogStream, absl::string_view data) {
         out.append(data.data(), data.size());
-        if (!first_read.HasBeenNotified()) first_read.Notify();
         return true;
       });
-  writer.join();
-  EXPECT_TRUE(status.ok());
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(waits, 3);
   EXPECT_EQ(out, "before\nduring\nlast-of-old\nfirst-of-new\nend\n");
 }
 
@@ -152,8 +165,8 @@ TEST(LogReaderTest, FollowEndsWhenCancelled) {
   LogReadOptions options;
   options.log_dir = dir.path();
   options.follow = true;
-  options.poll_interval = absl::Milliseconds(5);
   options.running = [] { return true; };
+  options.wait = [](absl::Duration) {};
   int polls = 0;
   options.cancelled = [&] { return ++polls > 3; };
   std::string out;
