@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/io.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "grpcpp/client_context.h"
@@ -42,13 +43,9 @@ constexpr size_t kCommandWidth = 30;
 
 }  // namespace
 
-void WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a closed pipe: nobody reads any more
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+void BestEffortWrite(int fd, absl::string_view data) {
+  // A closed pipe (nobody reads any more) is no reason to stop or to say so.
+  (void)base::WriteAll(fd, data);
 }
 
 Cli::Cli(const CliEnvironment& env, std::string socket_path)
@@ -79,8 +76,12 @@ int Cli::Dispatch(const CommandInfo& command,
 
 // --- The node client.
 
-void Cli::Out(absl::string_view text) const { WriteAll(env_.stdout_fd, text); }
-void Cli::Err(absl::string_view text) const { WriteAll(env_.stderr_fd, text); }
+void Cli::Out(absl::string_view text) const {
+  BestEffortWrite(env_.stdout_fd, text);
+}
+void Cli::Err(absl::string_view text) const {
+  BestEffortWrite(env_.stderr_fd, text);
+}
 
 int Cli::UsageError(absl::string_view command,
                     absl::string_view message) const {
@@ -176,7 +177,7 @@ grpc::Status Cli::CopyLogs(const std::string& task, bool follow,
       (is_stderr ? position->stderr_bytes : position->stdout_bytes) +=
           data.size();
     }
-    WriteAll(is_stderr ? env_.stderr_fd : env_.stdout_fd, data);
+    BestEffortWrite(is_stderr ? env_.stderr_fd : env_.stdout_fd, data);
   }
   return reader->Finish();
 }

@@ -41,9 +41,9 @@ namespace berth::cli {
 // The node's time between the stop signal and the kill when none is given.
 inline constexpr absl::Duration kDefaultStopTimeout = absl::Seconds(5);
 
-// Writes all of `data` to `fd`; gives up silently when the fd is closed
-// (nobody reads any more).
-void WriteAll(int fd, absl::string_view data);
+// Writes all of `data` to `fd` (base::WriteAll); gives up silently when the
+// fd is closed (nobody reads any more).
+void BestEffortWrite(int fd, absl::string_view data);
 
 class Cli {
  public:

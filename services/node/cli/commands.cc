@@ -36,8 +36,12 @@ std::string ResolveNodeSocket(const std::string& socket_flag,
 }
 
 int RunCli(const std::vector<std::string>& args, const CliEnvironment& env) {
-  auto out = [&](absl::string_view text) { WriteAll(env.stdout_fd, text); };
-  auto err = [&](absl::string_view text) { WriteAll(env.stderr_fd, text); };
+  auto out = [&](absl::string_view text) {
+    BestEffortWrite(env.stdout_fd, text);
+  };
+  auto err = [&](absl::string_view text) {
+    BestEffortWrite(env.stderr_fd, text);
+  };
   std::string socket_flag;
   size_t i = 0;
   for (; i < args.size(); ++i) {

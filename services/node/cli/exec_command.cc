@@ -105,10 +105,10 @@ int Cli::Exec(const ParsedArgs& args) {
   while (stream->Read(&response)) {
     switch (response.frame_case()) {
       case driverpb::ExecTaskStreamingResponse::kStdout:
-        WriteAll(env_.stdout_fd, response.stdout());
+        BestEffortWrite(env_.stdout_fd, response.stdout());
         break;
       case driverpb::ExecTaskStreamingResponse::kStderr:
-        WriteAll(env_.stderr_fd, response.stderr());
+        BestEffortWrite(env_.stderr_fd, response.stderr());
         break;
       case driverpb::ExecTaskStreamingResponse::kExit:
         exit_result = response.exit();
@@ -118,7 +118,7 @@ int Cli::Exec(const ParsedArgs& args) {
     }
   }
   if (pump.joinable()) {
-    WriteAll(stop_pipe[1], "x");
+    BestEffortWrite(stop_pipe[1], "x");
     pump.join();
     close(stop_pipe[0]);
     close(stop_pipe[1]);

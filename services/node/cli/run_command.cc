@@ -143,7 +143,7 @@ int Cli::Attach(const nodepb::Task& started, bool remove) {
   }
   absl::StatusOr<nodepb::Task> ended = FollowUntilEnd(started);
   if (forwarder.joinable()) {
-    WriteAll(stop_pipe[1], "x");
+    BestEffortWrite(stop_pipe[1], "x");
     forwarder.join();
     close(stop_pipe[0]);
     close(stop_pipe[1]);
