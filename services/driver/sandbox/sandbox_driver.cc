@@ -1,22 +1,17 @@
 #include "services/driver/sandbox/sandbox_driver.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <optional>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -24,10 +19,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "berth/agent/v1/agent.grpc.pb.h"
+#include "base/process.h"
+#include "berth/agent/v1/agent.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
-#include "plugins/host/process_util.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
@@ -40,9 +35,10 @@
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
+#include "services/driver/sandbox/agent_client.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
-
-extern char** environ;
+#include "services/driver/sandbox/sandbox_task.h"
+#include "services/driver/sandbox/shim_launcher.h"
 
 namespace berth::sandbox_driver {
 
@@ -52,28 +48,8 @@ namespace av1 = ::berth::agent::v1;
 using ::berth::driver_common::MakeDirs;
 using ::berth::driver_common::PrepareTaskDirectories;
 using ::berth::driver_common::TaskCgroup;
-using ::berth::plugin::host::internal::ReadProcStat;
 
 namespace {
-
-// Version 2: driver_state is a SandboxTaskState (version 1 had none).
-constexpr uint32_t kStateVersion = 2;
-constexpr absl::Duration kCallTimeout = absl::Seconds(10);
-// How long the agent is given to say how a process whose shim has exited
-// ended (it has: the shim exits after the exit frame).
-constexpr absl::Duration kWaitTimeout = absl::Seconds(5);
-
-int PidfdOpen(pid_t pid) {
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-}
-int PidfdSendSignal(int pidfd, int signal) {
-  return static_cast<int>(
-      syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
-}
-
-void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
 
 // Writes `result` to `path` as an exit record (temporary file, renamed).
 absl::Status WriteExitFile(const std::string& path,
@@ -99,221 +75,12 @@ absl::Status WriteExitFile(const std::string& path,
   return absl::OkStatus();
 }
 
-// Field 22 of /proc/PID/stat; 0 when it cannot be read.
-uint64_t StartTicks(pid_t pid) {
-  absl::StatusOr<plugin::host::internal::ProcStat> stat = ReadProcStat(pid);
-  return stat.ok() ? stat->start_time : 0;
-}
-
-// Whether `pid` is still the live process that started at `start_ticks`.
-bool SameLiveProcess(pid_t pid, uint64_t start_ticks) {
-  if (pid <= 0 || start_ticks == 0) return false;
-  absl::StatusOr<plugin::host::internal::ProcStat> stat = ReadProcStat(pid);
-  return stat.ok() && stat->start_time == start_ticks && stat->state != 'Z' &&
-         stat->state != 'X';
-}
-
-// A pidfd of `pid` if it is still the process that started at
-// `start_ticks` (checked again after opening), else -1.
-int OpenIfSame(pid_t pid, uint64_t start_ticks) {
-  if (!SameLiveProcess(pid, start_ticks)) return -1;
-  const int pidfd = PidfdOpen(pid);
-  if (pidfd >= 0 && !SameLiveProcess(pid, start_ticks)) {
-    close(pidfd);
-    return -1;
-  }
-  if (pidfd >= 0) fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-  return pidfd;
-}
-
-absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> AgentAt(
-    const std::string& socket, absl::Duration timeout) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      DialUnix(socket, timeout);
-  if (!channel.ok()) return channel.status();
-  return std::make_unique<av1::AgentService::Stub>(*channel);
-}
-
-// How the agent's process `process_id` of container `container_id` ended,
-// waiting at most `timeout` (DEADLINE_EXCEEDED while it runs).
-absl::StatusOr<av1::ProcessExit> AgentWait(const std::string& socket,
-                                           const std::string& container_id,
-                                           const std::string& process_id,
-                                           absl::Duration timeout) {
-  absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =
-      AgentAt(socket, absl::Seconds(1));
-  if (!agent.ok()) return agent.status();
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout);
-  av1::WaitProcessRequest request;
-  request.set_container_id(container_id);
-  request.set_process_id(process_id);
-  av1::WaitProcessResponse response;
-  absl::Status status =
-      FromGrpcStatus((*agent)->WaitProcess(&context, request, &response));
-  if (!status.ok()) return status;
-  return response.exit();
-}
-
-absl::Status AgentSignal(const std::string& socket,
-                         const std::string& container_id,
-                         const std::string& process_id, int signal) {
-  absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =
-      AgentAt(socket, absl::Seconds(1));
-  if (!agent.ok()) return agent.status();
-  grpc::ClientContext context;
-  SetDeadline(&context, kCallTimeout);
-  av1::SignalRequest request;
-  request.set_container_id(container_id);
-  request.set_process_id(process_id);
-  request.set_signal(signal);
-  av1::SignalResponse response;
-  return FromGrpcStatus((*agent)->Signal(&context, request, &response));
-}
-
-dv1::ExitResult FromProcessExit(const av1::ProcessExit& exit) {
-  dv1::ExitResult result;
-  result.set_exit_code(exit.exit_code());
-  result.set_signal(exit.signal());
-  if (exit.has_exited_at()) {
-    *result.mutable_exited_at() = exit.exited_at();
-  } else {
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
-  }
-  return result;
-}
-
-// How a shim's wait status maps to the process's end: its exit code, or
-// 128+N read as signal N (ambiguous: the agent's WaitProcess is asked
-// first); a shim killed itself by a signal reports that.
-plugin::ExitStatus ShimExit(const siginfo_t& info) {
-  plugin::ExitStatus status;
-  if (info.si_code == CLD_EXITED) {
-    if (info.si_status > 128 && info.si_status < 128 + 65) {
-      status.signal = info.si_status - 128;
-    } else {
-      status.exit_code = info.si_status;
-    }
-  } else {
-    status.signal = info.si_status;
-  }
-  return status;
-}
-
-struct Shim {
-  pid_t pid = -1;
-  int pidfd = -1;
-};
-
-// Where a shim writes its process's output: rotated files in a directory,
-// or (empty log_dir) its own stdout and stderr.
-struct ShimOutput {
-  std::string log_dir;
-  uint64_t max_file_bytes = 0;
-  uint32_t max_files = 0;
-};
-
-// Starts berth-shim with the token in its environment (never on its command
-// line) and the given stdio.
-absl::StatusOr<Shim> StartShim(const std::string& shim_path,
-                               const std::string& proxy_socket,
-                               const std::string& token, int stdin_fd,
-                               int stdout_fd, int stderr_fd,
-                               const ShimOutput& output = {}) {
-  std::vector<std::string> args = {
-      shim_path, absl::StrCat("--proxy_socket=", proxy_socket),
-      "--reconnect_timeout=5s"};
-  if (!output.log_dir.empty()) {
-    args.push_back(absl::StrCat("--task_log_dir=", output.log_dir));
-    args.push_back(
-        absl::StrCat("--task_log_max_file_bytes=", output.max_file_bytes));
-    args.push_back(absl::StrCat("--task_log_max_files=", output.max_files));
-  }
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (strncmp(*e, "BERTH_SHIM_TOKEN=", 17) != 0) env.push_back(*e);
-  }
-  env.push_back(absl::StrCat("BERTH_SHIM_TOKEN=", token));
-  std::vector<char*> argv, envp;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return absl::ErrnoToStatus(errno, "fork for berth-shim");
-  if (pid == 0) {
-    // Async-signal-safe only from here.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGPIPE, SIG_DFL);
-    if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 ||
-        dup2(stderr_fd, 2) < 0) {
-      _exit(127);
-    }
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  Shim shim;
-  shim.pid = pid;
-  shim.pidfd = PidfdOpen(pid);
-  if (shim.pidfd < 0) {
-    const int err = errno;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return absl::ErrnoToStatus(err, "pidfd_open of berth-shim");
-  }
-  fcntl(shim.pidfd, F_SETFD, FD_CLOEXEC);
-  return shim;
-}
-
-void KillAndReap(Shim& shim) {
-  if (shim.pidfd < 0) return;
-  PidfdSendSignal(shim.pidfd, SIGKILL);
-  siginfo_t info;
-  waitid(static_cast<idtype_t>(P_PIDFD), shim.pidfd, &info, WEXITED);
-  close(shim.pidfd);
-  shim.pidfd = -1;
-}
-
 }  // namespace
 
-struct SandboxDriver::Task {
-  std::string id;
-  dv1::TaskConfig config;
-  driver_common::TaskSpec spec;
-  std::string agent_socket;
-  std::string token;
-  // The agent's id of the task's process (its container is the task id).
-  std::string process_id;
-  pid_t shim_pid = -1;
-  pid_t init_pid = -1;
-  absl::Time started_at;
-  // What the handle carries.
-  SandboxTaskState state;
-  // None when the host has no usable cgroups.
-  std::optional<TaskCgroup> cgroup;
-
-  driver_common::InProcessStats in_process_stats;
-
-  mutable absl::Mutex mu;
-  int init_pidfd ABSL_GUARDED_BY(mu) = -1;
-  int shim_pidfd ABSL_GUARDED_BY(mu) = -1;
-  bool exited ABSL_GUARDED_BY(mu) = false;
-  bool torn_down ABSL_GUARDED_BY(mu) = false;
-  dv1::ExitResult result ABSL_GUARDED_BY(mu);
-  absl::Time completed_at ABSL_GUARDED_BY(mu);
-
-  ~Task() {
-    absl::MutexLock lock(&mu);
-    if (init_pidfd >= 0) close(init_pidfd);
-    if (shim_pidfd >= 0) close(shim_pidfd);
-  }
-  bool IsExited() const {
-    absl::MutexLock lock(&mu);
-    return exited;
-  }
-};
+uint64_t StartTicks(pid_t pid) {
+  absl::StatusOr<base::ProcStat> stat = base::ReadProcStat(pid);
+  return stat.ok() ? stat->start_time : 0;
+}
 
 SandboxDriver::SandboxDriver(SandboxDriverOptions options)
     : options_(std::move(options)),
@@ -855,24 +622,10 @@ void SandboxDriver::Teardown(Task& task) {
     struct pollfd pfd = {init_pidfd, POLLIN, 0};
     if (poll(&pfd, 1, 0) == 0) {
       // Ask the agent first; the init's SIGKILL ends whatever is left.
-      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-          DialUnix(task.agent_socket, absl::Seconds(1));
-      if (channel.ok()) {
-        av1::AgentService::Stub agent(*channel);
-        grpc::ClientContext context;
-        SetDeadline(&context, absl::Seconds(3));
-        av1::DestroySandboxRequest request;
-        request.mutable_timeout()->set_nanos(500000000);
-        av1::DestroySandboxResponse response;
-        grpc::Status status =
-            agent.DestroySandbox(&context, request, &response);
-        if (!status.ok()) {
-          VLOG(1) << "task " << task.id
-                  << ": DestroySandbox: " << status.error_message();
-        }
-      }
+      AgentDestroySandbox(task.agent_socket, task.id, absl::Milliseconds(500),
+                          absl::Seconds(3));
       if (poll(&pfd, 1, 1000) == 0) {
-        PidfdSendSignal(init_pidfd, SIGKILL);
+        base::PidfdSendSignal(init_pidfd, SIGKILL);
       }
     }
     // A recovered init is not this process's child: waitid cannot wait for
@@ -938,8 +691,8 @@ absl::Status SandboxDriver::SignalMain(const Task& task, int signal) {
   if (!absl::IsNotFound(status) && !absl::IsUnavailable(status)) {
     return status;
   }
-  absl::Status direct =
-      AgentSignal(task.agent_socket, task.id, task.process_id, signal);
+  absl::Status direct = AgentSignal(task.agent_socket, task.id, task.process_id,
+                                    signal, kCallTimeout);
   if (!direct.ok()) {
     return absl::Status(
         direct.code(),
@@ -1062,160 +815,6 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
   return StatusOf(**task);
 }
 
-absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
-    const dv1::TaskHandle& handle) {
-  const std::string& id = handle.config().id();
-  if (absl::Status status = driver_common::CheckTaskId(id); !status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("handle.config.id: ", status.message()));
-  }
-  const std::string prefix = absl::StrCat("task ", id, ": ");
-  SandboxTaskState state;
-  if (handle.version() != kStateVersion ||
-      !state.ParseFromString(handle.driver_state()) || state.init_pid() <= 0 ||
-      state.task_dir().empty() || state.agent_socket().empty() ||
-      state.process_id().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix,
-        "handle.driver_state is not a sandbox driver handle of version ",
-        kStateVersion));
-  }
-  if (absl::StatusOr<std::shared_ptr<Task>> known = Find(id); known.ok()) {
-    return StatusOf(**known);
-  }
-  auto task = std::make_shared<Task>();
-  task->id = id;
-  task->config = handle.config();
-  task->spec.id = id;
-  task->spec.task_dir = state.task_dir();
-  task->spec.work_dir = state.work_dir();
-  task->spec.uid = state.uid();
-  task->spec.gid = state.gid();
-  task->spec.groups.assign(state.groups().begin(), state.groups().end());
-  task->spec.env.assign(state.env().begin(), state.env().end());
-  task->agent_socket = state.agent_socket();
-  task->token = state.token();
-  task->process_id = state.process_id();
-  task->shim_pid = state.shim_pid();
-  task->init_pid = state.init_pid();
-  task->started_at = absl::FromUnixNanos(state.started_at_unix_nanos());
-  task->state = state;
-  if (!state.cgroup_parent().empty()) {
-    absl::StatusOr<TaskCgroup> cgroup =
-        TaskCgroup::Open(mounts_, state.cgroup_parent(), id);
-    if (!cgroup.ok()) {
-      return absl::Status(cgroup.status().code(),
-                          absl::StrCat(prefix, cgroup.status().message()));
-    }
-    task->cgroup = *cgroup;
-  }
-
-  // How it ended, if it has: recorded by a driver that saw it end, else
-  // asked of the agent, which outlives the shim and the driver.
-  std::optional<dv1::ExitResult> ended;
-  driver_common::ExitRecord record;
-  const int init_pidfd = OpenIfSame(state.init_pid(), state.init_start_ticks());
-  {
-    absl::MutexLock lock(&task->mu);
-    task->init_pidfd = init_pidfd;
-  }
-  if (driver_common::ReadExitRecord(state.task_dir(), &record)) {
-    dv1::ExitResult result;
-    result.set_exit_code(record.exit_code);
-    result.set_signal(record.signal);
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
-        absl::FromUnixNanos(record.exited_at_unix_nanos));
-    ended = result;
-  } else if (init_pidfd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix, "its sandbox's init (pid ", state.init_pid(),
-                     ") is gone and it left no exit record in ",
-                     driver_common::ExitRecordPath(state.task_dir())));
-  } else {
-    // The sandbox lives. The proxy may have forgotten it (restarted without
-    // its state): registering again is harmless when it has not.
-    absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
-    if (proxy.ok()) {
-      grpc::ClientContext context;
-      SetDeadline(&context, kCallTimeout);
-      pv1::RegisterSandboxRequest request;
-      request.set_sandbox_id(id);
-      request.set_agent_address(absl::StrCat("unix:", task->agent_socket));
-      pv1::RegisterSandboxResponse response;
-      absl::Status status = FromGrpcStatus(
-          (*proxy)->RegisterSandbox(&context, request, &response));
-      if (!status.ok()) {
-        LOG(WARNING) << prefix << "registering its sandbox again: " << status;
-      }
-    } else {
-      LOG(WARNING) << prefix << proxy.status();
-    }
-    const int shim_pidfd =
-        OpenIfSame(state.shim_pid(), state.shim_start_ticks());
-    if (shim_pidfd >= 0) {
-      absl::MutexLock lock(&task->mu);
-      task->shim_pidfd = shim_pidfd;
-    } else {
-      // The shim is gone, most likely after the process ended while no
-      // driver ran. A shim that was this process's child is a zombie:
-      // reap it.
-      if (const int zombie = PidfdOpen(state.shim_pid()); zombie >= 0) {
-        if (StartTicks(state.shim_pid()) == state.shim_start_ticks()) {
-          siginfo_t info;
-          waitid(static_cast<idtype_t>(P_PIDFD), zombie, &info,
-                 WEXITED | WNOHANG);
-        }
-        close(zombie);
-      }
-      absl::StatusOr<av1::ProcessExit> exit =
-          AgentWait(task->agent_socket, id, task->process_id, absl::Seconds(1));
-      if (absl::IsDeadlineExceeded(exit.status())) {
-        // Running without its shim, so without stdio: ended as the proxy
-        // ends the process of a shim that went away.
-        LOG(WARNING) << prefix << "its shim (pid " << state.shim_pid()
-                     << ") is gone and process " << task->process_id
-                     << " runs without stdio: killing it";
-        (void)AgentSignal(task->agent_socket, id, task->process_id, SIGKILL);
-        exit =
-            AgentWait(task->agent_socket, id, task->process_id, kWaitTimeout);
-      }
-      if (!exit.ok()) {
-        Teardown(*task);
-        return absl::FailedPreconditionError(
-            absl::StrCat(prefix, "its shim (pid ", state.shim_pid(),
-                         ") is gone and its agent at ", task->agent_socket,
-                         " does not say how process ", task->process_id,
-                         " ended: ", exit.status().message()));
-      }
-      ended = FromProcessExit(*exit);
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, inserted] = tasks_.emplace(id, task);
-    if (!inserted) {
-      if (it->second == nullptr) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("task ", id, " is being started"));
-      }
-      return StatusOf(*it->second);
-    }
-  }
-  if (ended.has_value()) {
-    Finish(task, *ended);
-  } else {
-    RegisterStats(*task);
-    WatchShim(task, prefix);
-  }
-  dv1::TaskEventsResponse event;
-  event.set_task_id(id);
-  event.set_allocation_id(task->config.allocation_id());
-  event.set_message(task->IsExited() ? "recovered (already exited)"
-                                     : "recovered");
-  PublishTaskEvent(std::move(event));
-  return StatusOf(*task);
-}
-
 void SandboxDriver::RegisterStats(const Task& task) {
   if (!task.cgroup.has_value()) return;
   stats_.Register(task.id, task.cgroup->path());
@@ -1232,225 +831,6 @@ absl::StatusOr<stats::v1::TaskResourceUsage> SandboxDriver::TaskStats(
         options_.cgroup_root, " when it started)"));
   }
   return stats_.Sample(task_id, task->cgroup->path(), task->in_process_stats);
-}
-
-absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
-    const plugin::ExecOptions& options, absl::Time deadline) {
-  absl::StatusOr<std::shared_ptr<Task>> found = Find(options.task_id);
-  if (!found.ok()) return found.status();
-  const std::shared_ptr<Task>& task = *found;
-  const std::string prefix = absl::StrCat("task ", options.task_id, ": ");
-  if (task->IsExited()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("task ", options.task_id, " is not running"));
-  }
-  absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
-  if (!proxy.ok()) return proxy.status();
-  std::string token;
-  {
-    grpc::ClientContext context;
-    SetDeadline(&context, kCallTimeout);
-    pv1::AllocateTokenRequest request;
-    request.set_sandbox_id(task->id);
-    pv1::AllocateTokenResponse response;
-    absl::Status status =
-        FromGrpcStatus((*proxy)->AllocateToken(&context, request, &response));
-    if (!status.ok()) {
-      return absl::Status(
-          status.code(),
-          absl::StrCat(prefix, "AllocateToken: ", status.message()));
-    }
-    token = response.token();
-  }
-
-  // The shim's stdio: pipes, pumped to and from the SDK's streams.
-  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  absl::Cleanup close_pipes = [&] {
-    for (int* p : {in_pipe, out_pipe, err_pipe}) {
-      for (int i = 0; i < 2; ++i) {
-        if (p[i] >= 0) close(p[i]);
-      }
-    }
-  };
-  if (options.in != nullptr) {
-    if (pipe2(in_pipe, O_CLOEXEC) != 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
-    }
-  } else {
-    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  }
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
-  }
-  std::string proxy_socket;
-  {
-    absl::MutexLock lock(&mu_);
-    proxy_socket = proxy_socket_;
-  }
-  absl::StatusOr<Shim> started =
-      StartShim(options_.shim_path, proxy_socket, token, in_pipe[0],
-                out_pipe[1], err_pipe[1]);
-  if (!started.ok()) {
-    return absl::Status(started.status().code(),
-                        absl::StrCat(prefix, started.status().message()));
-  }
-  Shim shim = *started;
-  absl::Cleanup reap = [&shim] { KillAndReap(shim); };
-  for (int* fd : {&in_pipe[0], &out_pipe[1], &err_pipe[1]}) {
-    close(*fd);
-    *fd = -1;
-  }
-
-  std::atomic<bool> output_failed{false};
-  auto pump_out = [&output_failed](int fd, plugin::ExecOutput* output) {
-    char buffer[plugin::kMaxExecFrameBytes];
-    while (true) {
-      const ssize_t n = read(fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      if (!output_failed && output != nullptr &&
-          !output->Write(absl::string_view(buffer, n))) {
-        output_failed = true;
-      }
-    }
-  };
-  std::thread out_thread(pump_out, out_pipe[0], options.out);
-  std::thread err_thread(pump_out, err_pipe[0], options.err);
-  std::thread in_thread;
-  if (options.in != nullptr) {
-    // The thread owns the write end: the command sees EOF when stdin ends.
-    const int fd = in_pipe[1];
-    in_pipe[1] = -1;
-    in_thread = std::thread([&options, fd] {
-      absl::Cleanup close_fd = [fd] { close(fd); };
-      char buffer[plugin::kMaxExecFrameBytes];
-      while (true) {
-        const size_t n = options.in->Read(buffer, sizeof(buffer));
-        if (n == 0) break;
-        size_t done = 0;
-        while (done < n) {
-          const ssize_t w = write(fd, buffer + done, n - done);
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) return;
-          done += static_cast<size_t>(w);
-        }
-      }
-    });
-  }
-  auto close_stdin = [&] {
-    if (options.in != nullptr) options.in->Close();
-    if (in_thread.joinable()) in_thread.join();
-  };
-  absl::Cleanup join = [&] {
-    close_stdin();
-    out_thread.join();
-    err_thread.join();
-  };
-
-  std::string process_id;
-  {
-    grpc::ClientContext context;
-    SetDeadline(&context, absl::Seconds(40));
-    pv1::ExecCmdRequest request;
-    request.set_token(token);
-    request.set_container_id(task->id);
-    av1::ProcessSpec* process = request.mutable_process();
-    for (const std::string& arg : options.command) process->add_args(arg);
-    for (const std::string& env : task->spec.env) process->add_env(env);
-    process->set_cwd(task->spec.work_dir);
-    process->mutable_user()->set_uid(task->spec.uid);
-    process->mutable_user()->set_gid(task->spec.gid);
-    for (gid_t group : task->spec.groups) {
-      process->mutable_user()->add_additional_gids(group);
-    }
-    if (options.tty) {
-      process->set_terminal(true);
-      process->mutable_terminal_size()->set_rows(options.terminal_size.rows);
-      process->mutable_terminal_size()->set_columns(
-          options.terminal_size.columns);
-    }
-    pv1::ExecCmdResponse response;
-    absl::Status status =
-        FromGrpcStatus((*proxy)->ExecCmd(&context, request, &response));
-    if (!status.ok()) {
-      const bool bad_input =
-          absl::IsNotFound(status) || absl::IsInvalidArgument(status);
-      return absl::Status(
-          bad_input ? absl::StatusCode::kInvalidArgument : status.code(),
-          absl::StrCat(prefix, "ExecCmd ", options.command[0], ": ",
-                       status.message()));
-    }
-    process_id = response.process_id();
-  }
-
-  // Until the shim exits: resizes, cancellation and the deadline.
-  bool killed = false;
-  absl::Status failure;
-  while (true) {
-    struct pollfd pfd = {shim.pidfd, POLLIN, 0};
-    if (poll(&pfd, 1, 50) > 0) break;
-    if (options.tty && options.resizes != nullptr) {
-      if (std::optional<plugin::TerminalSize> size =
-              options.resizes->TakeLatest();
-          size.has_value()) {
-        grpc::ClientContext context;
-        SetDeadline(&context, kCallTimeout);
-        pv1::ResizeRequest request;
-        request.set_token(token);
-        request.mutable_size()->set_rows(size->rows);
-        request.mutable_size()->set_columns(size->columns);
-        pv1::ResizeResponse response;
-        (*proxy)->Resize(&context, request, &response);
-      }
-    }
-    if (killed) continue;
-    const bool cancelled =
-        (options.cancel != nullptr && options.cancel->IsCancelled()) ||
-        output_failed;
-    if (cancelled || absl::Now() >= deadline) {
-      failure =
-          cancelled
-              ? absl::CancelledError(absl::StrCat(prefix, "exec cancelled"))
-              : absl::DeadlineExceededError(absl::StrCat(
-                    prefix, "exec of ", options.command[0], " timed out"));
-      (void)ProxySignal(task->id, token, SIGKILL);
-      killed = true;
-    }
-  }
-  siginfo_t info = {};
-  waitid(static_cast<idtype_t>(P_PIDFD), shim.pidfd, &info, WEXITED);
-  close(shim.pidfd);
-  shim.pidfd = -1;
-  std::move(join).Invoke();
-  if (!failure.ok()) return failure;
-  // How it ended, from the agent (the shim's 128+N is ambiguous).
-  absl::StatusOr<av1::ProcessExit> exit =
-      AgentWait(task->agent_socket, task->id, process_id, kWaitTimeout);
-  if (!exit.ok()) {
-    LOG(WARNING) << prefix << "the agent did not say how exec'd process "
-                 << process_id << " ended (" << exit.status()
-                 << "); taking its shim's exit status";
-    return ShimExit(info);
-  }
-  plugin::ExitStatus status;
-  status.exit_code = exit->exit_code();
-  status.signal = exit->signal();
-  return status;
-}
-
-absl::StatusOr<plugin::ExitStatus> SandboxDriver::ExecTaskStreaming(
-    const plugin::ExecOptions& options) {
-  return RunExec(options, absl::InfiniteFuture());
-}
-
-absl::StatusOr<dv1::ExecTaskResponse> SandboxDriver::ExecTask(
-    const std::string& task_id, const std::vector<std::string>& command,
-    absl::Duration timeout, const plugin::CancelToken& cancel) {
-  return plugin::ExecTaskThroughStreaming(
-      task_id, command, timeout, cancel,
-      [this](const plugin::ExecOptions& options, absl::Time deadline) {
-        return RunExec(options, deadline);
-      });
 }
 
 }  // namespace berth::sandbox_driver

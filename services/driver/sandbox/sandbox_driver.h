@@ -20,6 +20,11 @@
 //   .berth/agent.sock                  the agent's socket
 //   .berth/init.log, .berth/agent-logs the init's and the agent's own messages
 //   .berth/exit                        how the task ended, once it has
+//
+// The code: the lifecycle (start, wait, signals, stop, destroy, stats) in
+// sandbox_driver.cc, RecoverTask in recovery.cc, ExecTask and
+// ExecTaskStreaming in exec.cc, a task's state in sandbox_task.h; the calls
+// to the agent in agent_client.h, starting berth-shim in shim_launcher.h.
 
 #ifndef SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
 #define SERVICES_DRIVER_SANDBOX_SANDBOX_DRIVER_H_
@@ -109,7 +114,7 @@ class SandboxDriver : public plugin::Driver,
   driver::v1::FingerprintResponse Probe() const;
 
  private:
-  struct Task;
+  struct Task;  // sandbox_task.h
 
   absl::StatusOr<std::shared_ptr<Task>> Find(const std::string& task_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
