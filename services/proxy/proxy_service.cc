@@ -176,7 +176,9 @@ class ProxyServiceImpl::StartReactor : public grpc::ServerUnaryReactor {
 };
 
 ProxyServiceImpl::ProxyServiceImpl(ProxyOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      timer_(clock_) {}
 
 ProxyServiceImpl::~ProxyServiceImpl() {
   // Calls that RPCs started between Stop and the server's shutdown.
@@ -230,7 +232,7 @@ absl::Status ProxyServiceImpl::Restore() {
     // A shim that does not come back within a token's lifetime is gone:
     // its process gets SIGHUP, as when a shim goes away.
     session->expiry_timer = timer_.Schedule(
-        absl::Now() + options_.default_token_ttl, [this, t = record.token] {
+        clock_->Now() + options_.default_token_ttl, [this, t = record.token] {
           absl::MutexLock lock(&mu_);
           if (stopping_) return;  // the next proxy decides
           auto it = sessions_.find(t);
@@ -437,7 +439,7 @@ grpc::ServerUnaryReactor* ProxyServiceImpl::AllocateToken(
   session->prefix = TokenPrefix(*token);
   session->sandbox_id = request->sandbox_id();
   session->expiry_timer =
-      timer_.Schedule(absl::Now() + ttl, [this, t = *token] {
+      timer_.Schedule(clock_->Now() + ttl, [this, t = *token] {
         absl::MutexLock lock(&mu_);
         auto it = sessions_.find(t);
         if (it == sessions_.end()) return;
@@ -552,7 +554,7 @@ void ProxyServiceImpl::StartWhenShimConnected(
             << " seconds)";
   // The id is known only after Schedule returns: the callback looks it up.
   session->pending->timer_id =
-      timer_.Schedule(absl::Now() + timeout,
+      timer_.Schedule(clock_->Now() + timeout,
                       [this, token] { OnShimTimeout(token, /*timer_id=*/0); });
 }
 
@@ -777,7 +779,7 @@ void ProxyServiceImpl::OnAckForwarded(const std::shared_ptr<Session>& session,
     session->ack_sent_stderr = 0;
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
         status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      timer_.Schedule(absl::Now() + kAckRetryDelay, [this, session] {
+      timer_.Schedule(clock_->Now() + kAckRetryDelay, [this, session] {
         absl::MutexLock lock(&mu_);
         if (sessions_.count(session->token) != 0) ForwardAck(session);
       });

@@ -27,6 +27,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "services/proxy/clock.h"
 #include "services/proxy/in_flight.h"
 #include "services/proxy/state_store.h"
 #include "services/proxy/timer.h"
@@ -47,6 +48,10 @@ struct ProxyOptions {
   // Where sandboxes and token bindings are kept across a restart; empty:
   // nowhere.
   std::string state_dir;
+  // What tokens' lifetimes, the waits for shims and the retries of acks are
+  // measured by (the deadlines of gRPC calls are real time); not owned, and
+  // must outlive the service. Null: the real clock.
+  Clock* clock = nullptr;
 };
 
 // "unix:PATH" or a bare path -> the gRPC target "unix:PATH"; an empty address
@@ -234,6 +239,7 @@ class ProxyServiceImpl final
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const ProxyOptions options_;
+  Clock* const clock_;
 
   absl::Mutex mu_;
   std::optional<StateStore> store_ ABSL_GUARDED_BY(mu_);
@@ -245,7 +251,8 @@ class ProxyServiceImpl final
       ABSL_GUARDED_BY(mu_);
   // Calls to agents and agent streams in flight (see AgentCall).
   InFlight calls_;
-  // Last, so that it goes first: its callbacks use everything above.
+  // Last, so that it goes first: its callbacks use everything above. On
+  // clock_.
   Timer timer_;
 };
 

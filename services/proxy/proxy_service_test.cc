@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
@@ -22,12 +23,14 @@
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 #include "services/proxy/fake_agent.h"
+#include "services/proxy/fake_clock.h"
 
 namespace berth {
 namespace proxy {
 namespace {
 
 namespace pb = ::berth::proxy::v1;
+using ::berth::proxy::testing::FakeClock;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -252,6 +255,7 @@ class ProxyServiceTest : public ::testing::Test {
     ProxyOptions options;
     options.default_shim_timeout = absl::Seconds(10);
     options.state_dir = state_dir;
+    options.clock = clock_;
     proxy_ = std::make_unique<ProxyServiceImpl>(options);
     absl::Status restored = proxy_->Restore();
     ASSERT_TRUE(restored.ok()) << restored;
@@ -361,12 +365,35 @@ class ProxyServiceTest : public ::testing::Test {
     return n;
   }
 
+  // The proxy's clock; null: the real one.
+  Clock* clock_ = nullptr;
   berth::testing::ShortTempDir dir_;
   testing::FakeAgent agent_;
   std::unique_ptr<UnixGrpcServer> agent_server_;
   std::unique_ptr<ProxyServiceImpl> proxy_;
   std::unique_ptr<UnixGrpcServer> proxy_server_;
   std::unique_ptr<pb::ProxyService::Stub> stub_;
+};
+
+// The proxy's timer on a clock that the test moves on: token lifetimes and
+// waits for shims end when the test says, without waiting for them.
+class ProxyServiceFakeTimeTest : public ProxyServiceTest {
+ protected:
+  void SetUp() override {
+    clock_ = &fake_clock_;
+    ProxyServiceTest::SetUp();
+  }
+
+  // Whether the proxy logged a line containing `text`.
+  static bool Logged(const berth::testing::CapturingLogSink& logs,
+                     absl::string_view text) {
+    for (const std::string& message : logs.messages()) {
+      if (absl::StrContains(message, text)) return true;
+    }
+    return false;
+  }
+
+  FakeClock fake_clock_;
 };
 
 TEST_F(ProxyServiceTest, TokensAreHexUniqueAndNeedARegisteredSandbox) {
@@ -401,17 +428,25 @@ TEST_F(ProxyServiceTest, UnknownTokenIsDenied) {
   EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
-TEST_F(ProxyServiceTest, UnclaimedTokenExpires) {
+TEST_F(ProxyServiceFakeTimeTest, UnclaimedTokenExpires) {
   RegisterFakeAgent();
-  std::string token;
-  ASSERT_TRUE(Allocate("sb1", &token, absl::Milliseconds(200)).ok());
-  absl::SleepFor(absl::Seconds(1));
+  const absl::Time start = fake_clock_.Now();
+  std::string token, lasting;
+  ASSERT_TRUE(Allocate("sb1", &token, absl::Minutes(5)).ok());
+  ASSERT_TRUE(Allocate("sb1", &lasting, absl::Minutes(10)).ok());
+  // The timer waits for the first token's end, which then comes: Advance
+  // returns once the timer has expired it.
+  ASSERT_TRUE(fake_clock_.AwaitWaiter(start + absl::Minutes(5)));
+  ASSERT_TRUE(fake_clock_.Advance(absl::Minutes(5)));
   FakeShim shim(stub_.get(), token);
   EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
   pb::NewContainerResponse response;
   EXPECT_EQ(NewContainer(NewContainerRequest(token, {"emit"}), &response)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND);
+  // The other token's time has not come.
+  FakeShim other(stub_.get(), lasting);
+  EXPECT_TRUE(other.WaitConnected());
 }
 
 TEST_F(ProxyServiceTest, RegisterSandboxFailsFastNamingTheAddress) {
@@ -435,15 +470,20 @@ TEST_F(ProxyServiceTest, RegisterSandboxTakesABarePath) {
   EXPECT_EQ(Allocate("sb3", &token).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(ProxyServiceTest, ShimConnectingLateGetsAllOutputAndStartsTheProcess) {
+TEST_F(ProxyServiceFakeTimeTest,
+       ShimConnectingLateGetsAllOutputAndStartsTheProcess) {
   RegisterFakeAgent();
   std::string token = Token();
   berth::testing::CapturingLogSink logs(google::GLOG_INFO);
+  const absl::Time start = fake_clock_.Now();
   AsyncNewContainer call(
       stub_.get(), NewContainerRequest(token, {"emit", "out:hello ", "err:oops",
                                                "out:world", "exit:3"}));
-  absl::SleepFor(absl::Seconds(2));
+  // The call waits for its shim, which comes just before the 10 s are over.
+  ASSERT_TRUE(fake_clock_.AwaitWaiter(start + absl::Seconds(10)));
+  ASSERT_TRUE(fake_clock_.Advance(absl::Seconds(10) - absl::Milliseconds(1)));
   // Still waiting, and nothing started on the agent.
+  EXPECT_FALSE(Logged(logs, "timeout waiting for shim"));
   EXPECT_FALSE(call.done());
   EXPECT_TRUE(agent_.processes().empty());
   absl::Time connected_at = absl::Now();
@@ -482,15 +522,17 @@ TEST_F(ProxyServiceTest, ShimConnectingLateGetsAllOutputAndStartsTheProcess) {
   EXPECT_EQ(waiting, 1);
 }
 
-TEST_F(ProxyServiceTest, NoShimIsDeadlineExceededAndReleasesTheToken) {
+TEST_F(ProxyServiceFakeTimeTest, NoShimIsDeadlineExceededAndReleasesTheToken) {
   RegisterFakeAgent();
   std::string token = Token();
   berth::testing::CapturingLogSink logs(google::GLOG_INFO);
-  pb::NewContainerResponse response;
-  grpc::Status status =
-      NewContainer(NewContainerRequest(token, {"emit", "out:never"},
-                                       absl::Milliseconds(500)),
-                   &response);
+  const absl::Time start = fake_clock_.Now();
+  AsyncNewContainer call(stub_.get(),
+                         NewContainerRequest(token, {"emit", "out:never"},
+                                             absl::Milliseconds(500)));
+  ASSERT_TRUE(fake_clock_.AwaitWaiter(start + absl::Milliseconds(500)));
+  ASSERT_TRUE(fake_clock_.Advance(absl::Milliseconds(500)));
+  grpc::Status status = call.Wait();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(
       status.error_message(),
@@ -632,9 +674,9 @@ TEST_F(ProxyServiceTest, ShimAckOutputReachesTheAgent) {
   EXPECT_TRUE(shim.WaitDone().ok());
 }
 
-// An AckOutput the agent failed is sent again (the agent's window may be
-// full, so that no later ack would come).
-TEST_F(ProxyServiceTest, AFailedAckIsSentAgain) {
+// An AckOutput the agent failed is sent again, a little later (the agent's
+// window may be full, so that no later ack would come).
+TEST_F(ProxyServiceFakeTimeTest, AFailedAckIsSentAgain) {
   RegisterFakeAgent();
   std::string token = Token();
   FakeShim shim(stub_.get(), token);
@@ -642,9 +684,14 @@ TEST_F(ProxyServiceTest, AFailedAckIsSentAgain) {
   std::string id;
   ASSERT_TRUE(ExecCat(token, &id).ok());
   agent_.FailAcks(1);
+  const absl::Time start = fake_clock_.Now();
   pb::ConnectRequest ack;
   ack.mutable_ack()->set_stdout_offset(9);
   shim.Send(ack);
+  // The retry waits for its time.
+  ASSERT_TRUE(fake_clock_.AwaitWaiter(start + absl::Seconds(1)));
+  EXPECT_EQ(agent_.processes().at(id).acks.size(), 1u);
+  ASSERT_TRUE(fake_clock_.Advance(absl::Seconds(1)));
   ASSERT_TRUE(agent_.Await([&](const auto& processes) {
     return processes.at(id).acks.size() == 2;
   }));

@@ -3,7 +3,7 @@
 namespace berth {
 namespace proxy {
 
-Timer::Timer() : thread_([this] { Run(); }) {}
+Timer::Timer(Clock* clock) : clock_(clock), thread_([this] { Run(); }) {}
 
 Timer::~Timer() {
   {
@@ -40,9 +40,9 @@ void Timer::Run() {
       return stop_ || entries_.size() != size ||
              (!entries_.empty() && entries_.begin()->first.first != wake);
     };
-    mu_.AwaitWithDeadline(absl::Condition(&changed), wake);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&changed), wake);
     if (stop_) return;
-    if (entries_.empty() || entries_.begin()->first.first > absl::Now()) {
+    if (entries_.empty() || entries_.begin()->first.first > clock_->Now()) {
       continue;
     }
     auto it = entries_.begin();

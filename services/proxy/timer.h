@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "services/proxy/clock.h"
 
 namespace berth {
 namespace proxy {
@@ -21,7 +22,8 @@ namespace proxy {
 // the timer's lock held: they may Schedule and Cancel.
 class Timer {
  public:
-  Timer();
+  // Times are those of `clock`, which must outlive the timer.
+  explicit Timer(Clock* clock = Clock::Real());
   // Stops the thread; callbacks not yet run are dropped.
   ~Timer();
   Timer(const Timer&) = delete;
@@ -37,6 +39,7 @@ class Timer {
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
+  Clock* const clock_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
