@@ -25,8 +25,8 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view content) {
         "malformed /proc stat line \"", content.substr(0, 200), "\""));
   };
   if (paren == absl::string_view::npos) return malformed();
-  const std::vector<absl::string_view> fields =
-      absl::StrSplit(content.substr(paren + 1), ' ', absl::SkipEmpty());
+  const std::vector<absl::string_view> fields = absl::StrSplit(
+      content.substr(paren + 1), absl::ByAnyChar(" \n"), absl::SkipEmpty());
   // fields[0] is field 3 (state): field N is fields[N - 3].
   ProcStat stat;
   if (fields.size() < 20 || fields[0].size() != 1 ||

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/process.h"
 #include "services/common/stats/collector.h"
 #include "services/common/stats/kept_file.h"
 
@@ -29,29 +30,14 @@ namespace pb = ::berth::stats::v1;
 
 constexpr uint64_t kBytesPerKiB = 1024;
 
-// What /proc/PID/stat says about a process.
-struct ProcStat {
-  char state = '?';
-  int ppid = 0;
-  uint64_t utime = 0;  // clock ticks
-  uint64_t stime = 0;  // clock ticks
-  uint64_t start_time = 0;
-};
+using ::berth::base::ProcStat;
 
-// Parses "PID (COMM) STATE PPID ... UTIME STIME ... STARTTIME ...": COMM may
-// hold blanks and parentheses, so the fields are counted from the last ')'.
+// base::ParseProcStat into `out`; false when the line is malformed.
 bool ParseProcStat(absl::string_view content, ProcStat* out) {
-  const size_t paren = content.rfind(')');
-  if (paren == absl::string_view::npos) return false;
-  const std::vector<absl::string_view> fields = absl::StrSplit(
-      content.substr(paren + 1), absl::ByAnyChar(" \n"), absl::SkipEmpty());
-  // fields[0] is field 3 of proc(5) (state); field N is fields[N - 3].
-  if (fields.size() < 20 || fields[0].empty()) return false;
-  out->state = fields[0][0];
-  return absl::SimpleAtoi(fields[1], &out->ppid) &&
-         absl::SimpleAtoi(fields[11], &out->utime) &&
-         absl::SimpleAtoi(fields[12], &out->stime) &&
-         absl::SimpleAtoi(fields[19], &out->start_time);
+  absl::StatusOr<ProcStat> stat = base::ParseProcStat(content);
+  if (!stat.ok()) return false;
+  *out = *stat;
+  return true;
 }
 
 // The contents of a small file read once (not kept: it is per thread, and
@@ -151,8 +137,8 @@ class ProcfsCollector : public Collector {
       if (reading->stat.state == 'Z' || reading->stat.state == 'X') continue;
       alive.insert(pid);
       Process& process = *reading->process;
-      const uint64_t user_ns = reading->stat.utime * ns_per_tick_;
-      const uint64_t system_ns = reading->stat.stime * ns_per_tick_;
+      const uint64_t user_ns = reading->stat.utime_ticks * ns_per_tick_;
+      const uint64_t system_ns = reading->stat.stime_ticks * ns_per_tick_;
       // CPU used since the previous sample; all of it for a process that
       // joined the tree since (it was forked in the meantime).
       if (process.seen) {
@@ -328,7 +314,7 @@ class ProcfsCollector : public Collector {
         if (ParseProcStat(
                 ReadWhole(absl::StrCat(proc_root_, "/", pid, "/stat")),
                 &stat)) {
-          scanned[stat.ppid].push_back(pid);
+          scanned[stat.parent].push_back(pid);
         }
       }
     }

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/process.h"
 #include "glog/logging.h"
 
 namespace berth {
@@ -211,16 +212,6 @@ absl::Status ValidateComponent(absl::string_view field, absl::string_view value,
         field, ": \"", value, "\" is not a valid cgroup name component"));
   }
   return absl::OkStatus();
-}
-
-// pidfd_open(2) and pidfd_send_signal(2) through syscall(2): glibc declares
-// them only since 2.36.
-int PidfdOpen(pid_t pid) {
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-}
-int PidfdSendSignal(int pidfd, int signal) {
-  return static_cast<int>(
-      syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
 
 }  // namespace
@@ -487,7 +478,7 @@ absl::Status TaskCgroup::KillAll(absl::Duration timeout) const {
     std::vector<std::pair<pid_t, int>> pidfds;
     bool have_pidfd = true;
     for (pid_t pid : *pids) {
-      const int fd = PidfdOpen(pid);
+      const int fd = base::PidfdOpen(pid);
       if (fd >= 0) {
         pidfds.emplace_back(pid, fd);
       } else if (errno == ENOSYS) {
@@ -499,7 +490,7 @@ absl::Status TaskCgroup::KillAll(absl::Duration timeout) const {
     for (const auto& [pid, fd] : pidfds) {
       if (still.ok() && std::binary_search(still->begin(), still->end(), pid)) {
         if (fd >= 0) {
-          PidfdSendSignal(fd, SIGKILL);
+          base::PidfdSendSignal(fd, SIGKILL);
         } else if (!have_pidfd) {
           kill(pid, SIGKILL);
         }

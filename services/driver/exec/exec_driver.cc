@@ -25,8 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/process.h"
 #include "glog/logging.h"
-#include "plugins/host/process_util.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
@@ -43,6 +43,9 @@
 namespace berth::exec_driver {
 
 namespace dv1 = ::berth::driver::v1;
+using ::berth::base::PidfdOpen;
+using ::berth::base::PidfdSendSignal;
+using ::berth::base::ReadProcStat;
 using ::berth::driver_common::CheckTaskId;
 using ::berth::driver_common::DriverConfigSchema;
 using ::berth::driver_common::DriverStateDir;
@@ -56,9 +59,6 @@ using ::berth::driver_common::StartedInit;
 using ::berth::driver_common::StartInit;
 using ::berth::driver_common::TaskCgroup;
 using ::berth::driver_common::TaskSpec;
-using ::berth::plugin::host::internal::PidfdOpen;
-using ::berth::plugin::host::internal::PidfdSendSignal;
-using ::berth::plugin::host::internal::ReadProcStat;
 
 namespace {
 
@@ -385,8 +385,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   }
   ExecTaskState& state = record->state;
   state.set_init_pid(started->pid);
-  absl::StatusOr<plugin::host::internal::ProcStat> stat =
-      ReadProcStat(started->pid);
+  absl::StatusOr<base::ProcStat> stat = ReadProcStat(started->pid);
   if (stat.ok()) state.set_init_start_ticks(stat->start_time);
   state.set_cgroup_parent(options_.cgroup_parent);
   state.set_task_dir(spec->task_dir);
@@ -678,8 +677,7 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
 
   // Is the init still the process the handle names?
   auto same_process = [&]() {
-    absl::StatusOr<plugin::host::internal::ProcStat> stat =
-        ReadProcStat(state.init_pid());
+    absl::StatusOr<base::ProcStat> stat = ReadProcStat(state.init_pid());
     return stat.ok() && stat->start_time == state.init_start_ticks() &&
            stat->state != 'Z' && stat->state != 'X';
   };
@@ -698,8 +696,7 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
   } else {
     ExitRecord record;
     if (!ReadExitRecord(state.task_dir(), &record)) {
-      absl::StatusOr<plugin::host::internal::ProcStat> stat =
-          ReadProcStat(state.init_pid());
+      absl::StatusOr<base::ProcStat> stat = ReadProcStat(state.init_pid());
       return absl::FailedPreconditionError(absl::StrCat(
           prefix, "its init (pid ", state.init_pid(), ") ",
           stat.ok() ? "was replaced: that pid now belongs to another process"
