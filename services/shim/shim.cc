@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/io.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "berth/proxy/v1/proxy.pb.h"
 #include "glog/logging.h"
@@ -59,27 +60,6 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 constexpr absl::Duration kAckTimeout = absl::Seconds(10);
 // After a failed AckOutput, the next try.
 constexpr absl::Duration kAckRetryDelay = absl::Milliseconds(500);
-
-// Writes all of `data` to `fd`; returns 0 or the errno that stopped it.
-int WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n > 0) {
-      data += n;
-      size -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // Somebody made the description non-blocking: wait until it drains.
-      pollfd pfd = {fd, POLLOUT, 0};
-      if (poll(&pfd, 1, -1) < 0 && errno != EINTR) return errno;
-      continue;
-    }
-    return n < 0 ? errno : EIO;
-  }
-  return 0;
-}
 
 // A channel to the proxy once it is connected, trying until `deadline`.
 // Unlike services/common's DialUnix, it retries a missing or refusing socket
@@ -722,10 +702,10 @@ absl::Status OutputSink::Write(uint64_t offset, absl::string_view data) {
                  << "); discarding the rest of it";
     }
   } else if (!broken_) {
-    if (const int error = WriteAll(fd_, data.data(), data.size()); error != 0) {
+    if (absl::Status written = base::WriteAll(fd_, data, name_);
+        !written.ok()) {
       broken_ = true;
-      VLOG(1) << "cannot write " << name_ << " (" << std::strerror(error)
-              << "); discarding the rest of it";
+      VLOG(1) << written.message() << "; discarding the rest of it";
     }
   }
   written_.store(written + data.size(), std::memory_order_release);

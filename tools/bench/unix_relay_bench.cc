@@ -49,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/io.h"
 #include "glog/logging.h"
 #include "plugins/benchmarks/bench_util.h"
 #include "tools/bench/figures.h"
@@ -75,19 +76,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kBufferBytes = 64 * 1024;
 
 // Writes all of [data, data + size); false on an error (errno set).
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 ssize_t ReadSome(int fd, char* buffer, size_t size) {
   while (true) {
     const ssize_t n = read(fd, buffer, size);
@@ -141,8 +129,12 @@ absl::Status Relay(int connection) {
         PLOG_IF(ERROR, n < 0) << "relay: reading the socket";
         break;
       }
-      if (!WriteAll(cat_stdin, buffer.data(), static_cast<size_t>(n))) {
-        PLOG(ERROR) << "relay: writing to cat";
+      if (absl::Status written = base::WriteAll(
+              cat_stdin,
+              absl::string_view(buffer.data(), static_cast<size_t>(n)),
+              "cat's stdin");
+          !written.ok()) {
+        LOG(ERROR) << "relay: " << written.message();
         break;
       }
     }
@@ -158,8 +150,12 @@ absl::Status Relay(int connection) {
       break;
     }
     if (n == 0) break;
-    if (!WriteAll(connection, buffer.data(), static_cast<size_t>(n))) {
-      status = absl::ErrnoToStatus(errno, "writing to the socket");
+    if (absl::Status written = base::WriteAll(
+            connection,
+            absl::string_view(buffer.data(), static_cast<size_t>(n)),
+            "the socket");
+        !written.ok()) {
+      status = written;
       break;
     }
   }
@@ -227,17 +223,16 @@ absl::StatusOr<double> RelayOnce(const std::string& path, uint64_t bytes,
     return error;
   }
   uint64_t sent = 0;
-  int send_errno = 0;
+  absl::Status send_status;
   std::thread sender([&] {
     std::vector<char> buffer(kBufferBytes);
     while (sent < bytes) {
       const size_t size =
           static_cast<size_t>(std::min<uint64_t>(buffer.size(), bytes - sent));
       pattern.Fill(sent, buffer.data(), size);
-      if (!WriteAll(fd, buffer.data(), size)) {
-        send_errno = errno;
-        return;
-      }
+      send_status = base::WriteAll(fd, absl::string_view(buffer.data(), size),
+                                   "the relay's socket");
+      if (!send_status.ok()) return;
       sent += size;
     }
     shutdown(fd, SHUT_WR);
@@ -268,9 +263,9 @@ absl::StatusOr<double> RelayOnce(const std::string& path, uint64_t bytes,
         absl::StrCat(what, ": reading after ", received,
                      " bytes: ", std::strerror(read_errno)));
   }
-  if (send_errno != 0) {
-    return absl::InternalError(absl::StrCat(
-        what, ": sending after ", sent, " bytes: ", std::strerror(send_errno)));
+  if (!send_status.ok()) {
+    return absl::InternalError(absl::StrCat(what, ": sending after ", sent,
+                                            " bytes: ", send_status.message()));
   }
   if (received != bytes || corrupt) {
     return absl::DataLossError(
