@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/unique_fd.h"
 
 namespace berth::node {
 namespace {
@@ -23,13 +26,9 @@ constexpr int kMaxRotations = 1000;
 // One stream's files, oldest first, and following its live file.
 struct StreamReader {
   v1::LogStream stream;
-  std::string path;  // NAME.log
-  int fd = -1;       // the live file being followed
+  std::string path;   // NAME.log
+  base::UniqueFd fd;  // the live file being followed
   ino_t inode = 0;
-
-  ~StreamReader() {
-    if (fd >= 0) close(fd);
-  }
 };
 
 // NAME.log.N ... NAME.log.1, NAME.log for `path` (NAME.log): one scan of
@@ -79,23 +78,23 @@ bool SendRange(
   return true;
 }
 
-// Where, across the files `fds` (oldest first, -1 for a missing one), the
+// Where, across the files `fds` (oldest first, none for a missing one), the
 // last `lines` lines begin: the index of the file and the offset in it. A
 // newline that is the very last byte ends the last line; it starts none.
-std::pair<size_t, off_t> TailStart(const std::vector<int>& fds,
+std::pair<size_t, off_t> TailStart(const std::vector<base::UniqueFd>& fds,
                                    uint64_t lines) {
   uint64_t newlines = 0;
   bool last_byte = true;
   char buffer[kChunk];
   for (size_t i = fds.size(); i-- > 0;) {
-    if (fds[i] < 0) continue;
+    if (!fds[i].valid()) continue;
     struct stat st;
-    if (fstat(fds[i], &st) != 0) continue;
+    if (fstat(fds[i].get(), &st) != 0) continue;
     off_t end = st.st_size;
     while (end > 0) {
       off_t start =
           std::max<off_t>(0, end - static_cast<off_t>(sizeof(buffer)));
-      ssize_t n = pread(fds[i], buffer, end - start, start);
+      ssize_t n = pread(fds[i].get(), buffer, end - start, start);
       if (n <= 0) break;
       for (ssize_t j = n - 1; j >= 0; --j) {
         const bool skip = last_byte;
@@ -145,16 +144,11 @@ absl::Status ReadTaskLogs(
     for (std::string& file : KeptFiles(reader.path)) {
       files.push_back(std::move(file));
     }
-    std::vector<int> fds;
+    std::vector<base::UniqueFd> fds;
     for (const std::string& file : files) {
-      int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0 && errno != ENOENT) {
-        for (int open_fd : fds) {
-          if (open_fd >= 0) close(open_fd);
-        }
-        return ReadError(file);
-      }
-      fds.push_back(fd);
+      base::UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid() && errno != ENOENT) return ReadError(file);
+      fds.push_back(std::move(fd));
     }
     size_t first = 0;
     off_t first_offset = 0;
@@ -163,21 +157,18 @@ absl::Status ReadTaskLogs(
     }
     bool go_on = true;
     for (size_t i = first; i < fds.size() && go_on; ++i) {
-      if (fds[i] < 0) continue;
+      if (!fds[i].valid()) continue;
       off_t end = 0;
-      go_on = SendRange(fds[i], i == first ? first_offset : 0, reader.stream,
-                        write, &end);
+      go_on = SendRange(fds[i].get(), i == first ? first_offset : 0,
+                        reader.stream, write, &end);
       if (i == fds.size() - 1) live_offsets[r] = end;
     }
-    // Keep the live file open to follow it.
-    reader.fd = fds.back();
-    fds.back() = -1;
-    for (int fd : fds) {
-      if (fd >= 0) close(fd);
-    }
-    if (reader.fd >= 0) {
+    // Keep the live file open to follow it; the earlier ones close here.
+    reader.fd = std::move(fds.back());
+    fds.clear();
+    if (reader.fd.valid()) {
       struct stat st;
-      if (fstat(reader.fd, &st) == 0) reader.inode = st.st_ino;
+      if (fstat(reader.fd.get(), &st) == 0) reader.inode = st.st_ino;
     }
     if (!go_on) return absl::OkStatus();
   }
@@ -190,9 +181,9 @@ absl::Status ReadTaskLogs(
     const bool running = options.running ? options.running() : false;
     for (size_t r = 0; r < readers.size(); ++r) {
       StreamReader& reader = *readers[r];
-      if (reader.fd >= 0) {
+      if (reader.fd.valid()) {
         off_t end = live_offsets[r];
-        if (!SendRange(reader.fd, live_offsets[r], reader.stream, write,
+        if (!SendRange(reader.fd.get(), live_offsets[r], reader.stream, write,
                        &end)) {
           return absl::OkStatus();
         }
@@ -202,20 +193,20 @@ absl::Status ReadTaskLogs(
       // then move to the new one.
       struct stat st;
       if (stat(reader.path.c_str(), &st) == 0 &&
-          (reader.fd < 0 || st.st_ino != reader.inode)) {
-        int fd = open(reader.path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-          if (reader.fd >= 0) {
+          (!reader.fd.valid() || st.st_ino != reader.inode)) {
+        base::UniqueFd fd(open(reader.path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd.valid()) {
+          if (reader.fd.valid()) {
             // Drain what was written to the old file after the last read.
             off_t end = live_offsets[r];
-            SendRange(reader.fd, live_offsets[r], reader.stream, write, &end);
-            close(reader.fd);
+            SendRange(reader.fd.get(), live_offsets[r], reader.stream, write,
+                      &end);
           }
-          reader.fd = fd;
+          reader.fd = std::move(fd);
           reader.inode = st.st_ino;
           live_offsets[r] = 0;
           off_t end = 0;
-          if (!SendRange(reader.fd, 0, reader.stream, write, &end)) {
+          if (!SendRange(reader.fd.get(), 0, reader.stream, write, &end)) {
             return absl::OkStatus();
           }
           live_offsets[r] = end;

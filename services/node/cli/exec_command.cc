@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
@@ -87,15 +88,19 @@ int Cli::Exec(const ParsedArgs& args) {
     if (!tty) writes_done = stream->WritesDone();
   }
 
-  int stop_pipe[2] = {-1, -1};
+  base::UniqueFd stop_read;
+  base::UniqueFd stop_write;
   std::thread pump;
   if (interactive || tty) {
+    int stop_pipe[2];
     if (pipe2(stop_pipe, O_CLOEXEC) != 0) {
       context.TryCancel();
       return Fail(absl::StrCat("pipe: ", std::strerror(errno)));
     }
+    stop_read.reset(stop_pipe[0]);
+    stop_write.reset(stop_pipe[1]);
     pump = std::thread([&] {
-      PumpInput(stream.get(), interactive, tty, stop_pipe[0],
+      PumpInput(stream.get(), interactive, tty, stop_read.get(),
                 window_change.get(), &writes_done);
     });
   }
@@ -118,10 +123,10 @@ int Cli::Exec(const ParsedArgs& args) {
     }
   }
   if (pump.joinable()) {
-    BestEffortWrite(stop_pipe[1], "x");
+    BestEffortWrite(stop_write.get(), "x");
     pump.join();
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
+    stop_read.reset();
+    stop_write.reset();
   }
   if (!writes_done) stream->WritesDone();
   grpc::Status status = stream->Finish();

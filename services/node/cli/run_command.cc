@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/unique_fd.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -51,14 +52,12 @@ absl::StatusOr<std::string> ReadAll(int fd, const std::string& what) {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, int stdin_fd) {
   if (path == "-") return ReadAll(stdin_fd, "stdin");
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
-  absl::StatusOr<std::string> data = ReadAll(fd, path);
-  close(fd);
-  return data;
+  return ReadAll(fd.get(), path);
 }
 
 std::string TaskName(const nodepb::Task& task) {
@@ -134,19 +133,22 @@ int Cli::Run(const ParsedArgs& args) {
 int Cli::Attach(const nodepb::Task& started, bool remove) {
   absl::StatusOr<std::unique_ptr<SignalPipe>> signals =
       SignalPipe::Install({SIGINT, SIGTERM});
-  int stop_pipe[2] = {-1, -1};
+  base::UniqueFd stop_read;
+  base::UniqueFd stop_write;
   std::thread forwarder;
-  if (signals.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
-    forwarder = std::thread([this, &started, &signals, &stop_pipe] {
-      ForwardSignals(started.id(), signals->get(), stop_pipe[0]);
+  if (int stop_pipe[2]; signals.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
+    stop_read.reset(stop_pipe[0]);
+    stop_write.reset(stop_pipe[1]);
+    forwarder = std::thread([this, &started, &signals, &stop_read] {
+      ForwardSignals(started.id(), signals->get(), stop_read.get());
     });
   }
   absl::StatusOr<nodepb::Task> ended = FollowUntilEnd(started);
   if (forwarder.joinable()) {
-    BestEffortWrite(stop_pipe[1], "x");
+    BestEffortWrite(stop_write.get(), "x");
     forwarder.join();
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
+    stop_read.reset();
+    stop_write.reset();
   }
   if (signals.ok()) signals->reset();  // the signals' actions back
   if (!ended.ok()) {

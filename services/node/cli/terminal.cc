@@ -119,7 +119,8 @@ absl::StatusOr<std::unique_ptr<SignalPipe>> SignalPipe::Install(
   int fds[2];
   if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
     return absl::ErrnoToStatus(errno, "pipe2");
-  std::unique_ptr<SignalPipe> pipe(new SignalPipe(fds[0], fds[1]));
+  std::unique_ptr<SignalPipe> pipe(
+      new SignalPipe(base::UniqueFd(fds[0]), base::UniqueFd(fds[1])));
   for (int signal : signals) {
     signal_write_fds[signal].store(fds[1] + 1);
     struct sigaction action = {};
@@ -143,15 +144,13 @@ SignalPipe::~SignalPipe() {
     sigaction(signals_[i], &saved_actions_[i], nullptr);
     signal_write_fds[signals_[i]].store(0);
   }
-  close(read_fd_);
-  close(write_fd_);
 }
 
 std::vector<int> SignalPipe::Drain() {
   std::vector<int> arrived;
   unsigned char buffer[64];
   while (true) {
-    const ssize_t n = read(read_fd_, buffer, sizeof(buffer));
+    const ssize_t n = read(read_fd_.get(), buffer, sizeof(buffer));
     if (n > 0) {
       arrived.insert(arrived.end(), buffer, buffer + n);
       continue;

@@ -10,9 +10,11 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/unique_fd.h"
 #include "berth/driver/v1/driver.pb.h"
 
 namespace berth::cli {
@@ -57,16 +59,17 @@ class SignalPipe {
   SignalPipe(const SignalPipe&) = delete;
   SignalPipe& operator=(const SignalPipe&) = delete;
 
-  int read_fd() const { return read_fd_; }
+  int read_fd() const { return read_fd_.get(); }
   // The signals that arrived since the last call, in order; reads without
   // blocking.
   std::vector<int> Drain();
 
  private:
-  SignalPipe(int read_fd, int write_fd)
-      : read_fd_(read_fd), write_fd_(write_fd) {}
-  const int read_fd_;
-  const int write_fd_;
+  SignalPipe(base::UniqueFd read_fd, base::UniqueFd write_fd)
+      : read_fd_(std::move(read_fd)), write_fd_(std::move(write_fd)) {}
+  // Closed after the destructor has put the signals' actions back.
+  const base::UniqueFd read_fd_;
+  const base::UniqueFd write_fd_;
   std::vector<int> signals_;
   std::vector<struct sigaction> saved_actions_;
 };
