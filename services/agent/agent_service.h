@@ -5,7 +5,11 @@
 // window of unacknowledged output (output_window.h).
 //
 // Every call must carry a deadline: one without is INVALID_ARGUMENT "a
-// deadline is required".
+// deadline is required" (deadline.h).
+//
+// The pieces: spawn.h starts a process, process.h is a process and the
+// thread that moves its I/O, io_reactor.h is a ProcessIo stream; this file
+// holds the containers, reaps every child and answers the calls.
 
 #ifndef SERVICES_AGENT_AGENT_SERVICE_H_
 #define SERVICES_AGENT_AGENT_SERVICE_H_
@@ -28,6 +32,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
+#include "services/agent/process.h"
 
 namespace berth::agent {
 
@@ -93,9 +98,6 @@ class AgentService final
       v1::DestroySandboxResponse* response) override;
 
  private:
-  class Process;
-  class IoReactor;
-
   struct Container {
     std::string first_process_id;
     absl::flat_hash_map<std::string, std::shared_ptr<Process>> processes;
