@@ -22,9 +22,9 @@
 
 namespace berth::agent {
 
-// --- AgentService.
+// --- AgentServiceImpl.
 
-AgentService::AgentService(AgentOptions options)
+AgentServiceImpl::AgentServiceImpl(AgentOptions options)
     : options_(std::move(options)), started_at_(absl::Now()) {
   // A process that closed its stdin must not kill the agent through a write
   // to that pipe (EPIPE is handled); children get the default back.
@@ -35,7 +35,7 @@ AgentService::AgentService(AgentOptions options)
   reaper_ = std::thread([this] { ReapLoop(); });
 }
 
-AgentService::~AgentService() {
+AgentServiceImpl::~AgentServiceImpl() {
   std::vector<std::thread> destroyers;
   {
     absl::MutexLock lock(&mu_);
@@ -73,7 +73,7 @@ AgentService::~AgentService() {
   }
 }
 
-void AgentService::ReapLoop() {
+void AgentServiceImpl::ReapLoop() {
   while (true) {
     uint64_t generation;
     {
@@ -113,7 +113,7 @@ void AgentService::ReapLoop() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<Process>> AgentService::Find(
+absl::StatusOr<std::shared_ptr<Process>> AgentServiceImpl::Find(
     const std::string& container_id, const std::string& process_id) {
   if (container_id.empty()) {
     return absl::InvalidArgumentError("container_id is empty");
@@ -136,10 +136,10 @@ absl::StatusOr<std::shared_ptr<Process>> AgentService::Find(
   return process->second;
 }
 
-absl::StatusOr<pid_t> AgentService::Start(const std::string& container_id,
-                                          const std::string& process_id,
-                                          const v1::ProcessSpec& spec,
-                                          bool new_container) {
+absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
+                                              const std::string& process_id,
+                                              const v1::ProcessSpec& spec,
+                                              bool new_container) {
   if (container_id.empty()) {
     return absl::InvalidArgumentError("container_id is empty");
   }
@@ -206,7 +206,7 @@ absl::StatusOr<pid_t> AgentService::Start(const std::string& container_id,
   return pid;
 }
 
-void AgentService::KillAll(absl::Duration grace) {
+void AgentServiceImpl::KillAll(absl::Duration grace) {
   const auto signal_all = [this](int sig) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& [pid, process] : running_) {
       kill(-pid, sig);  // its process group (setsid)
@@ -232,9 +232,9 @@ void AgentService::KillAll(absl::Duration grace) {
 
 // --- The calls.
 
-grpc::Status AgentService::Ping(grpc::ServerContext* context,
-                                const v1::PingRequest* /*request*/,
-                                v1::PingResponse* response) {
+grpc::Status AgentServiceImpl::Ping(grpc::ServerContext* context,
+                                    const v1::PingRequest* /*request*/,
+                                    v1::PingResponse* response) {
   if (!HasDeadline(*context)) return NoDeadline();
   response->set_agent_version(kAgentVersion);
   const absl::Duration uptime = absl::Now() - started_at_;
@@ -245,9 +245,9 @@ grpc::Status AgentService::Ping(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::NewContainer(grpc::ServerContext* context,
-                                        const v1::NewContainerRequest* request,
-                                        v1::NewContainerResponse* response) {
+grpc::Status AgentServiceImpl::NewContainer(
+    grpc::ServerContext* context, const v1::NewContainerRequest* request,
+    v1::NewContainerResponse* response) {
   if (!HasDeadline(*context)) return NoDeadline();
   absl::StatusOr<pid_t> pid =
       Start(request->container_id(), request->process_id(), request->process(),
@@ -257,9 +257,9 @@ grpc::Status AgentService::NewContainer(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ExecCmd(grpc::ServerContext* context,
-                                   const v1::ExecCmdRequest* request,
-                                   v1::ExecCmdResponse* response) {
+grpc::Status AgentServiceImpl::ExecCmd(grpc::ServerContext* context,
+                                       const v1::ExecCmdRequest* request,
+                                       v1::ExecCmdResponse* response) {
   if (!HasDeadline(*context)) return NoDeadline();
   absl::StatusOr<pid_t> pid =
       Start(request->container_id(), request->process_id(), request->process(),
@@ -269,9 +269,9 @@ grpc::Status AgentService::ExecCmd(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::Signal(grpc::ServerContext* context,
-                                  const v1::SignalRequest* request,
-                                  v1::SignalResponse* /*response*/) {
+grpc::Status AgentServiceImpl::Signal(grpc::ServerContext* context,
+                                      const v1::SignalRequest* request,
+                                      v1::SignalResponse* /*response*/) {
   if (!HasDeadline(*context)) return NoDeadline();
   if (request->signal() <= 0 || request->signal() >= NSIG) {
     return grpc::Status(
@@ -295,9 +295,9 @@ grpc::Status AgentService::Signal(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::Resize(grpc::ServerContext* context,
-                                  const v1::ResizeRequest* request,
-                                  v1::ResizeResponse* /*response*/) {
+grpc::Status AgentServiceImpl::Resize(grpc::ServerContext* context,
+                                      const v1::ResizeRequest* request,
+                                      v1::ResizeResponse* /*response*/) {
   if (!HasDeadline(*context)) return NoDeadline();
   absl::StatusOr<std::shared_ptr<Process>> process =
       Find(request->container_id(), request->process_id());
@@ -316,16 +316,16 @@ grpc::Status AgentService::Resize(grpc::ServerContext* context,
 }
 
 grpc::ServerBidiReactor<v1::ProcessIoRequest, v1::ProcessIoResponse>*
-AgentService::ProcessIo(grpc::CallbackServerContext* context) {
+AgentServiceImpl::ProcessIo(grpc::CallbackServerContext* context) {
   return new IoReactor(context, [this](const std::string& container_id,
                                        const std::string& process_id) {
     return Find(container_id, process_id);
   });
 }
 
-grpc::Status AgentService::AckOutput(grpc::ServerContext* context,
-                                     const v1::AckOutputRequest* request,
-                                     v1::AckOutputResponse* /*response*/) {
+grpc::Status AgentServiceImpl::AckOutput(grpc::ServerContext* context,
+                                         const v1::AckOutputRequest* request,
+                                         v1::AckOutputResponse* /*response*/) {
   if (!HasDeadline(*context)) return NoDeadline();
   absl::StatusOr<std::shared_ptr<Process>> found =
       Find(request->container_id(), request->process_id());
@@ -346,9 +346,9 @@ grpc::Status AgentService::AckOutput(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::WaitProcess(grpc::ServerContext* context,
-                                       const v1::WaitProcessRequest* request,
-                                       v1::WaitProcessResponse* response) {
+grpc::Status AgentServiceImpl::WaitProcess(
+    grpc::ServerContext* context, const v1::WaitProcessRequest* request,
+    v1::WaitProcessResponse* response) {
   if (!HasDeadline(*context)) return NoDeadline();
   absl::StatusOr<std::shared_ptr<Process>> found =
       Find(request->container_id(), request->process_id());
@@ -391,7 +391,7 @@ class DestroyReactor : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AgentService::DestroySandbox(
+grpc::ServerUnaryReactor* AgentServiceImpl::DestroySandbox(
     grpc::CallbackServerContext* context,
     const v1::DestroySandboxRequest* request,
     v1::DestroySandboxResponse* /*response*/) {

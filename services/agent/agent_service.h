@@ -55,16 +55,16 @@ struct AgentOptions {
 // wait for children of the process elsewhere while it lives. Ignores
 // SIGPIPE in the process (its children get the default). The destructor
 // kills every process it started (SIGKILL to their process groups).
-class AgentService final
+class AgentServiceImpl final
     : public v1::AgentService::WithCallbackMethod_ProcessIo<
           v1::AgentService::WithCallbackMethod_DestroySandbox<
               v1::AgentService::Service>> {
  public:
-  explicit AgentService(AgentOptions options);
-  ~AgentService() override;
+  explicit AgentServiceImpl(AgentOptions options);
+  ~AgentServiceImpl() override;
 
-  AgentService(const AgentService&) = delete;
-  AgentService& operator=(const AgentService&) = delete;
+  AgentServiceImpl(const AgentServiceImpl&) = delete;
+  AgentServiceImpl& operator=(const AgentServiceImpl&) = delete;
 
   grpc::Status Ping(grpc::ServerContext* context,
                     const v1::PingRequest* request,

@@ -87,7 +87,7 @@ class AgentServiceTest : public ::testing::Test {
     options.sandbox_id = "test-sandbox";
     options.output_window_bytes = window;
     options.on_destroyed = [this] { destroyed_ = true; };
-    service_ = std::make_unique<AgentService>(options);
+    service_ = std::make_unique<AgentServiceImpl>(options);
     UnixGrpcServer::Options server_options;
     server_options.socket_path = dir_.Join("agent.sock");
     server_options.services = {service_.get()};
@@ -252,7 +252,7 @@ class AgentServiceTest : public ::testing::Test {
 
   testing::ShortTempDir dir_;
   std::atomic<bool> destroyed_{false};
-  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<AgentServiceImpl> service_;
   std::unique_ptr<UnixGrpcServer> server_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
 };

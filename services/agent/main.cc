@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     destroyed = true;
     kill(getpid(), SIGTERM);
   };
-  berth::agent::AgentService service(options);
+  berth::agent::AgentServiceImpl service(options);
 
   berth::UnixGrpcServer::Options server_options;
   server_options.socket_path = socket;
