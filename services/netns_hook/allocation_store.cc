@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/io.h"
+#include "base/unique_fd.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace berth::netns_hook {
@@ -43,41 +45,27 @@ bool ProtoFromJson(const json& value, Message* message) {
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& content) {
   const std::string temporary = path + ".tmp";
-  const int fd =
-      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
+  base::UniqueFd fd(
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid())
     return absl::ErrnoToStatus(errno, absl::StrCat("creating ", temporary));
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n =
-        write(fd, content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const absl::Status status =
-          absl::ErrnoToStatus(errno, absl::StrCat("writing ", temporary));
-      close(fd);
-      return status;
-    }
-    written += static_cast<size_t>(n);
+  if (absl::Status written = base::WriteAll(fd.get(), content, temporary);
+      !written.ok()) {
+    return written;
   }
-  if (fsync(fd) != 0) {
-    const absl::Status status =
-        absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temporary));
-    close(fd);
-    return status;
+  if (fsync(fd.get()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temporary));
   }
-  close(fd);
+  fd.reset();
   if (rename(temporary.c_str(), path.c_str()) != 0) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat("renaming ", temporary, " to ", path));
   }
   // The rename itself must survive a crash too.
   const std::string dir = path.substr(0, path.find_last_of('/'));
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
-  }
+  const base::UniqueFd dir_fd(
+      open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.valid()) fsync(dir_fd.get());
   return absl::OkStatus();
 }
 

@@ -30,6 +30,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 
 namespace berth::netns_hook {
 namespace {
@@ -77,11 +78,9 @@ bool IsNetNamespace(const std::string& path) {
       fs.f_type != static_cast<decltype(fs.f_type)>(NSFS_MAGIC)) {
     return false;
   }
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  const int type = ioctl(fd, NS_GET_NSTYPE);
-  close(fd);
-  return type == CLONE_NEWNET;
+  const base::UniqueFd fd(
+      open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  return fd.valid() && ioctl(fd.get(), NS_GET_NSTYPE) == CLONE_NEWNET;
 }
 
 // Unmounts everything mounted at `path` (MNT_DETACH, not following a
@@ -213,16 +212,16 @@ absl::Status NamespaceDir::Prepare() const {
                                            "directory ",
                                            dir_));
   }
-  const int lock = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lock < 0) {
+  const base::UniqueFd lock(
+      open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!lock.valid()) {
     return SystemError(
         errno, absl::StrCat("opening the network namespace directory ", dir_));
   }
-  absl::Cleanup close_lock = [lock] { close(lock); };
   // Two callers binding the directory to itself at once would stack two
   // mounts (Debian bug 949235 for ip netns); the lock makes the check and
   // the bind one step.
-  if (NoIntr([lock] { return flock(lock, LOCK_EX); }) != 0) {
+  if (NoIntr([&lock] { return flock(lock.get(), LOCK_EX); }) != 0) {
     return SystemError(errno, absl::StrCat("flock ", dir_));
   }
   bool bound = false;
@@ -251,11 +250,11 @@ absl::Status NamespaceDir::Create(absl::string_view name) const {
   // either opens the namespace itself, or waits for the first and then sees
   // it mounted (or its file gone, and starts again).
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const int fd = NoIntr([&] {
+    const base::UniqueFd fd(NoIntr([&] {
       return open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
                   0444);
-    });
-    if (fd < 0) {
+    }));
+    if (!fd.valid()) {
       if (errno == ENOENT) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cannot make network namespace ", path, ": directory ", dir_,
@@ -264,14 +263,13 @@ absl::Status NamespaceDir::Create(absl::string_view name) const {
       return SystemError(errno,
                          absl::StrCat("making network namespace file ", path));
     }
-    absl::Cleanup close_fd = [fd] { close(fd); };
     struct statfs fs;
-    if (fstatfs(fd, &fs) == 0 &&
+    if (fstatfs(fd.get(), &fs) == 0 &&
         fs.f_type == static_cast<decltype(fs.f_type)>(NSFS_MAGIC)) {
       return absl::AlreadyExistsError(
           absl::StrCat("a namespace is already mounted at ", path));
     }
-    if (NoIntr([fd] { return flock(fd, LOCK_EX); }) != 0) {
+    if (NoIntr([&fd] { return flock(fd.get(), LOCK_EX); }) != 0) {
       return SystemError(errno, absl::StrCat("flock ", path));
     }
     if (statfs(path.c_str(), &fs) == 0 &&
@@ -280,7 +278,7 @@ absl::Status NamespaceDir::Create(absl::string_view name) const {
           absl::StrCat("a namespace is already mounted at ", path));
     }
     struct stat opened, at_path;
-    if (fstat(fd, &opened) != 0) {
+    if (fstat(fd.get(), &opened) != 0) {
       return SystemError(errno, absl::StrCat("fstat ", path));
     }
     if (lstat(path.c_str(), &at_path) != 0 || opened.st_dev != at_path.st_dev ||
@@ -291,7 +289,7 @@ absl::Status NamespaceDir::Create(absl::string_view name) const {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot make network namespace ", path, ": not a regular file"));
     }
-    absl::Status made = CloneCreateChild(fd, path);
+    absl::Status made = CloneCreateChild(fd.get(), path);
     if (!made.ok()) {
       // Nothing is mounted (the bind mount was the child's last step, and
       // only a complete child reports success), but a child killed from
@@ -354,45 +352,44 @@ absl::StatusOr<std::vector<std::string>> NamespaceDir::List(
 
 absl::StatusOr<int> RunInNamespace(const std::string& path,
                                    const std::function<int()>& fn) {
-  const int ns = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (ns < 0) {
+  const base::UniqueFd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns.valid()) {
     if (errno == ENOENT) {
       return absl::NotFoundError(
           absl::StrCat("no network namespace at ", path));
     }
     return SystemError(errno, absl::StrCat("opening network namespace ", path));
   }
-  absl::Cleanup close_ns = [ns] { close(ns); };
-  if (ioctl(ns, NS_GET_NSTYPE) != CLONE_NEWNET) {
+  if (ioctl(ns.get(), NS_GET_NSTYPE) != CLONE_NEWNET) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a network namespace"));
   }
   // The child reports a failed setns through this pipe; EOF means it joined.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return SystemError(errno, "pipe2");
+  base::UniqueFd report_read(report[0]);
+  base::UniqueFd report_write(report[1]);
   const pid_t pid = fork();
-  if (pid < 0) {
-    const int fork_errno = errno;
-    close(report[0]);
-    close(report[1]);
-    return SystemError(fork_errno, "fork");
-  }
+  if (pid < 0) return SystemError(errno, "fork");
   if (pid == 0) {
-    close(report[0]);
-    if (setns(ns, CLONE_NEWNET) != 0) {
+    // The child leaves by _exit, so no destructor runs in it: it closes its
+    // copies itself.
+    close(report_read.get());
+    if (setns(ns.get(), CLONE_NEWNET) != 0) {
       const int err = errno;
-      (void)!write(report[1], &err, sizeof(err));
+      (void)!write(report_write.get(), &err, sizeof(err));
       _exit(127);
     }
-    close(report[1]);
-    close(ns);
+    close(report_write.get());
+    close(ns.get());
     _exit(fn() & 0xff);
   }
-  close(report[1]);
+  report_write.reset();  // or the read below never sees end of file
   int setns_errno = 0;
-  const ssize_t n = NoIntr(
-      [&] { return read(report[0], &setns_errno, sizeof(setns_errno)); });
-  close(report[0]);
+  const ssize_t n = NoIntr([&] {
+    return read(report_read.get(), &setns_errno, sizeof(setns_errno));
+  });
+  report_read.reset();
   int wait_status = 0;
   if (NoIntr([&] { return waitpid(pid, &wait_status, 0); }) < 0) {
     return SystemError(errno, absl::StrCat("waiting for the child in ", path));

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/unique_fd.h"
 #include "services/netns_hook/netns.h"
 
 namespace berth::netns_hook::testing {
@@ -124,19 +125,24 @@ void WritePlugin(const std::string& dir, const std::string& type,
 pid_t ListenIn(const std::string& path, const std::string& ip, int port) {
   int ready[2];
   if (pipe(ready) != 0) return -1;
+  base::UniqueFd ready_read(ready[0]);
+  base::UniqueFd ready_write(ready[1]);
   const pid_t pid = fork();
   if (pid != 0) {
-    close(ready[1]);
+    ready_write
+        .reset();  // before the read: its end of file says the child died
     char byte = 0;
-    const bool ok = read(ready[0], &byte, 1) == 1 && byte == 'y';
-    close(ready[0]);
+    const bool ok = read(ready_read.get(), &byte, 1) == 1 && byte == 'y';
+    ready_read.reset();
     if (!ok) {
       waitpid(pid, nullptr, 0);
       return -1;
     }
     return pid;
   }
-  close(ready[0]);
+  // The child leaves by _exit (no destructor runs): it closes what it
+  // does not use itself.
+  close(ready_read.get());
   alarm(20);
   const int ns = open(path.c_str(), O_RDONLY);
   if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(10);
@@ -151,7 +157,7 @@ pid_t ListenIn(const std::string& path, const std::string& ip, int port) {
       listen(fd, 1) != 0) {
     _exit(11);
   }
-  (void)!write(ready[1], "y", 1);
+  (void)!write(ready_write.get(), "y", 1);
   const int client = accept(fd, nullptr, nullptr);
   char buffer[8] = {};
   const ssize_t n = read(client, buffer, 4);
@@ -159,18 +165,16 @@ pid_t ListenIn(const std::string& path, const std::string& ip, int port) {
 }
 
 bool Ping(const std::string& ip, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const base::UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address = {};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
   timeval timeout = {5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address),
-                          sizeof(address)) == 0 &&
-                  write(fd, "ping", 4) == 4;
-  close(fd);
-  return ok;
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  return connect(fd.get(), reinterpret_cast<sockaddr*>(&address),
+                 sizeof(address)) == 0 &&
+         write(fd.get(), "ping", 4) == 4;
 }
 
 bool ListenerGotPing(pid_t pid) {
