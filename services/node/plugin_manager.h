@@ -74,7 +74,10 @@ class PluginManager {
   };
 
   // Called each time a plugin is up (launched, reattached or relaunched),
-  // from the plugin's supervisor thread: the node recovers its tasks there.
+  // from the plugin's supervisor thread; berth-node publishes a "plugin is
+  // up" event there. Tasks are not recovered here: each task's supervisor
+  // (TaskManager::WaitRun, task_supervisor.cc) waits for the plugin's client
+  // and recovers its own task (InspectTask, RecoverTask).
   using UpCallback = std::function<void(const std::string& name)>;
   // Called with each event a plugin's TaskEvents stream reports.
   using EventCallback = std::function<void(

@@ -2,13 +2,15 @@
 // sandboxed task"). berth-agent runs as the program of a berth-task-init (new
 // pid, mount, uts and ipc namespaces, joining the task's network namespace);
 // the driver registers it with berth-proxy, allocates a token, starts
-// berth-shim with the task's log files as its stdout and stderr, and asks the
-// proxy for NewContainer. Each sandbox (the init, the agent and every process
-// in it) is in a cgroup of its own with the task's limits, measured for
-// TaskStats. The task has ended when its shim has (all output written); how it
-// ended (code, signal) comes from the agent's WaitProcess, not from the shim's
-// exit status, which cannot tell exit code 130 from SIGINT. Exec: a token and a
-// shim of its own, over pipes pumped to the SDK's streams, then ExecCmd.
+// berth-shim (stdin /dev/null; --task_log_dir=<task_dir>/logs: the shim
+// writes the task's output files itself, rotated; its own stdout and stderr,
+// its messages, go to .berth/shim.log), and asks the proxy for NewContainer.
+// Each sandbox (the init, the agent and every process in it) is in a cgroup
+// of its own with the task's limits, measured for TaskStats. The task has
+// ended when its shim has (all output written); how it ended (code, signal)
+// comes from the agent's WaitProcess, not from the shim's exit status, which
+// cannot tell exit code 130 from SIGINT. Exec: a token and a shim of its own,
+// over pipes pumped to the SDK's streams, then ExecCmd.
 //
 // Tasks are recoverable: StartTask's handle carries the init, shim, token,
 // process and cgroup (sandbox_state.proto); the sandbox outlives the driver
@@ -19,6 +21,7 @@
 //   logs/stdout.log, logs/stderr.log   the task's output (written by the shim)
 //   .berth/agent.sock                  the agent's socket
 //   .berth/init.log, .berth/agent-logs the init's and the agent's own messages
+//   .berth/shim.log                    the task's shim's own messages
 //   .berth/exit                        how the task ended, once it has
 //
 // The code: the lifecycle (start, wait, signals, stop, destroy, stats) in
