@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/path.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -43,12 +44,12 @@ class DirectoryLock {
  public:
   explicit DirectoryLock(const std::string& dir)
       : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-    if (fd_ < 0) {
+    if (!fd_.valid()) {
       const int err = errno;
       VLOG(1) << "not locking " << dir << ": " << strerror(err);
       return;
     }
-    while (flock(fd_, LOCK_EX) != 0) {
+    while (flock(fd_.get(), LOCK_EX) != 0) {
       const int err = errno;
       if (err != EINTR) {
         VLOG(1) << "not locking " << dir << ": " << strerror(err);
@@ -56,14 +57,11 @@ class DirectoryLock {
       }
     }
   }
-  ~DirectoryLock() {
-    if (fd_ >= 0) close(fd_);  // releases the lock
-  }
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
  private:
-  const int fd_;
+  const base::UniqueFd fd_;  // closing it releases the lock
 };
 
 // Removes the socket at `path` after a failed start, if it is a socket

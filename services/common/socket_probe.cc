@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "services/common/unix_socket.h"
 
 namespace berth {
@@ -46,8 +47,9 @@ absl::StatusOr<SocketPathState> ProbeSocketPath(
   }
   if (!S_ISSOCK(st.st_mode)) return SocketPathState::kNotSocket;
 
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
+  base::UniqueFd fd(
+      socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
     const int err = errno;
     return absl::ErrnoToStatus(
         err, absl::StrCat("cannot create a socket to probe ", socket_path));
@@ -56,13 +58,12 @@ absl::StatusOr<SocketPathState> ProbeSocketPath(
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
   int err = 0;
-  while (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
-         0) {
+  while (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
+                 sizeof(addr)) != 0) {
     err = errno;
     if (err != EINTR) break;
     err = 0;
   }
-  close(fd);
   switch (err) {
     case 0:
     case EAGAIN:  // the listen backlog is full: someone listens

@@ -29,12 +29,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "benchmark/benchmark.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/stats/collector.h"
@@ -382,13 +384,13 @@ void BM_RawOpenReadParse(benchmark::State& state) {
   RawSample sample;
   for (auto _ : state) {
     for (size_t f = 0; f < paths.size(); ++f) {
-      const int fd = open(paths[f].c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
+      base::UniqueFd fd(open(paths[f].c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) {
         state.SkipWithError(("cannot open " + paths[f]).c_str());
         return;
       }
-      const ssize_t r = read(fd, buffer, sizeof(buffer) - 1);
-      close(fd);
+      const ssize_t r = read(fd.get(), buffer, sizeof(buffer) - 1);
+      fd.reset();  // open, read and close are what this measures
       if (r < 0) {
         state.SkipWithError(("cannot read " + paths[f]).c_str());
         return;
@@ -407,30 +409,28 @@ BENCHMARK(BM_RawOpenReadParse)->Arg(1)->Arg(1000);
 void BM_RawPreadParse(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   Fleet& fleet = TheFleet(n);
-  std::vector<int> fds;
+  std::vector<base::UniqueFd> fds;
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < kFileCount; ++i) {
-      const int fd = open(fleet.File(t, i).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        for (int open_fd : fds) close(open_fd);
+      base::UniqueFd fd(open(fleet.File(t, i).c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) {
         state.SkipWithError(("cannot open " + fleet.File(t, i)).c_str());
         return;
       }
-      fds.push_back(fd);
+      fds.push_back(std::move(fd));
     }
   }
   char buffer[8192];
   RawSample sample;
   for (auto _ : state) {
     for (size_t f = 0; f < fds.size(); ++f) {
-      const ssize_t r = pread(fds[f], buffer, sizeof(buffer) - 1, 0);
+      const ssize_t r = pread(fds[f].get(), buffer, sizeof(buffer) - 1, 0);
       if (r < 0) break;
       buffer[r] = '\0';
       ParseFile(static_cast<int>(f % kFileCount), buffer, r, &sample);
     }
     benchmark::DoNotOptimize(sample);
   }
-  for (int fd : fds) close(fd);
   state.SetItemsProcessed(state.iterations() * n);
   state.SetLabel(fleet.label);
 }
@@ -440,16 +440,15 @@ BENCHMARK(BM_RawPreadParse)->Arg(1)->Arg(1000);
 void BM_RawPreadTickAt1Hz(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   Fleet& fleet = TheFleet(n);
-  std::vector<int> fds;
+  std::vector<base::UniqueFd> fds;
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < kFileCount; ++i) {
-      const int fd = open(fleet.File(t, i).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        for (int open_fd : fds) close(open_fd);
+      base::UniqueFd fd(open(fleet.File(t, i).c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) {
         state.SkipWithError(("cannot open " + fleet.File(t, i)).c_str());
         return;
       }
-      fds.push_back(fd);
+      fds.push_back(std::move(fd));
     }
   }
   char buffer[8192];
@@ -459,14 +458,13 @@ void BM_RawPreadTickAt1Hz(benchmark::State& state) {
     absl::SleepFor(TickPause());
     state.ResumeTiming();
     for (size_t f = 0; f < fds.size(); ++f) {
-      const ssize_t r = pread(fds[f], buffer, sizeof(buffer) - 1, 0);
+      const ssize_t r = pread(fds[f].get(), buffer, sizeof(buffer) - 1, 0);
       if (r < 0) break;
       buffer[r] = '\0';
       ParseFile(static_cast<int>(f % kFileCount), buffer, r, &sample);
     }
     benchmark::DoNotOptimize(sample);
   }
-  for (int fd : fds) close(fd);
   state.SetItemsProcessed(state.iterations() * n);
   state.SetLabel(fleet.label);
 }

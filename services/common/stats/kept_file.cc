@@ -57,37 +57,21 @@ bool ParseLeadingNumber(absl::string_view text, uint64_t* value) {
 }  // namespace
 
 absl::StatusOr<KeptFile> KeptFile::Open(std::string path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
-  return KeptFile(fd, std::move(path));
-}
-
-KeptFile::KeptFile(KeptFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
-
-KeptFile& KeptFile::operator=(KeptFile&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
-  }
-  return *this;
-}
-
-KeptFile::~KeptFile() {
-  if (fd_ >= 0) close(fd_);
+  base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, "open", path);
+  return KeptFile(std::move(fd), std::move(path));
 }
 
 absl::StatusOr<absl::string_view> KeptFile::Read() {
-  if (fd_ < 0) {
+  if (!fd_.valid()) {
     return absl::FailedPreconditionError(
         absl::StrCat("file ", path_, " is not open"));
   }
   thread_local std::string buffer(kInitialBuffer, '\0');
   size_t filled = 0;
   while (true) {
-    const ssize_t n = pread(fd_, buffer.data() + filled, buffer.size() - filled,
-                            static_cast<off_t>(filled));
+    const ssize_t n = pread(fd_.get(), buffer.data() + filled,
+                            buffer.size() - filled, static_cast<off_t>(filled));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "read", path_);
@@ -108,36 +92,21 @@ absl::StatusOr<KeptFile> OpenIfPresent(std::string path) {
 
 absl::StatusOr<DirWatch> DirWatch::Open(const std::string& path) {
   DirWatch watch;
-  watch.fd_ = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (watch.fd_ < 0) return ErrnoStatus(errno, "open directory", path);
+  watch.fd_.reset(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!watch.fd_.valid()) return ErrnoStatus(errno, "open directory", path);
   struct statfs fs;
-  if (fstatfs(watch.fd_, &fs) != 0) return ErrnoStatus(errno, "statfs", path);
+  if (fstatfs(watch.fd_.get(), &fs) != 0)
+    return ErrnoStatus(errno, "statfs", path);
   watch.needs_check_ = fs.f_type != CGROUP_SUPER_MAGIC &&
                        fs.f_type != CGROUP2_SUPER_MAGIC &&
                        fs.f_type != PROC_SUPER_MAGIC;
   return watch;
 }
 
-DirWatch::DirWatch(DirWatch&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), needs_check_(other.needs_check_) {}
-
-DirWatch& DirWatch::operator=(DirWatch&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    needs_check_ = other.needs_check_;
-  }
-  return *this;
-}
-
-DirWatch::~DirWatch() {
-  if (fd_ >= 0) close(fd_);
-}
-
 bool DirWatch::Gone() const {
-  if (!needs_check_ || fd_ < 0) return false;
+  if (!needs_check_ || !fd_.valid()) return false;
   struct stat st;
-  if (fstat(fd_, &st) != 0) return true;
+  if (fstat(fd_.get(), &st) != 0) return true;
   return st.st_nlink == 0;
 }
 

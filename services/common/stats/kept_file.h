@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/unique_fd.h"
 
 namespace berth {
 namespace stats {
@@ -32,11 +34,10 @@ class KeptFile {
   static absl::StatusOr<KeptFile> Open(std::string path);
 
   KeptFile() = default;
-  KeptFile(KeptFile&& other) noexcept;
-  KeptFile& operator=(KeptFile&& other) noexcept;
+  KeptFile(KeptFile&& other) noexcept = default;
+  KeptFile& operator=(KeptFile&& other) noexcept = default;
   KeptFile(const KeptFile&) = delete;
   KeptFile& operator=(const KeptFile&) = delete;
-  ~KeptFile();
 
   // The whole content, read with pread from offset 0. The view is into this
   // thread's read buffer: it stays valid until the thread's next Read of any
@@ -45,13 +46,14 @@ class KeptFile {
   // path.
   absl::StatusOr<absl::string_view> Read();
 
-  bool is_open() const { return fd_ >= 0; }
+  bool is_open() const { return fd_.valid(); }
   const std::string& path() const { return path_; }
 
  private:
-  KeptFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  KeptFile(base::UniqueFd fd, std::string path)
+      : fd_(std::move(fd)), path_(std::move(path)) {}
 
-  int fd_ = -1;
+  base::UniqueFd fd_;
   std::string path_;
 };
 
@@ -69,17 +71,16 @@ class DirWatch {
   static absl::StatusOr<DirWatch> Open(const std::string& path);
 
   DirWatch() = default;
-  DirWatch(DirWatch&& other) noexcept;
-  DirWatch& operator=(DirWatch&& other) noexcept;
+  DirWatch(DirWatch&& other) noexcept = default;
+  DirWatch& operator=(DirWatch&& other) noexcept = default;
   DirWatch(const DirWatch&) = delete;
   DirWatch& operator=(const DirWatch&) = delete;
-  ~DirWatch();
 
   // Whether the directory was removed since Open.
   bool Gone() const;
 
  private:
-  int fd_ = -1;
+  base::UniqueFd fd_;
   bool needs_check_ = false;
 };
 

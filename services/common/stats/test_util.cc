@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "gtest/gtest.h"
 
 namespace berth {
@@ -32,16 +33,16 @@ void MakeDirs(const std::string& path) {
 void WriteFile(const std::string& path, absl::string_view content) {
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) MakeDirs(path.substr(0, slash));
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  const base::UniqueFd fd(
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
     ADD_FAILURE() << "open " << path << ": " << std::strerror(errno);
     return;
   }
   size_t written = 0;
   while (written < content.size()) {
     const ssize_t n =
-        write(fd, content.data() + written, content.size() - written);
+        write(fd.get(), content.data() + written, content.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
       ADD_FAILURE() << "write " << path << ": " << std::strerror(errno);
@@ -49,7 +50,6 @@ void WriteFile(const std::string& path, absl::string_view content) {
     }
     written += static_cast<size_t>(n);
   }
-  close(fd);
 }
 
 void RemoveTree(const std::string& path) {
