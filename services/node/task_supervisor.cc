@@ -33,8 +33,8 @@ using plugin::host::DriverClient;
 using plugin::host::IsPluginShutdown;
 
 // When a run ended: the driver's exit time, but never before the run's
-// start as the node recorded it (the node takes its time after StartTask
-// returns, by which time a quick task may have exited already).
+// start as the node recorded it (taken before StartTask; a driver's clock
+// or rounding must not make a task end before it began).
 google::protobuf::Timestamp FinishedAt(const v1::Task& task,
                                        const driver::v1::ExitResult& result) {
   if (!result.has_exited_at()) return NowProto();
