@@ -16,6 +16,8 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/io.h"
+#include "base/process.h"
 #include "services/agent/output_window.h"
 
 extern char** environ;
@@ -44,19 +46,6 @@ enum ChildStep {
   _exit(127);
 }
 
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  result.reserve(strings.size() + 1);
-  for (std::string& s : strings) result.push_back(s.data());
-  result.push_back(nullptr);
-  return result;
-}
-
-void SetNonBlocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 }  // namespace
 
 absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec) {
@@ -77,8 +66,8 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   *forked = false;
   std::vector<std::string> args(spec.args().begin(), spec.args().end());
   std::vector<std::string> env(spec.env().begin(), spec.env().end());
-  std::vector<char*> argv = CStrings(args);
-  std::vector<char*> envp = CStrings(env);
+  std::vector<char*> argv = base::CStrings(args);
+  std::vector<char*> envp = base::CStrings(env);
   const std::string& program = args[0];
   const bool search_path = program.find('/') == std::string::npos;
   const bool set_user = spec.has_user();
@@ -233,9 +222,9 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   // Started: the descriptors now belong to the caller.
   std::move(close_all).Cancel();
   close(exec_pipe[0]);
-  SetNonBlocking(in_fd);
-  SetNonBlocking(out_fd);
-  if (err_fd >= 0) SetNonBlocking(err_fd);
+  (void)base::SetNonBlocking(in_fd);
+  (void)base::SetNonBlocking(out_fd);
+  if (err_fd >= 0) (void)base::SetNonBlocking(err_fd);
   SpawnedProcess spawned;
   spawned.pid = pid;
   spawned.in_fd = in_fd;

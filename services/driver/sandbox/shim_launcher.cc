@@ -35,11 +35,8 @@ absl::StatusOr<Shim> StartShim(const std::string& shim_path,
     if (strncmp(*e, "BERTH_SHIM_TOKEN=", 17) != 0) env.push_back(*e);
   }
   env.push_back(absl::StrCat("BERTH_SHIM_TOKEN=", token));
-  std::vector<char*> argv, envp;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<char*> argv = base::CStrings(args);
+  std::vector<char*> envp = base::CStrings(env);
   const pid_t pid = fork();
   if (pid < 0) return absl::ErrnoToStatus(errno, "fork for berth-shim");
   if (pid == 0) {
