@@ -83,6 +83,9 @@ constexpr int kForwardedSignals[] = {SIGHUP,  SIGINT,  SIGQUIT,  SIGTERM,
                                      SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
                                      SIGALRM, SIGTSTP, SIGTTIN,  SIGTTOU};
 
+// WriteAll, ReadAll and CStrings are base/'s (base/io.h, base/process.h)
+// written again on purpose: this static binary is every task's PID 1 and
+// links no Abseil or glog, which linking //base would pull in.
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = write(fd, data, size);
