@@ -13,22 +13,21 @@
 namespace berth::driver_common {
 
 ExitWatcher::ExitWatcher() {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  PCHECK(epoll_fd_ >= 0 && wake_fd_ >= 0) << "epoll_create1/eventfd";
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  PCHECK(epoll_fd_.valid() && wake_fd_.valid()) << "epoll_create1/eventfd";
   struct epoll_event event = {};
   event.events = EPOLLIN;
-  event.data.fd = wake_fd_;
-  PCHECK(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event) == 0);
+  event.data.fd = wake_fd_.get();
+  PCHECK(epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &event) ==
+         0);
   thread_ = std::thread([this] { Run(); });
 }
 
 ExitWatcher::~ExitWatcher() {
   const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  (void)!write(wake_fd_.get(), &one, sizeof(one));
   thread_.join();
-  close(epoll_fd_);
-  close(wake_fd_);
 }
 
 absl::Status ExitWatcher::Watch(int pidfd, std::function<void()> on_exit) {
@@ -36,7 +35,7 @@ absl::Status ExitWatcher::Watch(int pidfd, std::function<void()> on_exit) {
   struct epoll_event event = {};
   event.events = EPOLLIN;
   event.data.fd = pidfd;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd, &event) != 0) {
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, pidfd, &event) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("watching pidfd ", pidfd));
   }
   callbacks_[pidfd] = std::move(on_exit);
@@ -46,14 +45,14 @@ absl::Status ExitWatcher::Watch(int pidfd, std::function<void()> on_exit) {
 void ExitWatcher::Forget(int pidfd) {
   absl::MutexLock lock(&mu_);
   if (callbacks_.erase(pidfd) > 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, pidfd, nullptr);
   }
 }
 
 void ExitWatcher::Run() {
   struct epoll_event events[64];
   while (true) {
-    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    const int n = epoll_wait(epoll_fd_.get(), events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << "epoll_wait";
@@ -61,7 +60,7 @@ void ExitWatcher::Run() {
     }
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == wake_fd_) return;
+      if (fd == wake_fd_.get()) return;
       std::function<void()> callback;
       {
         absl::MutexLock lock(&mu_);
@@ -69,7 +68,7 @@ void ExitWatcher::Run() {
         if (it == callbacks_.end()) continue;
         callback = std::move(it->second);
         callbacks_.erase(it);
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
       }
       callback();
     }

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "base/unique_fd.h"
 
 namespace berth::driver_common {
 
@@ -37,8 +38,9 @@ class ExitWatcher {
  private:
   void Run();
 
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  // Closed after the destructor has joined the thread.
+  base::UniqueFd epoll_fd_;
+  base::UniqueFd wake_fd_;
   absl::Mutex mu_;
   std::map<int, std::function<void()>> callbacks_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

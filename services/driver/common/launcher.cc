@@ -14,12 +14,12 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/io.h"
+#include "base/unique_fd.h"
 
 namespace berth::driver_common {
 namespace {
@@ -29,21 +29,14 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 }
 
 // A memfd holding `data`, positioned at its start (close-on-exec).
-absl::StatusOr<int> MemfdWith(const std::string& data) {
-  const int fd = memfd_create("berth-init-spec", MFD_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "memfd_create");
-  size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n = write(fd, data.data() + written, data.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, "writing the init spec");
-    }
-    written += static_cast<size_t>(n);
+absl::StatusOr<base::UniqueFd> MemfdWith(const std::string& data) {
+  base::UniqueFd fd(memfd_create("berth-init-spec", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, "memfd_create");
+  if (absl::Status written = base::WriteAll(fd.get(), data, "the init spec");
+      !written.ok()) {
+    return written;
   }
-  lseek(fd, 0, SEEK_SET);
+  lseek(fd.get(), 0, SEEK_SET);
   return fd;
 }
 
@@ -103,34 +96,32 @@ int CloneChild(void* raw) {
   _exit(127);
 }
 
-int DupHigh(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 10); }
+base::UniqueFd DupHigh(int fd) {
+  return base::UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, 10));
+}
 
 }  // namespace
 
 absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                                       const InitSpec& spec, int stderr_fd,
                                       absl::Duration timeout) {
-  absl::StatusOr<int> spec_fd = MemfdWith(EncodeInitSpec(spec));
+  absl::StatusOr<base::UniqueFd> spec_fd = MemfdWith(EncodeInitSpec(spec));
   if (!spec_fd.ok()) return spec_fd.status();
-  std::vector<int> to_close = {*spec_fd};
-  absl::Cleanup close_fds = [&to_close] {
-    for (int fd : to_close) close(fd);
-  };
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
-  to_close.push_back(report[1]);
-  const int report_fd = report[0];
-  absl::Cleanup close_report = [report_fd] { close(report_fd); };
-  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) return ErrnoStatus(errno, "opening /dev/null");
-  to_close.push_back(null_fd);
+  const base::UniqueFd report_read(report[0]);
+  base::UniqueFd report_write(report[1]);
+  base::UniqueFd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null_fd.valid()) return ErrnoStatus(errno, "opening /dev/null");
 
   CloneArgs args;
-  const int sources[5] = {null_fd, null_fd, stderr_fd, *spec_fd, report[1]};
+  const int sources[5] = {null_fd.get(), null_fd.get(), stderr_fd,
+                          spec_fd->get(), report_write.get()};
+  base::UniqueFd high[5];
   for (int i = 0; i < 5; ++i) {
-    args.fds[i] = DupHigh(sources[i]);
-    if (args.fds[i] < 0) return ErrnoStatus(errno, "dup");
-    to_close.push_back(args.fds[i]);
+    high[i] = DupHigh(sources[i]);
+    if (!high[i].valid()) return ErrnoStatus(errno, "dup");
+    args.fds[i] = high[i].get();
   }
   std::string path = init_path;
   std::string arg0 = "berth-task-init";
@@ -165,8 +156,13 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                        "making the task's namespaces (clone with new pid, "
                        "mount, ipc and uts namespaces)");
   }
-  std::move(close_fds).Invoke();
-  to_close.clear();
+  base::UniqueFd owned_pidfd(pidfd);
+  // The init has its copies now. Ours go, the report pipe's write end among
+  // them: the read below then sees end of file if the init dies.
+  spec_fd->reset();
+  report_write.reset();
+  null_fd.reset();
+  for (base::UniqueFd& fd : high) fd.reset();
 
   auto reap = [pid, pidfd] {
     siginfo_t info;
@@ -175,15 +171,16 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
     return info;
   };
   std::string line;
-  const bool complete = ReadLine(report_fd, absl::Now() + timeout, &line);
+  const bool complete =
+      ReadLine(report_read.get(), absl::Now() + timeout, &line);
   InitReport decoded;
   if (complete && DecodeInitReport(line, &decoded) &&
       decoded.kind == InitReport::Kind::kStarted) {
-    return StartedInit{pid, pidfd};
+    return StartedInit{pid, std::move(owned_pidfd)};
   }
   syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
   const siginfo_t info = reap();
-  close(pidfd);
+  owned_pidfd.reset();
   if (complete && decoded.kind == InitReport::Kind::kFailed) {
     return ErrnoStatus(decoded.error_number, decoded.what);
   }
@@ -207,31 +204,23 @@ absl::StatusOr<StartedHelper> StartExecHelper(const std::string& init_path,
                                               const InitSpec& spec,
                                               int target_pidfd, int stdin_fd,
                                               int stdout_fd, int stderr_fd) {
-  absl::StatusOr<int> spec_fd = MemfdWith(EncodeInitSpec(spec));
+  absl::StatusOr<base::UniqueFd> spec_fd = MemfdWith(EncodeInitSpec(spec));
   if (!spec_fd.ok()) return spec_fd.status();
-  std::vector<int> to_close = {*spec_fd};
-  absl::Cleanup close_fds = [&to_close] {
-    for (int fd : to_close) close(fd);
-  };
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
-  to_close.push_back(report[1]);
-  const int sources[6] = {stdin_fd, stdout_fd, stderr_fd,
-                          *spec_fd, report[1], target_pidfd};
-  int high[6];
+  base::UniqueFd report_read(report[0]);
+  const base::UniqueFd report_write(report[1]);
+  const int sources[6] = {stdin_fd,       stdout_fd,          stderr_fd,
+                          spec_fd->get(), report_write.get(), target_pidfd};
+  base::UniqueFd high[6];
   for (int i = 0; i < 6; ++i) {
     high[i] = DupHigh(sources[i]);
-    if (high[i] < 0) {
-      const int err = errno;
-      close(report[0]);
-      return ErrnoStatus(err, "dup");
-    }
-    to_close.push_back(high[i]);
+    if (!high[i].valid()) return ErrnoStatus(errno, "dup");
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   for (int target = 0; target < 6; ++target) {
-    posix_spawn_file_actions_adddup2(&actions, high[target], target);
+    posix_spawn_file_actions_adddup2(&actions, high[target].get(), target);
   }
   posix_spawn_file_actions_addclosefrom_np(&actions, 6);
   posix_spawnattr_t attr;
@@ -256,11 +245,12 @@ absl::StatusOr<StartedHelper> StartExecHelper(const std::string& init_path,
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) {
-    close(report[0]);
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot execute the task init ", init_path, ": ", std::strerror(err)));
   }
-  return StartedHelper{pid, report[0]};
+  // The helper has its copies; ours (and the report pipe's write end) close
+  // on return, so that the caller sees end of file when the helper is done.
+  return StartedHelper{pid, report_read.release()};
 }
 
 }  // namespace berth::driver_common

@@ -10,14 +10,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "services/driver/common/init_spec.h"
 
 namespace berth::driver_common {
 
 struct StartedInit {
   pid_t pid = -1;
-  // A pidfd of the init (close-on-exec); the caller owns it.
-  int pidfd = -1;
+  // A pidfd of the init (close-on-exec).
+  base::UniqueFd pidfd;
 };
 
 // Starts `init_path` run as PID 1 of new pid, mount, ipc and uts namespaces,
@@ -34,7 +35,8 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                                       absl::Duration timeout);
 
 // The exec helper, started: its pid (a child of the caller) and the read end
-// of its report pipe.
+// of its report pipe, which the caller owns (an int until exec_session.cc,
+// being rewritten, takes a base::UniqueFd).
 struct StartedHelper {
   pid_t pid = -1;
   int report_fd = -1;

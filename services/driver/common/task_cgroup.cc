@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/process.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 
 namespace berth {
@@ -79,12 +80,10 @@ bool Exists(const std::string& path) {
 // No O_CREAT: a cgroup file that is not there is an error.
 absl::Status WriteCgroupFile(const std::string& path, absl::string_view value) {
   const std::string what = absl::StrCat("writing ", value, " to ", path);
-  const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, what);
-  const ssize_t written = write(fd, value.data(), value.size());
-  const int error = errno;
-  close(fd);
-  if (written < 0) return ErrnoStatus(error, what);
+  const base::UniqueFd fd(open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, what);
+  const ssize_t written = write(fd.get(), value.data(), value.size());
+  if (written < 0) return ErrnoStatus(errno, what);
   if (static_cast<size_t>(written) != value.size()) {
     return absl::InternalError(absl::StrCat(what, ": short write of ", written,
                                             " of ", value.size(), " bytes"));
@@ -94,22 +93,19 @@ absl::Status WriteCgroupFile(const std::string& path, absl::string_view value) {
 
 // The whole file; NOT_FOUND if it is not there.
 absl::StatusOr<std::string> ReadCgroupFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("reading ", path));
+  const base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("reading ", path));
   std::string content;
   char buffer[4096];
   while (true) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int error = errno;
-      close(fd);
-      return ErrnoStatus(error, absl::StrCat("reading ", path));
+      return ErrnoStatus(errno, absl::StrCat("reading ", path));
     }
     if (n == 0) break;
     content.append(buffer, n);
   }
-  close(fd);
   return content;
 }
 
@@ -475,27 +471,27 @@ absl::Status TaskCgroup::KillAll(absl::Duration timeout) const {
     // A pidfd first, then the member list again: a pid still listed after
     // its pidfd was opened is the process the pidfd holds, so the signal
     // cannot reach a process that reused the pid outside the cgroup.
-    std::vector<std::pair<pid_t, int>> pidfds;
+    std::vector<std::pair<pid_t, base::UniqueFd>> pidfds;
     bool have_pidfd = true;
     for (pid_t pid : *pids) {
-      const int fd = base::PidfdOpen(pid);
-      if (fd >= 0) {
-        pidfds.emplace_back(pid, fd);
+      base::UniqueFd fd(base::PidfdOpen(pid));
+      if (fd.valid()) {
+        pidfds.emplace_back(pid, std::move(fd));
       } else if (errno == ENOSYS) {
         have_pidfd = false;  // before Linux 5.3
-        pidfds.emplace_back(pid, -1);
+        pidfds.emplace_back(pid, base::UniqueFd());
       }
     }
     absl::StatusOr<std::vector<pid_t>> still = Pids();
-    for (const auto& [pid, fd] : pidfds) {
+    for (auto& [pid, fd] : pidfds) {
       if (still.ok() && std::binary_search(still->begin(), still->end(), pid)) {
-        if (fd >= 0) {
-          base::PidfdSendSignal(fd, SIGKILL);
+        if (fd.valid()) {
+          base::PidfdSendSignal(fd.get(), SIGKILL);
         } else if (!have_pidfd) {
           kill(pid, SIGKILL);
         }
       }
-      if (fd >= 0) close(fd);
+      fd.reset();
     }
     if (!still.ok()) return still.status();
     signalled = true;

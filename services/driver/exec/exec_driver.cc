@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/process.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
@@ -130,7 +131,7 @@ struct ExecDriver::Task {
   absl::Time started_at;
 
   mutable absl::Mutex mu;
-  int pidfd ABSL_GUARDED_BY(mu) = -1;
+  base::UniqueFd pidfd ABSL_GUARDED_BY(mu);
   bool exited ABSL_GUARDED_BY(mu) = false;
   dv1::ExitResult result ABSL_GUARDED_BY(mu);
   absl::Time completed_at ABSL_GUARDED_BY(mu);
@@ -139,18 +140,15 @@ struct ExecDriver::Task {
 
   Task(std::string id, TaskCgroup cgroup)
       : id(std::move(id)), cgroup(std::move(cgroup)) {}
-  ~Task() {
-    absl::MutexLock lock(&mu);
-    if (pidfd >= 0) close(pidfd);
-  }
   bool IsExited() const {
     absl::MutexLock lock(&mu);
     return exited;
   }
-  // A dup of the init's pidfd (for a call that outlives the lock), or -1.
-  int DupPidfd() const {
+  // A dup of the init's pidfd (for a call that outlives the lock), or none.
+  base::UniqueFd DupPidfd() const {
     absl::MutexLock lock(&mu);
-    return pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+    return base::UniqueFd(pidfd.valid() ? fcntl(pidfd.get(), F_DUPFD_CLOEXEC, 0)
+                                        : -1);
   }
 };
 
@@ -346,13 +344,13 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     if (!status.ok()) LOG(ERROR) << prefix << "rolling back: " << status;
   });
 
-  const int init_log = open(absl::StrCat(private_dir, "/init.log").c_str(),
-                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (init_log < 0) {
+  const base::UniqueFd init_log(
+      open(absl::StrCat(private_dir, "/init.log").c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!init_log.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
   }
-  absl::Cleanup close_log = [init_log] { close(init_log); };
 
   InitSpec init;
   init.path = spec->path;
@@ -370,8 +368,8 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.log_max_files = spec->log_max_files;
   init.exit_file = ExitRecordPath(spec->task_dir);
   const absl::Time started_at = absl::Now();
-  absl::StatusOr<StartedInit> started =
-      StartInit(options_.init_path, init, init_log, options_.start_timeout);
+  absl::StatusOr<StartedInit> started = StartInit(
+      options_.init_path, init, init_log.get(), options_.start_timeout);
   if (!started.ok()) return NameTheField(id, started.status());
 
   auto record = std::make_shared<Task>(id, *cgroup);
@@ -381,7 +379,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   record->started_at = started_at;
   {
     absl::MutexLock lock(&record->mu);
-    record->pidfd = started->pidfd;
+    record->pidfd = std::move(started->pidfd);
   }
   ExecTaskState& state = record->state;
   state.set_init_pid(started->pid);
@@ -422,9 +420,9 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
 
 void ExecDriver::Watch(const std::shared_ptr<Task>& task) {
   absl::MutexLock lock(&task->mu);
-  if (task->pidfd < 0) return;
+  if (!task->pidfd.valid()) return;
   absl::Status status =
-      watcher_.Watch(task->pidfd, [this, task] { OnInitExited(task); });
+      watcher_.Watch(task->pidfd.get(), [this, task] { OnInitExited(task); });
   if (!status.ok()) {
     LOG(ERROR) << "task " << task->id << ": cannot watch its init: " << status;
   }
@@ -432,10 +430,10 @@ void ExecDriver::Watch(const std::shared_ptr<Task>& task) {
 
 void ExecDriver::OnInitExited(const std::shared_ptr<Task>& task) {
   if (task->our_child) {
-    const int pidfd = task->DupPidfd();
+    const base::UniqueFd pidfd = task->DupPidfd();
     siginfo_t info;
-    waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED | WNOHANG);
-    close(pidfd);
+    waitid(static_cast<idtype_t>(P_PIDFD), pidfd.get(), &info,
+           WEXITED | WNOHANG);
   }
   dv1::ExitResult result;
   ExitRecord record;
@@ -495,8 +493,8 @@ absl::Status ExecDriver::KillTask(const std::shared_ptr<Task>& task,
   {
     absl::MutexLock lock(&task->mu);
     // Killing the init kills its whole pid namespace.
-    if (!task->exited && task->pidfd >= 0) {
-      PidfdSendSignal(task->pidfd, SIGKILL);
+    if (!task->exited && task->pidfd.valid()) {
+      PidfdSendSignal(task->pidfd.get(), SIGKILL);
     }
   }
   // Exec'd commands may linger outside the pid namespace: sweep the cgroup.
@@ -523,7 +521,7 @@ absl::Status ExecDriver::SignalTask(const std::string& task_id, int signal) {
   }
   if (signal != SIGKILL && signal != SIGSTOP) {
     // The init passes it on to the program.
-    if (PidfdSendSignal(task->pidfd, signal) != 0 && errno != ESRCH) {
+    if (PidfdSendSignal(task->pidfd.get(), signal) != 0 && errno != ESRCH) {
       return absl::ErrnoToStatus(
           errno, absl::StrCat("task ", task_id, ": signalling its init"));
     }
@@ -540,11 +538,10 @@ absl::Status ExecDriver::SignalTask(const std::string& task_id, int signal) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task_id, ": its program is not running"));
   }
-  const int pidfd = PidfdOpen(program);
-  if (pidfd < 0) return absl::OkStatus();  // it just exited
-  const int result = PidfdSendSignal(pidfd, signal);
+  const base::UniqueFd pidfd(PidfdOpen(program));
+  if (!pidfd.valid()) return absl::OkStatus();  // it just exited
+  const int result = PidfdSendSignal(pidfd.get(), signal);
   const int err = errno;
-  close(pidfd);
   if (result != 0 && err != ESRCH) {
     return absl::ErrnoToStatus(
         err, absl::StrCat("task ", task_id, ": signalling pid ", program));
@@ -581,10 +578,9 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
   }
   {
     absl::MutexLock lock(&task->mu);
-    if (task->pidfd >= 0) {
-      watcher_.Forget(task->pidfd);
-      close(task->pidfd);
-      task->pidfd = -1;
+    if (task->pidfd.valid()) {
+      watcher_.Forget(task->pidfd.get());
+      task->pidfd.reset();
     }
   }
   absl::Status status = task->cgroup.KillAll(absl::Seconds(5));
@@ -681,18 +677,15 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     return stat.ok() && stat->start_time == state.init_start_ticks() &&
            stat->state != 'Z' && stat->state != 'X';
   };
-  int pidfd = -1;
+  base::UniqueFd pidfd;
   if (same_process()) {
-    pidfd = PidfdOpen(state.init_pid());
+    pidfd.reset(PidfdOpen(state.init_pid()));
     // Opened after the check: check again, so the pidfd is surely the init.
-    if (pidfd >= 0 && !same_process()) {
-      close(pidfd);
-      pidfd = -1;
-    }
+    if (pidfd.valid() && !same_process()) pidfd.reset();
   }
-  if (pidfd >= 0) {
+  if (pidfd.valid()) {
     absl::MutexLock lock(&task->mu);
-    task->pidfd = pidfd;
+    task->pidfd = std::move(pidfd);
   } else {
     ExitRecord record;
     if (!ReadExitRecord(state.task_dir(), &record)) {
@@ -754,16 +747,13 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
   if (!found.ok()) return found.status();
   const std::shared_ptr<Task>& task = *found;
   // A dup, so that a concurrent DestroyTask cannot close it under us.
-  const int pidfd = task->DupPidfd();
-  absl::Cleanup close_pidfd = [pidfd] {
-    if (pidfd >= 0) close(pidfd);
-  };
-  if (pidfd < 0 || task->IsExited()) {
+  const base::UniqueFd pidfd = task->DupPidfd();
+  if (!pidfd.valid() || task->IsExited()) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", options.task_id, " is not running"));
   }
   ExecTarget target;
-  target.init_pidfd = pidfd;
+  target.init_pidfd = pidfd.get();
   target.identity.uid = task->state.uid();
   target.identity.gid = task->state.gid();
   target.identity.groups.assign(task->state.groups().begin(),

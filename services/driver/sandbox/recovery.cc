@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/process.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "glog/logging.h"
@@ -51,15 +52,14 @@ bool SameLiveProcess(pid_t pid, uint64_t start_ticks) {
 }
 
 // A pidfd of `pid` if it is still the process that started at
-// `start_ticks` (checked again after opening), else -1.
-int OpenIfSame(pid_t pid, uint64_t start_ticks) {
-  if (!SameLiveProcess(pid, start_ticks)) return -1;
-  const int pidfd = base::PidfdOpen(pid);
-  if (pidfd >= 0 && !SameLiveProcess(pid, start_ticks)) {
-    close(pidfd);
-    return -1;
+// `start_ticks` (checked again after opening), else none.
+base::UniqueFd OpenIfSame(pid_t pid, uint64_t start_ticks) {
+  if (!SameLiveProcess(pid, start_ticks)) return base::UniqueFd();
+  base::UniqueFd pidfd(base::PidfdOpen(pid));
+  if (pidfd.valid() && !SameLiveProcess(pid, start_ticks)) {
+    return base::UniqueFd();
   }
-  if (pidfd >= 0) fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+  if (pidfd.valid()) fcntl(pidfd.get(), F_SETFD, FD_CLOEXEC);
   return pidfd;
 }
 
@@ -117,10 +117,12 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   // asked of the agent, which outlives the shim and the driver.
   std::optional<dv1::ExitResult> ended;
   driver_common::ExitRecord record;
-  const int init_pidfd = OpenIfSame(state.init_pid(), state.init_start_ticks());
+  base::UniqueFd init_pidfd =
+      OpenIfSame(state.init_pid(), state.init_start_ticks());
+  const bool init_alive = init_pidfd.valid();
   {
     absl::MutexLock lock(&task->mu);
-    task->init_pidfd = init_pidfd;
+    task->init_pidfd = std::move(init_pidfd);
   }
   if (driver_common::ReadExitRecord(state.task_dir(), &record)) {
     dv1::ExitResult result;
@@ -129,7 +131,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     *result.mutable_exited_at() = plugin::ToProtoTimestamp(
         absl::FromUnixNanos(record.exited_at_unix_nanos));
     ended = result;
-  } else if (init_pidfd < 0) {
+  } else if (!init_alive) {
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "its sandbox's init (pid ", state.init_pid(),
                      ") is gone and it left no exit record in ",
@@ -153,22 +155,21 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     } else {
       LOG(WARNING) << prefix << proxy.status();
     }
-    const int shim_pidfd =
+    base::UniqueFd shim_pidfd =
         OpenIfSame(state.shim_pid(), state.shim_start_ticks());
-    if (shim_pidfd >= 0) {
+    if (shim_pidfd.valid()) {
       absl::MutexLock lock(&task->mu);
-      task->shim_pidfd = shim_pidfd;
+      task->shim_pidfd = std::move(shim_pidfd);
     } else {
       // The shim is gone, most likely after the process ended while no
       // driver ran. A shim that was this process's child is a zombie:
       // reap it.
-      if (const int zombie = base::PidfdOpen(state.shim_pid()); zombie >= 0) {
-        if (StartTicks(state.shim_pid()) == state.shim_start_ticks()) {
-          siginfo_t info;
-          waitid(static_cast<idtype_t>(P_PIDFD), zombie, &info,
-                 WEXITED | WNOHANG);
-        }
-        close(zombie);
+      if (const base::UniqueFd zombie(base::PidfdOpen(state.shim_pid()));
+          zombie.valid() &&
+          StartTicks(state.shim_pid()) == state.shim_start_ticks()) {
+        siginfo_t info;
+        waitid(static_cast<idtype_t>(P_PIDFD), zombie.get(), &info,
+               WEXITED | WNOHANG);
       }
       absl::StatusOr<av1::ProcessExit> exit =
           AgentWait(task->agent_socket, id, task->process_id, absl::Seconds(1));

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/process.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
@@ -107,7 +108,7 @@ SandboxDriver::~SandboxDriver() {
   for (auto& [id, task] : tasks) {
     if (task == nullptr) continue;
     absl::MutexLock lock(&task->mu);
-    if (task->shim_pidfd >= 0) watcher_.Forget(task->shim_pidfd);
+    if (task->shim_pidfd.valid()) watcher_.Forget(task->shim_pidfd.get());
   }
 }
 
@@ -314,13 +315,13 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   }
 
   // The agent, as the program of a berth-task-init.
-  const int init_log = open(absl::StrCat(private_dir, "/init.log").c_str(),
-                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (init_log < 0) {
+  const base::UniqueFd init_log(
+      open(absl::StrCat(private_dir, "/init.log").c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!init_log.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
   }
-  absl::Cleanup close_log = [init_log] { close(init_log); };
   driver_common::InitSpec init;
   init.path = options_.agent_path;
   init.args = {options_.agent_path,
@@ -340,7 +341,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   }
   const absl::Time started_at = absl::Now();
   absl::StatusOr<driver_common::StartedInit> started = driver_common::StartInit(
-      options_.init_path, init, init_log, options_.start_timeout);
+      options_.init_path, init, init_log.get(), options_.start_timeout);
   if (!started.ok()) {
     const bool netns =
         absl::StrContains(started.status().message(), "network namespace");
@@ -354,16 +355,19 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   task->init_pid = started->pid;
   task->state.set_init_pid(started->pid);
   task->state.set_init_start_ticks(StartTicks(started->pid));
+  // The task owns it; Teardown, the only one to close it, runs after this
+  // function is done with it.
+  const int init_pidfd = started->pidfd.get();
   {
     absl::MutexLock lock(&task->mu);
-    task->init_pidfd = started->pidfd;
+    task->init_pidfd = std::move(started->pidfd);
   }
   undo.push_back([this, task] { Teardown(*task); });
 
   // Its socket, then the proxy.
   const absl::Time socket_deadline = absl::Now() + options_.start_timeout;
   while (access(task->agent_socket.c_str(), F_OK) != 0) {
-    struct pollfd pfd = {started->pidfd, POLLIN, 0};
+    struct pollfd pfd = {init_pidfd, POLLIN, 0};
     if (poll(&pfd, 1, 0) > 0 || absl::Now() > socket_deadline) {
       return absl::FailedPreconditionError(
           absl::StrCat(prefix, "berth-agent did not make its socket ",
@@ -414,15 +418,11 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   // The shim: the task's stdin is /dev/null, its output goes to the rotated
   // files the shim writes in logs/ (where berth-node reads it); the shim's
   // own stdout and stderr, its messages, to .berth/shim.log.
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int shim_log = open(absl::StrCat(private_dir, "/shim.log").c_str(),
-                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  absl::Cleanup close_fds = [=] {
-    for (int fd : {null_fd, shim_log}) {
-      if (fd >= 0) close(fd);
-    }
-  };
-  if (null_fd < 0 || shim_log < 0) {
+  const base::UniqueFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const base::UniqueFd shim_log(
+      open(absl::StrCat(private_dir, "/shim.log").c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!null_fd.valid() || !shim_log.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat(prefix, "opening ", private_dir, "/shim.log"));
   }
@@ -436,8 +436,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     proxy_socket = proxy_socket_;
   }
   absl::StatusOr<Shim> shim =
-      StartShim(options_.shim_path, proxy_socket, task->token, null_fd,
-                shim_log, shim_log, output);
+      StartShim(options_.shim_path, proxy_socket, task->token, null_fd.get(),
+                shim_log.get(), shim_log.get(), output);
   if (!shim.ok()) {
     return absl::Status(shim.status().code(),
                         absl::StrCat(prefix, shim.status().message()));
@@ -447,13 +447,12 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   task->state.set_shim_start_ticks(StartTicks(shim->pid));
   {
     absl::MutexLock lock(&task->mu);
-    task->shim_pidfd = shim->pidfd;
+    task->shim_pidfd.reset(shim->pidfd);
   }
   undo.push_back([task] {
     absl::MutexLock lock(&task->mu);
-    Shim s{task->shim_pid, task->shim_pidfd};
-    KillAndReap(s);
-    task->shim_pidfd = -1;
+    Shim s{task->shim_pid, task->shim_pidfd.release()};
+    KillAndReap(s);  // closes it
   });
 
   {
@@ -530,8 +529,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
 void SandboxDriver::WatchShim(const std::shared_ptr<Task>& task,
                               const std::string& prefix) {
   absl::MutexLock lock(&task->mu);
-  absl::Status status =
-      watcher_.Watch(task->shim_pidfd, [this, task] { OnShimExited(task); });
+  absl::Status status = watcher_.Watch(task->shim_pidfd.get(),
+                                       [this, task] { OnShimExited(task); });
   if (!status.ok()) {
     LOG(ERROR) << prefix << "cannot watch its shim: " << status;
   }
@@ -544,9 +543,9 @@ void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
     absl::MutexLock lock(&task->mu);
     if (task->exited) return;
     // Only a shim this driver started is its child (not a recovered one).
-    if (task->shim_pidfd >= 0) {
-      reaped = waitid(static_cast<idtype_t>(P_PIDFD), task->shim_pidfd, &info,
-                      WEXITED) == 0;
+    if (task->shim_pidfd.valid()) {
+      reaped = waitid(static_cast<idtype_t>(P_PIDFD), task->shim_pidfd.get(),
+                      &info, WEXITED) == 0;
     }
   }
   // The shim exits once the exit frame came, after all output: the agent
@@ -610,22 +609,21 @@ void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
 }
 
 void SandboxDriver::Teardown(Task& task) {
-  int init_pidfd = -1;
+  base::UniqueFd init_pidfd;
   {
     absl::MutexLock lock(&task.mu);
     if (task.torn_down) return;
     task.torn_down = true;
-    init_pidfd = task.init_pidfd;
-    task.init_pidfd = -1;
+    init_pidfd = std::move(task.init_pidfd);
   }
-  if (init_pidfd >= 0) {
-    struct pollfd pfd = {init_pidfd, POLLIN, 0};
+  if (init_pidfd.valid()) {
+    struct pollfd pfd = {init_pidfd.get(), POLLIN, 0};
     if (poll(&pfd, 1, 0) == 0) {
       // Ask the agent first; the init's SIGKILL ends whatever is left.
       AgentDestroySandbox(task.agent_socket, task.id, absl::Milliseconds(500),
                           absl::Seconds(3));
       if (poll(&pfd, 1, 1000) == 0) {
-        base::PidfdSendSignal(init_pidfd, SIGKILL);
+        base::PidfdSendSignal(init_pidfd.get(), SIGKILL);
       }
     }
     // A recovered init is not this process's child: waitid cannot wait for
@@ -635,9 +633,9 @@ void SandboxDriver::Teardown(Task& task) {
                    << ") did not exit after SIGKILL";
     }
     siginfo_t info;
-    waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd, &info,
+    waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd.get(), &info,
            WEXITED | WNOHANG);
-    close(init_pidfd);
+    init_pidfd.reset();
   }
   absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
   if (proxy.ok()) {
@@ -750,10 +748,9 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
   Teardown(*task);
   {
     absl::MutexLock lock(&task->mu);
-    if (task->shim_pidfd >= 0) {
-      watcher_.Forget(task->shim_pidfd);
-      close(task->shim_pidfd);
-      task->shim_pidfd = -1;
+    if (task->shim_pidfd.valid()) {
+      watcher_.Forget(task->shim_pidfd.get());
+      task->shim_pidfd.reset();
     }
   }
   if (task->cgroup.has_value()) {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "grpcpp/client_context.h"
 #include "services/driver/common/task_cgroup.h"
@@ -59,18 +60,13 @@ struct SandboxDriver::Task {
   driver_common::InProcessStats in_process_stats;
 
   mutable absl::Mutex mu;
-  int init_pidfd ABSL_GUARDED_BY(mu) = -1;
-  int shim_pidfd ABSL_GUARDED_BY(mu) = -1;
+  base::UniqueFd init_pidfd ABSL_GUARDED_BY(mu);
+  base::UniqueFd shim_pidfd ABSL_GUARDED_BY(mu);
   bool exited ABSL_GUARDED_BY(mu) = false;
   bool torn_down ABSL_GUARDED_BY(mu) = false;
   driver::v1::ExitResult result ABSL_GUARDED_BY(mu);
   absl::Time completed_at ABSL_GUARDED_BY(mu);
 
-  ~Task() {
-    absl::MutexLock lock(&mu);
-    if (init_pidfd >= 0) close(init_pidfd);
-    if (shim_pidfd >= 0) close(shim_pidfd);
-  }
   bool IsExited() const {
     absl::MutexLock lock(&mu);
     return exited;

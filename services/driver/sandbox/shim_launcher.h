@@ -20,7 +20,8 @@
 namespace berth::sandbox_driver {
 
 // A started shim: a child of this process, and a pidfd of it (close-on-exec)
-// to wait for it and signal it.
+// to wait for it and signal it. The pidfd stays an int, not a
+// base::UniqueFd, until exec.cc (being rewritten) takes one.
 struct Shim {
   pid_t pid = -1;
   int pidfd = -1;
