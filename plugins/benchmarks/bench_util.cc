@@ -149,34 +149,33 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Start(
   int in[2];
   int out[2];
   if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    const int err = errno;
-    close(in[0]);
-    close(in[1]);
-    return absl::ErrnoToStatus(err, "pipe2");
-  }
+  base::UniqueFd in_read(in[0]);
+  base::UniqueFd in_write(in[1]);
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  base::UniqueFd out_read(out[0]);
+  base::UniqueFd out_write(out[1]);
   FileActions actions;
-  posix_spawn_file_actions_adddup2(actions.get(), in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(actions.get(), out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(actions.get(), in_read.get(), STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(actions.get(), out_write.get(),
+                                   STDOUT_FILENO);
   posix_spawn_file_actions_addclosefrom_np(actions.get(), STDERR_FILENO + 1);
   SpawnAttributes attr;
   std::vector<char*> c_argv = CArgv(argv);
   pid_t pid = 0;
   const int err = posix_spawn(&pid, argv[0].c_str(), actions.get(), attr.get(),
                               c_argv.data(), environ);
-  close(in[0]);
-  close(out[1]);
+  in_read.reset();
+  out_write.reset();  // or reading its stdout never ends
   if (err != 0) {
-    close(in[1]);
-    close(out[0]);
     return absl::ErrnoToStatus(err, absl::StrCat("cannot run ", argv[0]));
   }
-  return std::unique_ptr<Child>(new Child(pid, in[1], out[0]));
+  return std::unique_ptr<Child>(
+      new Child(pid, std::move(in_write), std::move(out_read)));
 }
 
 Child::~Child() {
-  close(stdin_fd_);
-  close(stdout_fd_);
+  stdin_fd_.reset();  // it ends when its stdin does
+  stdout_fd_.reset();
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   int status = 0;
   while (true) {
@@ -207,13 +206,13 @@ absl::StatusOr<std::string> Child::ReadLine(absl::Duration timeout) {
           absl::StrCat("no line from pid ", pid_, " within ",
                        absl::FormatDuration(timeout)));
     }
-    pollfd fd = {stdout_fd_, POLLIN, 0};
+    pollfd fd = {stdout_fd_.get(), POLLIN, 0};
     const int ready =
         poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (ready < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "poll");
     if (ready <= 0) continue;
     char chunk[4096];
-    const ssize_t n = read(stdout_fd_, chunk, sizeof(chunk));
+    const ssize_t n = read(stdout_fd_.get(), chunk, sizeof(chunk));
     if (n < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "read");
     if (n == 0) {
       return absl::OutOfRangeError(

@@ -12,11 +12,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "benchmark/benchmark.h"
 
 namespace berth::plugin::benchmarks {
@@ -68,12 +70,14 @@ class Child {
   pid_t pid() const { return pid_; }
 
  private:
-  Child(pid_t pid, int stdin_fd, int stdout_fd)
-      : pid_(pid), stdin_fd_(stdin_fd), stdout_fd_(stdout_fd) {}
+  Child(pid_t pid, base::UniqueFd stdin_fd, base::UniqueFd stdout_fd)
+      : pid_(pid),
+        stdin_fd_(std::move(stdin_fd)),
+        stdout_fd_(std::move(stdout_fd)) {}
 
   const pid_t pid_;
-  int stdin_fd_;
-  int stdout_fd_;
+  base::UniqueFd stdin_fd_;
+  base::UniqueFd stdout_fd_;
   std::string buffer_;
 };
 

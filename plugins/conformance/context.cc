@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
 #include "glog/logging.h"
@@ -74,7 +75,8 @@ absl::Status MakeDir(const std::string& path) {
 bool WaitForHostFile(const std::string& dir, const std::string& path,
                      absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  const base::UniqueFd inotify(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  const int fd = inotify.get();
   if (fd >= 0 &&
       inotify_add_watch(fd, dir.c_str(),
                         IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
@@ -97,7 +99,6 @@ bool WaitForHostFile(const std::string& dir, const std::string& path,
     }
     exists = access(path.c_str(), F_OK) == 0;
   }
-  if (fd >= 0) close(fd);
   return exists;
 }
 

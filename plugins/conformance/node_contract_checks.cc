@@ -36,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
 #include "glog/logging.h"
@@ -124,12 +125,12 @@ class TestNetns {
  public:
   static absl::StatusOr<std::unique_ptr<TestNetns>> Make(
       const std::string& path) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0444);
-    if (fd < 0) {
+    base::UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0444));
+    if (!fd.valid()) {
       return absl::InternalError(
           absl::StrCat("cannot make ", path, ": ", std::strerror(errno)));
     }
-    close(fd);
+    fd.reset();  // before the fork below
     auto netns = std::unique_ptr<TestNetns>(new TestNetns(path));
     // A child unshares (the suite's own threads keep the host's network)
     // and binds its namespace on the file: only system calls after fork.

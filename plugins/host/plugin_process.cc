@@ -68,10 +68,6 @@ constexpr absl::Duration kExitAfterStdoutClosed = absl::Seconds(1);
 // The API package a driver plugin must list in its capabilities.
 constexpr char kDriverApi[] = "berth.driver.v1";
 
-void CloseFd(int fd) {
-  if (fd >= 0) close(fd);
-}
-
 // The real path of `path`, or nullopt.
 std::optional<std::string> RealPath(const std::string& path) {
   char* real = realpath(path.c_str(), nullptr);
@@ -114,29 +110,26 @@ std::string PluginExit::ToString() const {
 }
 
 PluginProcess::PluginProcess(std::string name, std::string binary, pid_t pid,
-                             uint64_t start_time, int pidfd, bool is_child,
-                             int stdout_fd, int stderr_fd)
+                             uint64_t start_time, base::UniqueFd pidfd,
+                             bool is_child, base::UniqueFd stdout_fd,
+                             base::UniqueFd stderr_fd)
     : name_(std::move(name)),
       binary_(std::move(binary)),
       pid_(pid),
       start_time_(start_time),
-      pidfd_(pidfd),
+      pidfd_(std::move(pidfd)),
       is_child_(is_child),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      stdout_fd_(stdout_fd),
-      stderr_fd_(stderr_fd),
+      stdout_fd_(std::move(stdout_fd)),
+      stderr_fd_(std::move(stderr_fd)),
       lifetime_(std::make_shared<PluginLifetime>(name_)) {
   // Without an eventfd the monitor still ends when the process does; only a
   // plugin that cannot be killed would then hold JoinMonitor.
-  PLOG_IF(ERROR, wake_fd_ < 0) << "eventfd for plugin " << name_;
+  PLOG_IF(ERROR, !wake_fd_.valid()) << "eventfd for plugin " << name_;
   monitor_ = std::thread([this] { MonitorLoop(); });
 }
 
-PluginProcess::~PluginProcess() {
-  Stop();
-  CloseFd(wake_fd_);
-  CloseFd(pidfd_);
-}
+PluginProcess::~PluginProcess() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
     const LaunchOptions& options) {
@@ -173,12 +166,13 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
   if (pipe2(stdout_pipe, O_CLOEXEC) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat(what, ": pipe"));
   }
+  base::UniqueFd stdout_read(stdout_pipe[0]);
+  base::UniqueFd stdout_write(stdout_pipe[1]);
   if (pipe2(stderr_pipe, O_CLOEXEC) != 0) {
-    const int err = errno;
-    CloseFd(stdout_pipe[0]);
-    CloseFd(stdout_pipe[1]);
-    return absl::ErrnoToStatus(err, absl::StrCat(what, ": pipe"));
+    return absl::ErrnoToStatus(errno, absl::StrCat(what, ": pipe"));
   }
+  base::UniqueFd stderr_read(stderr_pipe[0]);
+  base::UniqueFd stderr_write(stderr_pipe[1]);
   std::vector<std::pair<std::string, std::string>> env = options.env;
   env.emplace_back(kMagicCookieKey, kMagicCookieValue);
   env.emplace_back(kSocketDirEnv, options.socket_dir);
@@ -186,42 +180,39 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Launch(
                    absl::StrJoin(options.app_protocol_versions, ","));
   absl::StatusOr<pid_t> pid =
       Spawn(options.binary, options.args, ChildEnvironment(env),
-            /*stdin_fd=*/-1, stdout_pipe[1], stderr_pipe[1]);
-  CloseFd(stdout_pipe[1]);
-  CloseFd(stderr_pipe[1]);
+            /*stdin_fd=*/-1, stdout_write.get(), stderr_write.get());
+  // The plugin has its copies: the monitor sees end of file when it closes
+  // them.
+  stdout_write.reset();
+  stderr_write.reset();
   if (!pid.ok()) {
-    CloseFd(stdout_pipe[0]);
-    CloseFd(stderr_pipe[0]);
     return absl::Status(pid.status().code(),
                         absl::StrCat(what, ": ", pid.status().message()));
   }
   // Our child, not yet reaped: its pid cannot have been reused.
-  const int pidfd = PidfdOpen(*pid);
+  base::UniqueFd pidfd(PidfdOpen(*pid));
   const int pidfd_errno = errno;
   absl::StatusOr<ProcStat> stat = ReadProcStat(*pid);
-  if (pidfd < 0 || !stat.ok()) {
+  if (!pidfd.valid() || !stat.ok()) {
     const absl::Status error =
-        pidfd < 0 ? absl::ErrnoToStatus(pidfd_errno, "pidfd_open")
-                  : stat.status();
+        !pidfd.valid() ? absl::ErrnoToStatus(pidfd_errno, "pidfd_open")
+                       : stat.status();
     kill(-*pid, SIGKILL);
     kill(*pid, SIGKILL);
     int wait_status;
     while (waitpid(*pid, &wait_status, 0) < 0 && errno == EINTR) {
     }
-    CloseFd(pidfd);
-    CloseFd(stdout_pipe[0]);
-    CloseFd(stderr_pipe[0]);
     return absl::Status(error.code(),
                         absl::StrCat(what, ": ", options.binary, " (pid ", *pid,
                                      "): ", error.message()));
   }
-  fcntl(stdout_pipe[0], F_SETFL, O_NONBLOCK);
-  fcntl(stderr_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(stdout_read.get(), F_SETFL, O_NONBLOCK);
+  fcntl(stderr_read.get(), F_SETFL, O_NONBLOCK);
   VLOG(1) << what << ": started " << options.binary << " (pid " << *pid << ")";
 
   std::unique_ptr<PluginProcess> process(new PluginProcess(
-      options.name, options.binary, *pid, stat->start_time, pidfd,
-      /*is_child=*/true, stdout_pipe[0], stderr_pipe[0]));
+      options.name, options.binary, *pid, stat->start_time, std::move(pidfd),
+      /*is_child=*/true, std::move(stdout_read), std::move(stderr_read)));
   process->socket_dir_ = options.socket_dir;
   if (absl::Status launched = process->CompleteLaunch(options, deadline);
       !launched.ok()) {
@@ -408,8 +399,8 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Reattach(
   const absl::Time deadline = absl::Now() + timeout;
   // The pidfd first, then the start time: if the start time matches, the
   // pidfd is the plugin's and stays so, whatever happens to the pid later.
-  const int pidfd = PidfdOpen(config.pid);
-  if (pidfd < 0) {
+  base::UniqueFd pidfd(PidfdOpen(config.pid));
+  if (!pidfd.valid()) {
     const int err = errno;
     if (err == ESRCH) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -420,7 +411,6 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Reattach(
   }
   absl::StatusOr<ProcStat> stat = ReadProcStat(config.pid);
   if (!stat.ok()) {
-    CloseFd(pidfd);
     if (absl::IsNotFound(stat.status())) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": pid ", config.pid, " not found (the plugin exited)"));
@@ -429,20 +419,19 @@ absl::StatusOr<std::unique_ptr<PluginProcess>> PluginProcess::Reattach(
                         absl::StrCat(what, ": ", stat.status().message()));
   }
   if (stat->start_time != config.start_time) {
-    CloseFd(pidfd);
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": pid ", config.pid, " was reused (start time ",
                      stat->start_time, ", expected ", config.start_time, ")"));
   }
   if (stat->state == 'Z' || stat->state == 'X') {
-    CloseFd(pidfd);
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": pid ", config.pid, " has exited"));
   }
   std::unique_ptr<PluginProcess> process(
       new PluginProcess(config.name, /*binary=*/"", config.pid,
-                        stat->start_time, pidfd, /*is_child=*/false,
-                        /*stdout_fd=*/-1, /*stderr_fd=*/-1));
+                        stat->start_time, std::move(pidfd), /*is_child=*/false,
+                        /*stdout_fd=*/base::UniqueFd(),
+                        /*stderr_fd=*/base::UniqueFd()));
   process->socket_dir_ = Dirname(config.socket_path);
   process->socket_path_ = config.socket_path;
   if (absl::Status connected = process->Connect(deadline); !connected.ok()) {
@@ -561,7 +550,7 @@ void PluginProcess::Abort(bool group) {
 }
 
 bool PluginProcess::SignalProcess(int signal) {
-  if (PidfdSendSignal(pidfd_, signal) == 0) return true;
+  if (PidfdSendSignal(pidfd_.get(), signal) == 0) return true;
   const int err = errno;
   if (err == ESRCH) return true;  // already gone (a zombie or reaped)
   LOG(ERROR) << Describe() << ": cannot send signal " << signal << ": "
@@ -571,9 +560,9 @@ bool PluginProcess::SignalProcess(int signal) {
 
 void PluginProcess::JoinMonitor() {
   if (!monitor_.joinable()) return;
-  if (!WaitExited(absl::ZeroDuration()) && wake_fd_ >= 0) {
+  if (!WaitExited(absl::ZeroDuration()) && wake_fd_.valid()) {
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
   }
   monitor_.join();
 }
@@ -632,13 +621,13 @@ void PluginProcess::MonitorLoop() {
   while (true) {
     pollfd fds[4];
     nfds_t count = 0;
-    fds[count++] = {pidfd_, POLLIN, 0};
-    const int wake_index = wake_fd_ >= 0 ? static_cast<int>(count) : -1;
-    if (wake_fd_ >= 0) fds[count++] = {wake_fd_, POLLIN, 0};
-    const int stdout_index = stdout_fd_ >= 0 ? static_cast<int>(count) : -1;
-    if (stdout_fd_ >= 0) fds[count++] = {stdout_fd_, POLLIN, 0};
-    const int stderr_index = stderr_fd_ >= 0 ? static_cast<int>(count) : -1;
-    if (stderr_fd_ >= 0) fds[count++] = {stderr_fd_, POLLIN, 0};
+    fds[count++] = {pidfd_.get(), POLLIN, 0};
+    const int wake_index = wake_fd_.valid() ? static_cast<int>(count) : -1;
+    if (wake_fd_.valid()) fds[count++] = {wake_fd_.get(), POLLIN, 0};
+    const int stdout_index = stdout_fd_.valid() ? static_cast<int>(count) : -1;
+    if (stdout_fd_.valid()) fds[count++] = {stdout_fd_.get(), POLLIN, 0};
+    const int stderr_index = stderr_fd_.valid() ? static_cast<int>(count) : -1;
+    if (stderr_fd_.valid()) fds[count++] = {stderr_fd_.get(), POLLIN, 0};
     if (poll(fds, count, -1) < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << Describe() << ": poll";
@@ -654,40 +643,40 @@ void PluginProcess::MonitorLoop() {
       // Everything it wrote before it ended is in the pipes now: forward it
       // all before saying it ended. (A child of the plugin holding the pipes
       // open is not waited for.)
-      while (stdout_fd_ >= 0 && ReadPipe(&stdout_fd_, false, &stdout_partial)) {
+      while (stdout_fd_.valid() &&
+             ReadPipe(&stdout_fd_, false, &stdout_partial)) {
       }
-      while (stderr_fd_ >= 0 && ReadPipe(&stderr_fd_, true, &stderr_partial)) {
+      while (stderr_fd_.valid() &&
+             ReadPipe(&stderr_fd_, true, &stderr_partial)) {
       }
       if (!stdout_partial.empty()) HandleLine(false, stdout_partial);
       if (!stderr_partial.empty()) HandleLine(true, stderr_partial);
-      CloseFd(stdout_fd_);
-      CloseFd(stderr_fd_);
-      stdout_fd_ = stderr_fd_ = -1;
+      stdout_fd_.reset();
+      stderr_fd_.reset();
       OnExit();
       return;
     }
     if (wake_index >= 0 && fds[wake_index].revents != 0) break;
   }
   // Told to stop while the process runs on.
-  CloseFd(stdout_fd_);
-  CloseFd(stderr_fd_);
-  stdout_fd_ = stderr_fd_ = -1;
+  stdout_fd_.reset();
+  stderr_fd_.reset();
   absl::MutexLock lock(&mu_);
   stdout_closed_ = true;
   launch_ready_ = true;
 }
 
-bool PluginProcess::ReadPipe(int* fd, bool is_stderr, std::string* partial) {
+bool PluginProcess::ReadPipe(base::UniqueFd* fd, bool is_stderr,
+                             std::string* partial) {
   char buffer[16 * 1024];
-  const ssize_t n = read(*fd, buffer, sizeof(buffer));
+  const ssize_t n = read(fd->get(), buffer, sizeof(buffer));
   if (n < 0 && errno == EINTR) return true;
   if (n < 0 && errno == EAGAIN) return false;
   if (n <= 0) {
     if (n < 0) PLOG(WARNING) << Describe() << ": reading its output";
     if (!partial->empty()) HandleLine(is_stderr, *partial);
     partial->clear();
-    CloseFd(*fd);
-    *fd = -1;
+    fd->reset();
     if (!is_stderr) {
       absl::MutexLock lock(&mu_);
       stdout_closed_ = true;

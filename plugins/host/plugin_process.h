@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "grpcpp/channel.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/plugin_lifetime.h"
@@ -181,8 +182,8 @@ class PluginProcess {
 
  private:
   PluginProcess(std::string name, std::string binary, pid_t pid,
-                uint64_t start_time, int pidfd, bool is_child, int stdout_fd,
-                int stderr_fd);
+                uint64_t start_time, base::UniqueFd pidfd, bool is_child,
+                base::UniqueFd stdout_fd, base::UniqueFd stderr_fd);
 
   // The rest of Launch once the process runs; on error the caller aborts.
   absl::Status CompleteLaunch(const LaunchOptions& options,
@@ -209,9 +210,9 @@ class PluginProcess {
   // The monitor thread: forwards stderr and stdout, keeps the handshake line,
   // and detects the exit (pidfd), reaps a child and marks the plugin gone.
   void MonitorLoop();
-  // Reads once from *fd and handles the complete lines; at EOF closes it and
-  // sets it to -1. Returns whether to read again (false at EAGAIN or EOF).
-  bool ReadPipe(int* fd, bool is_stderr, std::string* partial);
+  // Reads once from *fd and handles the complete lines; at EOF closes it.
+  // Returns whether to read again (false at EAGAIN or EOF).
+  bool ReadPipe(base::UniqueFd* fd, bool is_stderr, std::string* partial);
   void HandleLine(bool is_stderr, absl::string_view line);
   void OnExit();
 
@@ -219,12 +220,12 @@ class PluginProcess {
   const std::string binary_;
   const pid_t pid_;
   const uint64_t start_time_;
-  const int pidfd_;
+  const base::UniqueFd pidfd_;
   const bool is_child_;
-  const int wake_fd_;  // eventfd: tells the monitor to stop
+  const base::UniqueFd wake_fd_;  // eventfd: tells the monitor to stop
   // Owned by the monitor thread once it runs.
-  int stdout_fd_;
-  int stderr_fd_;
+  base::UniqueFd stdout_fd_;
+  base::UniqueFd stderr_fd_;
   bool seen_handshake_line_ = false;  // monitor thread only
 
   // Set once by Launch/Reattach before the object is shared.

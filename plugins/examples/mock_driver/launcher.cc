@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/io.h"
+#include "base/unique_fd.h"
 #include "plugins/sdk/rotating_log.h"
 
 namespace berth::mock {
@@ -387,6 +388,15 @@ void CopyOnce(int* fd, plugin::RotatingLog* log, const MonitorOutput& output) {
 
 // ---- End of the async-signal-safe part.
 
+// A pipe (close-on-exec) as two owned ends; false, with errno set, if none.
+bool MakePipe(base::UniqueFd* read_end, base::UniqueFd* write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end->reset(fds[0]);
+  write_end->reset(fds[1]);
+  return true;
+}
+
 // `log_dir`: where a monitor writes the task's output.
 absl::Status FailureStatus(const Failure& failure, const ExecSpec& exec,
                            absl::string_view log_dir = "") {
@@ -474,22 +484,24 @@ absl::StatusOr<MonitoredPids> LaunchMonitored(
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     return absl::ErrnoToStatus(errno, "cannot make a socket pair");
   }
+  base::UniqueFd ours(sockets[0]);
+  base::UniqueFd monitors(sockets[1]);
   const pid_t monitor_pid = fork();
   if (monitor_pid == 0) {
-    close(sockets[0]);
-    RunMonitor(exec, monitor, output, exit_tmp_path.c_str(), sockets[1]);
+    // The monitor never returns: no destructor runs in it.
+    close(ours.get());
+    RunMonitor(exec, monitor, output, exit_tmp_path.c_str(), monitors.get());
   }
   const int fork_error = errno;
-  close(sockets[1]);
+  monitors.reset();
   if (monitor_pid < 0) {
-    close(sockets[0]);
     return absl::ErrnoToStatus(
         fork_error, absl::StrCat("cannot fork a monitor for ", exec.path()));
   }
   Report report;
-  const bool reported = ReadAll(sockets[0], &report, sizeof(report));
+  const bool reported = ReadAll(ours.get(), &report, sizeof(report));
   if (!reported || report.failure.stage != kStageNone) {
-    close(sockets[0]);
+    ours.reset();
     int status;
     while (waitpid(monitor_pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -502,8 +514,7 @@ absl::StatusOr<MonitoredPids> LaunchMonitored(
   const MonitoredPids pids = {monitor_pid, report.task};
   before_release(pids);
   const char released = 1;
-  WriteAll(sockets[0], &released, 1);
-  close(sockets[0]);
+  WriteAll(ours.get(), &released, 1);
   return pids;
 }
 
@@ -554,25 +565,17 @@ absl::StatusOr<ExitRecord> ReadExitRecord(const std::string& path) {
 
 absl::StatusOr<Child> SpawnChild(const ExecSpec& exec, bool tty,
                                  plugin::TerminalSize size) {
-  Child child;
-  int in[2] = {-1, -1};
-  int out[2] = {-1, -1};
-  int err[2] = {-1, -1};
+  // Ours until the child runs; then the Child's.
+  base::UniqueFd terminal;
+  base::UniqueFd in_read, in_write, out_read, out_write, err_read, err_write;
   std::string terminal_path;
-  auto close_all = [&] {
-    for (int fd :
-         {in[0], in[1], out[0], out[1], err[0], err[1], child.terminal}) {
-      if (fd >= 0) close(fd);
-    }
-  };
   if (tty) {
-    child.terminal = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    terminal.reset(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
     char name[128];
-    if (child.terminal < 0 || grantpt(child.terminal) != 0 ||
-        unlockpt(child.terminal) != 0 ||
-        ptsname_r(child.terminal, name, sizeof(name)) != 0) {
+    if (!terminal.valid() || grantpt(terminal.get()) != 0 ||
+        unlockpt(terminal.get()) != 0 ||
+        ptsname_r(terminal.get(), name, sizeof(name)) != 0) {
       const int error = errno;
-      close_all();
       return absl::ErrnoToStatus(
           error, absl::StrCat("cannot make a terminal for ", exec.path()));
     }
@@ -581,56 +584,55 @@ absl::StatusOr<Child> SpawnChild(const ExecSpec& exec, bool tty,
       struct winsize window = {};
       window.ws_row = size.rows;
       window.ws_col = size.columns;
-      ioctl(child.terminal, TIOCSWINSZ, &window);
+      ioctl(terminal.get(), TIOCSWINSZ, &window);
     }
-  } else if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 ||
-             pipe2(err, O_CLOEXEC) != 0) {
+  } else if (!MakePipe(&in_read, &in_write) ||
+             !MakePipe(&out_read, &out_write) ||
+             !MakePipe(&err_read, &err_write)) {
     const int error = errno;
-    close_all();
     return absl::ErrnoToStatus(
         error, absl::StrCat("cannot make pipes for ", exec.path()));
   }
-  int failure_pipe[2];
-  if (pipe2(failure_pipe, O_CLOEXEC) != 0) {
-    const int error = errno;
-    close_all();
-    return absl::ErrnoToStatus(error, "pipe2");
+  base::UniqueFd failure_read, failure_write;
+  if (!MakePipe(&failure_read, &failure_write)) {
+    return absl::ErrnoToStatus(errno, "pipe2");
   }
   const pid_t pid = fork();
   if (pid == 0) {
-    close(failure_pipe[0]);
-    ExecChild(exec, tty, terminal_path.c_str(), in[0], out[1], err[1],
-              failure_pipe[1]);
+    // ExecChild never returns: no destructor runs in the child.
+    close(failure_read.get());
+    ExecChild(exec, tty, terminal_path.c_str(), in_read.get(), out_write.get(),
+              err_write.get(), failure_write.get());
   }
   const int fork_error = errno;
-  close(failure_pipe[1]);
+  failure_write.reset();  // or the read below never sees end of file
   if (pid < 0) {
-    close(failure_pipe[0]);
-    close_all();
     return absl::ErrnoToStatus(fork_error,
                                absl::StrCat("cannot fork for ", exec.path()));
   }
   Failure failure;
-  const bool failed = ReadAll(failure_pipe[0], &failure, sizeof(failure));
-  close(failure_pipe[0]);
+  const bool failed = ReadAll(failure_read.get(), &failure, sizeof(failure));
+  failure_read.reset();
   if (failed) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    close_all();
     return FailureStatus(failure, exec);
   }
+  Child child;
   child.pid = pid;
   child.pidfd = PidfdOpen(pid);
   if (tty) {
+    child.terminal = terminal.release();
     (void)base::SetNonBlocking(child.terminal);
   } else {
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-    child.stdin_fd = in[1];
-    child.stdout_fd = out[0];
-    child.stderr_fd = err[0];
+    // The child's ends go, so that its output ends when it does.
+    in_read.reset();
+    out_write.reset();
+    err_write.reset();
+    child.stdin_fd = in_write.release();
+    child.stdout_fd = out_read.release();
+    child.stderr_fd = err_read.release();
     (void)base::SetNonBlocking(child.stdin_fd);
     (void)base::SetNonBlocking(child.stdout_fd);
     (void)base::SetNonBlocking(child.stderr_fd);

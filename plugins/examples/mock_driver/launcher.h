@@ -123,6 +123,8 @@ absl::StatusOr<ExitRecord> ReadExitRecord(const std::string& path);
 // An exec'd command (ExecTask, ExecTaskStreaming): its own session and
 // process group; a terminal (master in `terminal`) or pipes. The fds are
 // non-blocking and close-on-exec; -1 where there is none.
+// Its descriptors are ints that CloseChild closes (not base::UniqueFd) until
+// mock_driver.cc, being rewritten, takes owned ones.
 struct Child {
   pid_t pid = 0;
   int pidfd = -1;
