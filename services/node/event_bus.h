@@ -11,9 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/proto_time.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/timestamp.pb.h"
-#include "plugins/sdk/proto_time.h"
 
 namespace berth::node {
 
@@ -21,7 +21,7 @@ namespace berth::node {
 // gives whole seconds with Debian's protobuf 3.21, which ties the order of
 // tasks created within a second).
 inline google::protobuf::Timestamp NowProto() {
-  return plugin::ToProtoTimestamp(absl::Now());
+  return base::ToProtoTimestamp(absl::Now());
 }
 
 // Thread-safe.

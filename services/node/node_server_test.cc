@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/proto_time.h"
 #include "berth/network/v1/network.grpc.pb.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -26,7 +27,6 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 #include "services/node/task_manager.h"
@@ -359,8 +359,8 @@ TEST_F(NodeServerTest, ATaskThatEndsAtOnceStartsBeforeItFinishes) {
         WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
     const v1::Task done = Inspect(task->id());
     ASSERT_TRUE(done.has_started_at() && done.has_finished_at());
-    EXPECT_LE(plugin::FromProtoTimestamp(done.started_at()),
-              plugin::FromProtoTimestamp(done.finished_at()))
+    EXPECT_LE(base::FromProtoTimestamp(done.started_at()),
+              base::FromProtoTimestamp(done.finished_at()))
         << done.DebugString();
   }
 }

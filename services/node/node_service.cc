@@ -6,13 +6,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/proto_time.h"
 #include "glog/logging.h"
 #include "grpc_health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/errors.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/status.h"
 #include "services/common/stream_log.h"
 #include "services/node/log_reader.h"
@@ -109,7 +109,7 @@ grpc::Status NodeServiceImpl::StopTask(grpc::ServerContext*,
                                        v1::StopTaskResponse* response) {
   absl::Duration timeout = absl::Seconds(5);
   if (request->has_timeout()) {
-    timeout = plugin::FromProtoDuration(request->timeout());
+    timeout = base::FromProtoDuration(request->timeout());
     if (timeout < absl::ZeroDuration()) {
       return ToGrpcStatus(
           absl::InvalidArgumentError("timeout must not be negative"));
@@ -467,7 +467,7 @@ grpc::Status NodeServiceImpl::GetNodeStatus(
   for (v1::ComponentStatus& plugin : plugins_->Status()) {
     *response->add_plugins() = std::move(plugin);
   }
-  *response->mutable_started_at() = plugin::ToProtoTimestamp(started_at_);
+  *response->mutable_started_at() = base::ToProtoTimestamp(started_at_);
   return grpc::Status::OK;
 }
 

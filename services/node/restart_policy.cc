@@ -1,6 +1,6 @@
 #include "services/node/restart_policy.h"
 
-#include "plugins/sdk/proto_time.h"
+#include "base/proto_time.h"
 
 namespace berth::node {
 
@@ -9,7 +9,7 @@ RestartDecision DecideRestart(const v1::RestartPolicy& policy,
                               uint32_t restarts, bool stopped) {
   RestartDecision decision;
   if (policy.has_delay()) {
-    decision.delay = plugin::FromProtoDuration(policy.delay());
+    decision.delay = base::FromProtoDuration(policy.delay());
   }
   if (stopped) return decision;
   const bool failed = exit.exit_code() != 0 || exit.signal() != 0;

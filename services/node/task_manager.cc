@@ -17,11 +17,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/proto_time.h"
 #include "glog/logging.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/errors.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
 #include "services/common/status.h"
@@ -94,7 +94,7 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
     }
   }
   if (spec.restart().has_delay()) {
-    if (plugin::FromProtoDuration(spec.restart().delay()) <
+    if (base::FromProtoDuration(spec.restart().delay()) <
         absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "spec.restart.delay must not be negative");
@@ -371,8 +371,8 @@ std::vector<v1::Task> TaskManager::List(bool all) {
   }
   std::sort(tasks.begin(), tasks.end(),
             [](const v1::Task& a, const v1::Task& b) {
-              return plugin::FromProtoTimestamp(a.created_at()) >
-                     plugin::FromProtoTimestamp(b.created_at());
+              return base::FromProtoTimestamp(a.created_at()) >
+                     base::FromProtoTimestamp(b.created_at());
             });
   return tasks;
 }
@@ -418,7 +418,7 @@ absl::StatusOr<v1::Task> TaskManager::Stop(const std::string& ref,
     if (!driver.ok()) return driver.status();
     driver::v1::StopTaskRequest request;
     request.set_task_id(id);
-    *request.mutable_timeout() = plugin::ToProtoDuration(timeout);
+    *request.mutable_timeout() = base::ToProtoDuration(timeout);
     request.set_signal(signal);
     absl::StatusOr<driver::v1::StopTaskResponse> stopped = (*driver)->StopTask(
         request, {absl::Now() + timeout + absl::Seconds(30)});

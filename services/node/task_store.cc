@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "plugins/sdk/proto_time.h"
+#include "base/proto_time.h"
 
 namespace berth::node {
 namespace {
@@ -69,7 +69,7 @@ absl::Status TaskStore::Put(const internal::TaskRecord& record) {
       "?4) ON CONFLICT(id) DO UPDATE SET name = ?2, record = ?4");
   if (!put.ok()) return put.status();
   const int64_t created_ns =
-      absl::ToUnixNanos(plugin::FromProtoTimestamp(record.task().created_at()));
+      absl::ToUnixNanos(base::FromProtoTimestamp(record.task().created_at()));
   absl::Status s = put->BindText(1, id);
   if (s.ok()) s = put->BindText(2, record.task().spec().name());
   if (s.ok()) s = put->BindInt(3, created_ns);

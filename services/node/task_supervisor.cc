@@ -18,9 +18,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/proto_time.h"
 #include "glog/logging.h"
 #include "plugins/host/errors.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/remove_tree.h"
 #include "services/node/restart_policy.h"
 #include "services/node/task_manager.h"
@@ -39,8 +39,8 @@ google::protobuf::Timestamp FinishedAt(const v1::Task& task,
                                        const driver::v1::ExitResult& result) {
   if (!result.has_exited_at()) return NowProto();
   if (task.has_started_at() &&
-      plugin::FromProtoTimestamp(result.exited_at()) <
-          plugin::FromProtoTimestamp(task.started_at())) {
+      base::FromProtoTimestamp(result.exited_at()) <
+          base::FromProtoTimestamp(task.started_at())) {
     return task.started_at();
   }
   return result.exited_at();

@@ -20,12 +20,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/io.h"
+#include "base/proto_time.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/dial.h"
 #include "services/common/unix_socket.h"
 #include "services/node/cli/cli_args.h"
@@ -216,7 +216,7 @@ int Cli::Ps(const ParsedArgs& args) {
   for (const nodepb::Task& task : response.tasks()) {
     const std::string created =
         task.has_created_at()
-            ? HumanAgo(plugin::FromProtoTimestamp(task.created_at()), now)
+            ? HumanAgo(base::FromProtoTimestamp(task.created_at()), now)
             : "-";
     table.AddRow({ShortId(task.id()), task.spec().name(), task.spec().driver(),
                   StateText(task.state()), created, ExitText(task),
@@ -273,7 +273,7 @@ int Cli::Stop(const ParsedArgs& args) {
                                      "\" must be a number of seconds"));
     }
     timeout = absl::Seconds(seconds);
-    *request.mutable_timeout() = plugin::ToProtoDuration(timeout);
+    *request.mutable_timeout() = base::ToProtoDuration(timeout);
   }
   if (args.Has("signal")) request.set_signal(args.Value("signal"));
   if (!Connect()) return Unreachable();
