@@ -43,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -190,20 +191,22 @@ class Bench {
   void StartShim(Run* run, const std::string& token) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) Fail("pipe");
+    base::UniqueFd out_read(out[0]);
+    base::UniqueFd out_write(out[1]);
     run->shim = Spawn({absl::GetFlag(FLAGS_shim),
                        "--proxy_socket=" + dir_ + "/run/proxy.sock"},
                       {"BERTH_SHIM_TOKEN=" + token, "PATH=/usr/bin:/bin"},
-                      out[1], dir_ + "/shim.log");
-    close(out[1]);
-    run->reader = std::thread([run, fd = out[0]] {
+                      out_write.get(), dir_ + "/shim.log");
+    out_write.reset();  // the reader's end of file is the shim's exit
+    run->reader = std::thread([run, fd = std::move(out_read)]() mutable {
       static char buffer[1 << 17];
       ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) {
+      while ((n = read(fd.get(), buffer, sizeof(buffer))) > 0) {
         if (run->bytes == 0) run->first_byte = absl::Now();
         run->bytes += n;
       }
       run->end = absl::Now();
-      close(fd);
+      fd.reset();
     });
   }
 

@@ -50,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/io.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "plugins/benchmarks/bench_util.h"
 #include "tools/bench/figures.h"
@@ -96,32 +97,27 @@ absl::Status Relay(int connection) {
   int in[2];
   int out[2];
   if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]);
-    close(in[1]);
-    return absl::ErrnoToStatus(errno, "pipe2");
-  }
+  base::UniqueFd in_read(in[0]);
+  base::UniqueFd in_write(in[1]);
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  base::UniqueFd out_read(out[0]);
+  base::UniqueFd out_write(out[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, in_read.get(), STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_write.get(), STDOUT_FILENO);
   char cat[] = "cat";
   char* argv[] = {cat, nullptr};
   pid_t pid = 0;
   const int err = posix_spawnp(&pid, "cat", &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
-  close(in[0]);
-  close(out[1]);
-  if (err != 0) {
-    close(in[1]);
-    close(out[0]);
-    errno = err;
-    return absl::ErrnoToStatus(errno, "cannot run cat");
-  }
+  // cat's ends: reading its stdout ends when cat does.
+  in_read.reset();
+  out_write.reset();
+  if (err != 0) return absl::ErrnoToStatus(err, "cannot run cat");
   // Socket -> cat's stdin; cat's stdin closes at the end of the socket's
   // input (the client's half-close).
-  const int cat_stdin = in[1];
-  std::thread up([connection, cat_stdin] {
+  std::thread up([connection, cat_stdin = std::move(in_write)]() mutable {
     std::vector<char> buffer(kBufferBytes);
     while (true) {
       const ssize_t n = ReadSome(connection, buffer.data(), buffer.size());
@@ -130,7 +126,7 @@ absl::Status Relay(int connection) {
         break;
       }
       if (absl::Status written = base::WriteAll(
-              cat_stdin,
+              cat_stdin.get(),
               absl::string_view(buffer.data(), static_cast<size_t>(n)),
               "cat's stdin");
           !written.ok()) {
@@ -138,13 +134,13 @@ absl::Status Relay(int connection) {
         break;
       }
     }
-    close(cat_stdin);
+    cat_stdin.reset();  // cat's end of file
   });
   // cat's stdout -> socket, then a half-close.
   absl::Status status;
   std::vector<char> buffer(kBufferBytes);
   while (true) {
-    const ssize_t n = ReadSome(out[0], buffer.data(), buffer.size());
+    const ssize_t n = ReadSome(out_read.get(), buffer.data(), buffer.size());
     if (n < 0) {
       status = absl::ErrnoToStatus(errno, "reading from cat");
       break;
@@ -159,7 +155,7 @@ absl::Status Relay(int connection) {
       break;
     }
   }
-  close(out[0]);
+  out_read.reset();  // cat, if still writing, ends (EPIPE)
   shutdown(connection, SHUT_WR);
   up.join();
   int wait_status = 0;
@@ -175,33 +171,32 @@ absl::Status Relay(int connection) {
 
 // The server: one connection at a time, until stdin ends.
 int Serve(const std::string& path) {
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  PCHECK(listener >= 0) << "socket";
+  const base::UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  PCHECK(listener.valid()) << "socket";
   const sockaddr_un address = Address(path);
-  PCHECK(bind(listener, reinterpret_cast<const sockaddr*>(&address),
+  PCHECK(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address),
               sizeof(address)) == 0)
       << "bind " << path;
-  PCHECK(listen(listener, 4) == 0) << "listen";
+  PCHECK(listen(listener.get(), 4) == 0) << "listen";
   std::printf("ready\n");
   std::fflush(stdout);
   while (true) {
-    pollfd fds[2] = {{listener, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       PLOG(FATAL) << "poll";
     }
     if (fds[1].revents != 0) break;  // stdin ended: the client is done
     if (fds[0].revents == 0) continue;
-    const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) {
+    const base::UniqueFd connection(
+        accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!connection.valid()) {
       PLOG(ERROR) << "accept";
       continue;
     }
-    const absl::Status relayed = Relay(connection);
+    const absl::Status relayed = Relay(connection.get());
     LOG_IF(ERROR, !relayed.ok()) << "relay: " << relayed;
-    close(connection);
   }
-  close(listener);
   unlink(path.c_str());
   return 0;
 }
@@ -212,15 +207,14 @@ absl::StatusOr<double> RelayOnce(const std::string& path, uint64_t bytes,
   const std::string what =
       absl::StrCat("relaying ", FormatBytes(bytes), " through cat via ", path);
   const Clock::time_point start = Clock::now();
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  const base::UniqueFd socket_fd(
+      socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket_fd.valid()) return absl::ErrnoToStatus(errno, "socket");
+  const int fd = socket_fd.get();
   const sockaddr_un address = Address(path);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address),
               sizeof(address)) != 0) {
-    const absl::Status error =
-        absl::ErrnoToStatus(errno, absl::StrCat(what, ": connect"));
-    close(fd);
-    return error;
+    return absl::ErrnoToStatus(errno, absl::StrCat(what, ": connect"));
   }
   uint64_t sent = 0;
   absl::Status send_status;
@@ -257,7 +251,6 @@ absl::StatusOr<double> RelayOnce(const std::string& path, uint64_t bytes,
   }
   sender.join();
   const Clock::time_point end = Clock::now();
-  close(fd);
   if (read_errno != 0) {
     return absl::InternalError(
         absl::StrCat(what, ": reading after ", received,
