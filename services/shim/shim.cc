@@ -448,12 +448,16 @@ class Shim {
 
   // Acknowledges on the stream; if the other thread is busy sending (a Write
   // can block on flow control), leaves it to that thread, which sends the
-  // latest offsets after its Write.
+  // latest offsets after its Write. Looks again after unlocking: an ack
+  // asked for while this thread held mu_ (its TryLock failed against this
+  // thread) is this thread's to send, or it would be lost.
   void AckOnStream() {
     ack_pending_.store(true);
-    if (!mu_.TryLock()) return;  // the holder sends it when it unlocks
-    if (ack_pending_.exchange(false)) SendAckLocked();
-    mu_.Unlock();
+    while (ack_pending_.load()) {
+      if (!mu_.TryLock()) return;  // the holder sends it when it unlocks
+      if (ack_pending_.exchange(false)) SendAckLocked();
+      mu_.Unlock();
+    }
   }
 
   // Sends the ack that Ack() left pending while this thread held mu_. The
