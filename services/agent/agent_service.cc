@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "services/agent/deadline.h"
 #include "services/agent/io_reactor.h"
@@ -170,29 +171,26 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
     }
   }
 
-  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd < 0) return absl::ErrnoToStatus(errno, "eventfd");
+  base::UniqueFd wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd.valid()) return absl::ErrnoToStatus(errno, "eventfd");
   bool forked = false;
   absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
   // The reaper now has a child to wait for (one that did not execute too:
   // it reaps it, not in running_).
   if (forked) ++spawn_generation_;
-  if (!spawned.ok()) {
-    close(wake_fd);
-    return spawned.status();
-  }
+  if (!spawned.ok()) return spawned.status();
   const bool terminal = spec.terminal();
   const pid_t pid = spawned->pid;
   auto process = std::make_shared<Process>(container_id, process_id,
                                            options_.output_window_bytes);
   process->terminal = terminal;
   process->pid = pid;
-  process->wake_fd = wake_fd;
+  process->wake_fd = std::move(wake_fd);
   {
     absl::MutexLock process_lock(&process->mu);
-    process->in_fd = spawned->in_fd;
-    process->out_fd = spawned->out_fd;
-    process->err_fd = spawned->err_fd;
+    process->in_fd = std::move(spawned->in_fd);
+    process->out_fd = std::move(spawned->out_fd);
+    process->err_fd = std::move(spawned->err_fd);
     if (terminal) process->err.Close();  // stdout and stderr are one
   }
   process->io_thread = std::thread([p = process.get()] { p->IoLoop(); });
@@ -307,11 +305,11 @@ grpc::Status AgentServiceImpl::Resize(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat((*process)->name(), " has no terminal"));
   }
-  if ((*process)->in_fd < 0) {
+  if (!(*process)->in_fd.valid()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat((*process)->name(), " has ended"));
   }
-  SetWindowSize((*process)->in_fd, request->size());
+  SetWindowSize((*process)->in_fd.get(), request->size());
   return grpc::Status::OK;
 }
 

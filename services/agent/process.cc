@@ -41,14 +41,11 @@ std::string ProcessName(const std::string& container_id,
 
 Process::~Process() {
   if (io_thread.joinable()) io_thread.join();
-  for (int fd : {in_fd, out_fd, err_fd, wake_fd}) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 void Process::Wake() {
   const uint64_t one = 1;
-  (void)!write(wake_fd, &one, sizeof(one));
+  (void)!write(wake_fd.get(), &one, sizeof(one));
 }
 
 void Process::KickStream() {
@@ -88,9 +85,9 @@ void Process::IoLoop() {
       if (stopping) break;
       if (exited && out.closed() && err.closed()) break;
       // Stdin: write what is pending; close once asked and written.
-      if (in_fd >= 0 && !stdin_closed && !stdin_pending.empty()) {
+      if (in_fd.valid() && !stdin_closed && !stdin_pending.empty()) {
         const ssize_t w =
-            write(in_fd, stdin_pending.data(), stdin_pending.size());
+            write(in_fd.get(), stdin_pending.data(), stdin_pending.size());
         if (w > 0) {
           stdin_pending.erase(0, static_cast<size_t>(w));
         } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
@@ -101,37 +98,38 @@ void Process::IoLoop() {
           reactor->ResumeReading();
         }
       }
-      if (in_fd >= 0 && !stdin_closed && stdin_pending.empty() &&
+      if (in_fd.valid() && !stdin_closed && stdin_pending.empty() &&
           stdin_close_requested) {
         stdin_closed = true;
         if (terminal) {
           // A terminal has no half-close: end of file is the EOF character.
           struct termios attributes;
           char eof = 4;
-          if (tcgetattr(in_fd, &attributes) == 0) eof = attributes.c_cc[VEOF];
-          (void)!write(in_fd, &eof, 1);
+          if (tcgetattr(in_fd.get(), &attributes) == 0) {
+            eof = attributes.c_cc[VEOF];
+          }
+          (void)!write(in_fd.get(), &eof, 1);
         } else {
-          close(in_fd);
-          in_fd = -1;
+          in_fd.reset();  // the process's end of file
         }
       }
-      fds[n] = {wake_fd, POLLIN, 0};
+      fds[n] = {wake_fd.get(), POLLIN, 0};
       ++n;
       if (!out.closed() && out.room() > 0) {
         out_room = out.room();
-        read_out = out_fd;
+        read_out = out_fd.get();
         out_index = n;
-        fds[n++] = {out_fd, POLLIN, 0};
+        fds[n++] = {out_fd.get(), POLLIN, 0};
       }
       if (!err.closed() && err.room() > 0) {
         err_room = err.room();
-        read_err = err_fd;
+        read_err = err_fd.get();
         err_index = n;
-        fds[n++] = {err_fd, POLLIN, 0};
+        fds[n++] = {err_fd.get(), POLLIN, 0};
       }
-      if (in_fd >= 0 && !stdin_closed && !stdin_pending.empty()) {
+      if (in_fd.valid() && !stdin_closed && !stdin_pending.empty()) {
         in_index = n;
-        fds[n++] = {in_fd, POLLOUT, 0};
+        fds[n++] = {in_fd.get(), POLLOUT, 0};
       }
       draining = exited;
       exit_time = exit_seen;
@@ -143,7 +141,7 @@ void Process::IoLoop() {
     }
     if (fds[0].revents != 0) {
       uint64_t count;
-      (void)!read(wake_fd, &count, sizeof(count));
+      (void)!read(wake_fd.get(), &count, sizeof(count));
     }
     // Reads outside the lock; only this thread appends, so room only grows.
     const auto pump = [&](int index, int fd, size_t room, bool is_out) {
@@ -180,10 +178,9 @@ void Process::IoLoop() {
     }
   }
   absl::MutexLock lock(&mu);
-  for (int* fd : {&in_fd, &out_fd, &err_fd}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-  }
+  in_fd.reset();
+  out_fd.reset();
+  err_fd.reset();
   stdin_closed = true;
   stdin_pending.clear();
   if (reactor != nullptr) reactor->ResumeReading();

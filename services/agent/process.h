@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "services/agent/output_window.h"
 
@@ -38,7 +39,7 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  // Joins the I/O thread and closes the descriptors.
+  // Joins the I/O thread; the descriptors close after it.
   ~Process();
 
   std::string name() const { return ProcessName(container_id, process_id); }
@@ -61,15 +62,16 @@ class Process {
   const std::string process_id;
   pid_t pid = -1;
   bool terminal = false;
-  int wake_fd = -1;  // eventfd
+  base::UniqueFd wake_fd;  // eventfd
   std::thread io_thread;
 
   absl::Mutex mu;
   // Our end of stdin (the pipe's write end, or the terminal), stdout (or
-  // the terminal) and stderr (-1 with a terminal). Closed by the I/O thread.
-  int in_fd ABSL_GUARDED_BY(mu) = -1;
-  int out_fd ABSL_GUARDED_BY(mu) = -1;
-  int err_fd ABSL_GUARDED_BY(mu) = -1;
+  // the terminal) and stderr (none with a terminal). Closed by the I/O
+  // thread.
+  base::UniqueFd in_fd ABSL_GUARDED_BY(mu);
+  base::UniqueFd out_fd ABSL_GUARDED_BY(mu);
+  base::UniqueFd err_fd ABSL_GUARDED_BY(mu);
   OutputWindow out ABSL_GUARDED_BY(mu);
   OutputWindow err ABSL_GUARDED_BY(mu);
   std::string stdin_pending ABSL_GUARDED_BY(mu);

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/io.h"
 #include "base/process.h"
+#include "base/unique_fd.h"
 #include "services/agent/output_window.h"
 
 extern char** environ;
@@ -44,6 +44,15 @@ enum ChildStep {
   ChildError error = {errno, step};
   (void)!write(fd, &error, sizeof(error));
   _exit(127);
+}
+
+// A pipe (close-on-exec) as two owned ends; false, with errno set, if none.
+bool MakePipe(base::UniqueFd* read_end, base::UniqueFd* write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end->reset(fds[0]);
+  write_end->reset(fds[1]);
+  return true;
 }
 
 }  // namespace
@@ -77,71 +86,58 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   const gid_t gid = spec.user().gid();
   const std::string cwd = spec.cwd();
 
-  // Our ends and the child's, closed on every way out.
-  std::vector<int> ours, theirs;
-  absl::Cleanup close_all = [&] {
-    for (int fd : ours) close(fd);
-    for (int fd : theirs) close(fd);
-  };
+  // Our ends (the caller's once the child has executed) and the child's
+  // (the terminal's slave, or the pipes' other ends), closed on every way
+  // out.
+  SpawnedProcess spawned;
+  base::UniqueFd theirs[3];
   const auto errno_error = [](absl::string_view what) {
     return absl::ErrnoToStatus(errno, what);
   };
   int child_in = -1, child_out = -1, child_err = -1;
-  int in_fd = -1, out_fd = -1, err_fd = -1;
   if (spec.terminal()) {
-    const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0) return errno_error("opening a pseudo-terminal");
-    ours.push_back(master);
-    if (grantpt(master) != 0 || unlockpt(master) != 0) {
+    base::UniqueFd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!master.valid()) return errno_error("opening a pseudo-terminal");
+    if (grantpt(master.get()) != 0 || unlockpt(master.get()) != 0) {
       return errno_error("unlocking the pseudo-terminal");
     }
     char name[128];
-    if (ptsname_r(master, name, sizeof(name)) != 0) {
+    if (ptsname_r(master.get(), name, sizeof(name)) != 0) {
       return errno_error("naming the pseudo-terminal");
     }
-    const int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (slave < 0) return errno_error(absl::StrCat("opening ", name));
-    theirs.push_back(slave);
-    if (spec.has_terminal_size()) SetWindowSize(master, spec.terminal_size());
-    const int out_copy = fcntl(master, F_DUPFD_CLOEXEC, 0);
-    if (out_copy < 0) return errno_error("dup");
-    ours.push_back(out_copy);
-    in_fd = master;
-    out_fd = out_copy;
-    child_in = child_out = child_err = slave;
+    theirs[0].reset(open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!theirs[0].valid()) return errno_error(absl::StrCat("opening ", name));
+    if (spec.has_terminal_size()) {
+      SetWindowSize(master.get(), spec.terminal_size());
+    }
+    spawned.out_fd.reset(fcntl(master.get(), F_DUPFD_CLOEXEC, 0));
+    if (!spawned.out_fd.valid()) return errno_error("dup");
+    spawned.in_fd = std::move(master);
+    child_in = child_out = child_err = theirs[0].get();
   } else {
-    int in[2], out[2], err[2];
-    if (pipe2(in, O_CLOEXEC) != 0) return errno_error("pipe2");
-    theirs.push_back(in[0]);
-    ours.push_back(in[1]);
-    if (pipe2(out, O_CLOEXEC) != 0) return errno_error("pipe2");
-    ours.push_back(out[0]);
-    theirs.push_back(out[1]);
-    if (pipe2(err, O_CLOEXEC) != 0) return errno_error("pipe2");
-    ours.push_back(err[0]);
-    theirs.push_back(err[1]);
+    if (!MakePipe(&theirs[0], &spawned.in_fd) ||
+        !MakePipe(&spawned.out_fd, &theirs[1]) ||
+        !MakePipe(&spawned.err_fd, &theirs[2])) {
+      return errno_error("pipe2");
+    }
     // Best effort: the default 64 KiB caps each read below a frame, and an
     // unprivileged agent may be held to /proc/sys/fs/pipe-max-size.
-    (void)fcntl(out[0], F_SETPIPE_SZ, kOutputPipeBytes);
-    (void)fcntl(err[0], F_SETPIPE_SZ, kOutputPipeBytes);
-    in_fd = in[1];
-    out_fd = out[0];
-    err_fd = err[0];
-    child_in = in[0];
-    child_out = out[1];
-    child_err = err[1];
+    (void)fcntl(spawned.out_fd.get(), F_SETPIPE_SZ, kOutputPipeBytes);
+    (void)fcntl(spawned.err_fd.get(), F_SETPIPE_SZ, kOutputPipeBytes);
+    child_in = theirs[0].get();
+    child_out = theirs[1].get();
+    child_err = theirs[2].get();
   }
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  theirs.push_back(exec_pipe[1]);
-  ours.push_back(exec_pipe[0]);
+  base::UniqueFd exec_read, exec_write;
+  if (!MakePipe(&exec_read, &exec_write)) return errno_error("pipe2");
 
   const bool terminal = spec.terminal();
   const pid_t pid = fork();
   if (pid < 0) return errno_error("fork");
   if (pid == 0) {
-    // The child: only async-signal-safe calls from here on.
-    const int error_fd = exec_pipe[1];
+    // The child: only async-signal-safe calls from here on (it leaves by
+    // exec or _exit: no destructor runs).
+    const int error_fd = exec_write.get();
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -175,15 +171,16 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   }
   // The caller's reaper now has a child to wait for.
   *forked = true;
-  close(exec_pipe[1]);
-  theirs.pop_back();
-  for (int fd : theirs) close(fd);
-  theirs.clear();
+  // The child's copies only from here: the read below sees end of file when
+  // it executes.
+  exec_write.reset();
+  for (base::UniqueFd& fd : theirs) fd.reset();
   ChildError error = {};
   size_t got = 0;
   while (got < sizeof(error)) {
-    const ssize_t r = read(exec_pipe[0], reinterpret_cast<char*>(&error) + got,
-                           sizeof(error) - got);
+    const ssize_t r =
+        read(exec_read.get(), reinterpret_cast<char*>(&error) + got,
+             sizeof(error) - got);
     if (r == 0) break;
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -220,16 +217,11 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
     }
   }
   // Started: the descriptors now belong to the caller.
-  std::move(close_all).Cancel();
-  close(exec_pipe[0]);
-  (void)base::SetNonBlocking(in_fd);
-  (void)base::SetNonBlocking(out_fd);
-  if (err_fd >= 0) (void)base::SetNonBlocking(err_fd);
-  SpawnedProcess spawned;
+  exec_read.reset();
+  (void)base::SetNonBlocking(spawned.in_fd.get());
+  (void)base::SetNonBlocking(spawned.out_fd.get());
+  if (spawned.err_fd.valid()) (void)base::SetNonBlocking(spawned.err_fd.get());
   spawned.pid = pid;
-  spawned.in_fd = in_fd;
-  spawned.out_fd = out_fd;
-  spawned.err_fd = err_fd;
   return spawned;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 
 namespace berth::agent {
@@ -18,11 +19,11 @@ namespace berth::agent {
 struct SpawnedProcess {
   pid_t pid = -1;
   // Our ends, non-blocking and close-on-exec: stdin (the pipe's write end,
-  // or the terminal), stdout (or the terminal) and stderr (-1 with a
-  // terminal). The caller owns them.
-  int in_fd = -1;
-  int out_fd = -1;
-  int err_fd = -1;
+  // or the terminal), stdout (or the terminal) and stderr (none with a
+  // terminal).
+  base::UniqueFd in_fd;
+  base::UniqueFd out_fd;
+  base::UniqueFd err_fd;
 };
 
 // INVALID_ARGUMENT naming the field: process.args empty, or an entry of

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,18 +28,17 @@ v1::ProcessSpec Spec(const std::vector<std::string>& args) {
 
 // Everything `fd` (non-blocking) gives until its end (EOF, or EIO from a
 // terminal whose other side is closed); closes it.
-std::string ReadToEnd(int fd) {
+std::string ReadToEnd(base::UniqueFd fd) {
   std::string data;
   char buffer[4096];
   while (true) {
-    pollfd pfd = {fd, POLLIN, 0};
+    pollfd pfd = {fd.get(), POLLIN, 0};
     if (poll(&pfd, 1, /*timeout_ms=*/30000) != 1) break;
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;
     data.append(buffer, static_cast<size_t>(n));
   }
-  close(fd);
   return data;
 }
 
@@ -65,11 +66,11 @@ TEST(SpawnProcessTest, PipesCarryStdioAndThePathIsSearched) {
   absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
   ASSERT_TRUE(spawned.ok()) << spawned.status();
   EXPECT_TRUE(forked);
-  ASSERT_GE(spawned->err_fd, 0);
-  ASSERT_EQ(write(spawned->in_fd, "x\n", 2), 2);
-  close(spawned->in_fd);
-  EXPECT_EQ(ReadToEnd(spawned->out_fd), "out x\n");
-  EXPECT_EQ(ReadToEnd(spawned->err_fd), "err\n");
+  ASSERT_TRUE(spawned->err_fd.valid());
+  ASSERT_EQ(write(spawned->in_fd.get(), "x\n", 2), 2);
+  spawned->in_fd.reset();
+  EXPECT_EQ(ReadToEnd(std::move(spawned->out_fd)), "out x\n");
+  EXPECT_EQ(ReadToEnd(std::move(spawned->err_fd)), "err\n");
   EXPECT_EQ(WaitExitCode(spawned->pid), 3);
 }
 
@@ -80,9 +81,9 @@ TEST(SpawnProcessTest, TerminalIsStdinStdoutAndStderr) {
   bool forked = false;
   absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
   ASSERT_TRUE(spawned.ok()) << spawned.status();
-  EXPECT_EQ(spawned->err_fd, -1);
-  EXPECT_EQ(ReadToEnd(spawned->out_fd), "tty\r\n");
-  close(spawned->in_fd);
+  EXPECT_FALSE(spawned->err_fd.valid());
+  EXPECT_EQ(ReadToEnd(std::move(spawned->out_fd)), "tty\r\n");
+  spawned->in_fd.reset();
   EXPECT_EQ(WaitExitCode(spawned->pid), 0);
 }
 
