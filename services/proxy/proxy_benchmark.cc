@@ -18,9 +18,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "benchmark/benchmark.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -123,25 +125,30 @@ BENCHMARK(BM_ProxyStdout)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RawRelay(benchmark::State& state) {
   for (auto _ : state) {
-    int pipe_fds[2];
-    int sock_fds[2];
-    if (pipe(pipe_fds) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds) != 0) {
+    int pipe_fds[2] = {-1, -1};
+    int sock_fds[2] = {-1, -1};
+    const bool made = pipe(pipe_fds) == 0 &&
+                      socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds) == 0;
+    base::UniqueFd pipe_read(pipe_fds[0]);
+    base::UniqueFd pipe_write(pipe_fds[1]);
+    base::UniqueFd relay_end(sock_fds[0]);
+    base::UniqueFd reader_end(sock_fds[1]);
+    if (!made) {
       state.SkipWithError("pipe/socketpair");
       break;
     }
-    std::thread writer([fd = pipe_fds[1]] {
+    std::thread writer([fd = std::move(pipe_write)]() mutable {
       std::string chunk(kChunk, 'x');
       for (int64_t sent = 0; sent < kBytes; sent += kChunk) {
         for (size_t done = 0; done < kChunk;) {
-          ssize_t n = write(fd, chunk.data() + done, kChunk - done);
+          ssize_t n = write(fd.get(), chunk.data() + done, kChunk - done);
           if (n <= 0) return;
           done += n;
         }
       }
-      close(fd);
+      fd.reset();  // the relay's end of file
     });
-    std::thread relay([in = pipe_fds[0], out = sock_fds[0]] {
+    std::thread relay([in = pipe_read.get(), out = relay_end.get()] {
       std::vector<char> buffer(kChunk);
       ssize_t n;
       while ((n = read(in, buffer.data(), buffer.size())) > 0) {
@@ -156,10 +163,11 @@ void BM_RawRelay(benchmark::State& state) {
     std::vector<char> buffer(kChunk);
     int64_t got = 0;
     ssize_t n;
-    while ((n = read(sock_fds[1], buffer.data(), buffer.size())) > 0) got += n;
+    while ((n = read(reader_end.get(), buffer.data(), buffer.size())) > 0) {
+      got += n;
+    }
     writer.join();
     relay.join();
-    for (int fd : {pipe_fds[0], sock_fds[0], sock_fds[1]}) close(fd);
     if (got != kBytes) state.SkipWithError("short relay");
   }
   state.SetBytesProcessed(state.iterations() * kBytes);

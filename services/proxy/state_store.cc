@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 
 namespace berth {
@@ -45,25 +46,29 @@ absl::Status WriteAtomically(const std::string& path,
   for (const std::string& field : fields) lines.push_back(absl::CEscape(field));
   std::string content = absl::StrCat(absl::StrJoin(lines, "\n"), "\n");
   std::string tmp = absl::StrCat(path, ".tmp");
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  base::UniqueFd fd(
+      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
     return absl::InternalError(
         absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
   size_t done = 0;
   while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    ssize_t n = write(fd.get(), content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int e = errno;
-      close(fd);
+      fd.reset();
       unlink(tmp.c_str());
       return absl::InternalError(
           absl::StrCat("cannot write ", tmp, ": ", std::strerror(e)));
     }
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), path.c_str())) {
+  // close(2) by hand, on a descriptor released from its owner: its error is
+  // a failed write too.
+  if (fsync(fd.get()) != 0 || close(fd.release()) != 0 ||
+      rename(tmp.c_str(), path.c_str())) {
     int e = errno;
     unlink(tmp.c_str());
     return absl::InternalError(
