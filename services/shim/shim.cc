@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/io.h"
+#include "base/unique_fd.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "berth/proxy/v1/proxy.pb.h"
 #include "glog/logging.h"
@@ -139,14 +140,9 @@ class Shim {
         stderr_(options.stderr_fd, "stderr",
                 LogFor(options, plugin::kStderrLogName)) {}
 
-  ~Shim() {
-    if (signal_fd_ >= 0) close(signal_fd_);
-    if (wake_fd_ >= 0) close(wake_fd_);
-  }
-
   int Run() {
-    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) {
+    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd_.valid()) {
       return Fail(
           absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno))));
     }
@@ -155,8 +151,8 @@ class Shim {
       sigemptyset(&set);
       for (int signal : ForwardedSignals()) sigaddset(&set, signal);
       sigaddset(&set, SIGWINCH);
-      signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-      if (signal_fd_ < 0) {
+      signal_fd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+      if (!signal_fd_.valid()) {
         return Fail(absl::InternalError(
             absl::StrCat("signalfd: ", std::strerror(errno))));
       }
@@ -177,7 +173,7 @@ class Shim {
     }
     acker.join();
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
     up.join();
     return code;
   }
@@ -522,9 +518,9 @@ class Shim {
     while (true) {
       pollfd fds[3];
       nfds_t n = 0;
-      fds[n++] = {wake_fd_, POLLIN, 0};
-      const int signal_index = signal_fd_ >= 0 ? static_cast<int>(n) : -1;
-      if (signal_fd_ >= 0) fds[n++] = {signal_fd_, POLLIN, 0};
+      fds[n++] = {wake_fd_.get(), POLLIN, 0};
+      const int signal_index = signal_fd_.valid() ? static_cast<int>(n) : -1;
+      if (signal_fd_.valid()) fds[n++] = {signal_fd_.get(), POLLIN, 0};
       const int stdin_index = stdin_open ? static_cast<int>(n) : -1;
       if (stdin_open) fds[n++] = {options_.stdin_fd, POLLIN, 0};
       if (poll(fds, n, -1) < 0) {
@@ -535,7 +531,7 @@ class Shim {
       if (fds[0].revents != 0) return;  // stopping
       if (signal_index >= 0 && fds[signal_index].revents != 0) {
         signalfd_siginfo info;
-        while (read(signal_fd_, &info, sizeof(info)) ==
+        while (read(signal_fd_.get(), &info, sizeof(info)) ==
                static_cast<ssize_t>(sizeof(info))) {
           request.Clear();
           if (static_cast<int>(info.ssi_signo) == SIGWINCH) {
@@ -576,8 +572,8 @@ class Shim {
   const ShimOptions options_;
   OutputSink stdout_;
   OutputSink stderr_;
-  int signal_fd_ = -1;
-  int wake_fd_ = -1;
+  base::UniqueFd signal_fd_;
+  base::UniqueFd wake_fd_;
   std::atomic<bool> ack_pending_{false};
 
   absl::Mutex ack_mu_;
@@ -629,6 +625,7 @@ absl::StatusOr<std::string> TakeTokenFromEnvironment() {
 }
 
 absl::StatusOr<std::string> ReadTokenFromFd(int fd) {
+  base::UniqueFd owned(fd);
   std::string token;
   char buffer[512];
   absl::Status error;
@@ -650,7 +647,7 @@ absl::StatusOr<std::string> ReadTokenFromFd(int fd) {
       break;
     }
   }
-  close(fd);
+  owned.reset();
   if (!error.ok()) return error;
   absl::StripTrailingAsciiWhitespace(&token);
   if (token.empty()) {
