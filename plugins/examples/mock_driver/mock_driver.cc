@@ -5,10 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +14,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,10 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "plugins/examples/mock_driver/launcher.h"
 #include "plugins/examples/mock_driver/procfs.h"
 #include "plugins/examples/mock_driver/task_state.h"
+#include "plugins/sdk/child_io.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/rotating_log.h"
@@ -52,8 +51,9 @@ constexpr char kDefaultPath[] =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 // How long a task gets to die after SIGKILL.
 constexpr absl::Duration kKillTimeout = absl::Seconds(30);
-// How long output is still read after an exec'd command exited, for what a
-// process that left its process group still writes.
+// How long the output of an exec'd command that exited may stay silent
+// before it is no longer waited for: a process that left its process group
+// may hold it open.
 constexpr absl::Duration kDrainAfterExit = absl::Seconds(2);
 // The most ExecTask returns of each of stdout and stderr.
 constexpr size_t kMaxExecTaskOutput = 1 << 20;
@@ -331,8 +331,6 @@ std::string Describe(const driver::v1::ExitResult& result) {
 
 // ---- Exec'd commands ----
 
-enum class PumpEnd { kExited, kCancelled, kTimedOut, kOutputGone };
-
 // Kills the child's process group and reaps it.
 void KillAndReap(const Child& child, int* wait_status) {
   kill(-child.pid, SIGKILL);  // not reaped yet: its group id is still ours
@@ -340,170 +338,50 @@ void KillAndReap(const Child& child, int* wait_status) {
   }
 }
 
-// Carries the child's output to `out` and `err` (false from them: the
-// caller is gone) and resizes to its terminal, until it exited and its
-// output ended.
-PumpEnd Pump(const Child& child,
-             const std::function<bool(absl::string_view)>& out,
-             const std::function<bool(absl::string_view)>& err,
-             const plugin::CancelToken& cancel, absl::Time deadline,
-             plugin::ResizeEvents* resizes, int* wait_status) {
-  const bool tty = child.terminal >= 0;
-  const int out_fd = tty ? child.terminal : child.stdout_fd;
-  const int err_fd = tty ? -1 : child.stderr_fd;
-  bool out_open = out_fd >= 0;
-  bool err_open = err_fd >= 0;
-  bool exited = false;
-  absl::Time drain_deadline = absl::InfiniteFuture();
-  std::vector<char> buffer(plugin::kMaxExecFrameBytes);
-  const int cancel_fd = cancel.fd();
-  const int resize_fd = tty && resizes != nullptr ? resizes->fd() : -1;
-
-  // Reads what `fd` has; false once it ended (or the caller is gone).
-  auto drain = [&](int fd, bool* open,
-                   const std::function<bool(absl::string_view)>& sink,
-                   bool* gone) {
-    const ssize_t n = read(fd, buffer.data(), buffer.size());
-    if (n > 0) {
-      if (!sink(absl::string_view(buffer.data(), n))) *gone = true;
-      return;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    *open = false;  // end of file, or EIO from a terminal nobody holds
+// Carries `options` (stdin, output, resizes, cancel) to and from the child
+// until it exited and its output ended, or the deadline. The child is
+// reaped either way, its wait status in `*wait_status`; its descriptors but
+// the pidfd are closed.
+absl::Status PumpExec(Child& child, const plugin::ExecOptions& options,
+                      absl::Time deadline, int* wait_status) {
+  plugin::ChildStdio stdio;
+  stdio.terminal = base::UniqueFd(std::exchange(child.terminal, -1));
+  stdio.stdin_fd = base::UniqueFd(std::exchange(child.stdin_fd, -1));
+  stdio.stdout_fd = base::UniqueFd(std::exchange(child.stdout_fd, -1));
+  stdio.stderr_fd = base::UniqueFd(std::exchange(child.stderr_fd, -1));
+  plugin::ChildIoOptions io;
+  io.exit_fd = child.pidfd;
+  io.has_exited = [&child] {
+    siginfo_t info = {};
+    return waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == child.pid;
   };
-
-  while (out_open || err_open || !exited) {
-    const absl::Time now = absl::Now();
-    if (exited && now >= drain_deadline) break;
-    pollfd fds[5];
-    int count = 0;
-    int out_index = -1, err_index = -1, resize_index = -1;
-    if (out_open) {
-      out_index = count;
-      fds[count++] = {out_fd, POLLIN, 0};
-    }
-    if (err_open) {
-      err_index = count;
-      fds[count++] = {err_fd, POLLIN, 0};
-    }
-    if (!exited && child.pidfd >= 0) fds[count++] = {child.pidfd, POLLIN, 0};
-    if (cancel_fd >= 0) fds[count++] = {cancel_fd, POLLIN, 0};
-    if (resize_fd >= 0) {
-      resize_index = count;
-      fds[count++] = {resize_fd, POLLIN, 0};
-    }
-    absl::Time wake = exited ? drain_deadline : deadline;
-    if (!exited && child.pidfd < 0)
-      wake = std::min(wake, now + absl::Milliseconds(50));
-    int wait_ms = -1;
-    if (wake != absl::InfiniteFuture()) {
-      wait_ms = static_cast<int>(std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(wake - now) + 1, 0, 1 << 30));
-    }
-    if (poll(fds, count, wait_ms) < 0 && errno != EINTR) {
-      PLOG(ERROR) << "poll";
-    }
-
-    if (cancel.IsCancelled()) {
-      if (!exited) KillAndReap(child, wait_status);
-      return PumpEnd::kCancelled;
-    }
-    if (!exited && absl::Now() >= deadline) {
-      KillAndReap(child, wait_status);
-      return PumpEnd::kTimedOut;
-    }
-    if (resize_index >= 0 && fds[resize_index].revents != 0) {
-      if (std::optional<plugin::TerminalSize> size = resizes->TakeLatest()) {
-        struct winsize window = {};
-        window.ws_row = size->rows;
-        window.ws_col = size->columns;
-        ioctl(child.terminal, TIOCSWINSZ, &window);
-      }
-    }
-    bool gone = false;
-    if (out_index >= 0 && fds[out_index].revents != 0) {
-      drain(out_fd, &out_open, out, &gone);
-    }
-    if (err_index >= 0 && fds[err_index].revents != 0) {
-      drain(err_fd, &err_open, err, &gone);
-    }
-    if (gone) {
-      if (!exited) KillAndReap(child, wait_status);
-      return PumpEnd::kOutputGone;
-    }
-    if (!exited) {
-      siginfo_t info;
-      std::memset(&info, 0, sizeof(info));
-      if (waitid(P_PID, child.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == child.pid) {
-        // Whatever it left in its process group goes with it, so that
-        // nothing keeps its output open.
-        KillAndReap(child, wait_status);
-        exited = true;
-        drain_deadline = absl::Now() + kDrainAfterExit;
-      }
-    }
-  }
-  return PumpEnd::kExited;
+  // At its end, whatever it left in its process group goes with it, so
+  // that nothing keeps its output open; what left the group may, for
+  // kDrainAfterExit.
+  io.on_exit = [&child, wait_status] { KillAndReap(child, wait_status); };
+  io.kill = io.on_exit;
+  io.deadline = deadline;
+  io.drain_grace = kDrainAfterExit;
+  return plugin::PumpChildIo(options, std::move(stdio), io);
 }
 
-// Writes all of `data` to the non-blocking `fd`; false if it broke or
-// `stop_fd` became readable.
-bool WriteAllOrStop(int fd, absl::string_view data, int stop_fd) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(n);
-      continue;
+// ExecTask's stdout or stderr: the first kMaxExecTaskOutput bytes.
+class CappedOutput : public plugin::ExecOutput {
+ public:
+  explicit CappedOutput(std::string* into) : into_(into) {}
+  bool Write(absl::string_view data) override {
+    if (into_->size() < kMaxExecTaskOutput) {
+      const absl::string_view kept =
+          data.substr(0, kMaxExecTaskOutput - into_->size());
+      into_->append(kept.data(), kept.size());
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd fds[2] = {{fd, POLLOUT, 0}, {stop_fd, POLLIN, 0}};
-      while (poll(fds, 2, -1) < 0 && errno == EINTR) {
-      }
-      if (fds[1].revents != 0) return false;
-      continue;
-    }
-    return false;  // EPIPE (SIGPIPE is blocked in this thread), EIO, ...
+    return true;
   }
-  return true;
-}
 
-// Carries stdin to the child until it ends (then closes the pipe, or sends
-// ^D to a terminal) or `stop_fd` becomes readable.
-void PumpStdin(plugin::ExecStdin* in, Child* child, int stop_fd) {
-  // A write to a pipe whose reader is gone raises SIGPIPE in the writing
-  // thread: keep it pending here instead of letting it kill the process,
-  // and take it back afterwards.
-  sigset_t pipe_signal;
-  sigemptyset(&pipe_signal);
-  sigaddset(&pipe_signal, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
-  const bool tty = child->terminal >= 0;
-  const int fd = tty ? child->terminal : child->stdin_fd;
-  std::vector<char> buffer(plugin::kMaxExecFrameBytes);
-  bool open = fd >= 0;
-  while (true) {
-    const size_t n = in->Read(buffer.data(), buffer.size());
-    if (n == 0) break;
-    if (open &&
-        !WriteAllOrStop(fd, absl::string_view(buffer.data(), n), stop_fd)) {
-      open = false;  // keep reading, so that the caller is not held up
-    }
-  }
-  const bool stopped = PollReadable(stop_fd, absl::ZeroDuration());
-  if (open && !stopped) {
-    if (tty) {
-      WriteAllOrStop(fd, "\x04", stop_fd);  // VEOF: end of file for a reader
-    } else {
-      close(child->stdin_fd);
-      child->stdin_fd = -1;
-    }
-  }
-  const struct timespec zero = {0, 0};
-  while (sigtimedwait(&pipe_signal, nullptr, &zero) > 0) {
-  }
-}
+ private:
+  std::string* const into_;
+};
 
 }  // namespace
 
@@ -1252,41 +1130,31 @@ absl::StatusOr<driver::v1::ExecTaskResponse> MockDriver::ExecTask(
         child.status().code(),
         absl::StrCat(child.status().message(), " (task ", task_id, ")"));
   }
-  close(child->stdin_fd);  // stdin: end of file at once
-  child->stdin_fd = -1;
   driver::v1::ExecTaskResponse response;
-  auto collect = [](std::string* into) {
-    return [into](absl::string_view data) {
-      if (into->size() < kMaxExecTaskOutput) {
-        const absl::string_view kept =
-            data.substr(0, kMaxExecTaskOutput - into->size());
-        into->append(kept.data(), kept.size());
-      }
-      return true;
-    };
-  };
+  CappedOutput out(response.mutable_stdout());
+  CappedOutput err(response.mutable_stderr());
+  plugin::ExecOptions options;  // no stdin: end of file at once
+  options.out = &out;
+  options.err = &err;
+  options.cancel = &cancel;
   int wait_status = 0;
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;
-  const PumpEnd end = Pump(*child, collect(response.mutable_stdout()),
-                           collect(response.mutable_stderr()), cancel, deadline,
-                           nullptr, &wait_status);
+  const absl::Status pumped = PumpExec(*child, options, deadline, &wait_status);
   CloseChild(*child);
-  switch (end) {
-    case PumpEnd::kExited:
-      *response.mutable_result() =
-          plugin::ToExitResult(ToExitStatus(wait_status));
-      return response;
-    case PumpEnd::kTimedOut:
-      return absl::DeadlineExceededError(
-          absl::StrCat("command ", command[0], " in task ", task_id,
-                       " did not finish within ", absl::FormatDuration(timeout),
-                       " and was killed"));
-    default:
-      return absl::CancelledError(absl::StrCat(
-          "ExecTask of ", command[0], " in task ", task_id, " cancelled"));
+  if (pumped.ok()) {
+    *response.mutable_result() =
+        plugin::ToExitResult(ToExitStatus(wait_status));
+    return response;
   }
+  if (absl::IsDeadlineExceeded(pumped)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "command ", command[0], " in task ", task_id, " did not finish within ",
+        absl::FormatDuration(timeout), " and was killed"));
+  }
+  return absl::CancelledError(absl::StrCat("ExecTask of ", command[0],
+                                           " in task ", task_id, " cancelled"));
 }
 
 absl::StatusOr<plugin::ExitStatus> MockDriver::ExecTaskStreaming(
@@ -1310,28 +1178,17 @@ absl::StatusOr<plugin::ExitStatus> MockDriver::ExecTaskStreaming(
         child.status().code(),
         absl::StrCat(child.status().message(), " (task ", id, ")"));
   }
-  const int stop_fd = MakeEventFd();
-  std::thread stdin_pump([&] { PumpStdin(options.in, &*child, stop_fd); });
   int wait_status = 0;
-  const PumpEnd end = Pump(
-      *child, [&](absl::string_view data) { return options.out->Write(data); },
-      [&](absl::string_view data) { return options.err->Write(data); },
-      *options.cancel, absl::InfiniteFuture(), options.resizes, &wait_status);
-  options.in->Close();
-  Notify(stop_fd);
-  stdin_pump.join();
-  close(stop_fd);
+  const absl::Status pumped =
+      PumpExec(*child, options, absl::InfiniteFuture(), &wait_status);
   CloseChild(*child);
-  switch (end) {
-    case PumpEnd::kExited:
-      return ToExitStatus(wait_status);
-    case PumpEnd::kOutputGone:
-      return absl::UnavailableError(absl::StrCat("ExecTaskStreaming in task ",
-                                                 id, ": the caller went away"));
-    default:
-      return absl::CancelledError(
-          absl::StrCat("ExecTaskStreaming in task ", id, " cancelled"));
+  if (pumped.ok()) return ToExitStatus(wait_status);
+  if (absl::IsUnavailable(pumped)) {
+    return absl::UnavailableError(absl::StrCat("ExecTaskStreaming in task ", id,
+                                               ": the caller went away"));
   }
+  return absl::CancelledError(
+      absl::StrCat("ExecTaskStreaming in task ", id, " cancelled"));
 }
 
 absl::StatusOr<std::string> MockDriver::NetworkRecordPath(
