@@ -1,8 +1,8 @@
 // Running one command inside a running task (ExecTask, ExecTaskStreaming):
 // berth-task-init exec joins the task's cgroup and namespaces and runs it,
-// with a pseudo-terminal when asked, else pipes; this side copies stdin in
-// and stdout/stderr out until the command has ended and its output is
-// drained, applying terminal resizes as they come.
+// with a pseudo-terminal when asked, else pipes; plugin::PumpChildIo copies
+// stdin in and stdout/stderr out until the command has ended and its output
+// is drained, applying terminal resizes as they come.
 
 #ifndef SERVICES_DRIVER_EXEC_EXEC_SESSION_H_
 #define SERVICES_DRIVER_EXEC_EXEC_SESSION_H_
@@ -23,11 +23,12 @@ struct ExecTarget {
   driver_common::InitSpec identity;
 };
 
-// Runs options.command in the task. options.in, options.resizes and
-// options.cancel may be null (no stdin, no resizes, no cancellation).
-// Returns how the command ended once it has and all its output was written
-// (output still arriving from a background process it left is read for up to
-// `drain_grace` after it ended). Errors: INVALID_ARGUMENT naming command[0]
+// Runs options.command in the task, its I/O carried by plugin::PumpChildIo
+// (plugins/sdk/child_io.h). options.in, options.resizes and options.cancel
+// may be null (no stdin, no resizes, no cancellation). Returns how the
+// command ended once it has and all its output was written (output a
+// background process it left still writes is read until it has been silent
+// for `drain_grace`). Errors: INVALID_ARGUMENT naming command[0]
 // when it could not be executed; CANCELLED (the command killed) when
 // options.cancel is cancelled or an output's Write fails; DEADLINE_EXCEEDED
 // (the command killed) at `deadline`.
