@@ -7,31 +7,28 @@
 #include "plugins/sdk/exec.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
+#include "plugins/sdk/child_io.h"
 #include "services/common/status.h"
 #include "services/driver/sandbox/agent_client.h"
 #include "services/driver/sandbox/sandbox_driver.h"
@@ -74,88 +71,46 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
   }
 
   // The shim's stdio: pipes, pumped to and from the SDK's streams.
-  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  absl::Cleanup close_pipes = [&] {
-    for (int* p : {in_pipe, out_pipe, err_pipe}) {
-      for (int i = 0; i < 2; ++i) {
-        if (p[i] >= 0) close(p[i]);
-      }
-    }
-  };
+  plugin::ChildStdio ours;
+  base::UniqueFd their_in, their_out, their_err;
   if (options.in != nullptr) {
-    if (pipe2(in_pipe, O_CLOEXEC) != 0) {
+    int in[2];
+    if (pipe2(in, O_CLOEXEC) != 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
     }
+    their_in.reset(in[0]);
+    ours.stdin_fd.reset(in[1]);
   } else {
-    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    their_in.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
   }
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
   }
+  ours.stdout_fd.reset(out[0]);
+  their_out.reset(out[1]);
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(prefix, "pipe"));
+  }
+  ours.stderr_fd.reset(err[0]);
+  their_err.reset(err[1]);
   std::string proxy_socket;
   {
     absl::MutexLock lock(&mu_);
     proxy_socket = proxy_socket_;
   }
   absl::StatusOr<Shim> started =
-      StartShim(options_.shim_path, proxy_socket, token, in_pipe[0],
-                out_pipe[1], err_pipe[1]);
+      StartShim(options_.shim_path, proxy_socket, token, their_in.get(),
+                their_out.get(), their_err.get());
   if (!started.ok()) {
     return absl::Status(started.status().code(),
                         absl::StrCat(prefix, started.status().message()));
   }
   Shim shim = *started;
   absl::Cleanup reap = [&shim] { KillAndReap(shim); };
-  for (int* fd : {&in_pipe[0], &out_pipe[1], &err_pipe[1]}) {
-    close(*fd);
-    *fd = -1;
-  }
-
-  std::atomic<bool> output_failed{false};
-  auto pump_out = [&output_failed](int fd, plugin::ExecOutput* output) {
-    char buffer[plugin::kMaxExecFrameBytes];
-    while (true) {
-      const ssize_t n = read(fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      if (!output_failed && output != nullptr &&
-          !output->Write(absl::string_view(buffer, n))) {
-        output_failed = true;
-      }
-    }
-  };
-  std::thread out_thread(pump_out, out_pipe[0], options.out);
-  std::thread err_thread(pump_out, err_pipe[0], options.err);
-  std::thread in_thread;
-  if (options.in != nullptr) {
-    // The thread owns the write end: the command sees EOF when stdin ends.
-    const int fd = in_pipe[1];
-    in_pipe[1] = -1;
-    in_thread = std::thread([&options, fd] {
-      absl::Cleanup close_fd = [fd] { close(fd); };
-      char buffer[plugin::kMaxExecFrameBytes];
-      while (true) {
-        const size_t n = options.in->Read(buffer, sizeof(buffer));
-        if (n == 0) break;
-        size_t done = 0;
-        while (done < n) {
-          const ssize_t w = write(fd, buffer + done, n - done);
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) return;
-          done += static_cast<size_t>(w);
-        }
-      }
-    });
-  }
-  auto close_stdin = [&] {
-    if (options.in != nullptr) options.in->Close();
-    if (in_thread.joinable()) in_thread.join();
-  };
-  absl::Cleanup join = [&] {
-    close_stdin();
-    out_thread.join();
-    err_thread.join();
-  };
+  their_in.reset();
+  their_out.reset();
+  their_err.reset();
 
   std::string process_id;
   {
@@ -193,45 +148,38 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
     process_id = response.process_id();
   }
 
-  // Until the shim exits: resizes, cancellation and the deadline.
-  bool killed = false;
-  absl::Status failure;
-  while (true) {
-    struct pollfd pfd = {shim.pidfd, POLLIN, 0};
-    if (poll(&pfd, 1, 50) > 0) break;
-    if (options.tty && options.resizes != nullptr) {
-      if (std::optional<plugin::TerminalSize> size =
-              options.resizes->TakeLatest();
-          size.has_value()) {
-        grpc::ClientContext context;
-        SetDeadline(&context, kCallTimeout);
-        pv1::ResizeRequest request;
-        request.set_token(token);
-        request.mutable_size()->set_rows(size->rows);
-        request.mutable_size()->set_columns(size->columns);
-        pv1::ResizeResponse response;
-        (*proxy)->Resize(&context, request, &response);
-      }
-    }
-    if (killed) continue;
-    const bool cancelled =
-        (options.cancel != nullptr && options.cancel->IsCancelled()) ||
-        output_failed;
-    if (cancelled || absl::Now() >= deadline) {
-      failure =
-          cancelled
-              ? absl::CancelledError(absl::StrCat(prefix, "exec cancelled"))
-              : absl::DeadlineExceededError(absl::StrCat(
-                    prefix, "exec of ", options.command[0], " timed out"));
-      (void)ProxySignal(task->id, token, SIGKILL);
-      killed = true;
-    }
+  // Until the shim exits and its output ended; resizes, a cancel and the
+  // deadline go through the proxy.
+  plugin::ChildIoOptions child;
+  child.exit_fd = shim.pidfd;
+  child.kill = [&] { (void)ProxySignal(task->id, token, SIGKILL); };
+  if (options.tty) {
+    child.resize = [&](const plugin::TerminalSize& size) {
+      grpc::ClientContext context;
+      SetDeadline(&context, kCallTimeout);
+      pv1::ResizeRequest request;
+      request.set_token(token);
+      request.mutable_size()->set_rows(size.rows);
+      request.mutable_size()->set_columns(size.columns);
+      pv1::ResizeResponse response;
+      (*proxy)->Resize(&context, request, &response);
+    };
+  }
+  child.deadline = deadline;
+  absl::Status failure = plugin::PumpChildIo(options, std::move(ours), child);
+  if (absl::IsCancelled(failure) || absl::IsUnavailable(failure)) {
+    failure = absl::CancelledError(absl::StrCat(prefix, "exec cancelled"));
+  } else if (absl::IsDeadlineExceeded(failure)) {
+    failure = absl::DeadlineExceededError(
+        absl::StrCat(prefix, "exec of ", options.command[0], " timed out"));
+  } else if (!failure.ok()) {
+    failure =
+        absl::Status(failure.code(), absl::StrCat(prefix, failure.message()));
   }
   siginfo_t info = {};
   waitid(static_cast<idtype_t>(P_PIDFD), shim.pidfd, &info, WEXITED);
   close(shim.pidfd);
   shim.pidfd = -1;
-  std::move(join).Invoke();
   if (!failure.ok()) return failure;
   // How it ended, from the agent (the shim's 128+N is ambiguous).
   absl::StatusOr<av1::ProcessExit> exit =
