@@ -111,10 +111,12 @@ inline constexpr absl::Duration kChildExitPollInterval = absl::Milliseconds(50);
 //   DEADLINE_EXCEEDED  the deadline passed before it ended (killed);
 //   UNAVAILABLE        a Write to options.out or options.err failed: the
 //                      caller is gone (killed unless it had ended);
-//   INVALID_ARGUMENT   both pipes and a terminal given;
-//   another error      poll(2) failed (killed unless it had ended).
-// Either way it has not reaped the command: the driver waits for it and
-// says how it ended.
+//   INVALID_ARGUMENT   both pipes and a terminal given, or neither
+//                      exit_fd nor has_exited (killed);
+//   another error      setting up or poll(2) failed (killed unless it had
+//                      ended).
+// Either way it has not reaped the command (unless on_exit or kill did):
+// the driver waits for it and says how it ended.
 absl::Status PumpChildIo(const ExecOptions& options, ChildStdio stdio,
                          const ChildIoOptions& child);
 
