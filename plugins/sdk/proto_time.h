@@ -1,20 +1,18 @@
 // Conversions between absl time types and google.protobuf.Timestamp and
-// Duration, for drivers filling in berth's messages.
+// Duration, for drivers filling in berth's messages: base/proto_time.h's,
+// under the SDK's namespace so that a driver author needs the SDK only.
 
 #ifndef PLUGINS_SDK_PROTO_TIME_H_
 #define PLUGINS_SDK_PROTO_TIME_H_
 
-#include "absl/time/time.h"
-#include "google/protobuf/duration.pb.h"
-#include "google/protobuf/timestamp.pb.h"
+#include "base/proto_time.h"
 
 namespace berth::plugin {
 
-google::protobuf::Timestamp ToProtoTimestamp(absl::Time time);
-absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& timestamp);
-
-google::protobuf::Duration ToProtoDuration(absl::Duration duration);
-absl::Duration FromProtoDuration(const google::protobuf::Duration& duration);
+using ::berth::base::FromProtoDuration;
+using ::berth::base::FromProtoTimestamp;
+using ::berth::base::ToProtoDuration;
+using ::berth::base::ToProtoTimestamp;
 
 }  // namespace berth::plugin
 

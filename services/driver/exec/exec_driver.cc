@@ -26,10 +26,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/process.h"
+#include "base/proto_time.h"
 #include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "plugins/sdk/config.h"
-#include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
 #include "services/common/remove_tree.h"
 #include "services/common/stats/host_info.h"
@@ -440,13 +440,13 @@ void ExecDriver::OnInitExited(const std::shared_ptr<Task>& task) {
   if (ReadExitRecord(task->state.task_dir(), &record)) {
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+    *result.mutable_exited_at() = base::ToProtoTimestamp(
         absl::FromUnixNanos(record.exited_at_unix_nanos));
   } else {
     // Only SIGKILL stops the init before it records the exit; the kernel
     // then killed everything in its pid namespace, the program with it.
     result.set_signal(SIGKILL);
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+    *result.mutable_exited_at() = base::ToProtoTimestamp(absl::Now());
   }
   absl::StatusOr<uint64_t> ooms = task->cgroup.OomKillCount();
   if (ooms.ok() && *ooms > 0 && result.signal() == SIGKILL) {
@@ -611,7 +611,7 @@ dv1::TaskStatus ExecDriver::StatusOf(const Task& task) const {
   dv1::TaskStatus status;
   status.set_id(task.id);
   status.set_name(task.config.name());
-  *status.mutable_started_at() = plugin::ToProtoTimestamp(task.started_at);
+  *status.mutable_started_at() = base::ToProtoTimestamp(task.started_at);
   {
     absl::MutexLock lock(&task.mu);
     status.set_state(task.exited ? dv1::TASK_STATE_EXITED
@@ -619,7 +619,7 @@ dv1::TaskStatus ExecDriver::StatusOf(const Task& task) const {
     if (task.exited) {
       *status.mutable_exit_result() = task.result;
       *status.mutable_completed_at() =
-          plugin::ToProtoTimestamp(task.completed_at);
+          base::ToProtoTimestamp(task.completed_at);
     }
   }
   auto& attributes = *status.mutable_driver_attributes();
@@ -700,7 +700,7 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     dv1::ExitResult result;
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+    *result.mutable_exited_at() = base::ToProtoTimestamp(
         absl::FromUnixNanos(record.exited_at_unix_nanos));
     absl::StatusOr<uint64_t> ooms = task->cgroup.OomKillCount();
     if (ooms.ok() && *ooms > 0 && record.signal == SIGKILL) {

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "absl/time/clock.h"
+#include "base/proto_time.h"
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/dial.h"
 #include "services/common/status.h"
 
@@ -74,7 +74,7 @@ void AgentDestroySandbox(const std::string& socket, const std::string& task_id,
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   av1::DestroySandboxRequest request;
-  *request.mutable_timeout() = plugin::ToProtoDuration(grace);
+  *request.mutable_timeout() = base::ToProtoDuration(grace);
   av1::DestroySandboxResponse response;
   grpc::Status status = (*agent)->DestroySandbox(&context, request, &response);
   if (!status.ok()) {
@@ -90,7 +90,7 @@ dv1::ExitResult FromProcessExit(const av1::ProcessExit& exit) {
   if (exit.has_exited_at()) {
     *result.mutable_exited_at() = exit.exited_at();
   } else {
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+    *result.mutable_exited_at() = base::ToProtoTimestamp(absl::Now());
   }
   return result;
 }

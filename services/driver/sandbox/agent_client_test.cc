@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/test_util.h"
 
 namespace berth::sandbox_driver {
@@ -23,13 +23,13 @@ TEST(FromProcessExitTest, KeepsCodeSignalAndTime) {
   exit.set_exit_code(3);
   exit.set_signal(SIGTERM);
   const absl::Time at = absl::FromUnixSeconds(1700000000);
-  *exit.mutable_exited_at() = plugin::ToProtoTimestamp(at);
+  *exit.mutable_exited_at() = base::ToProtoTimestamp(at);
 
   const driver::v1::ExitResult result = FromProcessExit(exit);
 
   EXPECT_EQ(result.exit_code(), 3);
   EXPECT_EQ(result.signal(), SIGTERM);
-  EXPECT_EQ(plugin::FromProtoTimestamp(result.exited_at()), at);
+  EXPECT_EQ(base::FromProtoTimestamp(result.exited_at()), at);
 }
 
 TEST(FromProcessExitTest, WithoutATimeNow) {
@@ -40,8 +40,8 @@ TEST(FromProcessExitTest, WithoutATimeNow) {
   const driver::v1::ExitResult result = FromProcessExit(exit);
 
   EXPECT_EQ(result.exit_code(), 1);
-  EXPECT_GE(plugin::FromProtoTimestamp(result.exited_at()), before);
-  EXPECT_LE(plugin::FromProtoTimestamp(result.exited_at()), absl::Now());
+  EXPECT_GE(base::FromProtoTimestamp(result.exited_at()), before);
+  EXPECT_LE(base::FromProtoTimestamp(result.exited_at()), absl::Now());
 }
 
 TEST(AgentClientTest, NoAgentOnTheSocketIsUnavailableNamingIt) {

@@ -18,12 +18,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/process.h"
+#include "base/proto_time.h"
 #include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
-#include "plugins/sdk/proto_time.h"
 #include "services/common/status.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/task_cgroup.h"
@@ -128,7 +128,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     dv1::ExitResult result;
     result.set_exit_code(record.exit_code);
     result.set_signal(record.signal);
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(
+    *result.mutable_exited_at() = base::ToProtoTimestamp(
         absl::FromUnixNanos(record.exited_at_unix_nanos));
     ended = result;
   } else if (!init_alive) {

@@ -20,12 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/process.h"
+#include "base/proto_time.h"
 #include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
 #include "plugins/sdk/config.h"
-#include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/signals.h"
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
@@ -59,7 +59,7 @@ absl::Status WriteExitFile(const std::string& path,
   record.exit_code = result.exit_code();
   record.signal = result.signal();
   record.exited_at_unix_nanos =
-      absl::ToUnixNanos(plugin::FromProtoTimestamp(result.exited_at()));
+      absl::ToUnixNanos(base::FromProtoTimestamp(result.exited_at()));
   const std::string temporary = absl::StrCat(path, ".tmp");
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -562,7 +562,7 @@ void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
     } else {
       result.set_exit_code(255);
     }
-    *result.mutable_exited_at() = plugin::ToProtoTimestamp(absl::Now());
+    *result.mutable_exited_at() = base::ToProtoTimestamp(absl::Now());
     LOG(WARNING) << "task " << task->id << ": the agent at "
                  << task->agent_socket << " did not say how process "
                  << task->process_id << " ended (" << exit.status()
@@ -593,7 +593,7 @@ void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
     if (task->exited) return;
     task->exited = true;
     task->result = result;
-    task->completed_at = plugin::FromProtoTimestamp(result.exited_at());
+    task->completed_at = base::FromProtoTimestamp(result.exited_at());
   }
   dv1::TaskEventsResponse event;
   event.set_task_id(task->id);
@@ -782,7 +782,7 @@ dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
   dv1::TaskStatus status;
   status.set_id(task.id);
   status.set_name(task.config.name());
-  *status.mutable_started_at() = plugin::ToProtoTimestamp(task.started_at);
+  *status.mutable_started_at() = base::ToProtoTimestamp(task.started_at);
   {
     absl::MutexLock lock(&task.mu);
     status.set_state(task.exited ? dv1::TASK_STATE_EXITED
@@ -790,7 +790,7 @@ dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
     if (task.exited) {
       *status.mutable_exit_result() = task.result;
       *status.mutable_completed_at() =
-          plugin::ToProtoTimestamp(task.completed_at);
+          base::ToProtoTimestamp(task.completed_at);
     }
   }
   auto& attributes = *status.mutable_driver_attributes();
