@@ -20,10 +20,7 @@ void Signal(int fd) {
 
 }  // namespace
 
-CancelToken::~CancelToken() {
-  absl::MutexLock lock(&mu_);
-  if (event_fd_ >= 0) close(event_fd_);
-}
+CancelToken::~CancelToken() = default;
 
 bool CancelToken::WaitUntil(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
@@ -34,21 +31,21 @@ bool CancelToken::WaitUntil(absl::Time deadline) const {
 
 int CancelToken::fd() const {
   absl::MutexLock lock(&mu_);
-  if (event_fd_ < 0) {
-    event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (event_fd_ < 0) {
+  if (!event_fd_) {
+    event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!event_fd_) {
       PLOG(ERROR) << "cannot make an eventfd for a cancellation token";
       return -1;
     }
-    if (IsCancelled()) Signal(event_fd_);
+    if (IsCancelled()) Signal(event_fd_.get());
   }
-  return event_fd_;
+  return event_fd_.get();
 }
 
 void CancelToken::Cancel() {
   absl::MutexLock lock(&mu_);
   if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
-  if (event_fd_ >= 0) Signal(event_fd_);
+  if (event_fd_) Signal(event_fd_.get());
 }
 
 }  // namespace berth::plugin

@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 
 namespace berth::plugin {
 
@@ -52,7 +53,7 @@ class CancelToken {
  private:
   std::atomic<bool> cancelled_{false};
   mutable absl::Mutex mu_;
-  mutable int event_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  mutable base::UniqueFd event_fd_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace berth::plugin

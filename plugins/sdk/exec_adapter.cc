@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "glog/logging.h"
 #include "plugins/sdk/exec.h"
 #include "plugins/sdk/proto_time.h"
@@ -164,19 +165,16 @@ class ResizeSlot : public ResizeEvents {
  public:
   explicit ResizeSlot(const CancelToken* cancel)
       : cancel_(cancel), event_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    PLOG_IF(ERROR, event_fd_ < 0) << "cannot make an eventfd for resizes";
-  }
-  ~ResizeSlot() override {
-    if (event_fd_ >= 0) close(event_fd_);
+    PLOG_IF(ERROR, !event_fd_) << "cannot make an eventfd for resizes";
   }
 
   void Put(TerminalSize size) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     const bool was_pending = pending_.has_value();
     pending_ = size;
-    if (!was_pending && event_fd_ >= 0) {
+    if (!was_pending && event_fd_) {
       const uint64_t one = 1;
-      (void)!write(event_fd_, &one, sizeof(one));
+      (void)!write(event_fd_.get(), &one, sizeof(one));
     }
   }
 
@@ -184,9 +182,9 @@ class ResizeSlot : public ResizeEvents {
     absl::MutexLock lock(&mu_);
     std::optional<TerminalSize> taken;
     taken.swap(pending_);
-    if (taken.has_value() && event_fd_ >= 0) {
+    if (taken.has_value() && event_fd_) {
       uint64_t count;
-      (void)!read(event_fd_, &count, sizeof(count));
+      (void)!read(event_fd_.get(), &count, sizeof(count));
     }
     return taken;
   }
@@ -204,11 +202,11 @@ class ResizeSlot : public ResizeEvents {
     return pending_.has_value();
   }
 
-  int fd() override { return event_fd_; }
+  int fd() override { return event_fd_.get(); }
 
  private:
   const CancelToken* const cancel_;
-  const int event_fd_;
+  const base::UniqueFd event_fd_;
   absl::Mutex mu_;
   std::optional<TerminalSize> pending_ ABSL_GUARDED_BY(mu_);
 };
