@@ -158,7 +158,9 @@ kill -TERM "$node_pid"; wait "$node_pid" || true
 t3=$(millis)
 node_pid=""
 stopped_line=$(grep "plugin python stopped:" "$dir/node.log" | tail -n 1)
-left_running=$(pgrep -c -f "^/bin/sleep 3600" || true)
+# Each task of this node has its monitor (it names this node's state
+# directory): a live monitor is a live task, whatever else runs here.
+left_running=$(pgrep -c -f -- "--monitor $state" || true)
 
 # Recovery: a new node relaunches the plugin and recovers every task.
 # (berth ps shows the recorded state at once; the node logs each task its
@@ -208,7 +210,7 @@ PY
 restarted=$([[ $first_pid == "$driver_pid" ]] && echo no || echo yes)
 [[ $restarted == no ]] || ok=0
 [[ $stopped_line == *"exited with code 0"* ]] || ok=0
-(( started == tasks && recovered == tasks && left_running >= tasks && left_after == 0 )) || ok=0
+(( started == tasks && recovered == tasks && left_running == tasks && left_after == 0 )) || ok=0
 
 cat <<EOF
 
