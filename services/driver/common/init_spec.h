@@ -4,8 +4,10 @@
 // decodes it. No absl, glog or protobuf here: the init links nothing but libc
 // and libstdc++, statically, to stay small.
 //
-// Encoding: a sequence of "key=value" strings, each ended by a NUL byte
-// (argv and environ cannot hold NUL, so nothing needs escaping). Lists are
+// Encoding: a sequence of "key=value" strings, each ended by a NUL byte.
+// Nothing is escaped: a value must hold no NUL byte, which ResolveTaskSpec
+// (task_spec.h) makes sure of for everything that comes from a TaskConfig
+// (a protobuf string may hold one; argv and environ cannot). Lists are
 // repeated keys, in order.
 
 #ifndef SERVICES_DRIVER_COMMON_INIT_SPEC_H_

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,68 @@ absl::StatusOr<std::string> FindProgram(const std::string& command,
       field, ": \"", command, "\" is not on the task's PATH (", path_env, ")"));
 }
 
+namespace {
+
+absl::Status NulError(absl::string_view field) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field,
+                   " holds a NUL byte, which no argument, variable "
+                   "or path may"));
+}
+
+// A NUL byte in any string of `value` (field `field`).
+absl::Status CheckNoNul(const google::protobuf::Value& value,
+                        const std::string& field) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kStringValue:
+      if (absl::StrContains(value.string_value(), '\0')) {
+        return NulError(field);
+      }
+      return absl::OkStatus();
+    case google::protobuf::Value::kListValue:
+      for (int i = 0; i < value.list_value().values_size(); ++i) {
+        if (absl::Status s = CheckNoNul(value.list_value().values(i),
+                                        absl::StrCat(field, "[", i, "]"));
+            !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    case google::protobuf::Value::kStructValue:
+      for (const auto& [key, child] : value.struct_value().fields()) {
+        const std::string child_field = absl::StrCat(field, ".", key);
+        if (absl::StrContains(key, '\0')) return NulError(child_field);
+        if (absl::Status s = CheckNoNul(child, child_field); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+}
+
+// Strings reach the init as NUL-ended records and execve(2) as C strings:
+// one with a NUL byte inside would add a record or lose its end.
+absl::Status CheckNoNulBytes(const driver::v1::TaskConfig& task) {
+  for (const auto& [field, text] :
+       {std::pair<const char*, const std::string*>{"name", &task.name()},
+        {"task_dir", &task.task_dir()},
+        {"user", &task.user()},
+        {"group", &task.group()},
+        {"network.namespace_path", &task.network().namespace_path()}}) {
+    if (absl::StrContains(*text, '\0')) return NulError(field);
+  }
+  for (const auto& [key, value] : task.env()) {
+    if (absl::StrContains(key, '\0') || absl::StrContains(value, '\0')) {
+      return NulError(absl::StrCat("env[\"", absl::CHexEscape(key), "\"]"));
+    }
+  }
+  google::protobuf::Value config;
+  *config.mutable_struct_value() = task.driver_config();
+  return CheckNoNul(config, "driver_config");
+}
+
+}  // namespace
+
 absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
                                          const std::string& state_dir) {
   if (absl::Status status = CheckTaskId(task.id()); !status.ok()) {
@@ -182,6 +245,9 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   auto invalid = [&](const absl::Status& status) {
     return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
   };
+  if (absl::Status status = CheckNoNulBytes(task); !status.ok()) {
+    return invalid(status);
+  }
   TaskSpec spec;
   spec.id = task.id();
   spec.hostname = task.name().empty() ? task.id() : task.name();

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,47 @@ void SetField(dv1::TaskConfig* task, const std::string& name,
               const std::string& value) {
   (*task->mutable_driver_config()->mutable_fields())[name].set_string_value(
       value);
+}
+
+// A NUL byte would add a record to the init's spec (records end in NUL) or
+// cut an argument short at execve: refused, naming the field.
+TEST(TaskSpecTest, ANulByteAnywhereIsRefusedNamingTheField) {
+  using std::string_literals::operator""s;
+  struct Case {
+    std::string name;
+    std::function<void(dv1::TaskConfig&)> change;
+    std::string field;
+  };
+  const Case cases[] = {
+      {"an argument",
+       [](dv1::TaskConfig& t) {
+         auto* args = (*t.mutable_driver_config()->mutable_fields())["args"]
+                          .mutable_list_value();
+         args->add_values()->set_string_value("-G");
+         args->add_values()->set_string_value("x\0group=4242"s);
+       },
+       "driver_config.args[1]"},
+      {"the command",
+       [](dv1::TaskConfig& t) { SetField(&t, "command", "sh\0x"s); },
+       "driver_config.command"},
+      {"work_dir",
+       [](dv1::TaskConfig& t) { SetField(&t, "work_dir", "a\0b"s); },
+       "driver_config.work_dir"},
+      {"a variable's value",
+       [](dv1::TaskConfig& t) { (*t.mutable_env())["K"] = "v\0uid=0"s; },
+       "env[\"K\"]"},
+      {"the user", [](dv1::TaskConfig& t) { t.set_user("nobody\0root"s); },
+       "user"},
+  };
+  for (const Case& c : cases) {
+    dv1::TaskConfig task = Config("sh");
+    c.change(task);
+    absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/var/lib/berth/x");
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name;
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.field + " holds a NUL"))
+        << c.name << ": " << spec.status();
+  }
 }
 
 TEST(TaskSpecTest, ResolvesTheProgramDirectoriesAndEnvironment) {
