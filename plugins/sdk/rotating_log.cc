@@ -57,10 +57,18 @@ const char* RotatingLog::RotatedPath(std::string* buffer, uint32_t index) {
   return buffer->c_str();
 }
 
+int RotatingLog::OpenCurrent(int flags) const {
+  // O_NOFOLLOW: a symbolic link planted at NAME.log (by whoever may write in
+  // the directory) is refused (ELOOP), never followed by a writer that may
+  // be root.
+  return open(current_path_.c_str(),
+              O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | flags,
+              0640);
+}
+
 bool RotatingLog::Open() {
   if (fd_ >= 0) close(fd_);
-  fd_ = open(current_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-             0640);
+  fd_ = OpenCurrent(0);
   if (fd_ < 0) return false;
   struct stat st;
   if (fstat(fd_, &st) != 0) {
@@ -78,8 +86,7 @@ bool RotatingLog::Rotate() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   if (max_rotated_ == 0) {
-    fd_ = open(current_path_.c_str(),
-               O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
+    fd_ = OpenCurrent(O_TRUNC);
     size_ = 0;
     return fd_ >= 0;
   }
@@ -95,8 +102,7 @@ bool RotatingLog::Rotate() {
     return false;
   }
   size_ = 0;
-  fd_ = open(current_path_.c_str(),
-             O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
+  fd_ = OpenCurrent(O_TRUNC);
   return fd_ >= 0;
 }
 

@@ -77,6 +77,8 @@ class RotatingLog {
 
  private:
   bool Rotate();
+  // open(2) of NAME.log for writing, with `flags` besides.
+  int OpenCurrent(int flags) const;
   // NAME.log.<index>, in one of the two buffers below.
   const char* RotatedPath(std::string* buffer, uint32_t index);
 

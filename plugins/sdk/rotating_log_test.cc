@@ -1,6 +1,9 @@
 #include "plugins/sdk/rotating_log.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +92,27 @@ TEST(RotatingLogTest, DefaultsAndPathsOfTheContract) {
   const LogLimits set = ResolveLogLimits(100, 2);
   EXPECT_EQ(set.max_file_bytes, 100u);
   EXPECT_EQ(set.max_files, 2u);
+}
+
+// A link planted where the log goes (a task that can write in the log
+// directory) is not followed: the writer may be root.
+TEST(RotatingLogTest, ASymbolicLinkAtTheLogIsNotFollowed) {
+  ShortTempDir temp;
+  const std::string target = temp.Join("target");
+  ASSERT_EQ(symlink(target.c_str(), temp.Join("stdout.log").c_str()), 0);
+  RotatingLog log(temp.path(), "stdout", 4, 1);
+  EXPECT_FALSE(log.Open());
+  EXPECT_EQ(errno, ELOOP);
+  EXPECT_FALSE(log.Write("abcdef", 6));
+  EXPECT_FALSE(PathExists(target));
+  // Nor when a full NAME.log is truncated in place (no rotated files kept).
+  ASSERT_EQ(unlink(temp.Join("stdout.log").c_str()), 0);
+  RotatingLog truncating(temp.path(), "stdout", 4, 0);
+  ASSERT_TRUE(truncating.Write("abcd", 4));
+  ASSERT_EQ(unlink(temp.Join("stdout.log").c_str()), 0);
+  ASSERT_EQ(symlink(target.c_str(), temp.Join("stdout.log").c_str()), 0);
+  EXPECT_FALSE(truncating.Write("efgh", 4));
+  EXPECT_FALSE(PathExists(target));
 }
 
 TEST(RotatingLogTest, OpenFailsInAMissingDirectory) {
