@@ -66,6 +66,10 @@ int WaitExit(pid_t pid) {
 std::unique_ptr<grpc::ClientContext> Context() {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  // The socket is bound a moment before the agent listens on it: the first
+  // call waits for the listener (within the deadline) instead of failing at
+  // once with "connection refused".
+  context->set_wait_for_ready(true);
   return context;
 }
 
