@@ -9,9 +9,49 @@ namespace {
 
 void Put(std::string* out, const char* key, const std::string& value) {
   out->append(key);
-  out->push_back('=');
+  out->push_back(' ');
+  out->append(std::to_string(value.size()));
+  out->push_back(':');
   out->append(value);
-  out->push_back('\0');
+}
+
+void PutFlag(std::string* out, const char* key, bool value) {
+  Put(out, key, value ? "1" : "0");
+}
+
+// Reads the record at `*pos`: "KEY LENGTH:VALUE". False with `*error` set
+// when it is malformed or runs past the end.
+bool NextRecord(const std::string& data, size_t* pos, std::string* key,
+                std::string* value, std::string* error) {
+  const size_t space = data.find(' ', *pos);
+  if (space == std::string::npos || space == *pos) {
+    *error = "record without a key at byte " + std::to_string(*pos);
+    return false;
+  }
+  *key = data.substr(*pos, space - *pos);
+  size_t cursor = space + 1;
+  uint64_t length = 0;
+  size_t digits = 0;
+  while (cursor < data.size() && data[cursor] >= '0' && data[cursor] <= '9') {
+    if (++digits > 9) {
+      *error = *key + ": length too large";
+      return false;
+    }
+    length = length * 10 + static_cast<uint64_t>(data[cursor] - '0');
+    ++cursor;
+  }
+  if (digits == 0 || cursor >= data.size() || data[cursor] != ':') {
+    *error = *key + ": malformed length";
+    return false;
+  }
+  ++cursor;
+  if (length > data.size() - cursor) {
+    *error = *key + ": value runs past the end of the spec";
+    return false;
+  }
+  *value = data.substr(cursor, length);
+  *pos = cursor + length;
+  return true;
 }
 
 bool ParseUnsigned(const std::string& text, uint64_t* value) {
@@ -66,7 +106,12 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   Put(&out, "gid", std::to_string(spec.gid));
   for (gid_t group : spec.groups) Put(&out, "group", std::to_string(group));
   Put(&out, "cwd", spec.cwd);
-  Put(&out, "tty", spec.tty ? "1" : "0");
+  PutFlag(&out, "tty", spec.tty);
+  const PrivilegeSpec& privileges = spec.privileges;
+  PutFlag(&out, "privileges", privileges.enabled);
+  Put(&out, "capabilities", std::to_string(privileges.capabilities));
+  PutFlag(&out, "no_new_privs", privileges.no_new_privs);
+  Put(&out, "seccomp_filter", privileges.seccomp_filter);
   Put(&out, "hostname", spec.hostname);
   Put(&out, "netns", spec.netns);
   for (const std::string& procs : spec.cgroup_procs) {
@@ -76,33 +121,55 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   Put(&out, "log_max_bytes", std::to_string(spec.log_max_bytes));
   Put(&out, "log_max_files", std::to_string(spec.log_max_files));
   Put(&out, "exit_file", spec.exit_file);
+  const RootSpec& root = spec.root;
+  PutFlag(&out, "root", root.enabled);
+  Put(&out, "root.mount_point", root.mount_point);
+  Put(&out, "root.rootfs", root.rootfs);
+  for (const std::string& dir : root.host_dirs) {
+    Put(&out, "root.host_dir", dir);
+  }
+  PutFlag(&out, "root.readonly", root.readonly_rootfs);
+  Put(&out, "root.task_dir", root.task_dir);
+  for (const MountSpec& mount : root.mounts) {
+    // One record per mount's field, started by its kind.
+    Put(&out, "mount.kind",
+        mount.kind == MountSpec::Kind::kTmpfs ? "tmpfs" : "bind");
+    Put(&out, "mount.source", mount.source);
+    Put(&out, "mount.destination", mount.destination);
+    PutFlag(&out, "mount.read_only", mount.read_only);
+  }
+  PutFlag(&out, "root.privileged", root.privileged);
+  PutFlag(&out, "root.cgroup_namespace", root.cgroup_namespace);
   return out;
 }
 
 bool DecodeInitSpec(const std::string& data, InitSpec* spec,
                     std::string* error) {
   *spec = InitSpec();
-  if (!data.empty() && data.back() != '\0') {
-    *error = "the spec does not end with a NUL byte";
-    return false;
-  }
-  size_t start = 0;
-  while (start < data.size()) {
-    const size_t end = data.find('\0', start);
-    const std::string record = data.substr(start, end - start);
-    start = end + 1;
-    const size_t eq = record.find('=');
-    if (eq == std::string::npos) {
-      *error = "record without '=': " + record;
-      return false;
-    }
-    const std::string key = record.substr(0, eq);
-    const std::string value = record.substr(eq + 1);
+  size_t pos = 0;
+  std::string key, value;
+  while (pos < data.size()) {
+    if (!NextRecord(data, &pos, &key, &value, error)) return false;
     uint64_t number = 0;
     const auto need_number = [&]() {
       if (ParseUnsigned(value, &number)) return true;
       *error = key + " is not a number: " + value;
       return false;
+    };
+    const auto need_flag = [&](bool* flag) {
+      if (value != "0" && value != "1") {
+        *error = key + " is not 0 or 1: " + value;
+        return false;
+      }
+      *flag = value == "1";
+      return true;
+    };
+    const auto need_mount = [&]() -> MountSpec* {
+      if (spec->root.mounts.empty()) {
+        *error = key + " before mount.kind";
+        return nullptr;
+      }
+      return &spec->root.mounts.back();
     };
     if (key == "path") {
       spec->path = value;
@@ -122,7 +189,16 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
     } else if (key == "cwd") {
       spec->cwd = value;
     } else if (key == "tty") {
-      spec->tty = value == "1";
+      if (!need_flag(&spec->tty)) return false;
+    } else if (key == "privileges") {
+      if (!need_flag(&spec->privileges.enabled)) return false;
+    } else if (key == "capabilities") {
+      if (!need_number()) return false;
+      spec->privileges.capabilities = number;
+    } else if (key == "no_new_privs") {
+      if (!need_flag(&spec->privileges.no_new_privs)) return false;
+    } else if (key == "seccomp_filter") {
+      spec->privileges.seccomp_filter = value;
     } else if (key == "hostname") {
       spec->hostname = value;
     } else if (key == "netns") {
@@ -139,6 +215,42 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       spec->log_max_files = static_cast<uint32_t>(number);
     } else if (key == "exit_file") {
       spec->exit_file = value;
+    } else if (key == "root") {
+      if (!need_flag(&spec->root.enabled)) return false;
+    } else if (key == "root.mount_point") {
+      spec->root.mount_point = value;
+    } else if (key == "root.rootfs") {
+      spec->root.rootfs = value;
+    } else if (key == "root.host_dir") {
+      spec->root.host_dirs.push_back(value);
+    } else if (key == "root.readonly") {
+      if (!need_flag(&spec->root.readonly_rootfs)) return false;
+    } else if (key == "root.task_dir") {
+      spec->root.task_dir = value;
+    } else if (key == "mount.kind") {
+      MountSpec mount;
+      if (value == "tmpfs") {
+        mount.kind = MountSpec::Kind::kTmpfs;
+      } else if (value != "bind") {
+        *error = "mount.kind is neither bind nor tmpfs: " + value;
+        return false;
+      }
+      spec->root.mounts.push_back(mount);
+    } else if (key == "mount.source") {
+      MountSpec* mount = need_mount();
+      if (mount == nullptr) return false;
+      mount->source = value;
+    } else if (key == "mount.destination") {
+      MountSpec* mount = need_mount();
+      if (mount == nullptr) return false;
+      mount->destination = value;
+    } else if (key == "mount.read_only") {
+      MountSpec* mount = need_mount();
+      if (mount == nullptr || !need_flag(&mount->read_only)) return false;
+    } else if (key == "root.privileged") {
+      if (!need_flag(&spec->root.privileged)) return false;
+    } else if (key == "root.cgroup_namespace") {
+      if (!need_flag(&spec->root.cgroup_namespace)) return false;
     } else {
       *error = "unknown key " + key;
       return false;

@@ -4,11 +4,12 @@
 // decodes it. No absl, glog or protobuf here: the init links nothing but libc
 // and libstdc++, statically, to stay small.
 //
-// Encoding: a sequence of "key=value" strings, each ended by a NUL byte.
-// Nothing is escaped: a value must hold no NUL byte, which ResolveTaskSpec
-// (task_spec.h) makes sure of for everything that comes from a TaskConfig
-// (a protobuf string may hold one; argv and environ cannot). Lists are
-// repeated keys, in order.
+// Encoding: a sequence of records "KEY LENGTH:VALUE", LENGTH the decimal
+// byte count of VALUE, so that no byte of a value (a NUL, a newline, a
+// space) can end a record early or forge another: a value is taken whole or
+// the spec is refused. ResolveTaskSpec (task_spec.h) still refuses NUL bytes
+// in what comes from a TaskConfig, since argv and environ cannot hold them.
+// Lists are repeated keys, in order.
 
 #ifndef SERVICES_DRIVER_COMMON_INIT_SPEC_H_
 #define SERVICES_DRIVER_COMMON_INIT_SPEC_H_
@@ -27,6 +28,62 @@ inline constexpr int kInitReportFd = 4;  // run: "ok" or an error, then closed;
                                          // exec: the exit record
 inline constexpr int kInitTargetFd = 5;  // exec: a pidfd of the task's init
 
+// A mount made in the task's root (Isolation.mounts, resolved).
+struct MountSpec {
+  enum class Kind { kBind, kTmpfs };
+  Kind kind = Kind::kBind;
+  // kBind: absolute host path.
+  std::string source;
+  // Absolute path inside the task's root.
+  std::string destination;
+  bool read_only = false;
+};
+
+// Where a task's directory appears inside its root.
+inline constexpr char kTaskDirInRoot[] = "/berth/task";
+
+// The task's own root, which the init assembles in a private mount namespace
+// and enters with pivot_root (see root_setup.h).
+struct RootSpec {
+  // False: the task keeps the host's root (mounts are still private).
+  bool enabled = false;
+  // An empty host directory over which the root is assembled (mounts made
+  // there stay in the task's mount namespace; one directory serves all).
+  std::string mount_point;
+  // An image's root file system; empty for a tmpfs root with `host_dirs`.
+  std::string rootfs;
+  // Host directories bound read-only into an imageless root, e.g. /usr. A
+  // path that is a symbolic link on the host (/bin -> usr/bin) becomes the
+  // same link; one that does not exist is skipped.
+  std::vector<std::string> host_dirs;
+  bool readonly_rootfs = false;
+  // The task's directory on the host, bound at kTaskDirInRoot; its `.berth`
+  // and `logs` (the driver's and the node's) are covered by empty read-only
+  // directories so that the task can neither read nor move them.
+  std::string task_dir;
+  std::vector<MountSpec> mounts;
+  // Every device, /sys writable, nothing of /proc masked.
+  bool privileged = false;
+  // Mount /sys/fs/cgroup showing the task's own cgroup only (the init has
+  // unshared a cgroup namespace after joining the task's cgroups).
+  bool cgroup_namespace = true;
+};
+
+// What the task's program keeps of root's privileges (see privileges.h).
+struct PrivilegeSpec {
+  // False: nothing is dropped (the old behaviour; the exec helper of a task
+  // started before isolation).
+  bool enabled = false;
+  // Capabilities (bit N = capability N) in the bounding, permitted,
+  // effective and inheritable sets when the user is root; a non-root user
+  // keeps none. Ambient is always empty.
+  uint64_t capabilities = 0;
+  bool no_new_privs = true;
+  // A compiled seccomp filter: struct sock_filter[] as raw bytes; empty for
+  // none. Loaded last, just before execve.
+  std::string seccomp_filter;
+};
+
 struct InitSpec {
   // Absolute path of the program (already resolved on the task's PATH).
   std::string path;
@@ -42,6 +99,8 @@ struct InitSpec {
   std::string cwd;
   // Allocate a controlling terminal from fd 0 (exec only).
   bool tty = false;
+  // What the program keeps of root's privileges (run and exec).
+  PrivilegeSpec privileges;
 
   // ---- run only ----
   // Host name in the task's UTS namespace; empty keeps the host's.
@@ -56,6 +115,8 @@ struct InitSpec {
   uint32_t log_max_files = 4;
   // Where the init records how the task ended (see ExitRecord).
   std::string exit_file;
+  // The task's root (run; exec joins the task's mount namespace).
+  RootSpec root;
 };
 
 std::string EncodeInitSpec(const InitSpec& spec);
@@ -75,6 +136,9 @@ struct ExitRecord {
 
 // "berth-exit v1 CODE SIGNAL NANOS\n".
 std::string EncodeExitRecord(const ExitRecord& record);
+// An exit record is never longer than this; a reader reads at most this many
+// bytes and refuses anything longer.
+inline constexpr size_t kMaxExitRecordBytes = 128;
 bool DecodeExitRecord(const std::string& data, ExitRecord* record);
 
 // What the init says on kInitReportFd, one line:

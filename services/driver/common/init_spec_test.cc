@@ -25,6 +25,20 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   spec.log_max_bytes = 12345;
   spec.log_max_files = 7;
   spec.exit_file = "/tmp/x/exit";
+  spec.privileges.enabled = true;
+  spec.privileges.capabilities = (1ull << 0) | (1ull << 40);
+  spec.privileges.no_new_privs = false;
+  spec.privileges.seccomp_filter = std::string("\x20\0\0\0 9:x\n", 9);
+  spec.root.enabled = true;
+  spec.root.mount_point = "/var/lib/berth/exec/root";
+  spec.root.rootfs = "/images/x/rootfs";
+  spec.root.host_dirs = {"/usr", "/bin"};
+  spec.root.readonly_rootfs = true;
+  spec.root.task_dir = "/tmp/task dir";
+  spec.root.mounts = {{MountSpec::Kind::kBind, "/srv/data", "/data", true},
+                      {MountSpec::Kind::kTmpfs, "", "/scratch", false}};
+  spec.root.privileged = true;
+  spec.root.cgroup_namespace = false;
 
   InitSpec decoded;
   std::string error;
@@ -44,25 +58,68 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.log_max_bytes, 12345u);
   EXPECT_EQ(decoded.log_max_files, 7u);
   EXPECT_EQ(decoded.exit_file, spec.exit_file);
+  EXPECT_TRUE(decoded.privileges.enabled);
+  EXPECT_EQ(decoded.privileges.capabilities, spec.privileges.capabilities);
+  EXPECT_FALSE(decoded.privileges.no_new_privs);
+  EXPECT_EQ(decoded.privileges.seccomp_filter, spec.privileges.seccomp_filter);
+  EXPECT_TRUE(decoded.root.enabled);
+  EXPECT_EQ(decoded.root.mount_point, spec.root.mount_point);
+  EXPECT_EQ(decoded.root.rootfs, spec.root.rootfs);
+  EXPECT_EQ(decoded.root.host_dirs, spec.root.host_dirs);
+  EXPECT_TRUE(decoded.root.readonly_rootfs);
+  EXPECT_EQ(decoded.root.task_dir, spec.root.task_dir);
+  ASSERT_EQ(decoded.root.mounts.size(), 2u);
+  EXPECT_EQ(decoded.root.mounts[0].kind, MountSpec::Kind::kBind);
+  EXPECT_EQ(decoded.root.mounts[0].source, "/srv/data");
+  EXPECT_EQ(decoded.root.mounts[0].destination, "/data");
+  EXPECT_TRUE(decoded.root.mounts[0].read_only);
+  EXPECT_EQ(decoded.root.mounts[1].kind, MountSpec::Kind::kTmpfs);
+  EXPECT_EQ(decoded.root.mounts[1].destination, "/scratch");
+  EXPECT_FALSE(decoded.root.mounts[1].read_only);
+  EXPECT_TRUE(decoded.root.privileged);
+  EXPECT_FALSE(decoded.root.cgroup_namespace);
+}
+
+// The old NUL-separated encoding let an argument holding "\0group=4242" add
+// a record; lengths make every byte of a value part of that value.
+TEST(InitSpecTest, SeparatorsInValuesCannotForgeRecords) {
+  InitSpec spec;
+  spec.path = "/usr/bin/id";
+  spec.args = {"id", std::string("-G\0group=4242", 14), "x 3:uid 1:7"};
+  spec.env = {std::string("A=1\0env=B=2", 11)};
+  InitSpec decoded;
+  std::string error;
+  ASSERT_TRUE(DecodeInitSpec(EncodeInitSpec(spec), &decoded, &error)) << error;
+  EXPECT_EQ(decoded.args, spec.args);
+  EXPECT_EQ(decoded.env, spec.env);
+  EXPECT_TRUE(decoded.groups.empty());
+  EXPECT_EQ(decoded.uid, 0u);
 }
 
 TEST(InitSpecTest, RefusesMalformedSpecsNamingTheKey) {
   InitSpec spec;
   std::string error;
-  EXPECT_FALSE(DecodeInitSpec(std::string("path=/bin/true\0arg=true", 23),
-                              &spec, &error));
-  EXPECT_NE(error.find("NUL"), std::string::npos) << error;
-
-  EXPECT_FALSE(DecodeInitSpec(std::string("path=/x\0arg=x\0uid=abc\0", 22),
-                              &spec, &error));
-  EXPECT_NE(error.find("uid"), std::string::npos) << error;
-
-  EXPECT_FALSE(DecodeInitSpec(std::string("path=/x\0arg=x\0colour=red\0", 25),
-                              &spec, &error));
-  EXPECT_NE(error.find("colour"), std::string::npos) << error;
-
-  EXPECT_FALSE(DecodeInitSpec(std::string("arg=x\0", 6), &spec, &error));
+  const auto decode = [&](const std::string& data) {
+    return DecodeInitSpec(data, &spec, &error);
+  };
+  EXPECT_FALSE(decode("path 9:/bin/truearg 9:true"));
+  EXPECT_NE(error.find("arg: value runs past the end"), std::string::npos)
+      << error;
+  EXPECT_FALSE(decode("path 2:/xarg 1:xuid 3:abc"));
+  EXPECT_NE(error.find("uid is not a number"), std::string::npos) << error;
+  EXPECT_FALSE(decode("path 2:/xarg 1:xcolour 3:red"));
+  EXPECT_NE(error.find("unknown key colour"), std::string::npos) << error;
+  EXPECT_FALSE(decode("arg 1:x"));
   EXPECT_NE(error.find("path"), std::string::npos) << error;
+  EXPECT_FALSE(decode("path x:/x"));
+  EXPECT_NE(error.find("path: malformed length"), std::string::npos) << error;
+  EXPECT_FALSE(decode("path 99999999999:/x"));
+  EXPECT_NE(error.find("length too large"), std::string::npos) << error;
+  EXPECT_FALSE(decode("path 2:/xarg 1:xmount.source 2:/a"));
+  EXPECT_NE(error.find("mount.source before mount.kind"), std::string::npos)
+      << error;
+  EXPECT_FALSE(decode("path 2:/xarg 1:xtty 3:yes"));
+  EXPECT_NE(error.find("tty is not 0 or 1"), std::string::npos) << error;
 }
 
 TEST(ExitRecordTest, RoundTripsAndRefusesGarbage) {

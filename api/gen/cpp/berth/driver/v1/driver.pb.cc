@@ -27,6 +27,7 @@ PROTOBUF_CONSTEXPR DriverCapabilities::DriverCapabilities(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.network_isolation_modes_)*/{}
   , /*decltype(_impl_._network_isolation_modes_cached_byte_size_)*/{0}
+  , /*decltype(_impl_.isolation_)*/nullptr
   , /*decltype(_impl_.send_signals_)*/false
   , /*decltype(_impl_.exec_)*/false
   , /*decltype(_impl_.exec_streaming_)*/false
@@ -45,6 +46,26 @@ struct DriverCapabilitiesDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 DriverCapabilitiesDefaultTypeInternal _DriverCapabilities_default_instance_;
+PROTOBUF_CONSTEXPR IsolationCapabilities::IsolationCapabilities(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.own_root_)*/false
+  , /*decltype(_impl_.image_rootfs_)*/false
+  , /*decltype(_impl_.mounts_)*/false
+  , /*decltype(_impl_.capabilities_)*/false
+  , /*decltype(_impl_.no_new_privileges_)*/false
+  , /*decltype(_impl_.seccomp_)*/false
+  , /*decltype(_impl_.user_namespaces_)*/false
+  , /*decltype(_impl_.masked_paths_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct IsolationCapabilitiesDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR IsolationCapabilitiesDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~IsolationCapabilitiesDefaultTypeInternal() {}
+  union {
+    IsolationCapabilities _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 IsolationCapabilitiesDefaultTypeInternal _IsolationCapabilities_default_instance_;
 PROTOBUF_CONSTEXPR GetCapabilitiesRequest::GetCapabilitiesRequest(
     ::_pbi::ConstantInitialized) {}
 struct GetCapabilitiesRequestDefaultTypeInternal {
@@ -174,6 +195,7 @@ PROTOBUF_CONSTEXPR TaskConfig::TaskConfig(
   , /*decltype(_impl_.resources_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
   , /*decltype(_impl_.logs_)*/nullptr
+  , /*decltype(_impl_.isolation_)*/nullptr
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct TaskConfigDefaultTypeInternal {
   PROTOBUF_CONSTEXPR TaskConfigDefaultTypeInternal()
@@ -184,6 +206,86 @@ struct TaskConfigDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskConfigDefaultTypeInternal _TaskConfig_default_instance_;
+PROTOBUF_CONSTEXPR Isolation::Isolation(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.mounts_)*/{}
+  , /*decltype(_impl_.cap_add_)*/{}
+  , /*decltype(_impl_.cap_drop_)*/{}
+  , /*decltype(_impl_.rootfs_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.seccomp_)*/nullptr
+  , /*decltype(_impl_.user_namespace_)*/nullptr
+  , /*decltype(_impl_.readonly_rootfs_)*/false
+  , /*decltype(_impl_.privileged_)*/false
+  , /*decltype(_impl_.allow_privilege_escalation_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct IsolationDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR IsolationDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~IsolationDefaultTypeInternal() {}
+  union {
+    Isolation _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 IsolationDefaultTypeInternal _Isolation_default_instance_;
+PROTOBUF_CONSTEXPR Mount::Mount(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.source_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.destination_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.type_)*/0
+  , /*decltype(_impl_.read_only_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct MountDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR MountDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~MountDefaultTypeInternal() {}
+  union {
+    Mount _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 MountDefaultTypeInternal _Mount_default_instance_;
+PROTOBUF_CONSTEXPR SeccompProfile::SeccompProfile(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.custom_profile_json_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.type_)*/0
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct SeccompProfileDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR SeccompProfileDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~SeccompProfileDefaultTypeInternal() {}
+  union {
+    SeccompProfile _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 SeccompProfileDefaultTypeInternal _SeccompProfile_default_instance_;
+PROTOBUF_CONSTEXPR UserNamespace::UserNamespace(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.uid_mappings_)*/{}
+  , /*decltype(_impl_.gid_mappings_)*/{}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct UserNamespaceDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR UserNamespaceDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~UserNamespaceDefaultTypeInternal() {}
+  union {
+    UserNamespace _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 UserNamespaceDefaultTypeInternal _UserNamespace_default_instance_;
+PROTOBUF_CONSTEXPR IdMapping::IdMapping(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.container_id_)*/0u
+  , /*decltype(_impl_.host_id_)*/0u
+  , /*decltype(_impl_.size_)*/0u
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct IdMappingDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR IdMappingDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~IdMappingDefaultTypeInternal() {}
+  union {
+    IdMapping _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 IdMappingDefaultTypeInternal _IdMapping_default_instance_;
 PROTOBUF_CONSTEXPR TaskHandle::TaskHandle(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.driver_state_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -647,8 +749,8 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace driver
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[45];
-static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[4];
+static ::_pb::Metadata file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[51];
+static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[6];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto = nullptr;
 
 const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
@@ -667,6 +769,21 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.must_create_network_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.recover_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.stats_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.isolation_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.own_root_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.image_rootfs_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.mounts_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.capabilities_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.no_new_privileges_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.seccomp_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.user_namespaces_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.masked_paths_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::GetCapabilitiesRequest, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -758,6 +875,57 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.network_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.logs_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.task_dir_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.isolation_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.rootfs_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.readonly_rootfs_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.mounts_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.cap_add_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.cap_drop_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.privileged_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.allow_privilege_escalation_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.seccomp_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.user_namespace_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _impl_.type_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _impl_.source_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _impl_.destination_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _impl_.read_only_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::SeccompProfile, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::SeccompProfile, _impl_.type_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::SeccompProfile, _impl_.custom_profile_json_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::UserNamespace, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::UserNamespace, _impl_.uid_mappings_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::UserNamespace, _impl_.gid_mappings_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IdMapping, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IdMapping, _impl_.container_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IdMapping, _impl_.host_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IdMapping, _impl_.size_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskHandle, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -1038,54 +1206,61 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
 };
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::driver::v1::DriverCapabilities)},
-  { 15, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
-  { 21, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
-  { 28, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
-  { 34, 42, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
-  { 44, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
-  { 53, -1, -1, sizeof(::berth::driver::v1::Resources)},
-  { 63, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
-  { 71, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
-  { 79, 87, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
-  { 89, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
-  { 106, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
-  { 116, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
-  { 126, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
-  { 133, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
-  { 141, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
-  { 148, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
-  { 155, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
-  { 164, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
-  { 170, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
-  { 178, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
-  { 184, 192, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
-  { 194, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
-  { 207, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
-  { 214, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
-  { 221, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
-  { 228, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
-  { 235, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
-  { 243, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
-  { 249, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
-  { 255, 263, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
-  { 265, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
-  { 276, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
-  { 284, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
-  { 291, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
-  { 300, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
-  { 309, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
-  { 317, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
-  { 327, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
-  { 333, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
-  { 344, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
-  { 354, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
-  { 362, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
-  { 370, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
-  { 377, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
+  { 16, -1, -1, sizeof(::berth::driver::v1::IsolationCapabilities)},
+  { 30, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
+  { 36, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
+  { 43, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
+  { 49, 57, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
+  { 59, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
+  { 68, -1, -1, sizeof(::berth::driver::v1::Resources)},
+  { 78, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
+  { 86, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
+  { 94, 102, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
+  { 104, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
+  { 122, -1, -1, sizeof(::berth::driver::v1::Isolation)},
+  { 137, -1, -1, sizeof(::berth::driver::v1::Mount)},
+  { 147, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
+  { 155, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
+  { 163, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
+  { 172, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
+  { 182, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
+  { 192, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
+  { 199, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
+  { 207, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
+  { 214, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
+  { 221, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
+  { 230, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
+  { 236, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
+  { 244, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
+  { 250, 258, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
+  { 260, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
+  { 273, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
+  { 280, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
+  { 287, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
+  { 294, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
+  { 301, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
+  { 309, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
+  { 315, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
+  { 321, 329, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
+  { 331, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
+  { 342, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
+  { 350, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
+  { 357, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
+  { 366, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
+  { 375, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
+  { 383, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
+  { 393, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
+  { 399, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
+  { 410, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
+  { 420, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
+  { 428, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
+  { 436, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
+  { 443, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
   &::berth::driver::v1::_DriverCapabilities_default_instance_._instance,
+  &::berth::driver::v1::_IsolationCapabilities_default_instance_._instance,
   &::berth::driver::v1::_GetCapabilitiesRequest_default_instance_._instance,
   &::berth::driver::v1::_GetCapabilitiesResponse_default_instance_._instance,
   &::berth::driver::v1::_FingerprintRequest_default_instance_._instance,
@@ -1096,6 +1271,11 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::driver::v1::_NetworkIsolation_default_instance_._instance,
   &::berth::driver::v1::_TaskConfig_EnvEntry_DoNotUse_default_instance_._instance,
   &::berth::driver::v1::_TaskConfig_default_instance_._instance,
+  &::berth::driver::v1::_Isolation_default_instance_._instance,
+  &::berth::driver::v1::_Mount_default_instance_._instance,
+  &::berth::driver::v1::_SeccompProfile_default_instance_._instance,
+  &::berth::driver::v1::_UserNamespace_default_instance_._instance,
+  &::berth::driver::v1::_IdMapping_default_instance_._instance,
   &::berth::driver::v1::_TaskHandle_default_instance_._instance,
   &::berth::driver::v1::_ExitResult_default_instance_._instance,
   &::berth::driver::v1::_StartTaskRequest_default_instance_._instance,
@@ -1138,156 +1318,187 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "\032berth/stats/v1/stats.proto\032\036google/prot"
   "obuf/duration.proto\032\034google/protobuf/str"
   "uct.proto\032\037google/protobuf/timestamp.pro"
-  "to\"\233\002\n\022DriverCapabilities\022\024\n\014send_signal"
+  "to\"\326\002\n\022DriverCapabilities\022\024\n\014send_signal"
   "s\030\001 \001(\010\022\014\n\004exec\030\002 \001(\010\022\026\n\016exec_streaming\030"
   "\003 \001(\010\022\020\n\010exec_tty\030\004 \001(\010\0222\n\014fs_isolation\030"
   "\005 \001(\0162\034.berth.driver.v1.FsIsolation\022F\n\027n"
   "etwork_isolation_modes\030\006 \003(\0162%.berth.dri"
   "ver.v1.NetworkIsolationMode\022\033\n\023must_crea"
   "te_network\030\007 \001(\010\022\017\n\007recover\030\010 \001(\010\022\r\n\005sta"
-  "ts\030\t \001(\010\"\030\n\026GetCapabilitiesRequest\"T\n\027Ge"
-  "tCapabilitiesResponse\0229\n\014capabilities\030\001 "
-  "\001(\0132#.berth.driver.v1.DriverCapabilities"
-  "\"\024\n\022FingerprintRequest\"\334\001\n\023FingerprintRe"
-  "sponse\022,\n\006health\030\001 \001(\0162\034.berth.driver.v1"
-  ".HealthState\022\032\n\022health_description\030\002 \001(\t"
-  "\022H\n\nattributes\030\003 \003(\01324.berth.driver.v1.F"
-  "ingerprintResponse.AttributesEntry\0321\n\017At"
-  "tributesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001("
-  "\t:\0028\001\"a\n\tResources\022\022\n\ncpu_shares\030\001 \001(\004\022\026"
-  "\n\016cpu_millicores\030\002 \001(\004\022\024\n\014memory_bytes\030\003"
-  " \001(\004\022\022\n\npids_limit\030\004 \001(\004\"6\n\tLogConfig\022\026\n"
-  "\016max_file_bytes\030\001 \001(\004\022\021\n\tmax_files\030\002 \001(\r"
-  "\"_\n\020NetworkIsolation\0223\n\004mode\030\001 \001(\0162%.ber"
-  "th.driver.v1.NetworkIsolationMode\022\026\n\016nam"
-  "espace_path\030\002 \001(\t\"\210\003\n\nTaskConfig\022\n\n\002id\030\001"
-  " \001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallocation_id\030\003 \001("
-  "\t\022.\n\rdriver_config\030\004 \001(\0132\027.google.protob"
-  "uf.Struct\0221\n\003env\030\005 \003(\0132$.berth.driver.v1"
-  ".TaskConfig.EnvEntry\022\014\n\004user\030\006 \001(\t\022\r\n\005gr"
-  "oup\030\007 \001(\t\022-\n\tresources\030\010 \001(\0132\032.berth.dri"
-  "ver.v1.Resources\0222\n\007network\030\t \001(\0132!.bert"
-  "h.driver.v1.NetworkIsolation\022(\n\004logs\030\n \001"
-  "(\0132\032.berth.driver.v1.LogConfig\022\020\n\010task_d"
-  "ir\030\013 \001(\t\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005val"
-  "ue\030\002 \001(\t:\0028\001\"\213\001\n\nTaskHandle\022\017\n\007version\030\001"
-  " \001(\r\022+\n\006config\030\002 \001(\0132\033.berth.driver.v1.T"
-  "askConfig\022)\n\005state\030\003 \001(\0162\032.berth.driver."
-  "v1.TaskState\022\024\n\014driver_state\030\004 \001(\014\"r\n\nEx"
-  "itResult\022\021\n\texit_code\030\001 \001(\005\022\016\n\006signal\030\002 "
-  "\001(\005\022\022\n\noom_killed\030\003 \001(\010\022-\n\texited_at\030\004 \001"
-  "(\0132\032.google.protobuf.Timestamp\"=\n\020StartT"
-  "askRequest\022)\n\004task\030\001 \001(\0132\033.berth.driver."
-  "v1.TaskConfig\"r\n\021StartTaskResponse\022+\n\006ha"
-  "ndle\030\001 \001(\0132\033.berth.driver.v1.TaskHandle\022"
-  "0\n\007network\030\002 \001(\0132\037.berth.network.v1.Netw"
-  "orkStatus\"\"\n\017WaitTaskRequest\022\017\n\007task_id\030"
-  "\001 \001(\t\"\?\n\020WaitTaskResponse\022+\n\006result\030\001 \001("
-  "\0132\033.berth.driver.v1.ExitResult\"^\n\017StopTa"
-  "skRequest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030\002 "
-  "\001(\0132\031.google.protobuf.Duration\022\016\n\006signal"
-  "\030\003 \001(\t\"\022\n\020StopTaskResponse\"4\n\022DestroyTas"
-  "kRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010"
-  "\"\025\n\023DestroyTaskResponse\"\354\002\n\nTaskStatus\022\n"
-  "\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022)\n\005state\030\003 \001(\0162"
-  "\032.berth.driver.v1.TaskState\022.\n\nstarted_a"
-  "t\030\004 \001(\0132\032.google.protobuf.Timestamp\0220\n\014c"
-  "ompleted_at\030\005 \001(\0132\032.google.protobuf.Time"
-  "stamp\0220\n\013exit_result\030\006 \001(\0132\033.berth.drive"
-  "r.v1.ExitResult\022L\n\021driver_attributes\030\007 \003"
-  "(\01321.berth.driver.v1.TaskStatus.DriverAt"
-  "tributesEntry\0327\n\025DriverAttributesEntry\022\013"
-  "\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"%\n\022Inspec"
-  "tTaskRequest\022\017\n\007task_id\030\001 \001(\t\"B\n\023Inspect"
-  "TaskResponse\022+\n\006status\030\001 \001(\0132\033.berth.dri"
-  "ver.v1.TaskStatus\"A\n\022RecoverTaskRequest\022"
-  "+\n\006handle\030\001 \001(\0132\033.berth.driver.v1.TaskHa"
-  "ndle\"B\n\023RecoverTaskResponse\022+\n\006status\030\001 "
-  "\001(\0132\033.berth.driver.v1.TaskStatus\"4\n\021Sign"
-  "alTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\016\n\006signal"
-  "\030\002 \001(\t\"\024\n\022SignalTaskResponse\"\023\n\021TaskEven"
-  "tsRequest\"\373\001\n\022TaskEventsResponse\022\017\n\007task"
-  "_id\030\001 \001(\t\022\025\n\rallocation_id\030\002 \001(\t\022-\n\ttime"
-  "stamp\030\003 \001(\0132\032.google.protobuf.Timestamp\022"
-  "\017\n\007message\030\004 \001(\t\022I\n\013annotations\030\005 \003(\01324."
-  "berth.driver.v1.TaskEventsResponse.Annot"
-  "ationsEntry\0322\n\020AnnotationsEntry\022\013\n\003key\030\001"
-  " \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRequ"
-  "est\022\017\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031"
-  ".google.protobuf.Duration\"E\n\021TaskStatsRe"
-  "sponse\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1.T"
-  "askResourceUsage\"_\n\017ExecTaskRequest\022\017\n\007t"
-  "ask_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeout"
-  "\030\003 \001(\0132\031.google.protobuf.Duration\"_\n\020Exe"
-  "cTaskResponse\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stderr\030"
-  "\002 \001(\014\022+\n\006result\030\003 \001(\0132\033.berth.driver.v1."
-  "ExitResult\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001(\r"
-  "\022\017\n\007columns\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task_i"
-  "d\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n"
-  "\rterminal_size\030\004 \001(\0132\035.berth.driver.v1.T"
-  "erminalSize\"\014\n\nStdinClose\"\306\001\n\030ExecTaskSt"
-  "reamingRequest\022+\n\005setup\030\001 \001(\0132\032.berth.dr"
-  "iver.v1.ExecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013"
-  "stdin_close\030\003 \001(\0132\033.berth.driver.v1.Stdi"
-  "nCloseH\000\022/\n\006resize\030\004 \001(\0132\035.berth.driver."
-  "v1.TerminalSizeH\000B\007\n\005frame\"u\n\031ExecTaskSt"
-  "reamingResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006std"
-  "err\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver"
-  ".v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateNetwo"
-  "rkRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010host"
-  "name\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022/\n\006s"
-  "tatus\030\001 \001(\0132\037.berth.network.v1.NetworkSt"
-  "atus\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetworkR"
-  "equest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026Destroy"
-  "NetworkResponse*s\n\013FsIsolation\022\034\n\030FS_ISO"
-  "LATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION_NON"
-  "E\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_ISOLA"
-  "TION_IMAGE\020\003*\242\001\n\024NetworkIsolationMode\022&\n"
-  "\"NETWORK_ISOLATION_MODE_UNSPECIFIED\020\000\022\037\n"
-  "\033NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NETWOR"
-  "K_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_ISOL"
-  "ATION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030HEAL"
-  "TH_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STATE_U"
-  "NDETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020\002\022\032\n"
-  "\026HEALTH_STATE_UNHEALTHY\020\003*n\n\tTaskState\022\032"
-  "\n\026TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TASK_STATE"
-  "_UNKNOWN\020\001\022\026\n\022TASK_STATE_RUNNING\020\002\022\025\n\021TA"
-  "SK_STATE_EXITED\020\0032\337\n\n\rDriverService\022d\n\017G"
-  "etCapabilities\022\'.berth.driver.v1.GetCapa"
-  "bilitiesRequest\032(.berth.driver.v1.GetCap"
-  "abilitiesResponse\022Z\n\013Fingerprint\022#.berth"
-  ".driver.v1.FingerprintRequest\032$.berth.dr"
-  "iver.v1.FingerprintResponse0\001\022R\n\tStartTa"
-  "sk\022!.berth.driver.v1.StartTaskRequest\032\"."
-  "berth.driver.v1.StartTaskResponse\022O\n\010Wai"
-  "tTask\022 .berth.driver.v1.WaitTaskRequest\032"
-  "!.berth.driver.v1.WaitTaskResponse\022O\n\010St"
-  "opTask\022 .berth.driver.v1.StopTaskRequest"
-  "\032!.berth.driver.v1.StopTaskResponse\022X\n\013D"
-  "estroyTask\022#.berth.driver.v1.DestroyTask"
-  "Request\032$.berth.driver.v1.DestroyTaskRes"
-  "ponse\022X\n\013InspectTask\022#.berth.driver.v1.I"
-  "nspectTaskRequest\032$.berth.driver.v1.Insp"
-  "ectTaskResponse\022X\n\013RecoverTask\022#.berth.d"
-  "river.v1.RecoverTaskRequest\032$.berth.driv"
-  "er.v1.RecoverTaskResponse\022U\n\nSignalTask\022"
-  "\".berth.driver.v1.SignalTaskRequest\032#.be"
-  "rth.driver.v1.SignalTaskResponse\022W\n\nTask"
-  "Events\022\".berth.driver.v1.TaskEventsReque"
-  "st\032#.berth.driver.v1.TaskEventsResponse0"
-  "\001\022T\n\tTaskStats\022!.berth.driver.v1.TaskSta"
-  "tsRequest\032\".berth.driver.v1.TaskStatsRes"
-  "ponse0\001\022O\n\010ExecTask\022 .berth.driver.v1.Ex"
-  "ecTaskRequest\032!.berth.driver.v1.ExecTask"
-  "Response\022n\n\021ExecTaskStreaming\022).berth.dr"
-  "iver.v1.ExecTaskStreamingRequest\032*.berth"
-  ".driver.v1.ExecTaskStreamingResponse(\0010\001"
-  "\022^\n\rCreateNetwork\022%.berth.driver.v1.Crea"
-  "teNetworkRequest\032&.berth.driver.v1.Creat"
-  "eNetworkResponse\022a\n\016DestroyNetwork\022&.ber"
-  "th.driver.v1.DestroyNetworkRequest\032\'.ber"
-  "th.driver.v1.DestroyNetworkResponseB\003\370\001\001"
-  "b\006proto3"
+  "ts\030\t \001(\010\0229\n\tisolation\030\n \001(\0132&.berth.driv"
+  "er.v1.IsolationCapabilities\"\300\001\n\025Isolatio"
+  "nCapabilities\022\020\n\010own_root\030\001 \001(\010\022\024\n\014image"
+  "_rootfs\030\002 \001(\010\022\016\n\006mounts\030\003 \001(\010\022\024\n\014capabil"
+  "ities\030\004 \001(\010\022\031\n\021no_new_privileges\030\005 \001(\010\022\017"
+  "\n\007seccomp\030\006 \001(\010\022\027\n\017user_namespaces\030\007 \001(\010"
+  "\022\024\n\014masked_paths\030\010 \001(\010\"\030\n\026GetCapabilitie"
+  "sRequest\"T\n\027GetCapabilitiesResponse\0229\n\014c"
+  "apabilities\030\001 \001(\0132#.berth.driver.v1.Driv"
+  "erCapabilities\"\024\n\022FingerprintRequest\"\334\001\n"
+  "\023FingerprintResponse\022,\n\006health\030\001 \001(\0162\034.b"
+  "erth.driver.v1.HealthState\022\032\n\022health_des"
+  "cription\030\002 \001(\t\022H\n\nattributes\030\003 \003(\01324.ber"
+  "th.driver.v1.FingerprintResponse.Attribu"
+  "tesEntry\0321\n\017AttributesEntry\022\013\n\003key\030\001 \001(\t"
+  "\022\r\n\005value\030\002 \001(\t:\0028\001\"a\n\tResources\022\022\n\ncpu_"
+  "shares\030\001 \001(\004\022\026\n\016cpu_millicores\030\002 \001(\004\022\024\n\014"
+  "memory_bytes\030\003 \001(\004\022\022\n\npids_limit\030\004 \001(\004\"6"
+  "\n\tLogConfig\022\026\n\016max_file_bytes\030\001 \001(\004\022\021\n\tm"
+  "ax_files\030\002 \001(\r\"_\n\020NetworkIsolation\0223\n\004mo"
+  "de\030\001 \001(\0162%.berth.driver.v1.NetworkIsolat"
+  "ionMode\022\026\n\016namespace_path\030\002 \001(\t\"\267\003\n\nTask"
+  "Config\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallo"
+  "cation_id\030\003 \001(\t\022.\n\rdriver_config\030\004 \001(\0132\027"
+  ".google.protobuf.Struct\0221\n\003env\030\005 \003(\0132$.b"
+  "erth.driver.v1.TaskConfig.EnvEntry\022\014\n\004us"
+  "er\030\006 \001(\t\022\r\n\005group\030\007 \001(\t\022-\n\tresources\030\010 \001"
+  "(\0132\032.berth.driver.v1.Resources\0222\n\007networ"
+  "k\030\t \001(\0132!.berth.driver.v1.NetworkIsolati"
+  "on\022(\n\004logs\030\n \001(\0132\032.berth.driver.v1.LogCo"
+  "nfig\022\020\n\010task_dir\030\013 \001(\t\022-\n\tisolation\030\014 \001("
+  "\0132\032.berth.driver.v1.Isolation\032*\n\010EnvEntr"
+  "y\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"\241\002\n\tIs"
+  "olation\022\016\n\006rootfs\030\001 \001(\t\022\027\n\017readonly_root"
+  "fs\030\002 \001(\010\022&\n\006mounts\030\003 \003(\0132\026.berth.driver."
+  "v1.Mount\022\017\n\007cap_add\030\004 \003(\t\022\020\n\010cap_drop\030\005 "
+  "\003(\t\022\022\n\nprivileged\030\006 \001(\010\022\"\n\032allow_privile"
+  "ge_escalation\030\007 \001(\010\0220\n\007seccomp\030\010 \001(\0132\037.b"
+  "erth.driver.v1.SeccompProfile\0226\n\016user_na"
+  "mespace\030\t \001(\0132\036.berth.driver.v1.UserName"
+  "space\"i\n\005Mount\022(\n\004type\030\001 \001(\0162\032.berth.dri"
+  "ver.v1.MountType\022\016\n\006source\030\002 \001(\t\022\023\n\013dest"
+  "ination\030\003 \001(\t\022\021\n\tread_only\030\004 \001(\010\"`\n\016Secc"
+  "ompProfile\0221\n\004type\030\001 \001(\0162#.berth.driver."
+  "v1.SeccompProfileType\022\033\n\023custom_profile_"
+  "json\030\002 \001(\t\"s\n\rUserNamespace\0220\n\014uid_mappi"
+  "ngs\030\001 \003(\0132\032.berth.driver.v1.IdMapping\0220\n"
+  "\014gid_mappings\030\002 \003(\0132\032.berth.driver.v1.Id"
+  "Mapping\"@\n\tIdMapping\022\024\n\014container_id\030\001 \001"
+  "(\r\022\017\n\007host_id\030\002 \001(\r\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTa"
+  "skHandle\022\017\n\007version\030\001 \001(\r\022+\n\006config\030\002 \001("
+  "\0132\033.berth.driver.v1.TaskConfig\022)\n\005state\030"
+  "\003 \001(\0162\032.berth.driver.v1.TaskState\022\024\n\014dri"
+  "ver_state\030\004 \001(\014\"r\n\nExitResult\022\021\n\texit_co"
+  "de\030\001 \001(\005\022\016\n\006signal\030\002 \001(\005\022\022\n\noom_killed\030\003"
+  " \001(\010\022-\n\texited_at\030\004 \001(\0132\032.google.protobu"
+  "f.Timestamp\"=\n\020StartTaskRequest\022)\n\004task\030"
+  "\001 \001(\0132\033.berth.driver.v1.TaskConfig\"r\n\021St"
+  "artTaskResponse\022+\n\006handle\030\001 \001(\0132\033.berth."
+  "driver.v1.TaskHandle\0220\n\007network\030\002 \001(\0132\037."
+  "berth.network.v1.NetworkStatus\"\"\n\017WaitTa"
+  "skRequest\022\017\n\007task_id\030\001 \001(\t\"\?\n\020WaitTaskRe"
+  "sponse\022+\n\006result\030\001 \001(\0132\033.berth.driver.v1"
+  ".ExitResult\"^\n\017StopTaskRequest\022\017\n\007task_i"
+  "d\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.protob"
+  "uf.Duration\022\016\n\006signal\030\003 \001(\t\"\022\n\020StopTaskR"
+  "esponse\"4\n\022DestroyTaskRequest\022\017\n\007task_id"
+  "\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\025\n\023DestroyTaskResp"
+  "onse\"\354\002\n\nTaskStatus\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030"
+  "\002 \001(\t\022)\n\005state\030\003 \001(\0162\032.berth.driver.v1.T"
+  "askState\022.\n\nstarted_at\030\004 \001(\0132\032.google.pr"
+  "otobuf.Timestamp\0220\n\014completed_at\030\005 \001(\0132\032"
+  ".google.protobuf.Timestamp\0220\n\013exit_resul"
+  "t\030\006 \001(\0132\033.berth.driver.v1.ExitResult\022L\n\021"
+  "driver_attributes\030\007 \003(\01321.berth.driver.v"
+  "1.TaskStatus.DriverAttributesEntry\0327\n\025Dr"
+  "iverAttributesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005valu"
+  "e\030\002 \001(\t:\0028\001\"%\n\022InspectTaskRequest\022\017\n\007tas"
+  "k_id\030\001 \001(\t\"B\n\023InspectTaskResponse\022+\n\006sta"
+  "tus\030\001 \001(\0132\033.berth.driver.v1.TaskStatus\"A"
+  "\n\022RecoverTaskRequest\022+\n\006handle\030\001 \001(\0132\033.b"
+  "erth.driver.v1.TaskHandle\"B\n\023RecoverTask"
+  "Response\022+\n\006status\030\001 \001(\0132\033.berth.driver."
+  "v1.TaskStatus\"4\n\021SignalTaskRequest\022\017\n\007ta"
+  "sk_id\030\001 \001(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022SignalTas"
+  "kResponse\"\023\n\021TaskEventsRequest\"\373\001\n\022TaskE"
+  "ventsResponse\022\017\n\007task_id\030\001 \001(\t\022\025\n\ralloca"
+  "tion_id\030\002 \001(\t\022-\n\ttimestamp\030\003 \001(\0132\032.googl"
+  "e.protobuf.Timestamp\022\017\n\007message\030\004 \001(\t\022I\n"
+  "\013annotations\030\005 \003(\01324.berth.driver.v1.Tas"
+  "kEventsResponse.AnnotationsEntry\0322\n\020Anno"
+  "tationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
+  ":\0028\001\"P\n\020TaskStatsRequest\022\017\n\007task_id\030\001 \001("
+  "\t\022+\n\010interval\030\002 \001(\0132\031.google.protobuf.Du"
+  "ration\"E\n\021TaskStatsResponse\0220\n\005usage\030\001 \001"
+  "(\0132!.berth.stats.v1.TaskResourceUsage\"_\n"
+  "\017ExecTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\017\n\007com"
+  "mand\030\002 \003(\t\022*\n\007timeout\030\003 \001(\0132\031.google.pro"
+  "tobuf.Duration\"_\n\020ExecTaskResponse\022\016\n\006st"
+  "dout\030\001 \001(\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006result\030\003 \001"
+  "(\0132\033.berth.driver.v1.ExitResult\"-\n\014Termi"
+  "nalSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"p"
+  "\n\tExecSetup\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030"
+  "\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n\rterminal_size\030\004 \001("
+  "\0132\035.berth.driver.v1.TerminalSize\"\014\n\nStdi"
+  "nClose\"\306\001\n\030ExecTaskStreamingRequest\022+\n\005s"
+  "etup\030\001 \001(\0132\032.berth.driver.v1.ExecSetupH\000"
+  "\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013stdin_close\030\003 \001(\0132\033"
+  ".berth.driver.v1.StdinCloseH\000\022/\n\006resize\030"
+  "\004 \001(\0132\035.berth.driver.v1.TerminalSizeH\000B\007"
+  "\n\005frame\"u\n\031ExecTaskStreamingResponse\022\020\n\006"
+  "stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit"
+  "\030\003 \001(\0132\033.berth.driver.v1.ExitResultH\000B\007\n"
+  "\005frame\"\?\n\024CreateNetworkRequest\022\025\n\ralloca"
+  "tion_id\030\001 \001(\t\022\020\n\010hostname\030\002 \001(\t\"Y\n\025Creat"
+  "eNetworkResponse\022/\n\006status\030\001 \001(\0132\037.berth"
+  ".network.v1.NetworkStatus\022\017\n\007created\030\002 \001"
+  "(\010\".\n\025DestroyNetworkRequest\022\025\n\rallocatio"
+  "n_id\030\001 \001(\t\"\030\n\026DestroyNetworkResponse*s\n\013"
+  "FsIsolation\022\034\n\030FS_ISOLATION_UNSPECIFIED\020"
+  "\000\022\025\n\021FS_ISOLATION_NONE\020\001\022\027\n\023FS_ISOLATION"
+  "_CHROOT\020\002\022\026\n\022FS_ISOLATION_IMAGE\020\003*\242\001\n\024Ne"
+  "tworkIsolationMode\022&\n\"NETWORK_ISOLATION_"
+  "MODE_UNSPECIFIED\020\000\022\037\n\033NETWORK_ISOLATION_"
+  "MODE_HOST\020\001\022 \n\034NETWORK_ISOLATION_MODE_GR"
+  "OUP\020\002\022\037\n\033NETWORK_ISOLATION_MODE_TASK\020\003*~"
+  "\n\013HealthState\022\034\n\030HEALTH_STATE_UNSPECIFIE"
+  "D\020\000\022\033\n\027HEALTH_STATE_UNDETECTED\020\001\022\030\n\024HEAL"
+  "TH_STATE_HEALTHY\020\002\022\032\n\026HEALTH_STATE_UNHEA"
+  "LTHY\020\003*R\n\tMountType\022\032\n\026MOUNT_TYPE_UNSPEC"
+  "IFIED\020\000\022\023\n\017MOUNT_TYPE_BIND\020\001\022\024\n\020MOUNT_TY"
+  "PE_TMPFS\020\002*\252\001\n\022SeccompProfileType\022$\n SEC"
+  "COMP_PROFILE_TYPE_UNSPECIFIED\020\000\022(\n$SECCO"
+  "MP_PROFILE_TYPE_RUNTIME_DEFAULT\020\001\022#\n\037SEC"
+  "COMP_PROFILE_TYPE_UNCONFINED\020\002\022\037\n\033SECCOM"
+  "P_PROFILE_TYPE_CUSTOM\020\003*n\n\tTaskState\022\032\n\026"
+  "TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_U"
+  "NKNOWN\020\001\022\026\n\022TASK_STATE_RUNNING\020\002\022\025\n\021TASK"
+  "_STATE_EXITED\020\0032\337\n\n\rDriverService\022d\n\017Get"
+  "Capabilities\022\'.berth.driver.v1.GetCapabi"
+  "litiesRequest\032(.berth.driver.v1.GetCapab"
+  "ilitiesResponse\022Z\n\013Fingerprint\022#.berth.d"
+  "river.v1.FingerprintRequest\032$.berth.driv"
+  "er.v1.FingerprintResponse0\001\022R\n\tStartTask"
+  "\022!.berth.driver.v1.StartTaskRequest\032\".be"
+  "rth.driver.v1.StartTaskResponse\022O\n\010WaitT"
+  "ask\022 .berth.driver.v1.WaitTaskRequest\032!."
+  "berth.driver.v1.WaitTaskResponse\022O\n\010Stop"
+  "Task\022 .berth.driver.v1.StopTaskRequest\032!"
+  ".berth.driver.v1.StopTaskResponse\022X\n\013Des"
+  "troyTask\022#.berth.driver.v1.DestroyTaskRe"
+  "quest\032$.berth.driver.v1.DestroyTaskRespo"
+  "nse\022X\n\013InspectTask\022#.berth.driver.v1.Ins"
+  "pectTaskRequest\032$.berth.driver.v1.Inspec"
+  "tTaskResponse\022X\n\013RecoverTask\022#.berth.dri"
+  "ver.v1.RecoverTaskRequest\032$.berth.driver"
+  ".v1.RecoverTaskResponse\022U\n\nSignalTask\022\"."
+  "berth.driver.v1.SignalTaskRequest\032#.bert"
+  "h.driver.v1.SignalTaskResponse\022W\n\nTaskEv"
+  "ents\022\".berth.driver.v1.TaskEventsRequest"
+  "\032#.berth.driver.v1.TaskEventsResponse0\001\022"
+  "T\n\tTaskStats\022!.berth.driver.v1.TaskStats"
+  "Request\032\".berth.driver.v1.TaskStatsRespo"
+  "nse0\001\022O\n\010ExecTask\022 .berth.driver.v1.Exec"
+  "TaskRequest\032!.berth.driver.v1.ExecTaskRe"
+  "sponse\022n\n\021ExecTaskStreaming\022).berth.driv"
+  "er.v1.ExecTaskStreamingRequest\032*.berth.d"
+  "river.v1.ExecTaskStreamingResponse(\0010\001\022^"
+  "\n\rCreateNetwork\022%.berth.driver.v1.Create"
+  "NetworkRequest\032&.berth.driver.v1.CreateN"
+  "etworkResponse\022a\n\016DestroyNetwork\022&.berth"
+  ".driver.v1.DestroyNetworkRequest\032\'.berth"
+  ".driver.v1.DestroyNetworkResponseB\003\370\001\001b\006"
+  "proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps[5] = {
   &::descriptor_table_berth_2fnetwork_2fv1_2fnetwork_2eproto,
@@ -1298,9 +1509,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1
 };
 static ::_pbi::once_flag descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto = {
-    false, false, 6168, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
+    false, false, 7406, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
     "berth/driver/v1/driver.proto",
-    &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 45,
+    &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 51,
     schemas, file_default_instances, TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets,
     file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto, file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto,
     file_level_service_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -1362,9 +1573,40 @@ bool HealthState_IsValid(int value) {
   }
 }
 
-const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* TaskState_descriptor() {
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* MountType_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto);
   return file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[3];
+}
+bool MountType_IsValid(int value) {
+  switch (value) {
+    case 0:
+    case 1:
+    case 2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* SeccompProfileType_descriptor() {
+  ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto);
+  return file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[4];
+}
+bool SeccompProfileType_IsValid(int value) {
+  switch (value) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* TaskState_descriptor() {
+  ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto);
+  return file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[5];
 }
 bool TaskState_IsValid(int value) {
   switch (value) {
@@ -1383,8 +1625,13 @@ bool TaskState_IsValid(int value) {
 
 class DriverCapabilities::_Internal {
  public:
+  static const ::berth::driver::v1::IsolationCapabilities& isolation(const DriverCapabilities* msg);
 };
 
+const ::berth::driver::v1::IsolationCapabilities&
+DriverCapabilities::_Internal::isolation(const DriverCapabilities* msg) {
+  return *msg->_impl_.isolation_;
+}
 DriverCapabilities::DriverCapabilities(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
   : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
@@ -1397,6 +1644,7 @@ DriverCapabilities::DriverCapabilities(const DriverCapabilities& from)
   new (&_impl_) Impl_{
       decltype(_impl_.network_isolation_modes_){from._impl_.network_isolation_modes_}
     , /*decltype(_impl_._network_isolation_modes_cached_byte_size_)*/{0}
+    , decltype(_impl_.isolation_){nullptr}
     , decltype(_impl_.send_signals_){}
     , decltype(_impl_.exec_){}
     , decltype(_impl_.exec_streaming_){}
@@ -1408,6 +1656,9 @@ DriverCapabilities::DriverCapabilities(const DriverCapabilities& from)
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  if (from._internal_has_isolation()) {
+    _this->_impl_.isolation_ = new ::berth::driver::v1::IsolationCapabilities(*from._impl_.isolation_);
+  }
   ::memcpy(&_impl_.send_signals_, &from._impl_.send_signals_,
     static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stats_) -
     reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.stats_));
@@ -1421,6 +1672,7 @@ inline void DriverCapabilities::SharedCtor(
   new (&_impl_) Impl_{
       decltype(_impl_.network_isolation_modes_){arena}
     , /*decltype(_impl_._network_isolation_modes_cached_byte_size_)*/{0}
+    , decltype(_impl_.isolation_){nullptr}
     , decltype(_impl_.send_signals_){false}
     , decltype(_impl_.exec_){false}
     , decltype(_impl_.exec_streaming_){false}
@@ -1445,6 +1697,7 @@ DriverCapabilities::~DriverCapabilities() {
 inline void DriverCapabilities::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   _impl_.network_isolation_modes_.~RepeatedField();
+  if (this != internal_default_instance()) delete _impl_.isolation_;
 }
 
 void DriverCapabilities::SetCachedSize(int size) const {
@@ -1458,6 +1711,10 @@ void DriverCapabilities::Clear() {
   (void) cached_has_bits;
 
   _impl_.network_isolation_modes_.Clear();
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
   ::memset(&_impl_.send_signals_, 0, static_cast<size_t>(
       reinterpret_cast<char*>(&_impl_.stats_) -
       reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.stats_));
@@ -1543,6 +1800,14 @@ const char* DriverCapabilities::_InternalParse(const char* ptr, ::_pbi::ParseCon
       case 9:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 72)) {
           _impl_.stats_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.IsolationCapabilities isolation = 10;
+      case 10:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 82)) {
+          ptr = ctx->ParseMessage(_internal_mutable_isolation(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -1634,6 +1899,13 @@ uint8_t* DriverCapabilities::_InternalSerialize(
     target = ::_pbi::WireFormatLite::WriteBoolToArray(9, this->_internal_stats(), target);
   }
 
+  // .berth.driver.v1.IsolationCapabilities isolation = 10;
+  if (this->_internal_has_isolation()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(10, _Internal::isolation(this),
+        _Internal::isolation(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1665,6 +1937,13 @@ size_t DriverCapabilities::ByteSizeLong() const {
     _impl_._network_isolation_modes_cached_byte_size_.store(cached_size,
                                     std::memory_order_relaxed);
     total_size += data_size;
+  }
+
+  // .berth.driver.v1.IsolationCapabilities isolation = 10;
+  if (this->_internal_has_isolation()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.isolation_);
   }
 
   // bool send_signals = 1;
@@ -1727,6 +2006,10 @@ void DriverCapabilities::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, con
   (void) cached_has_bits;
 
   _this->_impl_.network_isolation_modes_.MergeFrom(from._impl_.network_isolation_modes_);
+  if (from._internal_has_isolation()) {
+    _this->_internal_mutable_isolation()->::berth::driver::v1::IsolationCapabilities::MergeFrom(
+        from._internal_isolation());
+  }
   if (from._internal_send_signals() != 0) {
     _this->_internal_set_send_signals(from._internal_send_signals());
   }
@@ -1772,15 +2055,370 @@ void DriverCapabilities::InternalSwap(DriverCapabilities* other) {
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
       PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.stats_)
       + sizeof(DriverCapabilities::_impl_.stats_)
-      - PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.send_signals_)>(
-          reinterpret_cast<char*>(&_impl_.send_signals_),
-          reinterpret_cast<char*>(&other->_impl_.send_signals_));
+      - PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.isolation_)>(
+          reinterpret_cast<char*>(&_impl_.isolation_),
+          reinterpret_cast<char*>(&other->_impl_.isolation_));
 }
 
 ::PROTOBUF_NAMESPACE_ID::Metadata DriverCapabilities::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
       file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[0]);
+}
+
+// ===================================================================
+
+class IsolationCapabilities::_Internal {
+ public:
+};
+
+IsolationCapabilities::IsolationCapabilities(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.IsolationCapabilities)
+}
+IsolationCapabilities::IsolationCapabilities(const IsolationCapabilities& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  IsolationCapabilities* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.own_root_){}
+    , decltype(_impl_.image_rootfs_){}
+    , decltype(_impl_.mounts_){}
+    , decltype(_impl_.capabilities_){}
+    , decltype(_impl_.no_new_privileges_){}
+    , decltype(_impl_.seccomp_){}
+    , decltype(_impl_.user_namespaces_){}
+    , decltype(_impl_.masked_paths_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.own_root_, &from._impl_.own_root_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.masked_paths_) -
+    reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.masked_paths_));
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.IsolationCapabilities)
+}
+
+inline void IsolationCapabilities::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.own_root_){false}
+    , decltype(_impl_.image_rootfs_){false}
+    , decltype(_impl_.mounts_){false}
+    , decltype(_impl_.capabilities_){false}
+    , decltype(_impl_.no_new_privileges_){false}
+    , decltype(_impl_.seccomp_){false}
+    , decltype(_impl_.user_namespaces_){false}
+    , decltype(_impl_.masked_paths_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+IsolationCapabilities::~IsolationCapabilities() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.IsolationCapabilities)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void IsolationCapabilities::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+}
+
+void IsolationCapabilities::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void IsolationCapabilities::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.IsolationCapabilities)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  ::memset(&_impl_.own_root_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.masked_paths_) -
+      reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.masked_paths_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* IsolationCapabilities::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // bool own_root = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.own_root_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool image_rootfs = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.image_rootfs_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool mounts = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.mounts_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool capabilities = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 32)) {
+          _impl_.capabilities_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool no_new_privileges = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 40)) {
+          _impl_.no_new_privileges_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool seccomp = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 48)) {
+          _impl_.seccomp_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool user_namespaces = 7;
+      case 7:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 56)) {
+          _impl_.user_namespaces_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool masked_paths = 8;
+      case 8:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 64)) {
+          _impl_.masked_paths_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* IsolationCapabilities::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.IsolationCapabilities)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // bool own_root = 1;
+  if (this->_internal_own_root() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(1, this->_internal_own_root(), target);
+  }
+
+  // bool image_rootfs = 2;
+  if (this->_internal_image_rootfs() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(2, this->_internal_image_rootfs(), target);
+  }
+
+  // bool mounts = 3;
+  if (this->_internal_mounts() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(3, this->_internal_mounts(), target);
+  }
+
+  // bool capabilities = 4;
+  if (this->_internal_capabilities() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(4, this->_internal_capabilities(), target);
+  }
+
+  // bool no_new_privileges = 5;
+  if (this->_internal_no_new_privileges() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(5, this->_internal_no_new_privileges(), target);
+  }
+
+  // bool seccomp = 6;
+  if (this->_internal_seccomp() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(6, this->_internal_seccomp(), target);
+  }
+
+  // bool user_namespaces = 7;
+  if (this->_internal_user_namespaces() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(7, this->_internal_user_namespaces(), target);
+  }
+
+  // bool masked_paths = 8;
+  if (this->_internal_masked_paths() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(8, this->_internal_masked_paths(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.IsolationCapabilities)
+  return target;
+}
+
+size_t IsolationCapabilities::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.IsolationCapabilities)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // bool own_root = 1;
+  if (this->_internal_own_root() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool image_rootfs = 2;
+  if (this->_internal_image_rootfs() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool mounts = 3;
+  if (this->_internal_mounts() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool capabilities = 4;
+  if (this->_internal_capabilities() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool no_new_privileges = 5;
+  if (this->_internal_no_new_privileges() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool seccomp = 6;
+  if (this->_internal_seccomp() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool user_namespaces = 7;
+  if (this->_internal_user_namespaces() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool masked_paths = 8;
+  if (this->_internal_masked_paths() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData IsolationCapabilities::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    IsolationCapabilities::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*IsolationCapabilities::GetClassData() const { return &_class_data_; }
+
+
+void IsolationCapabilities::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<IsolationCapabilities*>(&to_msg);
+  auto& from = static_cast<const IsolationCapabilities&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.IsolationCapabilities)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (from._internal_own_root() != 0) {
+    _this->_internal_set_own_root(from._internal_own_root());
+  }
+  if (from._internal_image_rootfs() != 0) {
+    _this->_internal_set_image_rootfs(from._internal_image_rootfs());
+  }
+  if (from._internal_mounts() != 0) {
+    _this->_internal_set_mounts(from._internal_mounts());
+  }
+  if (from._internal_capabilities() != 0) {
+    _this->_internal_set_capabilities(from._internal_capabilities());
+  }
+  if (from._internal_no_new_privileges() != 0) {
+    _this->_internal_set_no_new_privileges(from._internal_no_new_privileges());
+  }
+  if (from._internal_seccomp() != 0) {
+    _this->_internal_set_seccomp(from._internal_seccomp());
+  }
+  if (from._internal_user_namespaces() != 0) {
+    _this->_internal_set_user_namespaces(from._internal_user_namespaces());
+  }
+  if (from._internal_masked_paths() != 0) {
+    _this->_internal_set_masked_paths(from._internal_masked_paths());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void IsolationCapabilities::CopyFrom(const IsolationCapabilities& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.IsolationCapabilities)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool IsolationCapabilities::IsInitialized() const {
+  return true;
+}
+
+void IsolationCapabilities::InternalSwap(IsolationCapabilities* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(IsolationCapabilities, _impl_.masked_paths_)
+      + sizeof(IsolationCapabilities::_impl_.masked_paths_)
+      - PROTOBUF_FIELD_OFFSET(IsolationCapabilities, _impl_.own_root_)>(
+          reinterpret_cast<char*>(&_impl_.own_root_),
+          reinterpret_cast<char*>(&other->_impl_.own_root_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata IsolationCapabilities::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[1]);
 }
 
 // ===================================================================
@@ -1820,7 +2458,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetCapabilitiesRequest::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata GetCapabilitiesRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[1]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[2]);
 }
 
 // ===================================================================
@@ -2013,7 +2651,7 @@ void GetCapabilitiesResponse::InternalSwap(GetCapabilitiesResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetCapabilitiesResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[2]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[3]);
 }
 
 // ===================================================================
@@ -2053,7 +2691,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*FingerprintRequest::GetClassDa
 ::PROTOBUF_NAMESPACE_ID::Metadata FingerprintRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[3]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[4]);
 }
 
 // ===================================================================
@@ -2067,7 +2705,7 @@ void FingerprintResponse_AttributesEntry_DoNotUse::MergeFrom(const FingerprintRe
 ::PROTOBUF_NAMESPACE_ID::Metadata FingerprintResponse_AttributesEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[4]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[5]);
 }
 
 // ===================================================================
@@ -2368,7 +3006,7 @@ void FingerprintResponse::InternalSwap(FingerprintResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata FingerprintResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[5]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[6]);
 }
 
 // ===================================================================
@@ -2627,7 +3265,7 @@ void Resources::InternalSwap(Resources* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Resources::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[6]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[7]);
 }
 
 // ===================================================================
@@ -2838,7 +3476,7 @@ void LogConfig::InternalSwap(LogConfig* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata LogConfig::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[7]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[8]);
 }
 
 // ===================================================================
@@ -3071,7 +3709,7 @@ void NetworkIsolation::InternalSwap(NetworkIsolation* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata NetworkIsolation::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[8]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[9]);
 }
 
 // ===================================================================
@@ -3085,7 +3723,7 @@ void TaskConfig_EnvEntry_DoNotUse::MergeFrom(const TaskConfig_EnvEntry_DoNotUse&
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskConfig_EnvEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[9]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[10]);
 }
 
 // ===================================================================
@@ -3096,6 +3734,7 @@ class TaskConfig::_Internal {
   static const ::berth::driver::v1::Resources& resources(const TaskConfig* msg);
   static const ::berth::driver::v1::NetworkIsolation& network(const TaskConfig* msg);
   static const ::berth::driver::v1::LogConfig& logs(const TaskConfig* msg);
+  static const ::berth::driver::v1::Isolation& isolation(const TaskConfig* msg);
 };
 
 const ::PROTOBUF_NAMESPACE_ID::Struct&
@@ -3113,6 +3752,10 @@ TaskConfig::_Internal::network(const TaskConfig* msg) {
 const ::berth::driver::v1::LogConfig&
 TaskConfig::_Internal::logs(const TaskConfig* msg) {
   return *msg->_impl_.logs_;
+}
+const ::berth::driver::v1::Isolation&
+TaskConfig::_Internal::isolation(const TaskConfig* msg) {
+  return *msg->_impl_.isolation_;
 }
 void TaskConfig::clear_driver_config() {
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
@@ -3144,6 +3787,7 @@ TaskConfig::TaskConfig(const TaskConfig& from)
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.logs_){nullptr}
+    , decltype(_impl_.isolation_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -3208,6 +3852,9 @@ TaskConfig::TaskConfig(const TaskConfig& from)
   if (from._internal_has_logs()) {
     _this->_impl_.logs_ = new ::berth::driver::v1::LogConfig(*from._impl_.logs_);
   }
+  if (from._internal_has_isolation()) {
+    _this->_impl_.isolation_ = new ::berth::driver::v1::Isolation(*from._impl_.isolation_);
+  }
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.TaskConfig)
 }
 
@@ -3227,6 +3874,7 @@ inline void TaskConfig::SharedCtor(
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.logs_){nullptr}
+    , decltype(_impl_.isolation_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.id_.InitDefault();
@@ -3279,6 +3927,7 @@ inline void TaskConfig::SharedDtor() {
   if (this != internal_default_instance()) delete _impl_.resources_;
   if (this != internal_default_instance()) delete _impl_.network_;
   if (this != internal_default_instance()) delete _impl_.logs_;
+  if (this != internal_default_instance()) delete _impl_.isolation_;
 }
 
 void TaskConfig::ArenaDtor(void* object) {
@@ -3318,6 +3967,10 @@ void TaskConfig::Clear() {
     delete _impl_.logs_;
   }
   _impl_.logs_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -3429,6 +4082,14 @@ const char* TaskConfig::_InternalParse(const char* ptr, ::_pbi::ParseContext* ct
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.TaskConfig.task_dir"));
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.Isolation isolation = 12;
+      case 12:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
+          ptr = ctx->ParseMessage(_internal_mutable_isolation(), ptr);
+          CHK_(ptr);
         } else
           goto handle_unusual;
         continue;
@@ -3579,6 +4240,13 @@ uint8_t* TaskConfig::_InternalSerialize(
         11, this->_internal_task_dir(), target);
   }
 
+  // .berth.driver.v1.Isolation isolation = 12;
+  if (this->_internal_has_isolation()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(12, _Internal::isolation(this),
+        _Internal::isolation(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -3674,6 +4342,13 @@ size_t TaskConfig::ByteSizeLong() const {
         *_impl_.logs_);
   }
 
+  // .berth.driver.v1.Isolation isolation = 12;
+  if (this->_internal_has_isolation()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.isolation_);
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -3727,6 +4402,10 @@ void TaskConfig::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PRO
     _this->_internal_mutable_logs()->::berth::driver::v1::LogConfig::MergeFrom(
         from._internal_logs());
   }
+  if (from._internal_has_isolation()) {
+    _this->_internal_mutable_isolation()->::berth::driver::v1::Isolation::MergeFrom(
+        from._internal_isolation());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -3772,8 +4451,8 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
       &other->_impl_.task_dir_, rhs_arena
   );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.logs_)
-      + sizeof(TaskConfig::_impl_.logs_)
+      PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.isolation_)
+      + sizeof(TaskConfig::_impl_.isolation_)
       - PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.driver_config_)>(
           reinterpret_cast<char*>(&_impl_.driver_config_),
           reinterpret_cast<char*>(&other->_impl_.driver_config_));
@@ -3782,7 +4461,1491 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskConfig::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[10]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[11]);
+}
+
+// ===================================================================
+
+class Isolation::_Internal {
+ public:
+  static const ::berth::driver::v1::SeccompProfile& seccomp(const Isolation* msg);
+  static const ::berth::driver::v1::UserNamespace& user_namespace(const Isolation* msg);
+};
+
+const ::berth::driver::v1::SeccompProfile&
+Isolation::_Internal::seccomp(const Isolation* msg) {
+  return *msg->_impl_.seccomp_;
+}
+const ::berth::driver::v1::UserNamespace&
+Isolation::_Internal::user_namespace(const Isolation* msg) {
+  return *msg->_impl_.user_namespace_;
+}
+Isolation::Isolation(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.Isolation)
+}
+Isolation::Isolation(const Isolation& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  Isolation* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.mounts_){from._impl_.mounts_}
+    , decltype(_impl_.cap_add_){from._impl_.cap_add_}
+    , decltype(_impl_.cap_drop_){from._impl_.cap_drop_}
+    , decltype(_impl_.rootfs_){}
+    , decltype(_impl_.seccomp_){nullptr}
+    , decltype(_impl_.user_namespace_){nullptr}
+    , decltype(_impl_.readonly_rootfs_){}
+    , decltype(_impl_.privileged_){}
+    , decltype(_impl_.allow_privilege_escalation_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.rootfs_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_rootfs().empty()) {
+    _this->_impl_.rootfs_.Set(from._internal_rootfs(), 
+      _this->GetArenaForAllocation());
+  }
+  if (from._internal_has_seccomp()) {
+    _this->_impl_.seccomp_ = new ::berth::driver::v1::SeccompProfile(*from._impl_.seccomp_);
+  }
+  if (from._internal_has_user_namespace()) {
+    _this->_impl_.user_namespace_ = new ::berth::driver::v1::UserNamespace(*from._impl_.user_namespace_);
+  }
+  ::memcpy(&_impl_.readonly_rootfs_, &from._impl_.readonly_rootfs_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.allow_privilege_escalation_) -
+    reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.allow_privilege_escalation_));
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.Isolation)
+}
+
+inline void Isolation::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.mounts_){arena}
+    , decltype(_impl_.cap_add_){arena}
+    , decltype(_impl_.cap_drop_){arena}
+    , decltype(_impl_.rootfs_){}
+    , decltype(_impl_.seccomp_){nullptr}
+    , decltype(_impl_.user_namespace_){nullptr}
+    , decltype(_impl_.readonly_rootfs_){false}
+    , decltype(_impl_.privileged_){false}
+    , decltype(_impl_.allow_privilege_escalation_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.rootfs_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+Isolation::~Isolation() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.Isolation)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void Isolation::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.mounts_.~RepeatedPtrField();
+  _impl_.cap_add_.~RepeatedPtrField();
+  _impl_.cap_drop_.~RepeatedPtrField();
+  _impl_.rootfs_.Destroy();
+  if (this != internal_default_instance()) delete _impl_.seccomp_;
+  if (this != internal_default_instance()) delete _impl_.user_namespace_;
+}
+
+void Isolation::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void Isolation::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.Isolation)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.mounts_.Clear();
+  _impl_.cap_add_.Clear();
+  _impl_.cap_drop_.Clear();
+  _impl_.rootfs_.ClearToEmpty();
+  if (GetArenaForAllocation() == nullptr && _impl_.seccomp_ != nullptr) {
+    delete _impl_.seccomp_;
+  }
+  _impl_.seccomp_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.user_namespace_ != nullptr) {
+    delete _impl_.user_namespace_;
+  }
+  _impl_.user_namespace_ = nullptr;
+  ::memset(&_impl_.readonly_rootfs_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.allow_privilege_escalation_) -
+      reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.allow_privilege_escalation_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* Isolation::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string rootfs = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_rootfs();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Isolation.rootfs"));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool readonly_rootfs = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.readonly_rootfs_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.driver.v1.Mount mounts = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_mounts(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<26>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated string cap_add = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            auto str = _internal_add_cap_add();
+            ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+            CHK_(ptr);
+            CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Isolation.cap_add"));
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<34>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated string cap_drop = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            auto str = _internal_add_cap_drop();
+            ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+            CHK_(ptr);
+            CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Isolation.cap_drop"));
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<42>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool privileged = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 48)) {
+          _impl_.privileged_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool allow_privilege_escalation = 7;
+      case 7:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 56)) {
+          _impl_.allow_privilege_escalation_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.SeccompProfile seccomp = 8;
+      case 8:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 66)) {
+          ptr = ctx->ParseMessage(_internal_mutable_seccomp(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.UserNamespace user_namespace = 9;
+      case 9:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 74)) {
+          ptr = ctx->ParseMessage(_internal_mutable_user_namespace(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* Isolation::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.Isolation)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string rootfs = 1;
+  if (!this->_internal_rootfs().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_rootfs().data(), static_cast<int>(this->_internal_rootfs().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Isolation.rootfs");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_rootfs(), target);
+  }
+
+  // bool readonly_rootfs = 2;
+  if (this->_internal_readonly_rootfs() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(2, this->_internal_readonly_rootfs(), target);
+  }
+
+  // repeated .berth.driver.v1.Mount mounts = 3;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_mounts_size()); i < n; i++) {
+    const auto& repfield = this->_internal_mounts(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(3, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // repeated string cap_add = 4;
+  for (int i = 0, n = this->_internal_cap_add_size(); i < n; i++) {
+    const auto& s = this->_internal_cap_add(i);
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      s.data(), static_cast<int>(s.length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Isolation.cap_add");
+    target = stream->WriteString(4, s, target);
+  }
+
+  // repeated string cap_drop = 5;
+  for (int i = 0, n = this->_internal_cap_drop_size(); i < n; i++) {
+    const auto& s = this->_internal_cap_drop(i);
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      s.data(), static_cast<int>(s.length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Isolation.cap_drop");
+    target = stream->WriteString(5, s, target);
+  }
+
+  // bool privileged = 6;
+  if (this->_internal_privileged() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(6, this->_internal_privileged(), target);
+  }
+
+  // bool allow_privilege_escalation = 7;
+  if (this->_internal_allow_privilege_escalation() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(7, this->_internal_allow_privilege_escalation(), target);
+  }
+
+  // .berth.driver.v1.SeccompProfile seccomp = 8;
+  if (this->_internal_has_seccomp()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(8, _Internal::seccomp(this),
+        _Internal::seccomp(this).GetCachedSize(), target, stream);
+  }
+
+  // .berth.driver.v1.UserNamespace user_namespace = 9;
+  if (this->_internal_has_user_namespace()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(9, _Internal::user_namespace(this),
+        _Internal::user_namespace(this).GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.Isolation)
+  return target;
+}
+
+size_t Isolation::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.Isolation)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated .berth.driver.v1.Mount mounts = 3;
+  total_size += 1UL * this->_internal_mounts_size();
+  for (const auto& msg : this->_impl_.mounts_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // repeated string cap_add = 4;
+  total_size += 1 *
+      ::PROTOBUF_NAMESPACE_ID::internal::FromIntSize(_impl_.cap_add_.size());
+  for (int i = 0, n = _impl_.cap_add_.size(); i < n; i++) {
+    total_size += ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+      _impl_.cap_add_.Get(i));
+  }
+
+  // repeated string cap_drop = 5;
+  total_size += 1 *
+      ::PROTOBUF_NAMESPACE_ID::internal::FromIntSize(_impl_.cap_drop_.size());
+  for (int i = 0, n = _impl_.cap_drop_.size(); i < n; i++) {
+    total_size += ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+      _impl_.cap_drop_.Get(i));
+  }
+
+  // string rootfs = 1;
+  if (!this->_internal_rootfs().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_rootfs());
+  }
+
+  // .berth.driver.v1.SeccompProfile seccomp = 8;
+  if (this->_internal_has_seccomp()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.seccomp_);
+  }
+
+  // .berth.driver.v1.UserNamespace user_namespace = 9;
+  if (this->_internal_has_user_namespace()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.user_namespace_);
+  }
+
+  // bool readonly_rootfs = 2;
+  if (this->_internal_readonly_rootfs() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool privileged = 6;
+  if (this->_internal_privileged() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool allow_privilege_escalation = 7;
+  if (this->_internal_allow_privilege_escalation() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData Isolation::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    Isolation::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*Isolation::GetClassData() const { return &_class_data_; }
+
+
+void Isolation::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<Isolation*>(&to_msg);
+  auto& from = static_cast<const Isolation&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.Isolation)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.mounts_.MergeFrom(from._impl_.mounts_);
+  _this->_impl_.cap_add_.MergeFrom(from._impl_.cap_add_);
+  _this->_impl_.cap_drop_.MergeFrom(from._impl_.cap_drop_);
+  if (!from._internal_rootfs().empty()) {
+    _this->_internal_set_rootfs(from._internal_rootfs());
+  }
+  if (from._internal_has_seccomp()) {
+    _this->_internal_mutable_seccomp()->::berth::driver::v1::SeccompProfile::MergeFrom(
+        from._internal_seccomp());
+  }
+  if (from._internal_has_user_namespace()) {
+    _this->_internal_mutable_user_namespace()->::berth::driver::v1::UserNamespace::MergeFrom(
+        from._internal_user_namespace());
+  }
+  if (from._internal_readonly_rootfs() != 0) {
+    _this->_internal_set_readonly_rootfs(from._internal_readonly_rootfs());
+  }
+  if (from._internal_privileged() != 0) {
+    _this->_internal_set_privileged(from._internal_privileged());
+  }
+  if (from._internal_allow_privilege_escalation() != 0) {
+    _this->_internal_set_allow_privilege_escalation(from._internal_allow_privilege_escalation());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void Isolation::CopyFrom(const Isolation& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.Isolation)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool Isolation::IsInitialized() const {
+  return true;
+}
+
+void Isolation::InternalSwap(Isolation* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.mounts_.InternalSwap(&other->_impl_.mounts_);
+  _impl_.cap_add_.InternalSwap(&other->_impl_.cap_add_);
+  _impl_.cap_drop_.InternalSwap(&other->_impl_.cap_drop_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.rootfs_, lhs_arena,
+      &other->_impl_.rootfs_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(Isolation, _impl_.allow_privilege_escalation_)
+      + sizeof(Isolation::_impl_.allow_privilege_escalation_)
+      - PROTOBUF_FIELD_OFFSET(Isolation, _impl_.seccomp_)>(
+          reinterpret_cast<char*>(&_impl_.seccomp_),
+          reinterpret_cast<char*>(&other->_impl_.seccomp_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata Isolation::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[12]);
+}
+
+// ===================================================================
+
+class Mount::_Internal {
+ public:
+};
+
+Mount::Mount(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.Mount)
+}
+Mount::Mount(const Mount& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  Mount* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.source_){}
+    , decltype(_impl_.destination_){}
+    , decltype(_impl_.type_){}
+    , decltype(_impl_.read_only_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.source_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.source_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_source().empty()) {
+    _this->_impl_.source_.Set(from._internal_source(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.destination_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.destination_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_destination().empty()) {
+    _this->_impl_.destination_.Set(from._internal_destination(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.type_, &from._impl_.type_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.read_only_) -
+    reinterpret_cast<char*>(&_impl_.type_)) + sizeof(_impl_.read_only_));
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.Mount)
+}
+
+inline void Mount::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.source_){}
+    , decltype(_impl_.destination_){}
+    , decltype(_impl_.type_){0}
+    , decltype(_impl_.read_only_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.source_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.source_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.destination_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.destination_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+Mount::~Mount() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.Mount)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void Mount::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.source_.Destroy();
+  _impl_.destination_.Destroy();
+}
+
+void Mount::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void Mount::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.Mount)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.source_.ClearToEmpty();
+  _impl_.destination_.ClearToEmpty();
+  ::memset(&_impl_.type_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.read_only_) -
+      reinterpret_cast<char*>(&_impl_.type_)) + sizeof(_impl_.read_only_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* Mount::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // .berth.driver.v1.MountType type = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          uint64_t val = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+          _internal_set_type(static_cast<::berth::driver::v1::MountType>(val));
+        } else
+          goto handle_unusual;
+        continue;
+      // string source = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_source();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Mount.source"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string destination = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          auto str = _internal_mutable_destination();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Mount.destination"));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool read_only = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 32)) {
+          _impl_.read_only_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* Mount::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.Mount)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // .berth.driver.v1.MountType type = 1;
+  if (this->_internal_type() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteEnumToArray(
+      1, this->_internal_type(), target);
+  }
+
+  // string source = 2;
+  if (!this->_internal_source().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_source().data(), static_cast<int>(this->_internal_source().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Mount.source");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_source(), target);
+  }
+
+  // string destination = 3;
+  if (!this->_internal_destination().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_destination().data(), static_cast<int>(this->_internal_destination().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Mount.destination");
+    target = stream->WriteStringMaybeAliased(
+        3, this->_internal_destination(), target);
+  }
+
+  // bool read_only = 4;
+  if (this->_internal_read_only() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(4, this->_internal_read_only(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.Mount)
+  return target;
+}
+
+size_t Mount::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.Mount)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string source = 2;
+  if (!this->_internal_source().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_source());
+  }
+
+  // string destination = 3;
+  if (!this->_internal_destination().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_destination());
+  }
+
+  // .berth.driver.v1.MountType type = 1;
+  if (this->_internal_type() != 0) {
+    total_size += 1 +
+      ::_pbi::WireFormatLite::EnumSize(this->_internal_type());
+  }
+
+  // bool read_only = 4;
+  if (this->_internal_read_only() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData Mount::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    Mount::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*Mount::GetClassData() const { return &_class_data_; }
+
+
+void Mount::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<Mount*>(&to_msg);
+  auto& from = static_cast<const Mount&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.Mount)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_source().empty()) {
+    _this->_internal_set_source(from._internal_source());
+  }
+  if (!from._internal_destination().empty()) {
+    _this->_internal_set_destination(from._internal_destination());
+  }
+  if (from._internal_type() != 0) {
+    _this->_internal_set_type(from._internal_type());
+  }
+  if (from._internal_read_only() != 0) {
+    _this->_internal_set_read_only(from._internal_read_only());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void Mount::CopyFrom(const Mount& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.Mount)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool Mount::IsInitialized() const {
+  return true;
+}
+
+void Mount::InternalSwap(Mount* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.source_, lhs_arena,
+      &other->_impl_.source_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.destination_, lhs_arena,
+      &other->_impl_.destination_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(Mount, _impl_.read_only_)
+      + sizeof(Mount::_impl_.read_only_)
+      - PROTOBUF_FIELD_OFFSET(Mount, _impl_.type_)>(
+          reinterpret_cast<char*>(&_impl_.type_),
+          reinterpret_cast<char*>(&other->_impl_.type_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata Mount::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[13]);
+}
+
+// ===================================================================
+
+class SeccompProfile::_Internal {
+ public:
+};
+
+SeccompProfile::SeccompProfile(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.SeccompProfile)
+}
+SeccompProfile::SeccompProfile(const SeccompProfile& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  SeccompProfile* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.custom_profile_json_){}
+    , decltype(_impl_.type_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.custom_profile_json_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.custom_profile_json_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_custom_profile_json().empty()) {
+    _this->_impl_.custom_profile_json_.Set(from._internal_custom_profile_json(), 
+      _this->GetArenaForAllocation());
+  }
+  _this->_impl_.type_ = from._impl_.type_;
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.SeccompProfile)
+}
+
+inline void SeccompProfile::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.custom_profile_json_){}
+    , decltype(_impl_.type_){0}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.custom_profile_json_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.custom_profile_json_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+SeccompProfile::~SeccompProfile() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.SeccompProfile)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void SeccompProfile::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.custom_profile_json_.Destroy();
+}
+
+void SeccompProfile::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void SeccompProfile::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.SeccompProfile)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.custom_profile_json_.ClearToEmpty();
+  _impl_.type_ = 0;
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* SeccompProfile::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // .berth.driver.v1.SeccompProfileType type = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          uint64_t val = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+          _internal_set_type(static_cast<::berth::driver::v1::SeccompProfileType>(val));
+        } else
+          goto handle_unusual;
+        continue;
+      // string custom_profile_json = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_custom_profile_json();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.SeccompProfile.custom_profile_json"));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* SeccompProfile::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.SeccompProfile)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // .berth.driver.v1.SeccompProfileType type = 1;
+  if (this->_internal_type() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteEnumToArray(
+      1, this->_internal_type(), target);
+  }
+
+  // string custom_profile_json = 2;
+  if (!this->_internal_custom_profile_json().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_custom_profile_json().data(), static_cast<int>(this->_internal_custom_profile_json().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.SeccompProfile.custom_profile_json");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_custom_profile_json(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.SeccompProfile)
+  return target;
+}
+
+size_t SeccompProfile::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.SeccompProfile)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string custom_profile_json = 2;
+  if (!this->_internal_custom_profile_json().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_custom_profile_json());
+  }
+
+  // .berth.driver.v1.SeccompProfileType type = 1;
+  if (this->_internal_type() != 0) {
+    total_size += 1 +
+      ::_pbi::WireFormatLite::EnumSize(this->_internal_type());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData SeccompProfile::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    SeccompProfile::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SeccompProfile::GetClassData() const { return &_class_data_; }
+
+
+void SeccompProfile::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<SeccompProfile*>(&to_msg);
+  auto& from = static_cast<const SeccompProfile&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.SeccompProfile)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_custom_profile_json().empty()) {
+    _this->_internal_set_custom_profile_json(from._internal_custom_profile_json());
+  }
+  if (from._internal_type() != 0) {
+    _this->_internal_set_type(from._internal_type());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void SeccompProfile::CopyFrom(const SeccompProfile& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.SeccompProfile)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool SeccompProfile::IsInitialized() const {
+  return true;
+}
+
+void SeccompProfile::InternalSwap(SeccompProfile* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.custom_profile_json_, lhs_arena,
+      &other->_impl_.custom_profile_json_, rhs_arena
+  );
+  swap(_impl_.type_, other->_impl_.type_);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata SeccompProfile::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[14]);
+}
+
+// ===================================================================
+
+class UserNamespace::_Internal {
+ public:
+};
+
+UserNamespace::UserNamespace(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.UserNamespace)
+}
+UserNamespace::UserNamespace(const UserNamespace& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  UserNamespace* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.uid_mappings_){from._impl_.uid_mappings_}
+    , decltype(_impl_.gid_mappings_){from._impl_.gid_mappings_}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.UserNamespace)
+}
+
+inline void UserNamespace::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.uid_mappings_){arena}
+    , decltype(_impl_.gid_mappings_){arena}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+UserNamespace::~UserNamespace() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.UserNamespace)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void UserNamespace::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.uid_mappings_.~RepeatedPtrField();
+  _impl_.gid_mappings_.~RepeatedPtrField();
+}
+
+void UserNamespace::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void UserNamespace::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.UserNamespace)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.uid_mappings_.Clear();
+  _impl_.gid_mappings_.Clear();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* UserNamespace::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // repeated .berth.driver.v1.IdMapping uid_mappings = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_uid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<10>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.driver.v1.IdMapping gid_mappings = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_gid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<18>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* UserNamespace::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.UserNamespace)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // repeated .berth.driver.v1.IdMapping uid_mappings = 1;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_uid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_uid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(1, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // repeated .berth.driver.v1.IdMapping gid_mappings = 2;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_gid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_gid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(2, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.UserNamespace)
+  return target;
+}
+
+size_t UserNamespace::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.UserNamespace)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated .berth.driver.v1.IdMapping uid_mappings = 1;
+  total_size += 1UL * this->_internal_uid_mappings_size();
+  for (const auto& msg : this->_impl_.uid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // repeated .berth.driver.v1.IdMapping gid_mappings = 2;
+  total_size += 1UL * this->_internal_gid_mappings_size();
+  for (const auto& msg : this->_impl_.gid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData UserNamespace::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    UserNamespace::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*UserNamespace::GetClassData() const { return &_class_data_; }
+
+
+void UserNamespace::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<UserNamespace*>(&to_msg);
+  auto& from = static_cast<const UserNamespace&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.UserNamespace)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.uid_mappings_.MergeFrom(from._impl_.uid_mappings_);
+  _this->_impl_.gid_mappings_.MergeFrom(from._impl_.gid_mappings_);
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void UserNamespace::CopyFrom(const UserNamespace& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.UserNamespace)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool UserNamespace::IsInitialized() const {
+  return true;
+}
+
+void UserNamespace::InternalSwap(UserNamespace* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.uid_mappings_.InternalSwap(&other->_impl_.uid_mappings_);
+  _impl_.gid_mappings_.InternalSwap(&other->_impl_.gid_mappings_);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata UserNamespace::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[15]);
+}
+
+// ===================================================================
+
+class IdMapping::_Internal {
+ public:
+};
+
+IdMapping::IdMapping(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.IdMapping)
+}
+IdMapping::IdMapping(const IdMapping& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  IdMapping* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , decltype(_impl_.host_id_){}
+    , decltype(_impl_.size_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.container_id_, &from._impl_.container_id_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.size_) -
+    reinterpret_cast<char*>(&_impl_.container_id_)) + sizeof(_impl_.size_));
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.IdMapping)
+}
+
+inline void IdMapping::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){0u}
+    , decltype(_impl_.host_id_){0u}
+    , decltype(_impl_.size_){0u}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+IdMapping::~IdMapping() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.IdMapping)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void IdMapping::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+}
+
+void IdMapping::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void IdMapping::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.IdMapping)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  ::memset(&_impl_.container_id_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.size_) -
+      reinterpret_cast<char*>(&_impl_.container_id_)) + sizeof(_impl_.size_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* IdMapping::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // uint32 container_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.container_id_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 host_id = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.host_id_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 size = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.size_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* IdMapping::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.IdMapping)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // uint32 container_id = 1;
+  if (this->_internal_container_id() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(1, this->_internal_container_id(), target);
+  }
+
+  // uint32 host_id = 2;
+  if (this->_internal_host_id() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(2, this->_internal_host_id(), target);
+  }
+
+  // uint32 size = 3;
+  if (this->_internal_size() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(3, this->_internal_size(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.IdMapping)
+  return target;
+}
+
+size_t IdMapping::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.IdMapping)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // uint32 container_id = 1;
+  if (this->_internal_container_id() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_container_id());
+  }
+
+  // uint32 host_id = 2;
+  if (this->_internal_host_id() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_host_id());
+  }
+
+  // uint32 size = 3;
+  if (this->_internal_size() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_size());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData IdMapping::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    IdMapping::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*IdMapping::GetClassData() const { return &_class_data_; }
+
+
+void IdMapping::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<IdMapping*>(&to_msg);
+  auto& from = static_cast<const IdMapping&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.IdMapping)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (from._internal_container_id() != 0) {
+    _this->_internal_set_container_id(from._internal_container_id());
+  }
+  if (from._internal_host_id() != 0) {
+    _this->_internal_set_host_id(from._internal_host_id());
+  }
+  if (from._internal_size() != 0) {
+    _this->_internal_set_size(from._internal_size());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void IdMapping::CopyFrom(const IdMapping& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.IdMapping)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool IdMapping::IsInitialized() const {
+  return true;
+}
+
+void IdMapping::InternalSwap(IdMapping* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(IdMapping, _impl_.size_)
+      + sizeof(IdMapping::_impl_.size_)
+      - PROTOBUF_FIELD_OFFSET(IdMapping, _impl_.container_id_)>(
+          reinterpret_cast<char*>(&_impl_.container_id_),
+          reinterpret_cast<char*>(&other->_impl_.container_id_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata IdMapping::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[16]);
 }
 
 // ===================================================================
@@ -4084,7 +6247,7 @@ void TaskHandle::InternalSwap(TaskHandle* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskHandle::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[11]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[17]);
 }
 
 // ===================================================================
@@ -4366,7 +6529,7 @@ void ExitResult::InternalSwap(ExitResult* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExitResult::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[12]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[18]);
 }
 
 // ===================================================================
@@ -4559,7 +6722,7 @@ void StartTaskRequest::InternalSwap(StartTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StartTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[13]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[19]);
 }
 
 // ===================================================================
@@ -4804,7 +6967,7 @@ void StartTaskResponse::InternalSwap(StartTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StartTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[14]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[20]);
 }
 
 // ===================================================================
@@ -5007,7 +7170,7 @@ void WaitTaskRequest::InternalSwap(WaitTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[15]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[21]);
 }
 
 // ===================================================================
@@ -5200,7 +7363,7 @@ void WaitTaskResponse::InternalSwap(WaitTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[16]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[22]);
 }
 
 // ===================================================================
@@ -5501,7 +7664,7 @@ void StopTaskRequest::InternalSwap(StopTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[17]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[23]);
 }
 
 // ===================================================================
@@ -5541,7 +7704,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StopTaskResponse::GetClassData
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[18]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[24]);
 }
 
 // ===================================================================
@@ -5771,7 +7934,7 @@ void DestroyTaskRequest::InternalSwap(DestroyTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[19]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[25]);
 }
 
 // ===================================================================
@@ -5811,7 +7974,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroyTaskResponse::GetClassD
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[20]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[26]);
 }
 
 // ===================================================================
@@ -5825,7 +7988,7 @@ void TaskStatus_DriverAttributesEntry_DoNotUse::MergeFrom(const TaskStatus_Drive
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatus_DriverAttributesEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[21]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[27]);
 }
 
 // ===================================================================
@@ -6316,7 +8479,7 @@ void TaskStatus::InternalSwap(TaskStatus* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatus::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[22]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[28]);
 }
 
 // ===================================================================
@@ -6519,7 +8682,7 @@ void InspectTaskRequest::InternalSwap(InspectTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[23]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[29]);
 }
 
 // ===================================================================
@@ -6712,7 +8875,7 @@ void InspectTaskResponse::InternalSwap(InspectTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[24]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[30]);
 }
 
 // ===================================================================
@@ -6905,7 +9068,7 @@ void RecoverTaskRequest::InternalSwap(RecoverTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RecoverTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[25]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[31]);
 }
 
 // ===================================================================
@@ -7098,7 +9261,7 @@ void RecoverTaskResponse::InternalSwap(RecoverTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RecoverTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[26]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[32]);
 }
 
 // ===================================================================
@@ -7351,7 +9514,7 @@ void SignalTaskRequest::InternalSwap(SignalTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[27]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[33]);
 }
 
 // ===================================================================
@@ -7391,7 +9554,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SignalTaskResponse::GetClassDa
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[28]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[34]);
 }
 
 // ===================================================================
@@ -7431,7 +9594,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*TaskEventsRequest::GetClassDat
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[29]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[35]);
 }
 
 // ===================================================================
@@ -7445,7 +9608,7 @@ void TaskEventsResponse_AnnotationsEntry_DoNotUse::MergeFrom(const TaskEventsRes
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsResponse_AnnotationsEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[30]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[36]);
 }
 
 // ===================================================================
@@ -7864,7 +10027,7 @@ void TaskEventsResponse::InternalSwap(TaskEventsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[31]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[37]);
 }
 
 // ===================================================================
@@ -8115,7 +10278,7 @@ void TaskStatsRequest::InternalSwap(TaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[32]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[38]);
 }
 
 // ===================================================================
@@ -8314,7 +10477,7 @@ void TaskStatsResponse::InternalSwap(TaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[33]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[39]);
 }
 
 // ===================================================================
@@ -8604,7 +10767,7 @@ void ExecTaskRequest::InternalSwap(ExecTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[34]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[40]);
 }
 
 // ===================================================================
@@ -8889,7 +11052,7 @@ void ExecTaskResponse::InternalSwap(ExecTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[35]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[41]);
 }
 
 // ===================================================================
@@ -9100,7 +11263,7 @@ void TerminalSize::InternalSwap(TerminalSize* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TerminalSize::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[36]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[42]);
 }
 
 // ===================================================================
@@ -9415,7 +11578,7 @@ void ExecSetup::InternalSwap(ExecSetup* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecSetup::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[37]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[43]);
 }
 
 // ===================================================================
@@ -9455,7 +11618,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StdinClose::GetClassData() con
 ::PROTOBUF_NAMESPACE_ID::Metadata StdinClose::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[38]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[44]);
 }
 
 // ===================================================================
@@ -9852,7 +12015,7 @@ void ExecTaskStreamingRequest::InternalSwap(ExecTaskStreamingRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskStreamingRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[39]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[45]);
 }
 
 // ===================================================================
@@ -10167,7 +12330,7 @@ void ExecTaskStreamingResponse::InternalSwap(ExecTaskStreamingResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskStreamingResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[40]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[46]);
 }
 
 // ===================================================================
@@ -10420,7 +12583,7 @@ void CreateNetworkRequest::InternalSwap(CreateNetworkRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata CreateNetworkRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[41]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[47]);
 }
 
 // ===================================================================
@@ -10650,7 +12813,7 @@ void CreateNetworkResponse::InternalSwap(CreateNetworkResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata CreateNetworkResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[42]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[48]);
 }
 
 // ===================================================================
@@ -10853,7 +13016,7 @@ void DestroyNetworkRequest::InternalSwap(DestroyNetworkRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyNetworkRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[43]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[49]);
 }
 
 // ===================================================================
@@ -10893,7 +13056,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroyNetworkResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyNetworkResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[44]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[50]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -10904,6 +13067,10 @@ PROTOBUF_NAMESPACE_OPEN
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::DriverCapabilities*
 Arena::CreateMaybeMessage< ::berth::driver::v1::DriverCapabilities >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::driver::v1::DriverCapabilities >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::IsolationCapabilities*
+Arena::CreateMaybeMessage< ::berth::driver::v1::IsolationCapabilities >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::IsolationCapabilities >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::GetCapabilitiesRequest*
 Arena::CreateMaybeMessage< ::berth::driver::v1::GetCapabilitiesRequest >(Arena* arena) {
@@ -10944,6 +13111,26 @@ Arena::CreateMaybeMessage< ::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse >(A
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::TaskConfig*
 Arena::CreateMaybeMessage< ::berth::driver::v1::TaskConfig >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::driver::v1::TaskConfig >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::Isolation*
+Arena::CreateMaybeMessage< ::berth::driver::v1::Isolation >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::Isolation >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::Mount*
+Arena::CreateMaybeMessage< ::berth::driver::v1::Mount >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::Mount >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::SeccompProfile*
+Arena::CreateMaybeMessage< ::berth::driver::v1::SeccompProfile >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::SeccompProfile >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::UserNamespace*
+Arena::CreateMaybeMessage< ::berth::driver::v1::UserNamespace >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::UserNamespace >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::IdMapping*
+Arena::CreateMaybeMessage< ::berth::driver::v1::IdMapping >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::IdMapping >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::TaskHandle*
 Arena::CreateMaybeMessage< ::berth::driver::v1::TaskHandle >(Arena* arena) {

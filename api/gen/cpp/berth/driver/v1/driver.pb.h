@@ -111,15 +111,27 @@ extern GetCapabilitiesRequestDefaultTypeInternal _GetCapabilitiesRequest_default
 class GetCapabilitiesResponse;
 struct GetCapabilitiesResponseDefaultTypeInternal;
 extern GetCapabilitiesResponseDefaultTypeInternal _GetCapabilitiesResponse_default_instance_;
+class IdMapping;
+struct IdMappingDefaultTypeInternal;
+extern IdMappingDefaultTypeInternal _IdMapping_default_instance_;
 class InspectTaskRequest;
 struct InspectTaskRequestDefaultTypeInternal;
 extern InspectTaskRequestDefaultTypeInternal _InspectTaskRequest_default_instance_;
 class InspectTaskResponse;
 struct InspectTaskResponseDefaultTypeInternal;
 extern InspectTaskResponseDefaultTypeInternal _InspectTaskResponse_default_instance_;
+class Isolation;
+struct IsolationDefaultTypeInternal;
+extern IsolationDefaultTypeInternal _Isolation_default_instance_;
+class IsolationCapabilities;
+struct IsolationCapabilitiesDefaultTypeInternal;
+extern IsolationCapabilitiesDefaultTypeInternal _IsolationCapabilities_default_instance_;
 class LogConfig;
 struct LogConfigDefaultTypeInternal;
 extern LogConfigDefaultTypeInternal _LogConfig_default_instance_;
+class Mount;
+struct MountDefaultTypeInternal;
+extern MountDefaultTypeInternal _Mount_default_instance_;
 class NetworkIsolation;
 struct NetworkIsolationDefaultTypeInternal;
 extern NetworkIsolationDefaultTypeInternal _NetworkIsolation_default_instance_;
@@ -132,6 +144,9 @@ extern RecoverTaskResponseDefaultTypeInternal _RecoverTaskResponse_default_insta
 class Resources;
 struct ResourcesDefaultTypeInternal;
 extern ResourcesDefaultTypeInternal _Resources_default_instance_;
+class SeccompProfile;
+struct SeccompProfileDefaultTypeInternal;
+extern SeccompProfileDefaultTypeInternal _SeccompProfile_default_instance_;
 class SignalTaskRequest;
 struct SignalTaskRequestDefaultTypeInternal;
 extern SignalTaskRequestDefaultTypeInternal _SignalTaskRequest_default_instance_;
@@ -186,6 +201,9 @@ extern TaskStatus_DriverAttributesEntry_DoNotUseDefaultTypeInternal _TaskStatus_
 class TerminalSize;
 struct TerminalSizeDefaultTypeInternal;
 extern TerminalSizeDefaultTypeInternal _TerminalSize_default_instance_;
+class UserNamespace;
+struct UserNamespaceDefaultTypeInternal;
+extern UserNamespaceDefaultTypeInternal _UserNamespace_default_instance_;
 class WaitTaskRequest;
 struct WaitTaskRequestDefaultTypeInternal;
 extern WaitTaskRequestDefaultTypeInternal _WaitTaskRequest_default_instance_;
@@ -214,13 +232,18 @@ template<> ::berth::driver::v1::FingerprintResponse* Arena::CreateMaybeMessage<:
 template<> ::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse>(Arena*);
 template<> ::berth::driver::v1::GetCapabilitiesRequest* Arena::CreateMaybeMessage<::berth::driver::v1::GetCapabilitiesRequest>(Arena*);
 template<> ::berth::driver::v1::GetCapabilitiesResponse* Arena::CreateMaybeMessage<::berth::driver::v1::GetCapabilitiesResponse>(Arena*);
+template<> ::berth::driver::v1::IdMapping* Arena::CreateMaybeMessage<::berth::driver::v1::IdMapping>(Arena*);
 template<> ::berth::driver::v1::InspectTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::InspectTaskRequest>(Arena*);
 template<> ::berth::driver::v1::InspectTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::InspectTaskResponse>(Arena*);
+template<> ::berth::driver::v1::Isolation* Arena::CreateMaybeMessage<::berth::driver::v1::Isolation>(Arena*);
+template<> ::berth::driver::v1::IsolationCapabilities* Arena::CreateMaybeMessage<::berth::driver::v1::IsolationCapabilities>(Arena*);
 template<> ::berth::driver::v1::LogConfig* Arena::CreateMaybeMessage<::berth::driver::v1::LogConfig>(Arena*);
+template<> ::berth::driver::v1::Mount* Arena::CreateMaybeMessage<::berth::driver::v1::Mount>(Arena*);
 template<> ::berth::driver::v1::NetworkIsolation* Arena::CreateMaybeMessage<::berth::driver::v1::NetworkIsolation>(Arena*);
 template<> ::berth::driver::v1::RecoverTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::RecoverTaskRequest>(Arena*);
 template<> ::berth::driver::v1::RecoverTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::RecoverTaskResponse>(Arena*);
 template<> ::berth::driver::v1::Resources* Arena::CreateMaybeMessage<::berth::driver::v1::Resources>(Arena*);
+template<> ::berth::driver::v1::SeccompProfile* Arena::CreateMaybeMessage<::berth::driver::v1::SeccompProfile>(Arena*);
 template<> ::berth::driver::v1::SignalTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::SignalTaskRequest>(Arena*);
 template<> ::berth::driver::v1::SignalTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::SignalTaskResponse>(Arena*);
 template<> ::berth::driver::v1::StartTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::StartTaskRequest>(Arena*);
@@ -239,6 +262,7 @@ template<> ::berth::driver::v1::TaskStatsResponse* Arena::CreateMaybeMessage<::b
 template<> ::berth::driver::v1::TaskStatus* Arena::CreateMaybeMessage<::berth::driver::v1::TaskStatus>(Arena*);
 template<> ::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse>(Arena*);
 template<> ::berth::driver::v1::TerminalSize* Arena::CreateMaybeMessage<::berth::driver::v1::TerminalSize>(Arena*);
+template<> ::berth::driver::v1::UserNamespace* Arena::CreateMaybeMessage<::berth::driver::v1::UserNamespace>(Arena*);
 template<> ::berth::driver::v1::WaitTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::WaitTaskRequest>(Arena*);
 template<> ::berth::driver::v1::WaitTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::WaitTaskResponse>(Arena*);
 PROTOBUF_NAMESPACE_CLOSE
@@ -326,6 +350,59 @@ inline bool HealthState_Parse(
     ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, HealthState* value) {
   return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<HealthState>(
     HealthState_descriptor(), name, value);
+}
+enum MountType : int {
+  MOUNT_TYPE_UNSPECIFIED = 0,
+  MOUNT_TYPE_BIND = 1,
+  MOUNT_TYPE_TMPFS = 2,
+  MountType_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
+  MountType_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
+};
+bool MountType_IsValid(int value);
+constexpr MountType MountType_MIN = MOUNT_TYPE_UNSPECIFIED;
+constexpr MountType MountType_MAX = MOUNT_TYPE_TMPFS;
+constexpr int MountType_ARRAYSIZE = MountType_MAX + 1;
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* MountType_descriptor();
+template<typename T>
+inline const std::string& MountType_Name(T enum_t_value) {
+  static_assert(::std::is_same<T, MountType>::value ||
+    ::std::is_integral<T>::value,
+    "Incorrect type passed to function MountType_Name.");
+  return ::PROTOBUF_NAMESPACE_ID::internal::NameOfEnum(
+    MountType_descriptor(), enum_t_value);
+}
+inline bool MountType_Parse(
+    ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, MountType* value) {
+  return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<MountType>(
+    MountType_descriptor(), name, value);
+}
+enum SeccompProfileType : int {
+  SECCOMP_PROFILE_TYPE_UNSPECIFIED = 0,
+  SECCOMP_PROFILE_TYPE_RUNTIME_DEFAULT = 1,
+  SECCOMP_PROFILE_TYPE_UNCONFINED = 2,
+  SECCOMP_PROFILE_TYPE_CUSTOM = 3,
+  SeccompProfileType_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
+  SeccompProfileType_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
+};
+bool SeccompProfileType_IsValid(int value);
+constexpr SeccompProfileType SeccompProfileType_MIN = SECCOMP_PROFILE_TYPE_UNSPECIFIED;
+constexpr SeccompProfileType SeccompProfileType_MAX = SECCOMP_PROFILE_TYPE_CUSTOM;
+constexpr int SeccompProfileType_ARRAYSIZE = SeccompProfileType_MAX + 1;
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* SeccompProfileType_descriptor();
+template<typename T>
+inline const std::string& SeccompProfileType_Name(T enum_t_value) {
+  static_assert(::std::is_same<T, SeccompProfileType>::value ||
+    ::std::is_integral<T>::value,
+    "Incorrect type passed to function SeccompProfileType_Name.");
+  return ::PROTOBUF_NAMESPACE_ID::internal::NameOfEnum(
+    SeccompProfileType_descriptor(), enum_t_value);
+}
+inline bool SeccompProfileType_Parse(
+    ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, SeccompProfileType* value) {
+  return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<SeccompProfileType>(
+    SeccompProfileType_descriptor(), name, value);
 }
 enum TaskState : int {
   TASK_STATE_UNSPECIFIED = 0,
@@ -478,6 +555,7 @@ class DriverCapabilities final :
 
   enum : int {
     kNetworkIsolationModesFieldNumber = 6,
+    kIsolationFieldNumber = 10,
     kSendSignalsFieldNumber = 1,
     kExecFieldNumber = 2,
     kExecStreamingFieldNumber = 3,
@@ -503,6 +581,24 @@ class DriverCapabilities final :
   void add_network_isolation_modes(::berth::driver::v1::NetworkIsolationMode value);
   const ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>& network_isolation_modes() const;
   ::PROTOBUF_NAMESPACE_ID::RepeatedField<int>* mutable_network_isolation_modes();
+
+  // .berth.driver.v1.IsolationCapabilities isolation = 10;
+  bool has_isolation() const;
+  private:
+  bool _internal_has_isolation() const;
+  public:
+  void clear_isolation();
+  const ::berth::driver::v1::IsolationCapabilities& isolation() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::IsolationCapabilities* release_isolation();
+  ::berth::driver::v1::IsolationCapabilities* mutable_isolation();
+  void set_allocated_isolation(::berth::driver::v1::IsolationCapabilities* isolation);
+  private:
+  const ::berth::driver::v1::IsolationCapabilities& _internal_isolation() const;
+  ::berth::driver::v1::IsolationCapabilities* _internal_mutable_isolation();
+  public:
+  void unsafe_arena_set_allocated_isolation(
+      ::berth::driver::v1::IsolationCapabilities* isolation);
+  ::berth::driver::v1::IsolationCapabilities* unsafe_arena_release_isolation();
 
   // bool send_signals = 1;
   void clear_send_signals();
@@ -586,6 +682,7 @@ class DriverCapabilities final :
   struct Impl_ {
     ::PROTOBUF_NAMESPACE_ID::RepeatedField<int> network_isolation_modes_;
     mutable std::atomic<int> _network_isolation_modes_cached_byte_size_;
+    ::berth::driver::v1::IsolationCapabilities* isolation_;
     bool send_signals_;
     bool exec_;
     bool exec_streaming_;
@@ -594,6 +691,231 @@ class DriverCapabilities final :
     bool must_create_network_;
     bool recover_;
     bool stats_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class IsolationCapabilities final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.IsolationCapabilities) */ {
+ public:
+  inline IsolationCapabilities() : IsolationCapabilities(nullptr) {}
+  ~IsolationCapabilities() override;
+  explicit PROTOBUF_CONSTEXPR IsolationCapabilities(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  IsolationCapabilities(const IsolationCapabilities& from);
+  IsolationCapabilities(IsolationCapabilities&& from) noexcept
+    : IsolationCapabilities() {
+    *this = ::std::move(from);
+  }
+
+  inline IsolationCapabilities& operator=(const IsolationCapabilities& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline IsolationCapabilities& operator=(IsolationCapabilities&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const IsolationCapabilities& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const IsolationCapabilities* internal_default_instance() {
+    return reinterpret_cast<const IsolationCapabilities*>(
+               &_IsolationCapabilities_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    1;
+
+  friend void swap(IsolationCapabilities& a, IsolationCapabilities& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(IsolationCapabilities* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(IsolationCapabilities* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  IsolationCapabilities* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<IsolationCapabilities>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const IsolationCapabilities& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const IsolationCapabilities& from) {
+    IsolationCapabilities::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(IsolationCapabilities* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.IsolationCapabilities";
+  }
+  protected:
+  explicit IsolationCapabilities(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kOwnRootFieldNumber = 1,
+    kImageRootfsFieldNumber = 2,
+    kMountsFieldNumber = 3,
+    kCapabilitiesFieldNumber = 4,
+    kNoNewPrivilegesFieldNumber = 5,
+    kSeccompFieldNumber = 6,
+    kUserNamespacesFieldNumber = 7,
+    kMaskedPathsFieldNumber = 8,
+  };
+  // bool own_root = 1;
+  void clear_own_root();
+  bool own_root() const;
+  void set_own_root(bool value);
+  private:
+  bool _internal_own_root() const;
+  void _internal_set_own_root(bool value);
+  public:
+
+  // bool image_rootfs = 2;
+  void clear_image_rootfs();
+  bool image_rootfs() const;
+  void set_image_rootfs(bool value);
+  private:
+  bool _internal_image_rootfs() const;
+  void _internal_set_image_rootfs(bool value);
+  public:
+
+  // bool mounts = 3;
+  void clear_mounts();
+  bool mounts() const;
+  void set_mounts(bool value);
+  private:
+  bool _internal_mounts() const;
+  void _internal_set_mounts(bool value);
+  public:
+
+  // bool capabilities = 4;
+  void clear_capabilities();
+  bool capabilities() const;
+  void set_capabilities(bool value);
+  private:
+  bool _internal_capabilities() const;
+  void _internal_set_capabilities(bool value);
+  public:
+
+  // bool no_new_privileges = 5;
+  void clear_no_new_privileges();
+  bool no_new_privileges() const;
+  void set_no_new_privileges(bool value);
+  private:
+  bool _internal_no_new_privileges() const;
+  void _internal_set_no_new_privileges(bool value);
+  public:
+
+  // bool seccomp = 6;
+  void clear_seccomp();
+  bool seccomp() const;
+  void set_seccomp(bool value);
+  private:
+  bool _internal_seccomp() const;
+  void _internal_set_seccomp(bool value);
+  public:
+
+  // bool user_namespaces = 7;
+  void clear_user_namespaces();
+  bool user_namespaces() const;
+  void set_user_namespaces(bool value);
+  private:
+  bool _internal_user_namespaces() const;
+  void _internal_set_user_namespaces(bool value);
+  public:
+
+  // bool masked_paths = 8;
+  void clear_masked_paths();
+  bool masked_paths() const;
+  void set_masked_paths(bool value);
+  private:
+  bool _internal_masked_paths() const;
+  void _internal_set_masked_paths(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.IsolationCapabilities)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    bool own_root_;
+    bool image_rootfs_;
+    bool mounts_;
+    bool capabilities_;
+    bool no_new_privileges_;
+    bool seccomp_;
+    bool user_namespaces_;
+    bool masked_paths_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -648,7 +970,7 @@ class GetCapabilitiesRequest final :
                &_GetCapabilitiesRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    1;
+    2;
 
   friend void swap(GetCapabilitiesRequest& a, GetCapabilitiesRequest& b) {
     a.Swap(&b);
@@ -767,7 +1089,7 @@ class GetCapabilitiesResponse final :
                &_GetCapabilitiesResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    2;
+    3;
 
   friend void swap(GetCapabilitiesResponse& a, GetCapabilitiesResponse& b) {
     a.Swap(&b);
@@ -923,7 +1245,7 @@ class FingerprintRequest final :
                &_FingerprintRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    3;
+    4;
 
   friend void swap(FingerprintRequest& a, FingerprintRequest& b) {
     a.Swap(&b);
@@ -1070,7 +1392,7 @@ class FingerprintResponse final :
                &_FingerprintResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    6;
 
   friend void swap(FingerprintResponse& a, FingerprintResponse& b) {
     a.Swap(&b);
@@ -1260,7 +1582,7 @@ class Resources final :
                &_Resources_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    7;
 
   friend void swap(Resources& a, Resources& b) {
     a.Swap(&b);
@@ -1441,7 +1763,7 @@ class LogConfig final :
                &_LogConfig_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    8;
 
   friend void swap(LogConfig& a, LogConfig& b) {
     a.Swap(&b);
@@ -1600,7 +1922,7 @@ class NetworkIsolation final :
                &_NetworkIsolation_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    9;
 
   friend void swap(NetworkIsolation& a, NetworkIsolation& b) {
     a.Swap(&b);
@@ -1792,7 +2114,7 @@ class TaskConfig final :
                &_TaskConfig_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    11;
 
   friend void swap(TaskConfig& a, TaskConfig& b) {
     a.Swap(&b);
@@ -1879,6 +2201,7 @@ class TaskConfig final :
     kResourcesFieldNumber = 8,
     kNetworkFieldNumber = 9,
     kLogsFieldNumber = 10,
+    kIsolationFieldNumber = 12,
   };
   // map<string, string> env = 5;
   int env_size() const;
@@ -2053,6 +2376,24 @@ class TaskConfig final :
       ::berth::driver::v1::LogConfig* logs);
   ::berth::driver::v1::LogConfig* unsafe_arena_release_logs();
 
+  // .berth.driver.v1.Isolation isolation = 12;
+  bool has_isolation() const;
+  private:
+  bool _internal_has_isolation() const;
+  public:
+  void clear_isolation();
+  const ::berth::driver::v1::Isolation& isolation() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::Isolation* release_isolation();
+  ::berth::driver::v1::Isolation* mutable_isolation();
+  void set_allocated_isolation(::berth::driver::v1::Isolation* isolation);
+  private:
+  const ::berth::driver::v1::Isolation& _internal_isolation() const;
+  ::berth::driver::v1::Isolation* _internal_mutable_isolation();
+  public:
+  void unsafe_arena_set_allocated_isolation(
+      ::berth::driver::v1::Isolation* isolation);
+  ::berth::driver::v1::Isolation* unsafe_arena_release_isolation();
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.TaskConfig)
  private:
   class _Internal;
@@ -2076,6 +2417,1007 @@ class TaskConfig final :
     ::berth::driver::v1::Resources* resources_;
     ::berth::driver::v1::NetworkIsolation* network_;
     ::berth::driver::v1::LogConfig* logs_;
+    ::berth::driver::v1::Isolation* isolation_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class Isolation final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.Isolation) */ {
+ public:
+  inline Isolation() : Isolation(nullptr) {}
+  ~Isolation() override;
+  explicit PROTOBUF_CONSTEXPR Isolation(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  Isolation(const Isolation& from);
+  Isolation(Isolation&& from) noexcept
+    : Isolation() {
+    *this = ::std::move(from);
+  }
+
+  inline Isolation& operator=(const Isolation& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline Isolation& operator=(Isolation&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const Isolation& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const Isolation* internal_default_instance() {
+    return reinterpret_cast<const Isolation*>(
+               &_Isolation_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    12;
+
+  friend void swap(Isolation& a, Isolation& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(Isolation* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(Isolation* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  Isolation* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<Isolation>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const Isolation& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const Isolation& from) {
+    Isolation::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(Isolation* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.Isolation";
+  }
+  protected:
+  explicit Isolation(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kMountsFieldNumber = 3,
+    kCapAddFieldNumber = 4,
+    kCapDropFieldNumber = 5,
+    kRootfsFieldNumber = 1,
+    kSeccompFieldNumber = 8,
+    kUserNamespaceFieldNumber = 9,
+    kReadonlyRootfsFieldNumber = 2,
+    kPrivilegedFieldNumber = 6,
+    kAllowPrivilegeEscalationFieldNumber = 7,
+  };
+  // repeated .berth.driver.v1.Mount mounts = 3;
+  int mounts_size() const;
+  private:
+  int _internal_mounts_size() const;
+  public:
+  void clear_mounts();
+  ::berth::driver::v1::Mount* mutable_mounts(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Mount >*
+      mutable_mounts();
+  private:
+  const ::berth::driver::v1::Mount& _internal_mounts(int index) const;
+  ::berth::driver::v1::Mount* _internal_add_mounts();
+  public:
+  const ::berth::driver::v1::Mount& mounts(int index) const;
+  ::berth::driver::v1::Mount* add_mounts();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Mount >&
+      mounts() const;
+
+  // repeated string cap_add = 4;
+  int cap_add_size() const;
+  private:
+  int _internal_cap_add_size() const;
+  public:
+  void clear_cap_add();
+  const std::string& cap_add(int index) const;
+  std::string* mutable_cap_add(int index);
+  void set_cap_add(int index, const std::string& value);
+  void set_cap_add(int index, std::string&& value);
+  void set_cap_add(int index, const char* value);
+  void set_cap_add(int index, const char* value, size_t size);
+  std::string* add_cap_add();
+  void add_cap_add(const std::string& value);
+  void add_cap_add(std::string&& value);
+  void add_cap_add(const char* value);
+  void add_cap_add(const char* value, size_t size);
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>& cap_add() const;
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>* mutable_cap_add();
+  private:
+  const std::string& _internal_cap_add(int index) const;
+  std::string* _internal_add_cap_add();
+  public:
+
+  // repeated string cap_drop = 5;
+  int cap_drop_size() const;
+  private:
+  int _internal_cap_drop_size() const;
+  public:
+  void clear_cap_drop();
+  const std::string& cap_drop(int index) const;
+  std::string* mutable_cap_drop(int index);
+  void set_cap_drop(int index, const std::string& value);
+  void set_cap_drop(int index, std::string&& value);
+  void set_cap_drop(int index, const char* value);
+  void set_cap_drop(int index, const char* value, size_t size);
+  std::string* add_cap_drop();
+  void add_cap_drop(const std::string& value);
+  void add_cap_drop(std::string&& value);
+  void add_cap_drop(const char* value);
+  void add_cap_drop(const char* value, size_t size);
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>& cap_drop() const;
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>* mutable_cap_drop();
+  private:
+  const std::string& _internal_cap_drop(int index) const;
+  std::string* _internal_add_cap_drop();
+  public:
+
+  // string rootfs = 1;
+  void clear_rootfs();
+  const std::string& rootfs() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_rootfs(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_rootfs();
+  PROTOBUF_NODISCARD std::string* release_rootfs();
+  void set_allocated_rootfs(std::string* rootfs);
+  private:
+  const std::string& _internal_rootfs() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_rootfs(const std::string& value);
+  std::string* _internal_mutable_rootfs();
+  public:
+
+  // .berth.driver.v1.SeccompProfile seccomp = 8;
+  bool has_seccomp() const;
+  private:
+  bool _internal_has_seccomp() const;
+  public:
+  void clear_seccomp();
+  const ::berth::driver::v1::SeccompProfile& seccomp() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::SeccompProfile* release_seccomp();
+  ::berth::driver::v1::SeccompProfile* mutable_seccomp();
+  void set_allocated_seccomp(::berth::driver::v1::SeccompProfile* seccomp);
+  private:
+  const ::berth::driver::v1::SeccompProfile& _internal_seccomp() const;
+  ::berth::driver::v1::SeccompProfile* _internal_mutable_seccomp();
+  public:
+  void unsafe_arena_set_allocated_seccomp(
+      ::berth::driver::v1::SeccompProfile* seccomp);
+  ::berth::driver::v1::SeccompProfile* unsafe_arena_release_seccomp();
+
+  // .berth.driver.v1.UserNamespace user_namespace = 9;
+  bool has_user_namespace() const;
+  private:
+  bool _internal_has_user_namespace() const;
+  public:
+  void clear_user_namespace();
+  const ::berth::driver::v1::UserNamespace& user_namespace() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::UserNamespace* release_user_namespace();
+  ::berth::driver::v1::UserNamespace* mutable_user_namespace();
+  void set_allocated_user_namespace(::berth::driver::v1::UserNamespace* user_namespace);
+  private:
+  const ::berth::driver::v1::UserNamespace& _internal_user_namespace() const;
+  ::berth::driver::v1::UserNamespace* _internal_mutable_user_namespace();
+  public:
+  void unsafe_arena_set_allocated_user_namespace(
+      ::berth::driver::v1::UserNamespace* user_namespace);
+  ::berth::driver::v1::UserNamespace* unsafe_arena_release_user_namespace();
+
+  // bool readonly_rootfs = 2;
+  void clear_readonly_rootfs();
+  bool readonly_rootfs() const;
+  void set_readonly_rootfs(bool value);
+  private:
+  bool _internal_readonly_rootfs() const;
+  void _internal_set_readonly_rootfs(bool value);
+  public:
+
+  // bool privileged = 6;
+  void clear_privileged();
+  bool privileged() const;
+  void set_privileged(bool value);
+  private:
+  bool _internal_privileged() const;
+  void _internal_set_privileged(bool value);
+  public:
+
+  // bool allow_privilege_escalation = 7;
+  void clear_allow_privilege_escalation();
+  bool allow_privilege_escalation() const;
+  void set_allow_privilege_escalation(bool value);
+  private:
+  bool _internal_allow_privilege_escalation() const;
+  void _internal_set_allow_privilege_escalation(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.Isolation)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Mount > mounts_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> cap_add_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> cap_drop_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr rootfs_;
+    ::berth::driver::v1::SeccompProfile* seccomp_;
+    ::berth::driver::v1::UserNamespace* user_namespace_;
+    bool readonly_rootfs_;
+    bool privileged_;
+    bool allow_privilege_escalation_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class Mount final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.Mount) */ {
+ public:
+  inline Mount() : Mount(nullptr) {}
+  ~Mount() override;
+  explicit PROTOBUF_CONSTEXPR Mount(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  Mount(const Mount& from);
+  Mount(Mount&& from) noexcept
+    : Mount() {
+    *this = ::std::move(from);
+  }
+
+  inline Mount& operator=(const Mount& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline Mount& operator=(Mount&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const Mount& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const Mount* internal_default_instance() {
+    return reinterpret_cast<const Mount*>(
+               &_Mount_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    13;
+
+  friend void swap(Mount& a, Mount& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(Mount* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(Mount* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  Mount* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<Mount>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const Mount& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const Mount& from) {
+    Mount::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(Mount* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.Mount";
+  }
+  protected:
+  explicit Mount(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kSourceFieldNumber = 2,
+    kDestinationFieldNumber = 3,
+    kTypeFieldNumber = 1,
+    kReadOnlyFieldNumber = 4,
+  };
+  // string source = 2;
+  void clear_source();
+  const std::string& source() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_source(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_source();
+  PROTOBUF_NODISCARD std::string* release_source();
+  void set_allocated_source(std::string* source);
+  private:
+  const std::string& _internal_source() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_source(const std::string& value);
+  std::string* _internal_mutable_source();
+  public:
+
+  // string destination = 3;
+  void clear_destination();
+  const std::string& destination() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_destination(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_destination();
+  PROTOBUF_NODISCARD std::string* release_destination();
+  void set_allocated_destination(std::string* destination);
+  private:
+  const std::string& _internal_destination() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_destination(const std::string& value);
+  std::string* _internal_mutable_destination();
+  public:
+
+  // .berth.driver.v1.MountType type = 1;
+  void clear_type();
+  ::berth::driver::v1::MountType type() const;
+  void set_type(::berth::driver::v1::MountType value);
+  private:
+  ::berth::driver::v1::MountType _internal_type() const;
+  void _internal_set_type(::berth::driver::v1::MountType value);
+  public:
+
+  // bool read_only = 4;
+  void clear_read_only();
+  bool read_only() const;
+  void set_read_only(bool value);
+  private:
+  bool _internal_read_only() const;
+  void _internal_set_read_only(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.Mount)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr source_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr destination_;
+    int type_;
+    bool read_only_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class SeccompProfile final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.SeccompProfile) */ {
+ public:
+  inline SeccompProfile() : SeccompProfile(nullptr) {}
+  ~SeccompProfile() override;
+  explicit PROTOBUF_CONSTEXPR SeccompProfile(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  SeccompProfile(const SeccompProfile& from);
+  SeccompProfile(SeccompProfile&& from) noexcept
+    : SeccompProfile() {
+    *this = ::std::move(from);
+  }
+
+  inline SeccompProfile& operator=(const SeccompProfile& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline SeccompProfile& operator=(SeccompProfile&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const SeccompProfile& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const SeccompProfile* internal_default_instance() {
+    return reinterpret_cast<const SeccompProfile*>(
+               &_SeccompProfile_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    14;
+
+  friend void swap(SeccompProfile& a, SeccompProfile& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(SeccompProfile* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(SeccompProfile* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  SeccompProfile* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<SeccompProfile>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const SeccompProfile& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const SeccompProfile& from) {
+    SeccompProfile::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(SeccompProfile* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.SeccompProfile";
+  }
+  protected:
+  explicit SeccompProfile(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kCustomProfileJsonFieldNumber = 2,
+    kTypeFieldNumber = 1,
+  };
+  // string custom_profile_json = 2;
+  void clear_custom_profile_json();
+  const std::string& custom_profile_json() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_custom_profile_json(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_custom_profile_json();
+  PROTOBUF_NODISCARD std::string* release_custom_profile_json();
+  void set_allocated_custom_profile_json(std::string* custom_profile_json);
+  private:
+  const std::string& _internal_custom_profile_json() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_custom_profile_json(const std::string& value);
+  std::string* _internal_mutable_custom_profile_json();
+  public:
+
+  // .berth.driver.v1.SeccompProfileType type = 1;
+  void clear_type();
+  ::berth::driver::v1::SeccompProfileType type() const;
+  void set_type(::berth::driver::v1::SeccompProfileType value);
+  private:
+  ::berth::driver::v1::SeccompProfileType _internal_type() const;
+  void _internal_set_type(::berth::driver::v1::SeccompProfileType value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.SeccompProfile)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr custom_profile_json_;
+    int type_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class UserNamespace final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.UserNamespace) */ {
+ public:
+  inline UserNamespace() : UserNamespace(nullptr) {}
+  ~UserNamespace() override;
+  explicit PROTOBUF_CONSTEXPR UserNamespace(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  UserNamespace(const UserNamespace& from);
+  UserNamespace(UserNamespace&& from) noexcept
+    : UserNamespace() {
+    *this = ::std::move(from);
+  }
+
+  inline UserNamespace& operator=(const UserNamespace& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline UserNamespace& operator=(UserNamespace&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const UserNamespace& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const UserNamespace* internal_default_instance() {
+    return reinterpret_cast<const UserNamespace*>(
+               &_UserNamespace_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    15;
+
+  friend void swap(UserNamespace& a, UserNamespace& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(UserNamespace* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(UserNamespace* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  UserNamespace* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<UserNamespace>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const UserNamespace& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const UserNamespace& from) {
+    UserNamespace::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(UserNamespace* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.UserNamespace";
+  }
+  protected:
+  explicit UserNamespace(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kUidMappingsFieldNumber = 1,
+    kGidMappingsFieldNumber = 2,
+  };
+  // repeated .berth.driver.v1.IdMapping uid_mappings = 1;
+  int uid_mappings_size() const;
+  private:
+  int _internal_uid_mappings_size() const;
+  public:
+  void clear_uid_mappings();
+  ::berth::driver::v1::IdMapping* mutable_uid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >*
+      mutable_uid_mappings();
+  private:
+  const ::berth::driver::v1::IdMapping& _internal_uid_mappings(int index) const;
+  ::berth::driver::v1::IdMapping* _internal_add_uid_mappings();
+  public:
+  const ::berth::driver::v1::IdMapping& uid_mappings(int index) const;
+  ::berth::driver::v1::IdMapping* add_uid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >&
+      uid_mappings() const;
+
+  // repeated .berth.driver.v1.IdMapping gid_mappings = 2;
+  int gid_mappings_size() const;
+  private:
+  int _internal_gid_mappings_size() const;
+  public:
+  void clear_gid_mappings();
+  ::berth::driver::v1::IdMapping* mutable_gid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >*
+      mutable_gid_mappings();
+  private:
+  const ::berth::driver::v1::IdMapping& _internal_gid_mappings(int index) const;
+  ::berth::driver::v1::IdMapping* _internal_add_gid_mappings();
+  public:
+  const ::berth::driver::v1::IdMapping& gid_mappings(int index) const;
+  ::berth::driver::v1::IdMapping* add_gid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >&
+      gid_mappings() const;
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.UserNamespace)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping > uid_mappings_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping > gid_mappings_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class IdMapping final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.IdMapping) */ {
+ public:
+  inline IdMapping() : IdMapping(nullptr) {}
+  ~IdMapping() override;
+  explicit PROTOBUF_CONSTEXPR IdMapping(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  IdMapping(const IdMapping& from);
+  IdMapping(IdMapping&& from) noexcept
+    : IdMapping() {
+    *this = ::std::move(from);
+  }
+
+  inline IdMapping& operator=(const IdMapping& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline IdMapping& operator=(IdMapping&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const IdMapping& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const IdMapping* internal_default_instance() {
+    return reinterpret_cast<const IdMapping*>(
+               &_IdMapping_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    16;
+
+  friend void swap(IdMapping& a, IdMapping& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(IdMapping* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(IdMapping* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  IdMapping* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<IdMapping>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const IdMapping& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const IdMapping& from) {
+    IdMapping::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(IdMapping* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.IdMapping";
+  }
+  protected:
+  explicit IdMapping(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kContainerIdFieldNumber = 1,
+    kHostIdFieldNumber = 2,
+    kSizeFieldNumber = 3,
+  };
+  // uint32 container_id = 1;
+  void clear_container_id();
+  uint32_t container_id() const;
+  void set_container_id(uint32_t value);
+  private:
+  uint32_t _internal_container_id() const;
+  void _internal_set_container_id(uint32_t value);
+  public:
+
+  // uint32 host_id = 2;
+  void clear_host_id();
+  uint32_t host_id() const;
+  void set_host_id(uint32_t value);
+  private:
+  uint32_t _internal_host_id() const;
+  void _internal_set_host_id(uint32_t value);
+  public:
+
+  // uint32 size = 3;
+  void clear_size();
+  uint32_t size() const;
+  void set_size(uint32_t value);
+  private:
+  uint32_t _internal_size() const;
+  void _internal_set_size(uint32_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.IdMapping)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    uint32_t container_id_;
+    uint32_t host_id_;
+    uint32_t size_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -2131,7 +3473,7 @@ class TaskHandle final :
                &_TaskHandle_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    17;
 
   friend void swap(TaskHandle& a, TaskHandle& b) {
     a.Swap(&b);
@@ -2326,7 +3668,7 @@ class ExitResult final :
                &_ExitResult_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    18;
 
   friend void swap(ExitResult& a, ExitResult& b) {
     a.Swap(&b);
@@ -2516,7 +3858,7 @@ class StartTaskRequest final :
                &_StartTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    19;
 
   friend void swap(StartTaskRequest& a, StartTaskRequest& b) {
     a.Swap(&b);
@@ -2673,7 +4015,7 @@ class StartTaskResponse final :
                &_StartTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    20;
 
   friend void swap(StartTaskResponse& a, StartTaskResponse& b) {
     a.Swap(&b);
@@ -2850,7 +4192,7 @@ class WaitTaskRequest final :
                &_WaitTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    21;
 
   friend void swap(WaitTaskRequest& a, WaitTaskRequest& b) {
     a.Swap(&b);
@@ -3003,7 +4345,7 @@ class WaitTaskResponse final :
                &_WaitTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    22;
 
   friend void swap(WaitTaskResponse& a, WaitTaskResponse& b) {
     a.Swap(&b);
@@ -3160,7 +4502,7 @@ class StopTaskRequest final :
                &_StopTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    23;
 
   friend void swap(StopTaskRequest& a, StopTaskRequest& b) {
     a.Swap(&b);
@@ -3348,7 +4690,7 @@ class StopTaskResponse final :
                &_StopTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    24;
 
   friend void swap(StopTaskResponse& a, StopTaskResponse& b) {
     a.Swap(&b);
@@ -3467,7 +4809,7 @@ class DestroyTaskRequest final :
                &_DestroyTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    25;
 
   friend void swap(DestroyTaskRequest& a, DestroyTaskRequest& b) {
     a.Swap(&b);
@@ -3630,7 +4972,7 @@ class DestroyTaskResponse final :
                &_DestroyTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    26;
 
   friend void swap(DestroyTaskResponse& a, DestroyTaskResponse& b) {
     a.Swap(&b);
@@ -3777,7 +5119,7 @@ class TaskStatus final :
                &_TaskStatus_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    28;
 
   friend void swap(TaskStatus& a, TaskStatus& b) {
     a.Swap(&b);
@@ -4043,7 +5385,7 @@ class InspectTaskRequest final :
                &_InspectTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    29;
 
   friend void swap(InspectTaskRequest& a, InspectTaskRequest& b) {
     a.Swap(&b);
@@ -4196,7 +5538,7 @@ class InspectTaskResponse final :
                &_InspectTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    30;
 
   friend void swap(InspectTaskResponse& a, InspectTaskResponse& b) {
     a.Swap(&b);
@@ -4353,7 +5695,7 @@ class RecoverTaskRequest final :
                &_RecoverTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    31;
 
   friend void swap(RecoverTaskRequest& a, RecoverTaskRequest& b) {
     a.Swap(&b);
@@ -4510,7 +5852,7 @@ class RecoverTaskResponse final :
                &_RecoverTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    32;
 
   friend void swap(RecoverTaskResponse& a, RecoverTaskResponse& b) {
     a.Swap(&b);
@@ -4667,7 +6009,7 @@ class SignalTaskRequest final :
                &_SignalTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    27;
+    33;
 
   friend void swap(SignalTaskRequest& a, SignalTaskRequest& b) {
     a.Swap(&b);
@@ -4835,7 +6177,7 @@ class SignalTaskResponse final :
                &_SignalTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    28;
+    34;
 
   friend void swap(SignalTaskResponse& a, SignalTaskResponse& b) {
     a.Swap(&b);
@@ -4953,7 +6295,7 @@ class TaskEventsRequest final :
                &_TaskEventsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    29;
+    35;
 
   friend void swap(TaskEventsRequest& a, TaskEventsRequest& b) {
     a.Swap(&b);
@@ -5100,7 +6442,7 @@ class TaskEventsResponse final :
                &_TaskEventsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    31;
+    37;
 
   friend void swap(TaskEventsResponse& a, TaskEventsResponse& b) {
     a.Swap(&b);
@@ -5331,7 +6673,7 @@ class TaskStatsRequest final :
                &_TaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    32;
+    38;
 
   friend void swap(TaskStatsRequest& a, TaskStatsRequest& b) {
     a.Swap(&b);
@@ -5504,7 +6846,7 @@ class TaskStatsResponse final :
                &_TaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    33;
+    39;
 
   friend void swap(TaskStatsResponse& a, TaskStatsResponse& b) {
     a.Swap(&b);
@@ -5661,7 +7003,7 @@ class ExecTaskRequest final :
                &_ExecTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    34;
+    40;
 
   friend void swap(ExecTaskRequest& a, ExecTaskRequest& b) {
     a.Swap(&b);
@@ -5860,7 +7202,7 @@ class ExecTaskResponse final :
                &_ExecTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    35;
+    41;
 
   friend void swap(ExecTaskResponse& a, ExecTaskResponse& b) {
     a.Swap(&b);
@@ -6049,7 +7391,7 @@ class TerminalSize final :
                &_TerminalSize_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    36;
+    42;
 
   friend void swap(TerminalSize& a, TerminalSize& b) {
     a.Swap(&b);
@@ -6208,7 +7550,7 @@ class ExecSetup final :
                &_ExecSetup_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    37;
+    43;
 
   friend void swap(ExecSetup& a, ExecSetup& b) {
     a.Swap(&b);
@@ -6417,7 +7759,7 @@ class StdinClose final :
                &_StdinClose_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    38;
+    44;
 
   friend void swap(StdinClose& a, StdinClose& b) {
     a.Swap(&b);
@@ -6544,7 +7886,7 @@ class ExecTaskStreamingRequest final :
                &_ExecTaskStreamingRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    39;
+    45;
 
   friend void swap(ExecTaskStreamingRequest& a, ExecTaskStreamingRequest& b) {
     a.Swap(&b);
@@ -6783,7 +8125,7 @@ class ExecTaskStreamingResponse final :
                &_ExecTaskStreamingResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    40;
+    46;
 
   friend void swap(ExecTaskStreamingResponse& a, ExecTaskStreamingResponse& b) {
     a.Swap(&b);
@@ -6994,7 +8336,7 @@ class CreateNetworkRequest final :
                &_CreateNetworkRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    41;
+    47;
 
   friend void swap(CreateNetworkRequest& a, CreateNetworkRequest& b) {
     a.Swap(&b);
@@ -7163,7 +8505,7 @@ class CreateNetworkResponse final :
                &_CreateNetworkResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    42;
+    48;
 
   friend void swap(CreateNetworkResponse& a, CreateNetworkResponse& b) {
     a.Swap(&b);
@@ -7331,7 +8673,7 @@ class DestroyNetworkRequest final :
                &_DestroyNetworkRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    43;
+    49;
 
   friend void swap(DestroyNetworkRequest& a, DestroyNetworkRequest& b) {
     a.Swap(&b);
@@ -7483,7 +8825,7 @@ class DestroyNetworkResponse final :
                &_DestroyNetworkResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    44;
+    50;
 
   friend void swap(DestroyNetworkResponse& a, DestroyNetworkResponse& b) {
     a.Swap(&b);
@@ -7764,6 +9106,260 @@ inline void DriverCapabilities::_internal_set_stats(bool value) {
 inline void DriverCapabilities::set_stats(bool value) {
   _internal_set_stats(value);
   // @@protoc_insertion_point(field_set:berth.driver.v1.DriverCapabilities.stats)
+}
+
+// .berth.driver.v1.IsolationCapabilities isolation = 10;
+inline bool DriverCapabilities::_internal_has_isolation() const {
+  return this != internal_default_instance() && _impl_.isolation_ != nullptr;
+}
+inline bool DriverCapabilities::has_isolation() const {
+  return _internal_has_isolation();
+}
+inline void DriverCapabilities::clear_isolation() {
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
+}
+inline const ::berth::driver::v1::IsolationCapabilities& DriverCapabilities::_internal_isolation() const {
+  const ::berth::driver::v1::IsolationCapabilities* p = _impl_.isolation_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::IsolationCapabilities&>(
+      ::berth::driver::v1::_IsolationCapabilities_default_instance_);
+}
+inline const ::berth::driver::v1::IsolationCapabilities& DriverCapabilities::isolation() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.DriverCapabilities.isolation)
+  return _internal_isolation();
+}
+inline void DriverCapabilities::unsafe_arena_set_allocated_isolation(
+    ::berth::driver::v1::IsolationCapabilities* isolation) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.isolation_);
+  }
+  _impl_.isolation_ = isolation;
+  if (isolation) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.DriverCapabilities.isolation)
+}
+inline ::berth::driver::v1::IsolationCapabilities* DriverCapabilities::release_isolation() {
+  
+  ::berth::driver::v1::IsolationCapabilities* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::IsolationCapabilities* DriverCapabilities::unsafe_arena_release_isolation() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.DriverCapabilities.isolation)
+  
+  ::berth::driver::v1::IsolationCapabilities* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::IsolationCapabilities* DriverCapabilities::_internal_mutable_isolation() {
+  
+  if (_impl_.isolation_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::IsolationCapabilities>(GetArenaForAllocation());
+    _impl_.isolation_ = p;
+  }
+  return _impl_.isolation_;
+}
+inline ::berth::driver::v1::IsolationCapabilities* DriverCapabilities::mutable_isolation() {
+  ::berth::driver::v1::IsolationCapabilities* _msg = _internal_mutable_isolation();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.DriverCapabilities.isolation)
+  return _msg;
+}
+inline void DriverCapabilities::set_allocated_isolation(::berth::driver::v1::IsolationCapabilities* isolation) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.isolation_;
+  }
+  if (isolation) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(isolation);
+    if (message_arena != submessage_arena) {
+      isolation = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, isolation, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.isolation_ = isolation;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.DriverCapabilities.isolation)
+}
+
+// -------------------------------------------------------------------
+
+// IsolationCapabilities
+
+// bool own_root = 1;
+inline void IsolationCapabilities::clear_own_root() {
+  _impl_.own_root_ = false;
+}
+inline bool IsolationCapabilities::_internal_own_root() const {
+  return _impl_.own_root_;
+}
+inline bool IsolationCapabilities::own_root() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.own_root)
+  return _internal_own_root();
+}
+inline void IsolationCapabilities::_internal_set_own_root(bool value) {
+  
+  _impl_.own_root_ = value;
+}
+inline void IsolationCapabilities::set_own_root(bool value) {
+  _internal_set_own_root(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.own_root)
+}
+
+// bool image_rootfs = 2;
+inline void IsolationCapabilities::clear_image_rootfs() {
+  _impl_.image_rootfs_ = false;
+}
+inline bool IsolationCapabilities::_internal_image_rootfs() const {
+  return _impl_.image_rootfs_;
+}
+inline bool IsolationCapabilities::image_rootfs() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.image_rootfs)
+  return _internal_image_rootfs();
+}
+inline void IsolationCapabilities::_internal_set_image_rootfs(bool value) {
+  
+  _impl_.image_rootfs_ = value;
+}
+inline void IsolationCapabilities::set_image_rootfs(bool value) {
+  _internal_set_image_rootfs(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.image_rootfs)
+}
+
+// bool mounts = 3;
+inline void IsolationCapabilities::clear_mounts() {
+  _impl_.mounts_ = false;
+}
+inline bool IsolationCapabilities::_internal_mounts() const {
+  return _impl_.mounts_;
+}
+inline bool IsolationCapabilities::mounts() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.mounts)
+  return _internal_mounts();
+}
+inline void IsolationCapabilities::_internal_set_mounts(bool value) {
+  
+  _impl_.mounts_ = value;
+}
+inline void IsolationCapabilities::set_mounts(bool value) {
+  _internal_set_mounts(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.mounts)
+}
+
+// bool capabilities = 4;
+inline void IsolationCapabilities::clear_capabilities() {
+  _impl_.capabilities_ = false;
+}
+inline bool IsolationCapabilities::_internal_capabilities() const {
+  return _impl_.capabilities_;
+}
+inline bool IsolationCapabilities::capabilities() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.capabilities)
+  return _internal_capabilities();
+}
+inline void IsolationCapabilities::_internal_set_capabilities(bool value) {
+  
+  _impl_.capabilities_ = value;
+}
+inline void IsolationCapabilities::set_capabilities(bool value) {
+  _internal_set_capabilities(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.capabilities)
+}
+
+// bool no_new_privileges = 5;
+inline void IsolationCapabilities::clear_no_new_privileges() {
+  _impl_.no_new_privileges_ = false;
+}
+inline bool IsolationCapabilities::_internal_no_new_privileges() const {
+  return _impl_.no_new_privileges_;
+}
+inline bool IsolationCapabilities::no_new_privileges() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.no_new_privileges)
+  return _internal_no_new_privileges();
+}
+inline void IsolationCapabilities::_internal_set_no_new_privileges(bool value) {
+  
+  _impl_.no_new_privileges_ = value;
+}
+inline void IsolationCapabilities::set_no_new_privileges(bool value) {
+  _internal_set_no_new_privileges(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.no_new_privileges)
+}
+
+// bool seccomp = 6;
+inline void IsolationCapabilities::clear_seccomp() {
+  _impl_.seccomp_ = false;
+}
+inline bool IsolationCapabilities::_internal_seccomp() const {
+  return _impl_.seccomp_;
+}
+inline bool IsolationCapabilities::seccomp() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.seccomp)
+  return _internal_seccomp();
+}
+inline void IsolationCapabilities::_internal_set_seccomp(bool value) {
+  
+  _impl_.seccomp_ = value;
+}
+inline void IsolationCapabilities::set_seccomp(bool value) {
+  _internal_set_seccomp(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.seccomp)
+}
+
+// bool user_namespaces = 7;
+inline void IsolationCapabilities::clear_user_namespaces() {
+  _impl_.user_namespaces_ = false;
+}
+inline bool IsolationCapabilities::_internal_user_namespaces() const {
+  return _impl_.user_namespaces_;
+}
+inline bool IsolationCapabilities::user_namespaces() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.user_namespaces)
+  return _internal_user_namespaces();
+}
+inline void IsolationCapabilities::_internal_set_user_namespaces(bool value) {
+  
+  _impl_.user_namespaces_ = value;
+}
+inline void IsolationCapabilities::set_user_namespaces(bool value) {
+  _internal_set_user_namespaces(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.user_namespaces)
+}
+
+// bool masked_paths = 8;
+inline void IsolationCapabilities::clear_masked_paths() {
+  _impl_.masked_paths_ = false;
+}
+inline bool IsolationCapabilities::_internal_masked_paths() const {
+  return _impl_.masked_paths_;
+}
+inline bool IsolationCapabilities::masked_paths() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.masked_paths)
+  return _internal_masked_paths();
+}
+inline void IsolationCapabilities::_internal_set_masked_paths(bool value) {
+  
+  _impl_.masked_paths_ = value;
+}
+inline void IsolationCapabilities::set_masked_paths(bool value) {
+  _internal_set_masked_paths(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.masked_paths)
 }
 
 // -------------------------------------------------------------------
@@ -8863,6 +10459,946 @@ inline void TaskConfig::set_allocated_task_dir(std::string* task_dir) {
   }
 #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.task_dir)
+}
+
+// .berth.driver.v1.Isolation isolation = 12;
+inline bool TaskConfig::_internal_has_isolation() const {
+  return this != internal_default_instance() && _impl_.isolation_ != nullptr;
+}
+inline bool TaskConfig::has_isolation() const {
+  return _internal_has_isolation();
+}
+inline void TaskConfig::clear_isolation() {
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
+}
+inline const ::berth::driver::v1::Isolation& TaskConfig::_internal_isolation() const {
+  const ::berth::driver::v1::Isolation* p = _impl_.isolation_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::Isolation&>(
+      ::berth::driver::v1::_Isolation_default_instance_);
+}
+inline const ::berth::driver::v1::Isolation& TaskConfig::isolation() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.isolation)
+  return _internal_isolation();
+}
+inline void TaskConfig::unsafe_arena_set_allocated_isolation(
+    ::berth::driver::v1::Isolation* isolation) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.isolation_);
+  }
+  _impl_.isolation_ = isolation;
+  if (isolation) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.TaskConfig.isolation)
+}
+inline ::berth::driver::v1::Isolation* TaskConfig::release_isolation() {
+  
+  ::berth::driver::v1::Isolation* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::Isolation* TaskConfig::unsafe_arena_release_isolation() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.TaskConfig.isolation)
+  
+  ::berth::driver::v1::Isolation* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::Isolation* TaskConfig::_internal_mutable_isolation() {
+  
+  if (_impl_.isolation_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::Isolation>(GetArenaForAllocation());
+    _impl_.isolation_ = p;
+  }
+  return _impl_.isolation_;
+}
+inline ::berth::driver::v1::Isolation* TaskConfig::mutable_isolation() {
+  ::berth::driver::v1::Isolation* _msg = _internal_mutable_isolation();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.TaskConfig.isolation)
+  return _msg;
+}
+inline void TaskConfig::set_allocated_isolation(::berth::driver::v1::Isolation* isolation) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.isolation_;
+  }
+  if (isolation) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(isolation);
+    if (message_arena != submessage_arena) {
+      isolation = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, isolation, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.isolation_ = isolation;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.isolation)
+}
+
+// -------------------------------------------------------------------
+
+// Isolation
+
+// string rootfs = 1;
+inline void Isolation::clear_rootfs() {
+  _impl_.rootfs_.ClearToEmpty();
+}
+inline const std::string& Isolation::rootfs() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.rootfs)
+  return _internal_rootfs();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void Isolation::set_rootfs(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.rootfs_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.rootfs)
+}
+inline std::string* Isolation::mutable_rootfs() {
+  std::string* _s = _internal_mutable_rootfs();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.rootfs)
+  return _s;
+}
+inline const std::string& Isolation::_internal_rootfs() const {
+  return _impl_.rootfs_.Get();
+}
+inline void Isolation::_internal_set_rootfs(const std::string& value) {
+  
+  _impl_.rootfs_.Set(value, GetArenaForAllocation());
+}
+inline std::string* Isolation::_internal_mutable_rootfs() {
+  
+  return _impl_.rootfs_.Mutable(GetArenaForAllocation());
+}
+inline std::string* Isolation::release_rootfs() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Isolation.rootfs)
+  return _impl_.rootfs_.Release();
+}
+inline void Isolation::set_allocated_rootfs(std::string* rootfs) {
+  if (rootfs != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.rootfs_.SetAllocated(rootfs, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.rootfs_.IsDefault()) {
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Isolation.rootfs)
+}
+
+// bool readonly_rootfs = 2;
+inline void Isolation::clear_readonly_rootfs() {
+  _impl_.readonly_rootfs_ = false;
+}
+inline bool Isolation::_internal_readonly_rootfs() const {
+  return _impl_.readonly_rootfs_;
+}
+inline bool Isolation::readonly_rootfs() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.readonly_rootfs)
+  return _internal_readonly_rootfs();
+}
+inline void Isolation::_internal_set_readonly_rootfs(bool value) {
+  
+  _impl_.readonly_rootfs_ = value;
+}
+inline void Isolation::set_readonly_rootfs(bool value) {
+  _internal_set_readonly_rootfs(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.readonly_rootfs)
+}
+
+// repeated .berth.driver.v1.Mount mounts = 3;
+inline int Isolation::_internal_mounts_size() const {
+  return _impl_.mounts_.size();
+}
+inline int Isolation::mounts_size() const {
+  return _internal_mounts_size();
+}
+inline void Isolation::clear_mounts() {
+  _impl_.mounts_.Clear();
+}
+inline ::berth::driver::v1::Mount* Isolation::mutable_mounts(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.mounts)
+  return _impl_.mounts_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Mount >*
+Isolation::mutable_mounts() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.Isolation.mounts)
+  return &_impl_.mounts_;
+}
+inline const ::berth::driver::v1::Mount& Isolation::_internal_mounts(int index) const {
+  return _impl_.mounts_.Get(index);
+}
+inline const ::berth::driver::v1::Mount& Isolation::mounts(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.mounts)
+  return _internal_mounts(index);
+}
+inline ::berth::driver::v1::Mount* Isolation::_internal_add_mounts() {
+  return _impl_.mounts_.Add();
+}
+inline ::berth::driver::v1::Mount* Isolation::add_mounts() {
+  ::berth::driver::v1::Mount* _add = _internal_add_mounts();
+  // @@protoc_insertion_point(field_add:berth.driver.v1.Isolation.mounts)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Mount >&
+Isolation::mounts() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.Isolation.mounts)
+  return _impl_.mounts_;
+}
+
+// repeated string cap_add = 4;
+inline int Isolation::_internal_cap_add_size() const {
+  return _impl_.cap_add_.size();
+}
+inline int Isolation::cap_add_size() const {
+  return _internal_cap_add_size();
+}
+inline void Isolation::clear_cap_add() {
+  _impl_.cap_add_.Clear();
+}
+inline std::string* Isolation::add_cap_add() {
+  std::string* _s = _internal_add_cap_add();
+  // @@protoc_insertion_point(field_add_mutable:berth.driver.v1.Isolation.cap_add)
+  return _s;
+}
+inline const std::string& Isolation::_internal_cap_add(int index) const {
+  return _impl_.cap_add_.Get(index);
+}
+inline const std::string& Isolation::cap_add(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.cap_add)
+  return _internal_cap_add(index);
+}
+inline std::string* Isolation::mutable_cap_add(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.cap_add)
+  return _impl_.cap_add_.Mutable(index);
+}
+inline void Isolation::set_cap_add(int index, const std::string& value) {
+  _impl_.cap_add_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::set_cap_add(int index, std::string&& value) {
+  _impl_.cap_add_.Mutable(index)->assign(std::move(value));
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::set_cap_add(int index, const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.cap_add_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set_char:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::set_cap_add(int index, const char* value, size_t size) {
+  _impl_.cap_add_.Mutable(index)->assign(
+    reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_set_pointer:berth.driver.v1.Isolation.cap_add)
+}
+inline std::string* Isolation::_internal_add_cap_add() {
+  return _impl_.cap_add_.Add();
+}
+inline void Isolation::add_cap_add(const std::string& value) {
+  _impl_.cap_add_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::add_cap_add(std::string&& value) {
+  _impl_.cap_add_.Add(std::move(value));
+  // @@protoc_insertion_point(field_add:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::add_cap_add(const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.cap_add_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add_char:berth.driver.v1.Isolation.cap_add)
+}
+inline void Isolation::add_cap_add(const char* value, size_t size) {
+  _impl_.cap_add_.Add()->assign(reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_add_pointer:berth.driver.v1.Isolation.cap_add)
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>&
+Isolation::cap_add() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.Isolation.cap_add)
+  return _impl_.cap_add_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>*
+Isolation::mutable_cap_add() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.Isolation.cap_add)
+  return &_impl_.cap_add_;
+}
+
+// repeated string cap_drop = 5;
+inline int Isolation::_internal_cap_drop_size() const {
+  return _impl_.cap_drop_.size();
+}
+inline int Isolation::cap_drop_size() const {
+  return _internal_cap_drop_size();
+}
+inline void Isolation::clear_cap_drop() {
+  _impl_.cap_drop_.Clear();
+}
+inline std::string* Isolation::add_cap_drop() {
+  std::string* _s = _internal_add_cap_drop();
+  // @@protoc_insertion_point(field_add_mutable:berth.driver.v1.Isolation.cap_drop)
+  return _s;
+}
+inline const std::string& Isolation::_internal_cap_drop(int index) const {
+  return _impl_.cap_drop_.Get(index);
+}
+inline const std::string& Isolation::cap_drop(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.cap_drop)
+  return _internal_cap_drop(index);
+}
+inline std::string* Isolation::mutable_cap_drop(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.cap_drop)
+  return _impl_.cap_drop_.Mutable(index);
+}
+inline void Isolation::set_cap_drop(int index, const std::string& value) {
+  _impl_.cap_drop_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::set_cap_drop(int index, std::string&& value) {
+  _impl_.cap_drop_.Mutable(index)->assign(std::move(value));
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::set_cap_drop(int index, const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.cap_drop_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set_char:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::set_cap_drop(int index, const char* value, size_t size) {
+  _impl_.cap_drop_.Mutable(index)->assign(
+    reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_set_pointer:berth.driver.v1.Isolation.cap_drop)
+}
+inline std::string* Isolation::_internal_add_cap_drop() {
+  return _impl_.cap_drop_.Add();
+}
+inline void Isolation::add_cap_drop(const std::string& value) {
+  _impl_.cap_drop_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::add_cap_drop(std::string&& value) {
+  _impl_.cap_drop_.Add(std::move(value));
+  // @@protoc_insertion_point(field_add:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::add_cap_drop(const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.cap_drop_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add_char:berth.driver.v1.Isolation.cap_drop)
+}
+inline void Isolation::add_cap_drop(const char* value, size_t size) {
+  _impl_.cap_drop_.Add()->assign(reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_add_pointer:berth.driver.v1.Isolation.cap_drop)
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>&
+Isolation::cap_drop() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.Isolation.cap_drop)
+  return _impl_.cap_drop_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>*
+Isolation::mutable_cap_drop() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.Isolation.cap_drop)
+  return &_impl_.cap_drop_;
+}
+
+// bool privileged = 6;
+inline void Isolation::clear_privileged() {
+  _impl_.privileged_ = false;
+}
+inline bool Isolation::_internal_privileged() const {
+  return _impl_.privileged_;
+}
+inline bool Isolation::privileged() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.privileged)
+  return _internal_privileged();
+}
+inline void Isolation::_internal_set_privileged(bool value) {
+  
+  _impl_.privileged_ = value;
+}
+inline void Isolation::set_privileged(bool value) {
+  _internal_set_privileged(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.privileged)
+}
+
+// bool allow_privilege_escalation = 7;
+inline void Isolation::clear_allow_privilege_escalation() {
+  _impl_.allow_privilege_escalation_ = false;
+}
+inline bool Isolation::_internal_allow_privilege_escalation() const {
+  return _impl_.allow_privilege_escalation_;
+}
+inline bool Isolation::allow_privilege_escalation() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.allow_privilege_escalation)
+  return _internal_allow_privilege_escalation();
+}
+inline void Isolation::_internal_set_allow_privilege_escalation(bool value) {
+  
+  _impl_.allow_privilege_escalation_ = value;
+}
+inline void Isolation::set_allow_privilege_escalation(bool value) {
+  _internal_set_allow_privilege_escalation(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.allow_privilege_escalation)
+}
+
+// .berth.driver.v1.SeccompProfile seccomp = 8;
+inline bool Isolation::_internal_has_seccomp() const {
+  return this != internal_default_instance() && _impl_.seccomp_ != nullptr;
+}
+inline bool Isolation::has_seccomp() const {
+  return _internal_has_seccomp();
+}
+inline void Isolation::clear_seccomp() {
+  if (GetArenaForAllocation() == nullptr && _impl_.seccomp_ != nullptr) {
+    delete _impl_.seccomp_;
+  }
+  _impl_.seccomp_ = nullptr;
+}
+inline const ::berth::driver::v1::SeccompProfile& Isolation::_internal_seccomp() const {
+  const ::berth::driver::v1::SeccompProfile* p = _impl_.seccomp_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::SeccompProfile&>(
+      ::berth::driver::v1::_SeccompProfile_default_instance_);
+}
+inline const ::berth::driver::v1::SeccompProfile& Isolation::seccomp() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.seccomp)
+  return _internal_seccomp();
+}
+inline void Isolation::unsafe_arena_set_allocated_seccomp(
+    ::berth::driver::v1::SeccompProfile* seccomp) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.seccomp_);
+  }
+  _impl_.seccomp_ = seccomp;
+  if (seccomp) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.Isolation.seccomp)
+}
+inline ::berth::driver::v1::SeccompProfile* Isolation::release_seccomp() {
+  
+  ::berth::driver::v1::SeccompProfile* temp = _impl_.seccomp_;
+  _impl_.seccomp_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::SeccompProfile* Isolation::unsafe_arena_release_seccomp() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Isolation.seccomp)
+  
+  ::berth::driver::v1::SeccompProfile* temp = _impl_.seccomp_;
+  _impl_.seccomp_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::SeccompProfile* Isolation::_internal_mutable_seccomp() {
+  
+  if (_impl_.seccomp_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::SeccompProfile>(GetArenaForAllocation());
+    _impl_.seccomp_ = p;
+  }
+  return _impl_.seccomp_;
+}
+inline ::berth::driver::v1::SeccompProfile* Isolation::mutable_seccomp() {
+  ::berth::driver::v1::SeccompProfile* _msg = _internal_mutable_seccomp();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.seccomp)
+  return _msg;
+}
+inline void Isolation::set_allocated_seccomp(::berth::driver::v1::SeccompProfile* seccomp) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.seccomp_;
+  }
+  if (seccomp) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(seccomp);
+    if (message_arena != submessage_arena) {
+      seccomp = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, seccomp, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.seccomp_ = seccomp;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Isolation.seccomp)
+}
+
+// .berth.driver.v1.UserNamespace user_namespace = 9;
+inline bool Isolation::_internal_has_user_namespace() const {
+  return this != internal_default_instance() && _impl_.user_namespace_ != nullptr;
+}
+inline bool Isolation::has_user_namespace() const {
+  return _internal_has_user_namespace();
+}
+inline void Isolation::clear_user_namespace() {
+  if (GetArenaForAllocation() == nullptr && _impl_.user_namespace_ != nullptr) {
+    delete _impl_.user_namespace_;
+  }
+  _impl_.user_namespace_ = nullptr;
+}
+inline const ::berth::driver::v1::UserNamespace& Isolation::_internal_user_namespace() const {
+  const ::berth::driver::v1::UserNamespace* p = _impl_.user_namespace_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::UserNamespace&>(
+      ::berth::driver::v1::_UserNamespace_default_instance_);
+}
+inline const ::berth::driver::v1::UserNamespace& Isolation::user_namespace() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.user_namespace)
+  return _internal_user_namespace();
+}
+inline void Isolation::unsafe_arena_set_allocated_user_namespace(
+    ::berth::driver::v1::UserNamespace* user_namespace) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.user_namespace_);
+  }
+  _impl_.user_namespace_ = user_namespace;
+  if (user_namespace) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.Isolation.user_namespace)
+}
+inline ::berth::driver::v1::UserNamespace* Isolation::release_user_namespace() {
+  
+  ::berth::driver::v1::UserNamespace* temp = _impl_.user_namespace_;
+  _impl_.user_namespace_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::UserNamespace* Isolation::unsafe_arena_release_user_namespace() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Isolation.user_namespace)
+  
+  ::berth::driver::v1::UserNamespace* temp = _impl_.user_namespace_;
+  _impl_.user_namespace_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::UserNamespace* Isolation::_internal_mutable_user_namespace() {
+  
+  if (_impl_.user_namespace_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::UserNamespace>(GetArenaForAllocation());
+    _impl_.user_namespace_ = p;
+  }
+  return _impl_.user_namespace_;
+}
+inline ::berth::driver::v1::UserNamespace* Isolation::mutable_user_namespace() {
+  ::berth::driver::v1::UserNamespace* _msg = _internal_mutable_user_namespace();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Isolation.user_namespace)
+  return _msg;
+}
+inline void Isolation::set_allocated_user_namespace(::berth::driver::v1::UserNamespace* user_namespace) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.user_namespace_;
+  }
+  if (user_namespace) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(user_namespace);
+    if (message_arena != submessage_arena) {
+      user_namespace = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, user_namespace, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.user_namespace_ = user_namespace;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Isolation.user_namespace)
+}
+
+// -------------------------------------------------------------------
+
+// Mount
+
+// .berth.driver.v1.MountType type = 1;
+inline void Mount::clear_type() {
+  _impl_.type_ = 0;
+}
+inline ::berth::driver::v1::MountType Mount::_internal_type() const {
+  return static_cast< ::berth::driver::v1::MountType >(_impl_.type_);
+}
+inline ::berth::driver::v1::MountType Mount::type() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Mount.type)
+  return _internal_type();
+}
+inline void Mount::_internal_set_type(::berth::driver::v1::MountType value) {
+  
+  _impl_.type_ = value;
+}
+inline void Mount::set_type(::berth::driver::v1::MountType value) {
+  _internal_set_type(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Mount.type)
+}
+
+// string source = 2;
+inline void Mount::clear_source() {
+  _impl_.source_.ClearToEmpty();
+}
+inline const std::string& Mount::source() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Mount.source)
+  return _internal_source();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void Mount::set_source(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.source_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Mount.source)
+}
+inline std::string* Mount::mutable_source() {
+  std::string* _s = _internal_mutable_source();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Mount.source)
+  return _s;
+}
+inline const std::string& Mount::_internal_source() const {
+  return _impl_.source_.Get();
+}
+inline void Mount::_internal_set_source(const std::string& value) {
+  
+  _impl_.source_.Set(value, GetArenaForAllocation());
+}
+inline std::string* Mount::_internal_mutable_source() {
+  
+  return _impl_.source_.Mutable(GetArenaForAllocation());
+}
+inline std::string* Mount::release_source() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Mount.source)
+  return _impl_.source_.Release();
+}
+inline void Mount::set_allocated_source(std::string* source) {
+  if (source != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.source_.SetAllocated(source, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.source_.IsDefault()) {
+    _impl_.source_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Mount.source)
+}
+
+// string destination = 3;
+inline void Mount::clear_destination() {
+  _impl_.destination_.ClearToEmpty();
+}
+inline const std::string& Mount::destination() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Mount.destination)
+  return _internal_destination();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void Mount::set_destination(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.destination_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Mount.destination)
+}
+inline std::string* Mount::mutable_destination() {
+  std::string* _s = _internal_mutable_destination();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Mount.destination)
+  return _s;
+}
+inline const std::string& Mount::_internal_destination() const {
+  return _impl_.destination_.Get();
+}
+inline void Mount::_internal_set_destination(const std::string& value) {
+  
+  _impl_.destination_.Set(value, GetArenaForAllocation());
+}
+inline std::string* Mount::_internal_mutable_destination() {
+  
+  return _impl_.destination_.Mutable(GetArenaForAllocation());
+}
+inline std::string* Mount::release_destination() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Mount.destination)
+  return _impl_.destination_.Release();
+}
+inline void Mount::set_allocated_destination(std::string* destination) {
+  if (destination != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.destination_.SetAllocated(destination, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.destination_.IsDefault()) {
+    _impl_.destination_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Mount.destination)
+}
+
+// bool read_only = 4;
+inline void Mount::clear_read_only() {
+  _impl_.read_only_ = false;
+}
+inline bool Mount::_internal_read_only() const {
+  return _impl_.read_only_;
+}
+inline bool Mount::read_only() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Mount.read_only)
+  return _internal_read_only();
+}
+inline void Mount::_internal_set_read_only(bool value) {
+  
+  _impl_.read_only_ = value;
+}
+inline void Mount::set_read_only(bool value) {
+  _internal_set_read_only(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Mount.read_only)
+}
+
+// -------------------------------------------------------------------
+
+// SeccompProfile
+
+// .berth.driver.v1.SeccompProfileType type = 1;
+inline void SeccompProfile::clear_type() {
+  _impl_.type_ = 0;
+}
+inline ::berth::driver::v1::SeccompProfileType SeccompProfile::_internal_type() const {
+  return static_cast< ::berth::driver::v1::SeccompProfileType >(_impl_.type_);
+}
+inline ::berth::driver::v1::SeccompProfileType SeccompProfile::type() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.SeccompProfile.type)
+  return _internal_type();
+}
+inline void SeccompProfile::_internal_set_type(::berth::driver::v1::SeccompProfileType value) {
+  
+  _impl_.type_ = value;
+}
+inline void SeccompProfile::set_type(::berth::driver::v1::SeccompProfileType value) {
+  _internal_set_type(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.SeccompProfile.type)
+}
+
+// string custom_profile_json = 2;
+inline void SeccompProfile::clear_custom_profile_json() {
+  _impl_.custom_profile_json_.ClearToEmpty();
+}
+inline const std::string& SeccompProfile::custom_profile_json() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.SeccompProfile.custom_profile_json)
+  return _internal_custom_profile_json();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void SeccompProfile::set_custom_profile_json(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.custom_profile_json_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.SeccompProfile.custom_profile_json)
+}
+inline std::string* SeccompProfile::mutable_custom_profile_json() {
+  std::string* _s = _internal_mutable_custom_profile_json();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.SeccompProfile.custom_profile_json)
+  return _s;
+}
+inline const std::string& SeccompProfile::_internal_custom_profile_json() const {
+  return _impl_.custom_profile_json_.Get();
+}
+inline void SeccompProfile::_internal_set_custom_profile_json(const std::string& value) {
+  
+  _impl_.custom_profile_json_.Set(value, GetArenaForAllocation());
+}
+inline std::string* SeccompProfile::_internal_mutable_custom_profile_json() {
+  
+  return _impl_.custom_profile_json_.Mutable(GetArenaForAllocation());
+}
+inline std::string* SeccompProfile::release_custom_profile_json() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.SeccompProfile.custom_profile_json)
+  return _impl_.custom_profile_json_.Release();
+}
+inline void SeccompProfile::set_allocated_custom_profile_json(std::string* custom_profile_json) {
+  if (custom_profile_json != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.custom_profile_json_.SetAllocated(custom_profile_json, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.custom_profile_json_.IsDefault()) {
+    _impl_.custom_profile_json_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.SeccompProfile.custom_profile_json)
+}
+
+// -------------------------------------------------------------------
+
+// UserNamespace
+
+// repeated .berth.driver.v1.IdMapping uid_mappings = 1;
+inline int UserNamespace::_internal_uid_mappings_size() const {
+  return _impl_.uid_mappings_.size();
+}
+inline int UserNamespace::uid_mappings_size() const {
+  return _internal_uid_mappings_size();
+}
+inline void UserNamespace::clear_uid_mappings() {
+  _impl_.uid_mappings_.Clear();
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::mutable_uid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.UserNamespace.uid_mappings)
+  return _impl_.uid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >*
+UserNamespace::mutable_uid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.UserNamespace.uid_mappings)
+  return &_impl_.uid_mappings_;
+}
+inline const ::berth::driver::v1::IdMapping& UserNamespace::_internal_uid_mappings(int index) const {
+  return _impl_.uid_mappings_.Get(index);
+}
+inline const ::berth::driver::v1::IdMapping& UserNamespace::uid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.UserNamespace.uid_mappings)
+  return _internal_uid_mappings(index);
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::_internal_add_uid_mappings() {
+  return _impl_.uid_mappings_.Add();
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::add_uid_mappings() {
+  ::berth::driver::v1::IdMapping* _add = _internal_add_uid_mappings();
+  // @@protoc_insertion_point(field_add:berth.driver.v1.UserNamespace.uid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >&
+UserNamespace::uid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.UserNamespace.uid_mappings)
+  return _impl_.uid_mappings_;
+}
+
+// repeated .berth.driver.v1.IdMapping gid_mappings = 2;
+inline int UserNamespace::_internal_gid_mappings_size() const {
+  return _impl_.gid_mappings_.size();
+}
+inline int UserNamespace::gid_mappings_size() const {
+  return _internal_gid_mappings_size();
+}
+inline void UserNamespace::clear_gid_mappings() {
+  _impl_.gid_mappings_.Clear();
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::mutable_gid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.UserNamespace.gid_mappings)
+  return _impl_.gid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >*
+UserNamespace::mutable_gid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.UserNamespace.gid_mappings)
+  return &_impl_.gid_mappings_;
+}
+inline const ::berth::driver::v1::IdMapping& UserNamespace::_internal_gid_mappings(int index) const {
+  return _impl_.gid_mappings_.Get(index);
+}
+inline const ::berth::driver::v1::IdMapping& UserNamespace::gid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.UserNamespace.gid_mappings)
+  return _internal_gid_mappings(index);
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::_internal_add_gid_mappings() {
+  return _impl_.gid_mappings_.Add();
+}
+inline ::berth::driver::v1::IdMapping* UserNamespace::add_gid_mappings() {
+  ::berth::driver::v1::IdMapping* _add = _internal_add_gid_mappings();
+  // @@protoc_insertion_point(field_add:berth.driver.v1.UserNamespace.gid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::IdMapping >&
+UserNamespace::gid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.UserNamespace.gid_mappings)
+  return _impl_.gid_mappings_;
+}
+
+// -------------------------------------------------------------------
+
+// IdMapping
+
+// uint32 container_id = 1;
+inline void IdMapping::clear_container_id() {
+  _impl_.container_id_ = 0u;
+}
+inline uint32_t IdMapping::_internal_container_id() const {
+  return _impl_.container_id_;
+}
+inline uint32_t IdMapping::container_id() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IdMapping.container_id)
+  return _internal_container_id();
+}
+inline void IdMapping::_internal_set_container_id(uint32_t value) {
+  
+  _impl_.container_id_ = value;
+}
+inline void IdMapping::set_container_id(uint32_t value) {
+  _internal_set_container_id(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IdMapping.container_id)
+}
+
+// uint32 host_id = 2;
+inline void IdMapping::clear_host_id() {
+  _impl_.host_id_ = 0u;
+}
+inline uint32_t IdMapping::_internal_host_id() const {
+  return _impl_.host_id_;
+}
+inline uint32_t IdMapping::host_id() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IdMapping.host_id)
+  return _internal_host_id();
+}
+inline void IdMapping::_internal_set_host_id(uint32_t value) {
+  
+  _impl_.host_id_ = value;
+}
+inline void IdMapping::set_host_id(uint32_t value) {
+  _internal_set_host_id(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IdMapping.host_id)
+}
+
+// uint32 size = 3;
+inline void IdMapping::clear_size() {
+  _impl_.size_ = 0u;
+}
+inline uint32_t IdMapping::_internal_size() const {
+  return _impl_.size_;
+}
+inline uint32_t IdMapping::size() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IdMapping.size)
+  return _internal_size();
+}
+inline void IdMapping::_internal_set_size(uint32_t value) {
+  
+  _impl_.size_ = value;
+}
+inline void IdMapping::set_size(uint32_t value) {
+  _internal_set_size(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IdMapping.size)
 }
 
 // -------------------------------------------------------------------
@@ -12861,6 +15397,18 @@ inline void DestroyNetworkRequest::set_allocated_allocation_id(std::string* allo
 
 // -------------------------------------------------------------------
 
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 
 // @@protoc_insertion_point(namespace_scope)
 
@@ -12884,6 +15432,16 @@ template <> struct is_proto_enum< ::berth::driver::v1::HealthState> : ::std::tru
 template <>
 inline const EnumDescriptor* GetEnumDescriptor< ::berth::driver::v1::HealthState>() {
   return ::berth::driver::v1::HealthState_descriptor();
+}
+template <> struct is_proto_enum< ::berth::driver::v1::MountType> : ::std::true_type {};
+template <>
+inline const EnumDescriptor* GetEnumDescriptor< ::berth::driver::v1::MountType>() {
+  return ::berth::driver::v1::MountType_descriptor();
+}
+template <> struct is_proto_enum< ::berth::driver::v1::SeccompProfileType> : ::std::true_type {};
+template <>
+inline const EnumDescriptor* GetEnumDescriptor< ::berth::driver::v1::SeccompProfileType>() {
+  return ::berth::driver::v1::SeccompProfileType_descriptor();
 }
 template <> struct is_proto_enum< ::berth::driver::v1::TaskState> : ::std::true_type {};
 template <>

@@ -71,11 +71,13 @@ PROTOBUF_CONSTEXPR TaskSpec::TaskSpec(
   , /*decltype(_impl_.name_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.user_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.userns_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_config_)*/nullptr
   , /*decltype(_impl_.resources_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
   , /*decltype(_impl_.restart_)*/nullptr
   , /*decltype(_impl_.logs_)*/nullptr
+  , /*decltype(_impl_.isolation_)*/nullptr
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct TaskSpecDefaultTypeInternal {
   PROTOBUF_CONSTEXPR TaskSpecDefaultTypeInternal()
@@ -436,6 +438,8 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.restart_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.logs_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.user_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.isolation_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.userns_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -620,27 +624,27 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 9, -1, -1, sizeof(::berth::node::v1::NetworkSpec)},
   { 19, 27, -1, sizeof(::berth::node::v1::TaskSpec_EnvEntry_DoNotUse)},
   { 29, -1, -1, sizeof(::berth::node::v1::TaskSpec)},
-  { 44, -1, -1, sizeof(::berth::node::v1::Task)},
-  { 61, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
-  { 69, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
-  { 76, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
-  { 83, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
-  { 90, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
-  { 97, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
-  { 104, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
-  { 113, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
-  { 120, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
-  { 128, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
-  { 134, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
-  { 142, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
-  { 149, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
-  { 159, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
-  { 167, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
-  { 174, 182, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
-  { 184, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
-  { 195, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
-  { 206, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
-  { 212, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
+  { 46, -1, -1, sizeof(::berth::node::v1::Task)},
+  { 63, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
+  { 71, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
+  { 78, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
+  { 85, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
+  { 92, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
+  { 99, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
+  { 106, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
+  { 115, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
+  { 122, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
+  { 130, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
+  { 136, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
+  { 144, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
+  { 151, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
+  { 161, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
+  { 169, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
+  { 176, 184, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
+  { 186, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
+  { 197, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
+  { 208, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
+  { 214, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -685,7 +689,7 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "rkMode\022\023\n\013cni_network\030\002 \001(\t\0224\n\rport_mapp"
   "ings\030\003 \003(\0132\035.berth.network.v1.PortMappin"
   "g\022(\n\003dns\030\004 \001(\0132\033.berth.network.v1.DnsCon"
-  "fig\"\366\002\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
+  "fig\"\265\003\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
   "\030\002 \001(\t\022.\n\rdriver_config\030\003 \001(\0132\027.google.p"
   "rotobuf.Struct\022-\n\003env\030\004 \003(\0132 .berth.node"
   ".v1.TaskSpec.EnvEntry\022-\n\tresources\030\005 \001(\013"
@@ -693,94 +697,95 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "\006 \001(\0132\032.berth.node.v1.NetworkSpec\022-\n\007res"
   "tart\030\007 \001(\0132\034.berth.node.v1.RestartPolicy"
   "\022(\n\004logs\030\010 \001(\0132\032.berth.driver.v1.LogConf"
-  "ig\022\014\n\004user\030\t \001(\t\032*\n\010EnvEntry\022\013\n\003key\030\001 \001("
-  "\t\022\r\n\005value\030\002 \001(\t:\0028\001\"\211\003\n\004Task\022\n\n\002id\030\001 \001("
-  "\t\022%\n\004spec\030\002 \001(\0132\027.berth.node.v1.TaskSpec"
-  "\022\'\n\005state\030\003 \001(\0162\030.berth.node.v1.TaskStat"
-  "e\022.\n\ncreated_at\030\004 \001(\0132\032.google.protobuf."
-  "Timestamp\022.\n\nstarted_at\030\005 \001(\0132\032.google.p"
-  "rotobuf.Timestamp\022/\n\013finished_at\030\006 \001(\0132\032"
-  ".google.protobuf.Timestamp\0220\n\013exit_resul"
-  "t\030\007 \001(\0132\033.berth.driver.v1.ExitResult\022\020\n\010"
-  "restarts\030\010 \001(\r\0220\n\007network\030\t \001(\0132\037.berth."
-  "network.v1.NetworkStatus\022\r\n\005error\030\n \001(\t\022"
-  "\017\n\007stopped\030\013 \001(\010\"X\n\016RunTaskRequest\022%\n\004sp"
-  "ec\030\001 \001(\0132\027.berth.node.v1.TaskSpec\022\037\n\027rem"
-  "ove_on_start_failure\030\002 \001(\010\"4\n\017RunTaskRes"
-  "ponse\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.Task"
-  "\"\037\n\020ListTasksRequest\022\013\n\003all\030\001 \001(\010\"7\n\021Lis"
-  "tTasksResponse\022\"\n\005tasks\030\001 \003(\0132\023.berth.no"
-  "de.v1.Task\"%\n\022InspectTaskRequest\022\017\n\007task"
-  "_id\030\001 \001(\t\"8\n\023InspectTaskResponse\022!\n\004task"
-  "\030\001 \001(\0132\023.berth.node.v1.Task\"^\n\017StopTaskR"
-  "equest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030\002 \001(\013"
-  "2\031.google.protobuf.Duration\022\016\n\006signal\030\003 "
-  "\001(\t\"5\n\020StopTaskResponse\022!\n\004task\030\001 \001(\0132\023."
-  "berth.node.v1.Task\"3\n\021RemoveTaskRequest\022"
-  "\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\024\n\022Remov"
-  "eTaskResponse\"P\n\020TaskStatsRequest\022\017\n\007tas"
-  "k_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.google.pr"
-  "otobuf.Duration\"E\n\021TaskStatsResponse\0220\n\005"
-  "usage\030\001 \001(\0132!.berth.stats.v1.TaskResourc"
-  "eUsage\"q\n\017TaskLogsRequest\022\017\n\007task_id\030\001 \001"
-  "(\t\022)\n\007streams\030\002 \003(\0162\030.berth.node.v1.LogS"
-  "tream\022\022\n\ntail_lines\030\003 \001(\004\022\016\n\006follow\030\004 \001("
-  "\010\"J\n\020TaskLogsResponse\022(\n\006stream\030\001 \001(\0162\030."
-  "berth.node.v1.LogStream\022\014\n\004data\030\002 \001(\014\"!\n"
-  "\rEventsRequest\022\020\n\010task_ids\030\001 \003(\t\"\202\002\n\016Eve"
-  "ntsResponse\022-\n\ttimestamp\030\001 \001(\0132\032.google."
-  "protobuf.Timestamp\022&\n\004type\030\002 \001(\0162\030.berth"
-  ".node.v1.EventType\022\017\n\007task_id\030\003 \001(\t\022\017\n\007m"
-  "essage\030\004 \001(\t\022C\n\013annotations\030\005 \003(\0132..bert"
-  "h.node.v1.EventsResponse.AnnotationsEntr"
-  "y\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005va"
-  "lue\030\002 \001(\t:\0028\001\"^\n\017ComponentStatus\022\014\n\004name"
-  "\030\001 \001(\t\022\016\n\006socket\030\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022"
-  "\017\n\007message\030\004 \001(\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024GetNode"
-  "StatusRequest\"\273\001\n\025GetNodeStatusResponse\022"
-  "\017\n\007version\030\001 \001(\t\0220\n\010services\030\002 \003(\0132\036.ber"
-  "th.node.v1.ComponentStatus\022/\n\007plugins\030\003 "
-  "\003(\0132\036.berth.node.v1.ComponentStatus\022.\n\ns"
-  "tarted_at\030\004 \001(\0132\032.google.protobuf.Timest"
-  "amp*y\n\013RestartMode\022\034\n\030RESTART_MODE_UNSPE"
-  "CIFIED\020\000\022\026\n\022RESTART_MODE_NEVER\020\001\022\033\n\027REST"
-  "ART_MODE_ON_FAILURE\020\002\022\027\n\023RESTART_MODE_AL"
-  "WAYS\020\003*\271\001\n\tTaskState\022\032\n\026TASK_STATE_UNSPE"
-  "CIFIED\020\000\022\026\n\022TASK_STATE_PENDING\020\001\022\027\n\023TASK"
-  "_STATE_STARTING\020\002\022\026\n\022TASK_STATE_RUNNING\020"
-  "\003\022\031\n\025TASK_STATE_RESTARTING\020\004\022\025\n\021TASK_STA"
-  "TE_EXITED\020\005\022\025\n\021TASK_STATE_FAILED\020\006*U\n\tLo"
-  "gStream\022\032\n\026LOG_STREAM_UNSPECIFIED\020\000\022\025\n\021L"
-  "OG_STREAM_STDOUT\020\001\022\025\n\021LOG_STREAM_STDERR\020"
-  "\002*\202\002\n\tEventType\022\032\n\026EVENT_TYPE_UNSPECIFIE"
-  "D\020\000\022\033\n\027EVENT_TYPE_TASK_CREATED\020\001\022\033\n\027EVEN"
-  "T_TYPE_TASK_STARTED\020\002\022\032\n\026EVENT_TYPE_TASK"
-  "_EXITED\020\003\022\036\n\032EVENT_TYPE_TASK_RESTARTING\020"
-  "\004\022\032\n\026EVENT_TYPE_TASK_FAILED\020\005\022\033\n\027EVENT_T"
-  "YPE_TASK_REMOVED\020\006\022\025\n\021EVENT_TYPE_DRIVER\020"
-  "\007\022\023\n\017EVENT_TYPE_NODE\020\0102\323\006\n\013NodeService\022H"
-  "\n\007RunTask\022\035.berth.node.v1.RunTaskRequest"
-  "\032\036.berth.node.v1.RunTaskResponse\022N\n\tList"
-  "Tasks\022\037.berth.node.v1.ListTasksRequest\032 "
-  ".berth.node.v1.ListTasksResponse\022T\n\013Insp"
-  "ectTask\022!.berth.node.v1.InspectTaskReque"
-  "st\032\".berth.node.v1.InspectTaskResponse\022K"
-  "\n\010StopTask\022\036.berth.node.v1.StopTaskReque"
-  "st\032\037.berth.node.v1.StopTaskResponse\022Q\n\nR"
-  "emoveTask\022 .berth.node.v1.RemoveTaskRequ"
-  "est\032!.berth.node.v1.RemoveTaskResponse\022n"
-  "\n\021ExecTaskStreaming\022).berth.driver.v1.Ex"
-  "ecTaskStreamingRequest\032*.berth.driver.v1"
-  ".ExecTaskStreamingResponse(\0010\001\022P\n\tTaskSt"
-  "ats\022\037.berth.node.v1.TaskStatsRequest\032 .b"
-  "erth.node.v1.TaskStatsResponse0\001\022M\n\010Task"
-  "Logs\022\036.berth.node.v1.TaskLogsRequest\032\037.b"
-  "erth.node.v1.TaskLogsResponse0\001\022G\n\006Event"
-  "s\022\034.berth.node.v1.EventsRequest\032\035.berth."
-  "node.v1.EventsResponse0\001\022Z\n\rGetNodeStatu"
-  "s\022#.berth.node.v1.GetNodeStatusRequest\032$"
-  ".berth.node.v1.GetNodeStatusResponseB\003\370\001"
-  "\001b\006proto3"
+  "ig\022\014\n\004user\030\t \001(\t\022-\n\tisolation\030\n \001(\0132\032.be"
+  "rth.driver.v1.Isolation\022\016\n\006userns\030\013 \001(\t\032"
+  "*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:"
+  "\0028\001\"\211\003\n\004Task\022\n\n\002id\030\001 \001(\t\022%\n\004spec\030\002 \001(\0132\027"
+  ".berth.node.v1.TaskSpec\022\'\n\005state\030\003 \001(\0162\030"
+  ".berth.node.v1.TaskState\022.\n\ncreated_at\030\004"
+  " \001(\0132\032.google.protobuf.Timestamp\022.\n\nstar"
+  "ted_at\030\005 \001(\0132\032.google.protobuf.Timestamp"
+  "\022/\n\013finished_at\030\006 \001(\0132\032.google.protobuf."
+  "Timestamp\0220\n\013exit_result\030\007 \001(\0132\033.berth.d"
+  "river.v1.ExitResult\022\020\n\010restarts\030\010 \001(\r\0220\n"
+  "\007network\030\t \001(\0132\037.berth.network.v1.Networ"
+  "kStatus\022\r\n\005error\030\n \001(\t\022\017\n\007stopped\030\013 \001(\010\""
+  "X\n\016RunTaskRequest\022%\n\004spec\030\001 \001(\0132\027.berth."
+  "node.v1.TaskSpec\022\037\n\027remove_on_start_fail"
+  "ure\030\002 \001(\010\"4\n\017RunTaskResponse\022!\n\004task\030\001 \001"
+  "(\0132\023.berth.node.v1.Task\"\037\n\020ListTasksRequ"
+  "est\022\013\n\003all\030\001 \001(\010\"7\n\021ListTasksResponse\022\"\n"
+  "\005tasks\030\001 \003(\0132\023.berth.node.v1.Task\"%\n\022Ins"
+  "pectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"8\n\023Insp"
+  "ectTaskResponse\022!\n\004task\030\001 \001(\0132\023.berth.no"
+  "de.v1.Task\"^\n\017StopTaskRequest\022\017\n\007task_id"
+  "\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.protobu"
+  "f.Duration\022\016\n\006signal\030\003 \001(\t\"5\n\020StopTaskRe"
+  "sponse\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.Tas"
+  "k\"3\n\021RemoveTaskRequest\022\017\n\007task_id\030\001 \001(\t\022"
+  "\r\n\005force\030\002 \001(\010\"\024\n\022RemoveTaskResponse\"P\n\020"
+  "TaskStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010int"
+  "erval\030\002 \001(\0132\031.google.protobuf.Duration\"E"
+  "\n\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.ber"
+  "th.stats.v1.TaskResourceUsage\"q\n\017TaskLog"
+  "sRequest\022\017\n\007task_id\030\001 \001(\t\022)\n\007streams\030\002 \003"
+  "(\0162\030.berth.node.v1.LogStream\022\022\n\ntail_lin"
+  "es\030\003 \001(\004\022\016\n\006follow\030\004 \001(\010\"J\n\020TaskLogsResp"
+  "onse\022(\n\006stream\030\001 \001(\0162\030.berth.node.v1.Log"
+  "Stream\022\014\n\004data\030\002 \001(\014\"!\n\rEventsRequest\022\020\n"
+  "\010task_ids\030\001 \003(\t\"\202\002\n\016EventsResponse\022-\n\tti"
+  "mestamp\030\001 \001(\0132\032.google.protobuf.Timestam"
+  "p\022&\n\004type\030\002 \001(\0162\030.berth.node.v1.EventTyp"
+  "e\022\017\n\007task_id\030\003 \001(\t\022\017\n\007message\030\004 \001(\t\022C\n\013a"
+  "nnotations\030\005 \003(\0132..berth.node.v1.EventsR"
+  "esponse.AnnotationsEntry\0322\n\020AnnotationsE"
+  "ntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"^\n\017"
+  "ComponentStatus\022\014\n\004name\030\001 \001(\t\022\016\n\006socket\030"
+  "\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022\017\n\007message\030\004 \001(\t\022"
+  "\013\n\003pid\030\005 \001(\005\"\026\n\024GetNodeStatusRequest\"\273\001\n"
+  "\025GetNodeStatusResponse\022\017\n\007version\030\001 \001(\t\022"
+  "0\n\010services\030\002 \003(\0132\036.berth.node.v1.Compon"
+  "entStatus\022/\n\007plugins\030\003 \003(\0132\036.berth.node."
+  "v1.ComponentStatus\022.\n\nstarted_at\030\004 \001(\0132\032"
+  ".google.protobuf.Timestamp*y\n\013RestartMod"
+  "e\022\034\n\030RESTART_MODE_UNSPECIFIED\020\000\022\026\n\022RESTA"
+  "RT_MODE_NEVER\020\001\022\033\n\027RESTART_MODE_ON_FAILU"
+  "RE\020\002\022\027\n\023RESTART_MODE_ALWAYS\020\003*\271\001\n\tTaskSt"
+  "ate\022\032\n\026TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TASK_"
+  "STATE_PENDING\020\001\022\027\n\023TASK_STATE_STARTING\020\002"
+  "\022\026\n\022TASK_STATE_RUNNING\020\003\022\031\n\025TASK_STATE_R"
+  "ESTARTING\020\004\022\025\n\021TASK_STATE_EXITED\020\005\022\025\n\021TA"
+  "SK_STATE_FAILED\020\006*U\n\tLogStream\022\032\n\026LOG_ST"
+  "REAM_UNSPECIFIED\020\000\022\025\n\021LOG_STREAM_STDOUT\020"
+  "\001\022\025\n\021LOG_STREAM_STDERR\020\002*\202\002\n\tEventType\022\032"
+  "\n\026EVENT_TYPE_UNSPECIFIED\020\000\022\033\n\027EVENT_TYPE"
+  "_TASK_CREATED\020\001\022\033\n\027EVENT_TYPE_TASK_START"
+  "ED\020\002\022\032\n\026EVENT_TYPE_TASK_EXITED\020\003\022\036\n\032EVEN"
+  "T_TYPE_TASK_RESTARTING\020\004\022\032\n\026EVENT_TYPE_T"
+  "ASK_FAILED\020\005\022\033\n\027EVENT_TYPE_TASK_REMOVED\020"
+  "\006\022\025\n\021EVENT_TYPE_DRIVER\020\007\022\023\n\017EVENT_TYPE_N"
+  "ODE\020\0102\323\006\n\013NodeService\022H\n\007RunTask\022\035.berth"
+  ".node.v1.RunTaskRequest\032\036.berth.node.v1."
+  "RunTaskResponse\022N\n\tListTasks\022\037.berth.nod"
+  "e.v1.ListTasksRequest\032 .berth.node.v1.Li"
+  "stTasksResponse\022T\n\013InspectTask\022!.berth.n"
+  "ode.v1.InspectTaskRequest\032\".berth.node.v"
+  "1.InspectTaskResponse\022K\n\010StopTask\022\036.bert"
+  "h.node.v1.StopTaskRequest\032\037.berth.node.v"
+  "1.StopTaskResponse\022Q\n\nRemoveTask\022 .berth"
+  ".node.v1.RemoveTaskRequest\032!.berth.node."
+  "v1.RemoveTaskResponse\022n\n\021ExecTaskStreami"
+  "ng\022).berth.driver.v1.ExecTaskStreamingRe"
+  "quest\032*.berth.driver.v1.ExecTaskStreamin"
+  "gResponse(\0010\001\022P\n\tTaskStats\022\037.berth.node."
+  "v1.TaskStatsRequest\032 .berth.node.v1.Task"
+  "StatsResponse0\001\022M\n\010TaskLogs\022\036.berth.node"
+  ".v1.TaskLogsRequest\032\037.berth.node.v1.Task"
+  "LogsResponse0\001\022G\n\006Events\022\034.berth.node.v1"
+  ".EventsRequest\032\035.berth.node.v1.EventsRes"
+  "ponse0\001\022Z\n\rGetNodeStatus\022#.berth.node.v1"
+  ".GetNodeStatusRequest\032$.berth.node.v1.Ge"
+  "tNodeStatusResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps[6] = {
   &::descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -792,7 +797,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2
 };
 static ::_pbi::once_flag descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fnode_2fv1_2fnode_2eproto = {
-    false, false, 4329, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
+    false, false, 4392, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
     "berth/node/v1/node.proto",
     &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 25,
     schemas, file_default_instances, TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets,
@@ -1486,6 +1491,7 @@ class TaskSpec::_Internal {
   static const ::berth::node::v1::NetworkSpec& network(const TaskSpec* msg);
   static const ::berth::node::v1::RestartPolicy& restart(const TaskSpec* msg);
   static const ::berth::driver::v1::LogConfig& logs(const TaskSpec* msg);
+  static const ::berth::driver::v1::Isolation& isolation(const TaskSpec* msg);
 };
 
 const ::PROTOBUF_NAMESPACE_ID::Struct&
@@ -1508,6 +1514,10 @@ const ::berth::driver::v1::LogConfig&
 TaskSpec::_Internal::logs(const TaskSpec* msg) {
   return *msg->_impl_.logs_;
 }
+const ::berth::driver::v1::Isolation&
+TaskSpec::_Internal::isolation(const TaskSpec* msg) {
+  return *msg->_impl_.isolation_;
+}
 void TaskSpec::clear_driver_config() {
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
@@ -1526,6 +1536,12 @@ void TaskSpec::clear_logs() {
   }
   _impl_.logs_ = nullptr;
 }
+void TaskSpec::clear_isolation() {
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
+}
 TaskSpec::TaskSpec(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
   : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
@@ -1543,11 +1559,13 @@ TaskSpec::TaskSpec(const TaskSpec& from)
     , decltype(_impl_.name_){}
     , decltype(_impl_.driver_){}
     , decltype(_impl_.user_){}
+    , decltype(_impl_.userns_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.restart_){nullptr}
     , decltype(_impl_.logs_){nullptr}
+    , decltype(_impl_.isolation_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -1576,6 +1594,14 @@ TaskSpec::TaskSpec(const TaskSpec& from)
     _this->_impl_.user_.Set(from._internal_user(), 
       _this->GetArenaForAllocation());
   }
+  _impl_.userns_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.userns_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_userns().empty()) {
+    _this->_impl_.userns_.Set(from._internal_userns(), 
+      _this->GetArenaForAllocation());
+  }
   if (from._internal_has_driver_config()) {
     _this->_impl_.driver_config_ = new ::PROTOBUF_NAMESPACE_ID::Struct(*from._impl_.driver_config_);
   }
@@ -1591,6 +1617,9 @@ TaskSpec::TaskSpec(const TaskSpec& from)
   if (from._internal_has_logs()) {
     _this->_impl_.logs_ = new ::berth::driver::v1::LogConfig(*from._impl_.logs_);
   }
+  if (from._internal_has_isolation()) {
+    _this->_impl_.isolation_ = new ::berth::driver::v1::Isolation(*from._impl_.isolation_);
+  }
   // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskSpec)
 }
 
@@ -1603,11 +1632,13 @@ inline void TaskSpec::SharedCtor(
     , decltype(_impl_.name_){}
     , decltype(_impl_.driver_){}
     , decltype(_impl_.user_){}
+    , decltype(_impl_.userns_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.restart_){nullptr}
     , decltype(_impl_.logs_){nullptr}
+    , decltype(_impl_.isolation_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.name_.InitDefault();
@@ -1621,6 +1652,10 @@ inline void TaskSpec::SharedCtor(
   _impl_.user_.InitDefault();
   #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
     _impl_.user_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.userns_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.userns_.Set("", GetArenaForAllocation());
   #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
 }
 
@@ -1641,11 +1676,13 @@ inline void TaskSpec::SharedDtor() {
   _impl_.name_.Destroy();
   _impl_.driver_.Destroy();
   _impl_.user_.Destroy();
+  _impl_.userns_.Destroy();
   if (this != internal_default_instance()) delete _impl_.driver_config_;
   if (this != internal_default_instance()) delete _impl_.resources_;
   if (this != internal_default_instance()) delete _impl_.network_;
   if (this != internal_default_instance()) delete _impl_.restart_;
   if (this != internal_default_instance()) delete _impl_.logs_;
+  if (this != internal_default_instance()) delete _impl_.isolation_;
 }
 
 void TaskSpec::ArenaDtor(void* object) {
@@ -1666,6 +1703,7 @@ void TaskSpec::Clear() {
   _impl_.name_.ClearToEmpty();
   _impl_.driver_.ClearToEmpty();
   _impl_.user_.ClearToEmpty();
+  _impl_.userns_.ClearToEmpty();
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
   }
@@ -1686,6 +1724,10 @@ void TaskSpec::Clear() {
     delete _impl_.logs_;
   }
   _impl_.logs_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.isolation_ != nullptr) {
+    delete _impl_.isolation_;
+  }
+  _impl_.isolation_ = nullptr;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -1775,6 +1817,24 @@ const char* TaskSpec::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx)
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskSpec.user"));
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.Isolation isolation = 10;
+      case 10:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 82)) {
+          ptr = ctx->ParseMessage(_internal_mutable_isolation(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // string userns = 11;
+      case 11:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 90)) {
+          auto str = _internal_mutable_userns();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskSpec.userns"));
         } else
           goto handle_unusual;
         continue;
@@ -1902,6 +1962,23 @@ uint8_t* TaskSpec::_InternalSerialize(
         9, this->_internal_user(), target);
   }
 
+  // .berth.driver.v1.Isolation isolation = 10;
+  if (this->_internal_has_isolation()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(10, _Internal::isolation(this),
+        _Internal::isolation(this).GetCachedSize(), target, stream);
+  }
+
+  // string userns = 11;
+  if (!this->_internal_userns().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_userns().data(), static_cast<int>(this->_internal_userns().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskSpec.userns");
+    target = stream->WriteStringMaybeAliased(
+        11, this->_internal_userns(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1948,6 +2025,13 @@ size_t TaskSpec::ByteSizeLong() const {
         this->_internal_user());
   }
 
+  // string userns = 11;
+  if (!this->_internal_userns().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_userns());
+  }
+
   // .google.protobuf.Struct driver_config = 3;
   if (this->_internal_has_driver_config()) {
     total_size += 1 +
@@ -1983,6 +2067,13 @@ size_t TaskSpec::ByteSizeLong() const {
         *_impl_.logs_);
   }
 
+  // .berth.driver.v1.Isolation isolation = 10;
+  if (this->_internal_has_isolation()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.isolation_);
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -2011,6 +2102,9 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
   if (!from._internal_user().empty()) {
     _this->_internal_set_user(from._internal_user());
   }
+  if (!from._internal_userns().empty()) {
+    _this->_internal_set_userns(from._internal_userns());
+  }
   if (from._internal_has_driver_config()) {
     _this->_internal_mutable_driver_config()->::PROTOBUF_NAMESPACE_ID::Struct::MergeFrom(
         from._internal_driver_config());
@@ -2030,6 +2124,10 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
   if (from._internal_has_logs()) {
     _this->_internal_mutable_logs()->::berth::driver::v1::LogConfig::MergeFrom(
         from._internal_logs());
+  }
+  if (from._internal_has_isolation()) {
+    _this->_internal_mutable_isolation()->::berth::driver::v1::Isolation::MergeFrom(
+        from._internal_isolation());
   }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
@@ -2063,9 +2161,13 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
       &_impl_.user_, lhs_arena,
       &other->_impl_.user_, rhs_arena
   );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.userns_, lhs_arena,
+      &other->_impl_.userns_, rhs_arena
+  );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.logs_)
-      + sizeof(TaskSpec::_impl_.logs_)
+      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.isolation_)
+      + sizeof(TaskSpec::_impl_.isolation_)
       - PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.driver_config_)>(
           reinterpret_cast<char*>(&_impl_.driver_config_),
           reinterpret_cast<char*>(&other->_impl_.driver_config_));

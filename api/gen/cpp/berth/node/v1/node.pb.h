@@ -823,11 +823,13 @@ class TaskSpec final :
     kNameFieldNumber = 1,
     kDriverFieldNumber = 2,
     kUserFieldNumber = 9,
+    kUsernsFieldNumber = 11,
     kDriverConfigFieldNumber = 3,
     kResourcesFieldNumber = 5,
     kNetworkFieldNumber = 6,
     kRestartFieldNumber = 7,
     kLogsFieldNumber = 8,
+    kIsolationFieldNumber = 10,
   };
   // map<string, string> env = 4;
   int env_size() const;
@@ -886,6 +888,20 @@ class TaskSpec final :
   const std::string& _internal_user() const;
   inline PROTOBUF_ALWAYS_INLINE void _internal_set_user(const std::string& value);
   std::string* _internal_mutable_user();
+  public:
+
+  // string userns = 11;
+  void clear_userns();
+  const std::string& userns() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_userns(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_userns();
+  PROTOBUF_NODISCARD std::string* release_userns();
+  void set_allocated_userns(std::string* userns);
+  private:
+  const std::string& _internal_userns() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_userns(const std::string& value);
+  std::string* _internal_mutable_userns();
   public:
 
   // .google.protobuf.Struct driver_config = 3;
@@ -978,6 +994,24 @@ class TaskSpec final :
       ::berth::driver::v1::LogConfig* logs);
   ::berth::driver::v1::LogConfig* unsafe_arena_release_logs();
 
+  // .berth.driver.v1.Isolation isolation = 10;
+  bool has_isolation() const;
+  private:
+  bool _internal_has_isolation() const;
+  public:
+  void clear_isolation();
+  const ::berth::driver::v1::Isolation& isolation() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::Isolation* release_isolation();
+  ::berth::driver::v1::Isolation* mutable_isolation();
+  void set_allocated_isolation(::berth::driver::v1::Isolation* isolation);
+  private:
+  const ::berth::driver::v1::Isolation& _internal_isolation() const;
+  ::berth::driver::v1::Isolation* _internal_mutable_isolation();
+  public:
+  void unsafe_arena_set_allocated_isolation(
+      ::berth::driver::v1::Isolation* isolation);
+  ::berth::driver::v1::Isolation* unsafe_arena_release_isolation();
+
   // @@protoc_insertion_point(class_scope:berth.node.v1.TaskSpec)
  private:
   class _Internal;
@@ -994,11 +1028,13 @@ class TaskSpec final :
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr name_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr driver_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr user_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr userns_;
     ::PROTOBUF_NAMESPACE_ID::Struct* driver_config_;
     ::berth::driver::v1::Resources* resources_;
     ::berth::node::v1::NetworkSpec* network_;
     ::berth::node::v1::RestartPolicy* restart_;
     ::berth::driver::v1::LogConfig* logs_;
+    ::berth::driver::v1::Isolation* isolation_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -5488,6 +5524,141 @@ inline void TaskSpec::set_allocated_user(std::string* user) {
   }
 #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.user)
+}
+
+// .berth.driver.v1.Isolation isolation = 10;
+inline bool TaskSpec::_internal_has_isolation() const {
+  return this != internal_default_instance() && _impl_.isolation_ != nullptr;
+}
+inline bool TaskSpec::has_isolation() const {
+  return _internal_has_isolation();
+}
+inline const ::berth::driver::v1::Isolation& TaskSpec::_internal_isolation() const {
+  const ::berth::driver::v1::Isolation* p = _impl_.isolation_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::Isolation&>(
+      ::berth::driver::v1::_Isolation_default_instance_);
+}
+inline const ::berth::driver::v1::Isolation& TaskSpec::isolation() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.isolation)
+  return _internal_isolation();
+}
+inline void TaskSpec::unsafe_arena_set_allocated_isolation(
+    ::berth::driver::v1::Isolation* isolation) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.isolation_);
+  }
+  _impl_.isolation_ = isolation;
+  if (isolation) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.TaskSpec.isolation)
+}
+inline ::berth::driver::v1::Isolation* TaskSpec::release_isolation() {
+  
+  ::berth::driver::v1::Isolation* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::Isolation* TaskSpec::unsafe_arena_release_isolation() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.isolation)
+  
+  ::berth::driver::v1::Isolation* temp = _impl_.isolation_;
+  _impl_.isolation_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::Isolation* TaskSpec::_internal_mutable_isolation() {
+  
+  if (_impl_.isolation_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::Isolation>(GetArenaForAllocation());
+    _impl_.isolation_ = p;
+  }
+  return _impl_.isolation_;
+}
+inline ::berth::driver::v1::Isolation* TaskSpec::mutable_isolation() {
+  ::berth::driver::v1::Isolation* _msg = _internal_mutable_isolation();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.isolation)
+  return _msg;
+}
+inline void TaskSpec::set_allocated_isolation(::berth::driver::v1::Isolation* isolation) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.isolation_);
+  }
+  if (isolation) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(isolation));
+    if (message_arena != submessage_arena) {
+      isolation = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, isolation, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.isolation_ = isolation;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.isolation)
+}
+
+// string userns = 11;
+inline void TaskSpec::clear_userns() {
+  _impl_.userns_.ClearToEmpty();
+}
+inline const std::string& TaskSpec::userns() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.userns)
+  return _internal_userns();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskSpec::set_userns(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.userns_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskSpec.userns)
+}
+inline std::string* TaskSpec::mutable_userns() {
+  std::string* _s = _internal_mutable_userns();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.userns)
+  return _s;
+}
+inline const std::string& TaskSpec::_internal_userns() const {
+  return _impl_.userns_.Get();
+}
+inline void TaskSpec::_internal_set_userns(const std::string& value) {
+  
+  _impl_.userns_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskSpec::_internal_mutable_userns() {
+  
+  return _impl_.userns_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskSpec::release_userns() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.userns)
+  return _impl_.userns_.Release();
+}
+inline void TaskSpec::set_allocated_userns(std::string* userns) {
+  if (userns != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.userns_.SetAllocated(userns, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.userns_.IsDefault()) {
+    _impl_.userns_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.userns)
 }
 
 // -------------------------------------------------------------------
