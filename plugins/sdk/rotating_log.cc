@@ -29,22 +29,37 @@ LogLimits ResolveLogLimits(uint64_t max_file_bytes, uint32_t max_files) {
 
 RotatingLog::RotatingLog(const std::string& dir, const std::string& name,
                          uint64_t max_bytes, uint32_t max_rotated)
-    : current_path_(dir + "/" + name + ".log"),
+    : RotatingLog(dir, -1, name, max_bytes, max_rotated) {}
+
+RotatingLog::RotatingLog(int dir_fd, const std::string& name,
+                         uint64_t max_bytes, uint32_t max_rotated)
+    : RotatingLog(std::string(),
+                  dir_fd < 0 ? -1 : fcntl(dir_fd, F_DUPFD_CLOEXEC, 0), name,
+                  max_bytes, max_rotated) {}
+
+RotatingLog::RotatingLog(const std::string& dir, int dir_fd,
+                         const std::string& name, uint64_t max_bytes,
+                         uint32_t max_rotated)
+    : dir_path_(dir),
+      current_name_(name + ".log"),
+      current_path_(dir.empty() ? current_name_ : dir + "/" + current_name_),
       max_bytes_(max_bytes == 0 ? 1 : max_bytes),
       max_rotated_(max_rotated),
-      from_path_(current_path_.size() + 2 + kMaxIndexDigits, '\0'),
-      to_path_(current_path_.size() + 2 + kMaxIndexDigits, '\0') {}
+      from_name_(current_name_.size() + 2 + kMaxIndexDigits, '\0'),
+      to_name_(current_name_.size() + 2 + kMaxIndexDigits, '\0'),
+      dir_fd_(dir_fd) {}
 
 RotatingLog::~RotatingLog() {
   if (fd_ >= 0) close(fd_);
+  if (dir_fd_ >= 0) close(dir_fd_);
 }
 
-const char* RotatingLog::RotatedPath(std::string* buffer, uint32_t index) {
-  // Overwrites the buffer in place (no allocation): the path, '.', the
+const char* RotatingLog::RotatedName(std::string* buffer, uint32_t index) {
+  // Overwrites the buffer in place (no allocation): the name, '.', the
   // index, '\0'.
   char* out = &(*buffer)[0];
-  std::copy(current_path_.begin(), current_path_.end(), out);
-  out += current_path_.size();
+  std::copy(current_name_.begin(), current_name_.end(), out);
+  out += current_name_.size();
   *out++ = '.';
   char digits[kMaxIndexDigits];
   size_t count = 0;
@@ -60,14 +75,31 @@ const char* RotatingLog::RotatedPath(std::string* buffer, uint32_t index) {
 int RotatingLog::OpenCurrent(int flags) const {
   // O_NOFOLLOW: a symbolic link planted at NAME.log (by whoever may write in
   // the directory) is refused (ELOOP), never followed by a writer that may
-  // be root.
-  return open(current_path_.c_str(),
-              O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | flags,
-              0640);
+  // be root. The name is one component, so nothing else is resolved.
+  return openat(dir_fd_, current_name_.c_str(),
+                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | flags,
+                0640);
 }
 
 bool RotatingLog::Open() {
   if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  if (current_name_.size() == 4 ||
+      current_name_.find('/') != std::string::npos) {
+    errno = EINVAL;  // empty or not one component
+    return false;
+  }
+  if (dir_fd_ < 0) {
+    if (dir_path_.empty()) {
+      errno = EBADF;
+      return false;
+    }
+    // Taken once and kept: later rotations go to this directory, whatever
+    // is renamed or planted at its path meanwhile.
+    dir_fd_ =
+        open(dir_path_.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd_ < 0) return false;
+  }
   fd_ = OpenCurrent(0);
   if (fd_ < 0) return false;
   struct stat st;
@@ -90,14 +122,16 @@ bool RotatingLog::Rotate() {
     size_ = 0;
     return fd_ >= 0;
   }
+  // renameat(2) replaces a link planted at the new name, never follows it.
   for (uint32_t i = max_rotated_; i > 1; --i) {
-    if (rename(RotatedPath(&from_path_, i - 1), RotatedPath(&to_path_, i)) !=
-            0 &&
+    if (renameat(dir_fd_, RotatedName(&from_name_, i - 1), dir_fd_,
+                 RotatedName(&to_name_, i)) != 0 &&
         errno != ENOENT) {
       return false;
     }
   }
-  if (rename(current_path_.c_str(), RotatedPath(&to_path_, 1)) != 0 &&
+  if (renameat(dir_fd_, current_name_.c_str(), dir_fd_,
+               RotatedName(&to_name_, 1)) != 0 &&
       errno != ENOENT) {
     return false;
   }

@@ -19,8 +19,16 @@
 //   if (!out.Open()) ...;                // errno says why
 //   out.Write(buffer, n);                // for each read from the pipe
 //
+// Every open, rename and truncation is relative to one descriptor of the
+// log directory, taken once (O_NOFOLLOW) and kept: a writer that may be root
+// never follows a symbolic link that whoever can write in or above the
+// directory planted (at NAME.log, NAME.log.N, or the directory itself after
+// renaming it away), and keeps writing into the same directory even when
+// the path no longer leads there (berth-task-init opens the host's log
+// directory before it pivots into the task's root).
+//
 // libc and libstdc++ only (berth-task-init, a static binary, links it).
-// Only the constructor allocates: Open, Write and the destructor make only
+// Only the constructors allocate: Open, Write and the destructor make only
 // async-signal-safe calls, so a RotatingLog constructed before fork(2) may be
 // used in the child of a threaded process (a monitor that outlives the
 // driver). One object per file, used by one thread at a time.
@@ -57,9 +65,18 @@ LogLimits ResolveLogLimits(uint64_t max_file_bytes, uint32_t max_files);
 class RotatingLog {
  public:
   // `max_rotated` files NAME.log.1 ... are kept besides NAME.log (0 keeps
-  // none: NAME.log is truncated when full). max_bytes 0 means 1.
+  // none: NAME.log is truncated when full). max_bytes 0 means 1. `name` is
+  // one path component (no '/'; Open fails with EINVAL otherwise).
+  //
+  // The directory `dir` is opened (O_DIRECTORY | O_NOFOLLOW) by the first
+  // Open and that descriptor is used from then on.
   RotatingLog(const std::string& dir, const std::string& name,
               uint64_t max_bytes, uint32_t max_rotated);
+  // The directory is `dir_fd`, which is duplicated (close-on-exec): the
+  // object owns its copy, the caller keeps and closes its own. An invalid
+  // `dir_fd` (or a failed dup) makes Open fail with EBADF.
+  RotatingLog(int dir_fd, const std::string& name, uint64_t max_bytes,
+              uint32_t max_rotated);
   ~RotatingLog();
   RotatingLog(const RotatingLog&) = delete;
   RotatingLog& operator=(const RotatingLog&) = delete;
@@ -72,23 +89,31 @@ class RotatingLog {
   // (the bytes not written are lost).
   bool Write(const char* data, size_t size);
 
-  // NAME.log's path.
+  // NAME.log's path, for messages: "DIR/NAME.log", or "NAME.log" (relative
+  // to the descriptor) for an object made from a directory descriptor.
   const std::string& CurrentPath() const { return current_path_; }
 
  private:
+  RotatingLog(const std::string& dir, int dir_fd, const std::string& name,
+              uint64_t max_bytes, uint32_t max_rotated);
   bool Rotate();
-  // open(2) of NAME.log for writing, with `flags` besides.
+  // openat(2) of NAME.log in the directory for writing, `flags` besides.
   int OpenCurrent(int flags) const;
   // NAME.log.<index>, in one of the two buffers below.
-  const char* RotatedPath(std::string* buffer, uint32_t index);
+  const char* RotatedName(std::string* buffer, uint32_t index);
 
+  // The directory to open (path constructor) until dir_fd_ is valid.
+  const std::string dir_path_;
+  // NAME.log, relative to dir_fd_.
+  const std::string current_name_;
   const std::string current_path_;
   const uint64_t max_bytes_;
   const uint32_t max_rotated_;
   // Room for NAME.log.<any uint32>, made by the constructor so that
   // rotating does not allocate.
-  std::string from_path_;
-  std::string to_path_;
+  std::string from_name_;
+  std::string to_name_;
+  int dir_fd_ = -1;
   int fd_ = -1;
   uint64_t size_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "plugins/sdk/rotating_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,6 +115,95 @@ TEST(RotatingLogTest, ASymbolicLinkAtTheLogIsNotFollowed) {
   ASSERT_EQ(symlink(target.c_str(), temp.Join("stdout.log").c_str()), 0);
   EXPECT_FALSE(truncating.Write("efgh", 4));
   EXPECT_FALSE(PathExists(target));
+}
+
+// The attack of issue 15: whoever can write above the log directory renames
+// it away and plants a link to a directory of its choice at its path, so
+// that root's next rotation creates (or appends to) files there. The
+// directory taken at the first Open is kept: the link is never resolved.
+TEST(RotatingLogTest, ALinkPlantedAtTheDirectoryAfterOpenIsNotFollowed) {
+  ShortTempDir temp;
+  const std::string dir = temp.Join("logs");
+  const std::string outside = temp.Join("outside");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(outside.c_str(), 0755), 0);
+  RotatingLog log(dir, "stdout", 4, 2);
+  ASSERT_TRUE(log.Open());
+  ASSERT_TRUE(log.Write("abcd", 4));
+  ASSERT_EQ(rename(dir.c_str(), temp.Join("moved").c_str()), 0);
+  ASSERT_EQ(symlink(outside.c_str(), dir.c_str()), 0);
+  ASSERT_TRUE(log.Write("efghij", 6));  // rotates twice
+  EXPECT_FALSE(PathExists(outside + "/stdout.log"));
+  EXPECT_FALSE(PathExists(outside + "/stdout.log.1"));
+  EXPECT_EQ(ReadFileOrEmpty(temp.Join("moved/stdout.log.2")), "abcd");
+  EXPECT_EQ(ReadFileOrEmpty(temp.Join("moved/stdout.log.1")), "efgh");
+  EXPECT_EQ(ReadFileOrEmpty(temp.Join("moved/stdout.log")), "ij");
+}
+
+// Planted before the first Open: the link at the directory's path is
+// refused, not followed.
+TEST(RotatingLogTest, ALinkAtTheDirectoryIsRefused) {
+  ShortTempDir temp;
+  const std::string outside = temp.Join("outside");
+  ASSERT_EQ(mkdir(outside.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(outside.c_str(), temp.Join("logs").c_str()), 0);
+  RotatingLog log(temp.Join("logs"), "stdout", 4, 2);
+  EXPECT_FALSE(log.Open());
+  EXPECT_FALSE(log.Write("abcd", 4));
+  EXPECT_FALSE(PathExists(outside + "/stdout.log"));
+}
+
+// berth-task-init's way: the directory opened before it pivots into the
+// task's root, written through the descriptor after its path is gone.
+TEST(RotatingLogTest, RotatesThroughADirectoryDescriptorAfterARename) {
+  ShortTempDir temp;
+  const std::string dir = temp.Join("logs");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const int dir_fd =
+      open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  RotatingLog log(dir_fd, "stderr", 4, 1);
+  // The object keeps its own copy of the descriptor.
+  ASSERT_EQ(close(dir_fd), 0);
+  ASSERT_TRUE(log.Open());
+  EXPECT_EQ(log.CurrentPath(), "stderr.log");
+  ASSERT_TRUE(log.Write("abc", 3));
+  ASSERT_EQ(rename(dir.c_str(), temp.Join("moved").c_str()), 0);
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);  // a new directory at the old path
+  ASSERT_TRUE(log.Write("defgh", 5));
+  EXPECT_EQ(ReadFileOrEmpty(temp.Join("moved/stderr.log.1")), "abcd");
+  EXPECT_EQ(ReadFileOrEmpty(temp.Join("moved/stderr.log")), "efgh");
+  EXPECT_FALSE(PathExists(dir + "/stderr.log"));
+}
+
+TEST(RotatingLogTest, AnInvalidDescriptorOrNameFails) {
+  RotatingLog no_dir(-1, "stdout", 4, 1);
+  EXPECT_FALSE(no_dir.Open());
+  EXPECT_EQ(errno, EBADF);
+  ShortTempDir temp;
+  RotatingLog nested(temp.path(), "a/stdout", 4, 1);
+  EXPECT_FALSE(nested.Open());
+  EXPECT_EQ(errno, EINVAL);
+}
+
+// A link planted at a rotated name is replaced by the rotation, never
+// written through: its target stays as it was.
+TEST(RotatingLogTest, ALinkAtARotatedFileIsReplacedNotFollowed) {
+  ShortTempDir temp;
+  const std::string dir = temp.Join("logs");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string target = temp.Join("target");
+  ASSERT_EQ(symlink(target.c_str(), (dir + "/stdout.log.1").c_str()), 0);
+  ASSERT_EQ(symlink(target.c_str(), (dir + "/stdout.log.2").c_str()), 0);
+  RotatingLog log(dir, "stdout", 2, 2);
+  ASSERT_TRUE(log.Write("abcdef", 6));
+  EXPECT_FALSE(PathExists(target));
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/stdout.log.1").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/stdout.log.2"), "ab");
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/stdout.log.1"), "cd");
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/stdout.log"), "ef");
 }
 
 TEST(RotatingLogTest, OpenFailsInAMissingDirectory) {
