@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   TaskManager::Options task_options = options.task_options;
   task_options.state_dir = state_dir;
   task_options.netns_socket = options.netns_socket;
+  task_options.protected_dirs = {options.runtime_dir, options.state_dir};
   node->tasks_ =
       std::make_unique<TaskManager>(std::move(task_options), node->store_.get(),
                                     node->plugins_.get(), node->events_.get());

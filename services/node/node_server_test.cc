@@ -406,6 +406,72 @@ TEST_F(NodeServerTest, ADriverThatCannotJoinANamespaceIsRefusedAtOnce) {
   EXPECT_TRUE(netns_.preruns().empty());
 }
 
+// Isolation the mock does not claim is refused before anything is stored;
+// less isolation than the default needs no claim.
+TEST_F(NodeServerTest, IsolationTheDriverDoesNotClaimIsRefusedAtOnce) {
+  StartNode();
+  const std::string data = dir_.Join("data");
+  ASSERT_EQ(mkdir(data.c_str(), 0755), 0);
+  v1::TaskSpec spec = Shell("exit 0");
+  driver::v1::Mount* mount = spec.mutable_isolation()->add_mounts();
+  mount->set_type(driver::v1::MOUNT_TYPE_BIND);
+  mount->set_source(data);
+  mount->set_destination("/data");
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_FALSE(task.ok());
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("spec.isolation.mounts: driver mock does not support "
+                        "mounts (its capabilities claim no isolation.mounts)"));
+
+  v1::TaskSpec seccomp = Shell("exit 0");
+  seccomp.mutable_isolation()->mutable_seccomp()->set_type(
+      driver::v1::SECCOMP_PROFILE_TYPE_RUNTIME_DEFAULT);
+  EXPECT_THAT(Run(seccomp).status().message(),
+              HasSubstr("spec.isolation.seccomp: driver mock"));
+  EXPECT_TRUE(List(/*all=*/true).empty());
+
+  v1::TaskSpec less = Shell("exit 0");
+  less.mutable_isolation()->set_privileged(true);
+  less.mutable_isolation()->set_allow_privilege_escalation(true);
+  less.set_userns("host");
+  absl::StatusOr<v1::Task> ran = Run(less);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_TRUE(
+      WaitFor([&] { return InState(ran->id(), v1::TASK_STATE_EXITED); }));
+}
+
+// No driver gets a bind of berth's runtime directory, what is in it, or
+// what holds it: refused for every driver, whatever it claims.
+TEST_F(NodeServerTest, BerthsRuntimeDirectoryCannotBeMounted) {
+  StartNode();
+  for (const std::string& source :
+       {dir_.Join("run"), node_->socket_path(), dir_.Join("state/node"),
+        std::string("/")}) {
+    v1::TaskSpec spec = Shell("exit 0");
+    driver::v1::Mount* mount = spec.mutable_isolation()->add_mounts();
+    mount->set_type(driver::v1::MOUNT_TYPE_BIND);
+    mount->set_source(source);
+    mount->set_destination("/x");
+    absl::StatusOr<v1::Task> task = Run(spec);
+    ASSERT_FALSE(task.ok()) << source;
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument)
+        << source;
+    EXPECT_THAT(task.status().message(),
+                HasSubstr("spec.isolation.mounts[0].source: "))
+        << source;
+    EXPECT_THAT(task.status().message(), HasSubstr("berth's")) << source;
+  }
+  v1::TaskSpec spec = Shell("exit 0");
+  auto* mount = spec.mutable_isolation()->add_mounts();
+  mount->set_type(driver::v1::MOUNT_TYPE_BIND);
+  mount->set_source(dir_.Join("run"));
+  mount->set_destination("/x");
+  EXPECT_THAT(Run(spec).status().message(),
+              HasSubstr("is inside berth's runtime directory"));
+  EXPECT_TRUE(List(/*all=*/true).empty());
+}
+
 TEST_F(NodeServerTest, StatsGoOnAcrossARestartOfTheDriver) {
   StartNode();
   absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));

@@ -242,6 +242,10 @@ absl::Status TaskManager::CheckNetworkSupported(
 absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
                                           bool remove_on_start_failure) {
   if (absl::Status s = ValidateTaskSpec(spec); !s.ok()) return s;
+  if (absl::Status s = ValidateTaskIsolation(spec, options_.protected_dirs);
+      !s.ok()) {
+    return s;
+  }
   if (!plugins_->Has(spec.driver())) {
     std::vector<std::string> names = plugins_->Names();
     return absl::InvalidArgumentError(absl::StrCat(
@@ -250,6 +254,13 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
   }
   const network::v1::NetworkMode mode = spec.network().mode();
   if (absl::Status s = CheckNetworkSupported(spec); !s.ok()) return s;
+  // A driver that is down is asked again when it starts the task.
+  if (auto caps = plugins_->Capabilities(spec.driver()); caps.ok()) {
+    if (absl::Status s = CheckIsolationSupported(spec, spec.driver(), *caps);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (mode != network::v1::NETWORK_MODE_HOST && netns_ == nullptr) {
     // A driver that makes its own network needs no berth-netns.
     absl::StatusOr<driver::v1::DriverCapabilities> caps =

@@ -24,6 +24,7 @@
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/task_isolation.h"
 #include "services/node/task_network.h"
 #include "services/node/task_store.h"
 
@@ -47,6 +48,8 @@ class TaskManager {
     // fails saying so (a restart takes less; a berth-netns that is not
     // running would otherwise hold the start for network_timeout).
     absl::Duration netns_wait = absl::Seconds(10);
+    // berth's runtime and state directories, which no task may mount.
+    ProtectedDirs protected_dirs;
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,

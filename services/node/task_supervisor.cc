@@ -235,7 +235,13 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   config.set_allocation_id(id);
   *config.mutable_driver_config() = spec.driver_config();
   *config.mutable_env() = spec.env();
-  config.set_user(spec.user());
+  // User, group and isolation; the driver's claims are checked again.
+  if (absl::Status s = ApplyTaskIsolation(
+          spec, plugins_->Capabilities(spec.driver()), options_.protected_dirs,
+          /*user_namespace=*/nullptr, &config);
+      !s.ok()) {
+    return s;
+  }
   *config.mutable_resources() = spec.resources();
   *config.mutable_logs() = spec.logs();
   config.set_task_dir(TaskDir(id));
