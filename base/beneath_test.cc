@@ -82,9 +82,9 @@ TEST_F(BeneathTest, FollowsNoLinkInAnyComponent) {
   for (const char* path : {"file-link", "dir-link/secret", "inner-link"}) {
     absl::StatusOr<std::string> content = ReadFileBeneath(dir_, path, 100);
     EXPECT_FALSE(content.ok()) << path << ": " << *content;
-    absl::StatusOr<UniqueFd> fd = beneath_internal::OpenByComponents(
-        open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC), path, O_RDONLY,
-        0);
+    const UniqueFd dir_fd(open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    absl::StatusOr<UniqueFd> fd =
+        beneath_internal::OpenByComponents(dir_fd.get(), path, O_RDONLY, 0);
     EXPECT_FALSE(fd.ok()) << path;
   }
   // Nor does creating a file through a link to a directory outside.
