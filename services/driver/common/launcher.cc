@@ -1,6 +1,7 @@
 #include "services/driver/common/launcher.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -14,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -74,7 +77,60 @@ struct CloneArgs {
   char* const* argv;
   char* const* envp;
   int fds[5];  // become 0..4; all >= 10
+  // In a new user namespace: the read end of the pipe on which the parent
+  // says (one byte) that the maps are written, and the init opened by the
+  // parent; both >= 10. -1 otherwise.
+  int sync_fd = -1;
+  int exec_fd = -1;
 };
+
+// "error ERRNO WHAT\n" (an InitReport) on the report pipe, without
+// allocating: the child of a fork-like clone of a threaded process.
+void ReportFromChild(int err, const char* what) {
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + err % 10);
+    err /= 10;
+  } while (err > 0 && n < 16);
+  char line[256];
+  size_t length = 0;
+  auto append = [&](const char* text, size_t size) {
+    for (size_t i = 0; i < size && length < sizeof(line) - 1; ++i) {
+      line[length++] = text[i];
+    }
+  };
+  append("error ", 6);
+  while (n > 0) append(&digits[--n], 1);
+  append(" ", 1);
+  append(what, strlen(what));
+  append("\n", 1);
+  if (write(kInitReportFd, line, length) < 0) _exit(125);
+}
+
+// In a new user namespace, once the parent has written its maps: become
+// the namespace's root (the ids inherited from the parent map to nothing)
+// without the host's supplementary groups.
+void BecomeNamespaceRoot(int sync_fd) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(sync_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(125);  // the parent failed, and kills us
+  if (setresgid(0, 0, 0) != 0) {
+    ReportFromChild(errno, "becoming gid 0 of the task's user namespace");
+    _exit(125);
+  }
+  if (setgroups(0, nullptr) != 0) {
+    ReportFromChild(errno, "dropping supplementary groups");
+    _exit(125);
+  }
+  if (setresuid(0, 0, 0) != 0) {
+    ReportFromChild(errno, "becoming uid 0 of the task's user namespace");
+    _exit(125);
+  }
+}
 
 int CloneChild(void* raw) {
   const CloneArgs* args = static_cast<const CloneArgs*>(raw);
@@ -91,8 +147,16 @@ int CloneChild(void* raw) {
   for (int target = 0; target < 5; ++target) {
     if (dup2(args->fds[target], target) < 0) _exit(126);
   }
-  syscall(SYS_close_range, 5, ~0U, 0);
-  execve(args->path, args->argv, args->envp);
+  if (args->sync_fd < 0) {
+    syscall(SYS_close_range, 5, ~0U, 0);
+    execve(args->path, args->argv, args->envp);
+    _exit(127);
+  }
+  BecomeNamespaceRoot(args->sync_fd);
+  // The rest close at exec (exec_fd included: an ELF binary needs no path).
+  syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
+  syscall(SYS_execveat, args->exec_fd, "", args->argv, args->envp,
+          AT_EMPTY_PATH);
   _exit(127);
 }
 
@@ -100,11 +164,73 @@ base::UniqueFd DupHigh(int fd) {
   return base::UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, 10));
 }
 
+// Writes all of `data` to the existing file `path` in one write (what
+// /proc/PID/uid_map needs).
+absl::Status WriteOnce(const std::string& path, const std::string& data) {
+  const base::UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (write(fd.get(), data.data(), data.size()) !=
+      static_cast<ssize_t>(data.size())) {
+    return ErrnoStatus(errno, absl::StrCat("writing \"", data, "\" to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// What the init cannot do itself in a user namespace of its own, done for
+// the cloned `pid` before it goes on: its maps, its cgroups, its OOM score.
+absl::Status PrepareUserNamespaceChild(pid_t pid, const UserNamespaceMaps& maps,
+                                       const InitSpec& spec) {
+  const std::string proc = absl::StrCat("/proc/", pid);
+  if (absl::Status s =
+          WriteOnce(absl::StrCat(proc, "/uid_map"), FormatIdMap(maps.uid));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          WriteOnce(absl::StrCat(proc, "/gid_map"), FormatIdMap(maps.gid));
+      !s.ok()) {
+    return s;
+  }
+  for (const std::string& procs : spec.cgroup_procs) {
+    if (absl::Status s = WriteOnce(procs, absl::StrCat(pid)); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("joining cgroup ", procs, ": ", s.message()));
+    }
+  }
+  // As the init does for itself outside a user namespace (in one, lowering
+  // it is refused): it must outlive an OOM of its cgroup to record the exit.
+  WriteOnce(absl::StrCat(proc, "/oom_score_adj"), "-1000").IgnoreError();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+std::string FormatIdMap(const std::vector<IdMapLine>& lines) {
+  std::string map;
+  for (const IdMapLine& line : lines) {
+    absl::StrAppend(&map, line.container_id, " ", line.host_id, " ", line.size,
+                    "\n");
+  }
+  return map;
+}
+
 absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
-                                      const InitSpec& spec, int stderr_fd,
-                                      absl::Duration timeout) {
+                                      const InitSpec& requested_spec,
+                                      int stderr_fd, absl::Duration timeout,
+                                      const UserNamespaceMaps* userns) {
+  // In a user namespace, the cgroups and the network namespace are joined
+  // here (see launcher.h), not by the init.
+  InitSpec userns_spec;
+  if (userns != nullptr) {
+    if (userns->uid.empty() || userns->gid.empty()) {
+      return absl::InvalidArgumentError(
+          "a user namespace needs a uid and a gid mapping");
+    }
+    userns_spec = requested_spec;
+    userns_spec.cgroup_procs.clear();
+    userns_spec.netns.clear();
+  }
+  const InitSpec& spec = userns != nullptr ? userns_spec : requested_spec;
   absl::StatusOr<base::UniqueFd> spec_fd = MemfdWith(EncodeInitSpec(spec));
   if (!spec_fd.ok()) return spec_fd.status();
   int report[2];
@@ -132,6 +258,36 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
   args.argv = argv;
   args.envp = envp;
 
+  // The user namespace's: the child waits on `sync` for its maps, and is
+  // executed from `exec_fd`, the network namespace it is cloned in.
+  base::UniqueFd sync_read, sync_write, exec_fd, netns_fd;
+  if (userns != nullptr) {
+    int sync[2];
+    if (pipe2(sync, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
+    sync_read.reset(sync[0]);
+    sync_write.reset(sync[1]);
+    sync_read = DupHigh(sync_read.get());
+    exec_fd.reset(open(init_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!exec_fd.valid()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the task init ", init_path,
+                       " (berth-driver-exec --init_path): ", strerror(errno)));
+    }
+    exec_fd = DupHigh(exec_fd.get());
+    if (!sync_read.valid() || !exec_fd.valid()) {
+      return ErrnoStatus(errno, "dup");
+    }
+    args.sync_fd = sync_read.get();
+    args.exec_fd = exec_fd.get();
+    if (!requested_spec.netns.empty()) {
+      netns_fd.reset(open(requested_spec.netns.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!netns_fd.valid()) {
+        return ErrnoStatus(errno, absl::StrCat("opening network namespace ",
+                                               requested_spec.netns));
+      }
+    }
+  }
+
   constexpr size_t kStackSize = 64 * 1024;
   void* stack = mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -140,23 +296,68 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
   // CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of this (large,
   // threaded) process; we resume once the child has executed the init. The
   // child shares our memory until then: no signal handler may run in it.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  const pid_t pid =
-      clone(CloneChild, static_cast<char*>(stack) + kStackSize,
-            CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
-            &args, &pidfd);
-  const int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  // In a user namespace we must run before the child goes on (to write its
+  // maps), so it is a copy of this process instead (no CLONE_VM, whose
+  // stack we could not free): it only makes system calls.
+  const int flags =
+      userns == nullptr
+          ? CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+          : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  pid_t pid = -1;
+  int clone_errno = 0;
+  bool in_netns = true;
+  auto clone_init = [&] {
+    // A thread's network namespace is its own: the child inherits it.
+    if (netns_fd.valid() && setns(netns_fd.get(), CLONE_NEWNET) != 0) {
+      clone_errno = errno;
+      in_netns = false;
+      return;
+    }
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pid = clone(CloneChild, static_cast<char*>(stack) + kStackSize, flags,
+                &args, &pidfd);
+    clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  };
+  if (netns_fd.valid()) {
+    std::thread(clone_init).join();
+  } else {
+    clone_init();
+  }
   munmap(stack, kStackSize);
+  if (!in_netns) {
+    return ErrnoStatus(clone_errno, absl::StrCat("joining network namespace ",
+                                                 requested_spec.netns));
+  }
   if (pid < 0) {
-    return ErrnoStatus(clone_errno,
-                       "making the task's namespaces (clone with new pid, "
-                       "mount, ipc and uts namespaces)");
+    return ErrnoStatus(
+        clone_errno, userns == nullptr
+                         ? "making the task's namespaces (clone with new pid, "
+                           "mount, ipc and uts namespaces)"
+                         : "making the task's namespaces (clone with new "
+                           "user, pid, mount, ipc and uts namespaces)");
   }
   base::UniqueFd owned_pidfd(pidfd);
+  if (userns != nullptr) {
+    sync_read.reset();
+    exec_fd.reset();
+    absl::Status prepared =
+        PrepareUserNamespaceChild(pid, *userns, requested_spec);
+    if (prepared.ok() && write(sync_write.get(), "g", 1) != 1) {
+      prepared = ErrnoStatus(errno, "starting the task init");
+    }
+    sync_write.reset();
+    if (!prepared.ok()) {
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+      siginfo_t info;
+      waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED);
+      return prepared;
+    }
+  }
   // The init has its copies now. Ours go, the report pipe's write end among
   // them: the read below then sees end of file if the init dies.
   spec_fd->reset();

@@ -6,7 +6,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -14,6 +16,25 @@
 #include "services/driver/common/init_spec.h"
 
 namespace berth::driver_common {
+
+// One line of /proc/PID/uid_map or gid_map: ids [container_id, +size) in
+// the namespace are host ids [host_id, +size).
+struct IdMapLine {
+  uint32_t container_id = 0;
+  uint32_t host_id = 0;
+  uint32_t size = 0;
+};
+
+// A user namespace's maps (Isolation.user_namespace, resolved). The uid and
+// gid maps must not be empty; the init becomes root of the namespace
+// (container id 0, which the maps should hold).
+struct UserNamespaceMaps {
+  std::vector<IdMapLine> uid;
+  std::vector<IdMapLine> gid;
+};
+
+// "CONTAINER HOST SIZE\n" per line, what the kernel takes in one write.
+std::string FormatIdMap(const std::vector<IdMapLine>& lines);
 
 struct StartedInit {
   pid_t pid = -1;
@@ -30,9 +51,20 @@ struct StartedInit {
 // the status code errno calls for (ENOENT: NOT_FOUND, EACCES:
 // PERMISSION_DENIED, ...). The error's message starts with the step so that
 // the caller can name the field.
-absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
-                                      const InitSpec& spec, int stderr_fd,
-                                      absl::Duration timeout);
+//
+// With `userns`, the init is also in a new user namespace (which then owns
+// the other new namespaces, so that the init, root in it, can mount there)
+// whose maps this process writes before the init goes on. The init, having
+// no privilege over the host's cgroups and network namespaces, could not
+// join them: this process does it for it, so `spec.cgroup_procs` and
+// `spec.netns` are done here and not given to the init (the pid is written
+// to each cgroup.procs; the clone is made from a thread in the network
+// namespace), with the init's errors for them ("joining cgroup PATH").
+// The init is executed through a descriptor this process opened, so that
+// `init_path`'s directories need not be searchable by the mapped ids.
+absl::StatusOr<StartedInit> StartInit(
+    const std::string& init_path, const InitSpec& spec, int stderr_fd,
+    absl::Duration timeout, const UserNamespaceMaps* userns = nullptr);
 
 // The exec helper, started: its pid (a child of the caller) and the read end
 // of its report pipe, which the caller owns (an int until exec_session.cc,
