@@ -4,7 +4,9 @@
 // Original file comments:
 // The sandbox agent: runs inside a sandbox (its own pid, mount, uts and ipc
 // namespaces) and starts, signals and carries the I/O of its processes.
-// berth-proxy is its only client. Every call is expected to carry a deadline.
+// berth-proxy starts processes and carries their I/O; the sandbox driver
+// waits for, signals and destroys them. Every call is expected to carry a
+// deadline.
 #ifndef GRPC_berth_2fagent_2fv1_2fagent_2eproto__INCLUDED
 #define GRPC_berth_2fagent_2fv1_2fagent_2eproto__INCLUDED
 

@@ -60,6 +60,7 @@ PROTOBUF_CONSTEXPR ProcessSpec::ProcessSpec(
   , /*decltype(_impl_.cwd_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.user_)*/nullptr
   , /*decltype(_impl_.terminal_size_)*/nullptr
+  , /*decltype(_impl_.privileges_)*/nullptr
   , /*decltype(_impl_.terminal_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct ProcessSpecDefaultTypeInternal {
@@ -71,6 +72,22 @@ struct ProcessSpecDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ProcessSpecDefaultTypeInternal _ProcessSpec_default_instance_;
+PROTOBUF_CONSTEXPR Privileges::Privileges(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.seccomp_filter_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.capabilities_)*/uint64_t{0u}
+  , /*decltype(_impl_.enabled_)*/false
+  , /*decltype(_impl_.no_new_privs_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct PrivilegesDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR PrivilegesDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~PrivilegesDefaultTypeInternal() {}
+  union {
+    Privileges _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 PrivilegesDefaultTypeInternal _Privileges_default_instance_;
 PROTOBUF_CONSTEXPR ProcessExit::ProcessExit(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.exited_at_)*/nullptr
@@ -383,7 +400,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace agent
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[26];
+static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[27];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 
@@ -417,6 +434,17 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.user_),
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.terminal_),
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.terminal_size_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.privileges_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _impl_.enabled_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _impl_.capabilities_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _impl_.no_new_privs_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _impl_.seccomp_filter_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessExit, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -606,35 +634,37 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 0, -1, -1, sizeof(::berth::agent::v1::TerminalSize)},
   { 8, -1, -1, sizeof(::berth::agent::v1::User)},
   { 17, -1, -1, sizeof(::berth::agent::v1::ProcessSpec)},
-  { 29, -1, -1, sizeof(::berth::agent::v1::ProcessExit)},
-  { 38, -1, -1, sizeof(::berth::agent::v1::PingRequest)},
-  { 44, -1, -1, sizeof(::berth::agent::v1::PingResponse)},
-  { 52, -1, -1, sizeof(::berth::agent::v1::NewContainerRequest)},
-  { 61, -1, -1, sizeof(::berth::agent::v1::NewContainerResponse)},
-  { 68, -1, -1, sizeof(::berth::agent::v1::ExecCmdRequest)},
-  { 77, -1, -1, sizeof(::berth::agent::v1::ExecCmdResponse)},
-  { 84, -1, -1, sizeof(::berth::agent::v1::SignalRequest)},
-  { 93, -1, -1, sizeof(::berth::agent::v1::SignalResponse)},
-  { 99, -1, -1, sizeof(::berth::agent::v1::ResizeRequest)},
-  { 108, -1, -1, sizeof(::berth::agent::v1::ResizeResponse)},
-  { 114, -1, -1, sizeof(::berth::agent::v1::ProcessIoAttach)},
-  { 124, -1, -1, sizeof(::berth::agent::v1::OutputAck)},
-  { 132, -1, -1, sizeof(::berth::agent::v1::OutputChunk)},
-  { 140, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
-  { 146, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
-  { 157, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
-  { 169, -1, -1, sizeof(::berth::agent::v1::AckOutputRequest)},
-  { 179, -1, -1, sizeof(::berth::agent::v1::AckOutputResponse)},
-  { 185, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
-  { 193, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
-  { 200, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
-  { 207, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
+  { 30, -1, -1, sizeof(::berth::agent::v1::Privileges)},
+  { 40, -1, -1, sizeof(::berth::agent::v1::ProcessExit)},
+  { 49, -1, -1, sizeof(::berth::agent::v1::PingRequest)},
+  { 55, -1, -1, sizeof(::berth::agent::v1::PingResponse)},
+  { 63, -1, -1, sizeof(::berth::agent::v1::NewContainerRequest)},
+  { 72, -1, -1, sizeof(::berth::agent::v1::NewContainerResponse)},
+  { 79, -1, -1, sizeof(::berth::agent::v1::ExecCmdRequest)},
+  { 88, -1, -1, sizeof(::berth::agent::v1::ExecCmdResponse)},
+  { 95, -1, -1, sizeof(::berth::agent::v1::SignalRequest)},
+  { 104, -1, -1, sizeof(::berth::agent::v1::SignalResponse)},
+  { 110, -1, -1, sizeof(::berth::agent::v1::ResizeRequest)},
+  { 119, -1, -1, sizeof(::berth::agent::v1::ResizeResponse)},
+  { 125, -1, -1, sizeof(::berth::agent::v1::ProcessIoAttach)},
+  { 135, -1, -1, sizeof(::berth::agent::v1::OutputAck)},
+  { 143, -1, -1, sizeof(::berth::agent::v1::OutputChunk)},
+  { 151, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
+  { 157, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
+  { 168, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
+  { 180, -1, -1, sizeof(::berth::agent::v1::AckOutputRequest)},
+  { 190, -1, -1, sizeof(::berth::agent::v1::AckOutputResponse)},
+  { 196, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
+  { 204, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
+  { 211, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
+  { 218, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
   &::berth::agent::v1::_TerminalSize_default_instance_._instance,
   &::berth::agent::v1::_User_default_instance_._instance,
   &::berth::agent::v1::_ProcessSpec_default_instance_._instance,
+  &::berth::agent::v1::_Privileges_default_instance_._instance,
   &::berth::agent::v1::_ProcessExit_default_instance_._instance,
   &::berth::agent::v1::_PingRequest_default_instance_._instance,
   &::berth::agent::v1::_PingResponse_default_instance_._instance,
@@ -666,72 +696,76 @@ const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOB
   "ogle/protobuf/timestamp.proto\"-\n\014Termina"
   "lSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"9\n\004"
   "User\022\013\n\003uid\030\001 \001(\r\022\013\n\003gid\030\002 \001(\r\022\027\n\017additi"
-  "onal_gids\030\003 \003(\r\"\240\001\n\013ProcessSpec\022\014\n\004args\030"
+  "onal_gids\030\003 \003(\r\"\320\001\n\013ProcessSpec\022\014\n\004args\030"
   "\001 \003(\t\022\013\n\003env\030\002 \003(\t\022\013\n\003cwd\030\003 \001(\t\022\"\n\004user\030"
   "\004 \001(\0132\024.berth.agent.v1.User\022\020\n\010terminal\030"
   "\005 \001(\010\0223\n\rterminal_size\030\006 \001(\0132\034.berth.age"
-  "nt.v1.TerminalSize\"_\n\013ProcessExit\022\021\n\texi"
-  "t_code\030\001 \001(\005\022\016\n\006signal\030\002 \001(\005\022-\n\texited_a"
-  "t\030\003 \001(\0132\032.google.protobuf.Timestamp\"\r\n\013P"
-  "ingRequest\"P\n\014PingResponse\022\025\n\ragent_vers"
-  "ion\030\001 \001(\t\022)\n\006uptime\030\002 \001(\0132\031.google.proto"
-  "buf.Duration\"m\n\023NewContainerRequest\022\024\n\014c"
-  "ontainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022,\n"
-  "\007process\030\003 \001(\0132\033.berth.agent.v1.ProcessS"
-  "pec\"#\n\024NewContainerResponse\022\013\n\003pid\030\001 \001(\005"
-  "\"h\n\016ExecCmdRequest\022\024\n\014container_id\030\001 \001(\t"
-  "\022\022\n\nprocess_id\030\002 \001(\t\022,\n\007process\030\003 \001(\0132\033."
-  "berth.agent.v1.ProcessSpec\"\036\n\017ExecCmdRes"
-  "ponse\022\013\n\003pid\030\001 \001(\005\"I\n\rSignalRequest\022\024\n\014c"
-  "ontainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022\016\n"
-  "\006signal\030\003 \001(\005\"\020\n\016SignalResponse\"e\n\rResiz"
-  "eRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nproces"
-  "s_id\030\002 \001(\t\022*\n\004size\030\003 \001(\0132\034.berth.agent.v"
-  "1.TerminalSize\"\020\n\016ResizeResponse\"i\n\017Proc"
-  "essIoAttach\022\024\n\014container_id\030\001 \001(\t\022\022\n\npro"
-  "cess_id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\r"
-  "stderr_offset\030\004 \001(\004\"9\n\tOutputAck\022\025\n\rstdo"
-  "ut_offset\030\001 \001(\004\022\025\n\rstderr_offset\030\002 \001(\004\"+"
-  "\n\013OutputChunk\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 "
-  "\001(\004\"\014\n\nStdinClose\"\274\001\n\020ProcessIoRequest\0221"
-  "\n\006attach\030\001 \001(\0132\037.berth.agent.v1.ProcessI"
-  "oAttachH\000\022\017\n\005stdin\030\002 \001(\014H\000\0221\n\013stdin_clos"
-  "e\030\003 \001(\0132\032.berth.agent.v1.StdinCloseH\000\022(\n"
-  "\003ack\030\004 \001(\0132\031.berth.agent.v1.OutputAckH\000B"
-  "\007\n\005frame\"\327\001\n\021ProcessIoResponse\022\020\n\006stdout"
-  "\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\013"
-  "2\033.berth.agent.v1.ProcessExitH\000\0223\n\014stdou"
-  "t_chunk\030\004 \001(\0132\033.berth.agent.v1.OutputChu"
-  "nkH\000\0223\n\014stderr_chunk\030\005 \001(\0132\033.berth.agent"
-  ".v1.OutputChunkH\000B\007\n\005frame\"j\n\020AckOutputR"
-  "equest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_"
-  "id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rstder"
-  "r_offset\030\004 \001(\004\"\023\n\021AckOutputResponse\">\n\022W"
-  "aitProcessRequest\022\024\n\014container_id\030\001 \001(\t\022"
-  "\022\n\nprocess_id\030\002 \001(\t\"@\n\023WaitProcessRespon"
-  "se\022)\n\004exit\030\001 \001(\0132\033.berth.agent.v1.Proces"
-  "sExit\"C\n\025DestroySandboxRequest\022*\n\007timeou"
-  "t\030\001 \001(\0132\031.google.protobuf.Duration\"\030\n\026De"
-  "stroySandboxResponse2\353\005\n\014AgentService\022A\n"
-  "\004Ping\022\033.berth.agent.v1.PingRequest\032\034.ber"
-  "th.agent.v1.PingResponse\022Y\n\014NewContainer"
-  "\022#.berth.agent.v1.NewContainerRequest\032$."
-  "berth.agent.v1.NewContainerResponse\022J\n\007E"
-  "xecCmd\022\036.berth.agent.v1.ExecCmdRequest\032\037"
-  ".berth.agent.v1.ExecCmdResponse\022G\n\006Signa"
-  "l\022\035.berth.agent.v1.SignalRequest\032\036.berth"
-  ".agent.v1.SignalResponse\022G\n\006Resize\022\035.ber"
-  "th.agent.v1.ResizeRequest\032\036.berth.agent."
-  "v1.ResizeResponse\022T\n\tProcessIo\022 .berth.a"
-  "gent.v1.ProcessIoRequest\032!.berth.agent.v"
-  "1.ProcessIoResponse(\0010\001\022P\n\tAckOutput\022 .b"
-  "erth.agent.v1.AckOutputRequest\032!.berth.a"
-  "gent.v1.AckOutputResponse\022V\n\013WaitProcess"
-  "\022\".berth.agent.v1.WaitProcessRequest\032#.b"
-  "erth.agent.v1.WaitProcessResponse\022_\n\016Des"
-  "troySandbox\022%.berth.agent.v1.DestroySand"
-  "boxRequest\032&.berth.agent.v1.DestroySandb"
-  "oxResponseB\003\370\001\001b\006proto3"
+  "nt.v1.TerminalSize\022.\n\nprivileges\030\007 \001(\0132\032"
+  ".berth.agent.v1.Privileges\"a\n\nPrivileges"
+  "\022\017\n\007enabled\030\001 \001(\010\022\024\n\014capabilities\030\002 \001(\004\022"
+  "\024\n\014no_new_privs\030\003 \001(\010\022\026\n\016seccomp_filter\030"
+  "\004 \001(\014\"_\n\013ProcessExit\022\021\n\texit_code\030\001 \001(\005\022"
+  "\016\n\006signal\030\002 \001(\005\022-\n\texited_at\030\003 \001(\0132\032.goo"
+  "gle.protobuf.Timestamp\"\r\n\013PingRequest\"P\n"
+  "\014PingResponse\022\025\n\ragent_version\030\001 \001(\t\022)\n\006"
+  "uptime\030\002 \001(\0132\031.google.protobuf.Duration\""
+  "m\n\023NewContainerRequest\022\024\n\014container_id\030\001"
+  " \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022,\n\007process\030\003 \001("
+  "\0132\033.berth.agent.v1.ProcessSpec\"#\n\024NewCon"
+  "tainerResponse\022\013\n\003pid\030\001 \001(\005\"h\n\016ExecCmdRe"
+  "quest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_i"
+  "d\030\002 \001(\t\022,\n\007process\030\003 \001(\0132\033.berth.agent.v"
+  "1.ProcessSpec\"\036\n\017ExecCmdResponse\022\013\n\003pid\030"
+  "\001 \001(\005\"I\n\rSignalRequest\022\024\n\014container_id\030\001"
+  " \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022\016\n\006signal\030\003 \001(\005"
+  "\"\020\n\016SignalResponse\"e\n\rResizeRequest\022\024\n\014c"
+  "ontainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022*\n"
+  "\004size\030\003 \001(\0132\034.berth.agent.v1.TerminalSiz"
+  "e\"\020\n\016ResizeResponse\"i\n\017ProcessIoAttach\022\024"
+  "\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t"
+  "\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rstderr_offset"
+  "\030\004 \001(\004\"9\n\tOutputAck\022\025\n\rstdout_offset\030\001 \001"
+  "(\004\022\025\n\rstderr_offset\030\002 \001(\004\"+\n\013OutputChunk"
+  "\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 \001(\004\"\014\n\nStdinC"
+  "lose\"\274\001\n\020ProcessIoRequest\0221\n\006attach\030\001 \001("
+  "\0132\037.berth.agent.v1.ProcessIoAttachH\000\022\017\n\005"
+  "stdin\030\002 \001(\014H\000\0221\n\013stdin_close\030\003 \001(\0132\032.ber"
+  "th.agent.v1.StdinCloseH\000\022(\n\003ack\030\004 \001(\0132\031."
+  "berth.agent.v1.OutputAckH\000B\007\n\005frame\"\327\001\n\021"
+  "ProcessIoResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006s"
+  "tderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.agen"
+  "t.v1.ProcessExitH\000\0223\n\014stdout_chunk\030\004 \001(\013"
+  "2\033.berth.agent.v1.OutputChunkH\000\0223\n\014stder"
+  "r_chunk\030\005 \001(\0132\033.berth.agent.v1.OutputChu"
+  "nkH\000B\007\n\005frame\"j\n\020AckOutputRequest\022\024\n\014con"
+  "tainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022\025\n\rs"
+  "tdout_offset\030\003 \001(\004\022\025\n\rstderr_offset\030\004 \001("
+  "\004\"\023\n\021AckOutputResponse\">\n\022WaitProcessReq"
+  "uest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id"
+  "\030\002 \001(\t\"@\n\023WaitProcessResponse\022)\n\004exit\030\001 "
+  "\001(\0132\033.berth.agent.v1.ProcessExit\"C\n\025Dest"
+  "roySandboxRequest\022*\n\007timeout\030\001 \001(\0132\031.goo"
+  "gle.protobuf.Duration\"\030\n\026DestroySandboxR"
+  "esponse2\353\005\n\014AgentService\022A\n\004Ping\022\033.berth"
+  ".agent.v1.PingRequest\032\034.berth.agent.v1.P"
+  "ingResponse\022Y\n\014NewContainer\022#.berth.agen"
+  "t.v1.NewContainerRequest\032$.berth.agent.v"
+  "1.NewContainerResponse\022J\n\007ExecCmd\022\036.bert"
+  "h.agent.v1.ExecCmdRequest\032\037.berth.agent."
+  "v1.ExecCmdResponse\022G\n\006Signal\022\035.berth.age"
+  "nt.v1.SignalRequest\032\036.berth.agent.v1.Sig"
+  "nalResponse\022G\n\006Resize\022\035.berth.agent.v1.R"
+  "esizeRequest\032\036.berth.agent.v1.ResizeResp"
+  "onse\022T\n\tProcessIo\022 .berth.agent.v1.Proce"
+  "ssIoRequest\032!.berth.agent.v1.ProcessIoRe"
+  "sponse(\0010\001\022P\n\tAckOutput\022 .berth.agent.v1"
+  ".AckOutputRequest\032!.berth.agent.v1.AckOu"
+  "tputResponse\022V\n\013WaitProcess\022\".berth.agen"
+  "t.v1.WaitProcessRequest\032#.berth.agent.v1"
+  ".WaitProcessResponse\022_\n\016DestroySandbox\022%"
+  ".berth.agent.v1.DestroySandboxRequest\032&."
+  "berth.agent.v1.DestroySandboxResponseB\003\370"
+  "\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -739,9 +773,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fagent_2fv1_2fagent_2eproto = {
-    false, false, 2823, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
+    false, false, 2970, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
     "berth/agent/v1/agent.proto",
-    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 26,
+    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 27,
     schemas, file_default_instances, TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets,
     file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto, file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
     file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
@@ -1226,6 +1260,7 @@ class ProcessSpec::_Internal {
  public:
   static const ::berth::agent::v1::User& user(const ProcessSpec* msg);
   static const ::berth::agent::v1::TerminalSize& terminal_size(const ProcessSpec* msg);
+  static const ::berth::agent::v1::Privileges& privileges(const ProcessSpec* msg);
 };
 
 const ::berth::agent::v1::User&
@@ -1235,6 +1270,10 @@ ProcessSpec::_Internal::user(const ProcessSpec* msg) {
 const ::berth::agent::v1::TerminalSize&
 ProcessSpec::_Internal::terminal_size(const ProcessSpec* msg) {
   return *msg->_impl_.terminal_size_;
+}
+const ::berth::agent::v1::Privileges&
+ProcessSpec::_Internal::privileges(const ProcessSpec* msg) {
+  return *msg->_impl_.privileges_;
 }
 ProcessSpec::ProcessSpec(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
@@ -1251,6 +1290,7 @@ ProcessSpec::ProcessSpec(const ProcessSpec& from)
     , decltype(_impl_.cwd_){}
     , decltype(_impl_.user_){nullptr}
     , decltype(_impl_.terminal_size_){nullptr}
+    , decltype(_impl_.privileges_){nullptr}
     , decltype(_impl_.terminal_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
@@ -1269,6 +1309,9 @@ ProcessSpec::ProcessSpec(const ProcessSpec& from)
   if (from._internal_has_terminal_size()) {
     _this->_impl_.terminal_size_ = new ::berth::agent::v1::TerminalSize(*from._impl_.terminal_size_);
   }
+  if (from._internal_has_privileges()) {
+    _this->_impl_.privileges_ = new ::berth::agent::v1::Privileges(*from._impl_.privileges_);
+  }
   _this->_impl_.terminal_ = from._impl_.terminal_;
   // @@protoc_insertion_point(copy_constructor:berth.agent.v1.ProcessSpec)
 }
@@ -1283,6 +1326,7 @@ inline void ProcessSpec::SharedCtor(
     , decltype(_impl_.cwd_){}
     , decltype(_impl_.user_){nullptr}
     , decltype(_impl_.terminal_size_){nullptr}
+    , decltype(_impl_.privileges_){nullptr}
     , decltype(_impl_.terminal_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
@@ -1308,6 +1352,7 @@ inline void ProcessSpec::SharedDtor() {
   _impl_.cwd_.Destroy();
   if (this != internal_default_instance()) delete _impl_.user_;
   if (this != internal_default_instance()) delete _impl_.terminal_size_;
+  if (this != internal_default_instance()) delete _impl_.privileges_;
 }
 
 void ProcessSpec::SetCachedSize(int size) const {
@@ -1331,6 +1376,10 @@ void ProcessSpec::Clear() {
     delete _impl_.terminal_size_;
   }
   _impl_.terminal_size_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.privileges_ != nullptr) {
+    delete _impl_.privileges_;
+  }
+  _impl_.privileges_ = nullptr;
   _impl_.terminal_ = false;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
@@ -1401,6 +1450,14 @@ const char* ProcessSpec::_InternalParse(const char* ptr, ::_pbi::ParseContext* c
       case 6:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 50)) {
           ptr = ctx->ParseMessage(_internal_mutable_terminal_size(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.agent.v1.Privileges privileges = 7;
+      case 7:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 58)) {
+          ptr = ctx->ParseMessage(_internal_mutable_privileges(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -1484,6 +1541,13 @@ uint8_t* ProcessSpec::_InternalSerialize(
         _Internal::terminal_size(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.agent.v1.Privileges privileges = 7;
+  if (this->_internal_has_privileges()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(7, _Internal::privileges(this),
+        _Internal::privileges(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1537,6 +1601,13 @@ size_t ProcessSpec::ByteSizeLong() const {
         *_impl_.terminal_size_);
   }
 
+  // .berth.agent.v1.Privileges privileges = 7;
+  if (this->_internal_has_privileges()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.privileges_);
+  }
+
   // bool terminal = 5;
   if (this->_internal_terminal() != 0) {
     total_size += 1 + 1;
@@ -1572,6 +1643,10 @@ void ProcessSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PR
   if (from._internal_has_terminal_size()) {
     _this->_internal_mutable_terminal_size()->::berth::agent::v1::TerminalSize::MergeFrom(
         from._internal_terminal_size());
+  }
+  if (from._internal_has_privileges()) {
+    _this->_internal_mutable_privileges()->::berth::agent::v1::Privileges::MergeFrom(
+        from._internal_privileges());
   }
   if (from._internal_terminal() != 0) {
     _this->_internal_set_terminal(from._internal_terminal());
@@ -1613,6 +1688,288 @@ void ProcessSpec::InternalSwap(ProcessSpec* other) {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
       file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[2]);
+}
+
+// ===================================================================
+
+class Privileges::_Internal {
+ public:
+};
+
+Privileges::Privileges(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.Privileges)
+}
+Privileges::Privileges(const Privileges& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  Privileges* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.seccomp_filter_){}
+    , decltype(_impl_.capabilities_){}
+    , decltype(_impl_.enabled_){}
+    , decltype(_impl_.no_new_privs_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.seccomp_filter_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.seccomp_filter_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_seccomp_filter().empty()) {
+    _this->_impl_.seccomp_filter_.Set(from._internal_seccomp_filter(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.capabilities_, &from._impl_.capabilities_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.no_new_privs_) -
+    reinterpret_cast<char*>(&_impl_.capabilities_)) + sizeof(_impl_.no_new_privs_));
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.Privileges)
+}
+
+inline void Privileges::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.seccomp_filter_){}
+    , decltype(_impl_.capabilities_){uint64_t{0u}}
+    , decltype(_impl_.enabled_){false}
+    , decltype(_impl_.no_new_privs_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.seccomp_filter_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.seccomp_filter_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+Privileges::~Privileges() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.Privileges)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void Privileges::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.seccomp_filter_.Destroy();
+}
+
+void Privileges::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void Privileges::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.Privileges)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.seccomp_filter_.ClearToEmpty();
+  ::memset(&_impl_.capabilities_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.no_new_privs_) -
+      reinterpret_cast<char*>(&_impl_.capabilities_)) + sizeof(_impl_.no_new_privs_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* Privileges::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // bool enabled = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.enabled_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 capabilities = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.capabilities_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool no_new_privs = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.no_new_privs_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bytes seccomp_filter = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          auto str = _internal_mutable_seccomp_filter();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* Privileges::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.Privileges)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // bool enabled = 1;
+  if (this->_internal_enabled() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(1, this->_internal_enabled(), target);
+  }
+
+  // uint64 capabilities = 2;
+  if (this->_internal_capabilities() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_capabilities(), target);
+  }
+
+  // bool no_new_privs = 3;
+  if (this->_internal_no_new_privs() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(3, this->_internal_no_new_privs(), target);
+  }
+
+  // bytes seccomp_filter = 4;
+  if (!this->_internal_seccomp_filter().empty()) {
+    target = stream->WriteBytesMaybeAliased(
+        4, this->_internal_seccomp_filter(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.Privileges)
+  return target;
+}
+
+size_t Privileges::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.Privileges)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // bytes seccomp_filter = 4;
+  if (!this->_internal_seccomp_filter().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::BytesSize(
+        this->_internal_seccomp_filter());
+  }
+
+  // uint64 capabilities = 2;
+  if (this->_internal_capabilities() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_capabilities());
+  }
+
+  // bool enabled = 1;
+  if (this->_internal_enabled() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool no_new_privs = 3;
+  if (this->_internal_no_new_privs() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData Privileges::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    Privileges::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*Privileges::GetClassData() const { return &_class_data_; }
+
+
+void Privileges::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<Privileges*>(&to_msg);
+  auto& from = static_cast<const Privileges&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.Privileges)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_seccomp_filter().empty()) {
+    _this->_internal_set_seccomp_filter(from._internal_seccomp_filter());
+  }
+  if (from._internal_capabilities() != 0) {
+    _this->_internal_set_capabilities(from._internal_capabilities());
+  }
+  if (from._internal_enabled() != 0) {
+    _this->_internal_set_enabled(from._internal_enabled());
+  }
+  if (from._internal_no_new_privs() != 0) {
+    _this->_internal_set_no_new_privs(from._internal_no_new_privs());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void Privileges::CopyFrom(const Privileges& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.Privileges)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool Privileges::IsInitialized() const {
+  return true;
+}
+
+void Privileges::InternalSwap(Privileges* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.seccomp_filter_, lhs_arena,
+      &other->_impl_.seccomp_filter_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(Privileges, _impl_.no_new_privs_)
+      + sizeof(Privileges::_impl_.no_new_privs_)
+      - PROTOBUF_FIELD_OFFSET(Privileges, _impl_.capabilities_)>(
+          reinterpret_cast<char*>(&_impl_.capabilities_),
+          reinterpret_cast<char*>(&other->_impl_.capabilities_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata Privileges::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[3]);
 }
 
 // ===================================================================
@@ -1870,7 +2227,7 @@ void ProcessExit::InternalSwap(ProcessExit* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessExit::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[3]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[4]);
 }
 
 // ===================================================================
@@ -1910,7 +2267,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*PingRequest::GetClassData() co
 ::PROTOBUF_NAMESPACE_ID::Metadata PingRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[4]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[5]);
 }
 
 // ===================================================================
@@ -2161,7 +2518,7 @@ void PingResponse::InternalSwap(PingResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata PingResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[5]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[6]);
 }
 
 // ===================================================================
@@ -2456,7 +2813,7 @@ void NewContainerRequest::InternalSwap(NewContainerRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata NewContainerRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[6]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[7]);
 }
 
 // ===================================================================
@@ -2634,7 +2991,7 @@ void NewContainerResponse::InternalSwap(NewContainerResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata NewContainerResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[7]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[8]);
 }
 
 // ===================================================================
@@ -2929,7 +3286,7 @@ void ExecCmdRequest::InternalSwap(ExecCmdRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecCmdRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[8]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[9]);
 }
 
 // ===================================================================
@@ -3107,7 +3464,7 @@ void ExecCmdResponse::InternalSwap(ExecCmdResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecCmdResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[9]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[10]);
 }
 
 // ===================================================================
@@ -3387,7 +3744,7 @@ void SignalRequest::InternalSwap(SignalRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[10]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[11]);
 }
 
 // ===================================================================
@@ -3427,7 +3784,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SignalResponse::GetClassData()
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[11]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[12]);
 }
 
 // ===================================================================
@@ -3722,7 +4079,7 @@ void ResizeRequest::InternalSwap(ResizeRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ResizeRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[12]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[13]);
 }
 
 // ===================================================================
@@ -3762,7 +4119,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*ResizeResponse::GetClassData()
 ::PROTOBUF_NAMESPACE_ID::Metadata ResizeResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[13]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[14]);
 }
 
 // ===================================================================
@@ -4075,7 +4432,7 @@ void ProcessIoAttach::InternalSwap(ProcessIoAttach* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoAttach::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[14]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
 }
 
 // ===================================================================
@@ -4286,7 +4643,7 @@ void OutputAck::InternalSwap(OutputAck* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata OutputAck::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
 }
 
 // ===================================================================
@@ -4511,7 +4868,7 @@ void OutputChunk::InternalSwap(OutputChunk* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata OutputChunk::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
 }
 
 // ===================================================================
@@ -4551,7 +4908,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StdinClose::GetClassData() con
 ::PROTOBUF_NAMESPACE_ID::Metadata StdinClose::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
 }
 
 // ===================================================================
@@ -4948,7 +5305,7 @@ void ProcessIoRequest::InternalSwap(ProcessIoRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
 }
 
 // ===================================================================
@@ -5379,7 +5736,7 @@ void ProcessIoResponse::InternalSwap(ProcessIoResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
 }
 
 // ===================================================================
@@ -5692,7 +6049,7 @@ void AckOutputRequest::InternalSwap(AckOutputRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata AckOutputRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
 }
 
 // ===================================================================
@@ -5732,7 +6089,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputResponse::GetClassDat
 ::PROTOBUF_NAMESPACE_ID::Metadata AckOutputResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
 }
 
 // ===================================================================
@@ -5985,7 +6342,7 @@ void WaitProcessRequest::InternalSwap(WaitProcessRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
 }
 
 // ===================================================================
@@ -6178,7 +6535,7 @@ void WaitProcessResponse::InternalSwap(WaitProcessResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24]);
 }
 
 // ===================================================================
@@ -6377,7 +6734,7 @@ void DestroySandboxRequest::InternalSwap(DestroySandboxRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[25]);
 }
 
 // ===================================================================
@@ -6417,7 +6774,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroySandboxResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[25]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[26]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -6436,6 +6793,10 @@ Arena::CreateMaybeMessage< ::berth::agent::v1::User >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::ProcessSpec*
 Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessSpec >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::agent::v1::ProcessSpec >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::Privileges*
+Arena::CreateMaybeMessage< ::berth::agent::v1::Privileges >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::Privileges >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::ProcessExit*
 Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessExit >(Arena* arena) {

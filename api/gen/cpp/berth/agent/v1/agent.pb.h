@@ -86,6 +86,9 @@ extern PingRequestDefaultTypeInternal _PingRequest_default_instance_;
 class PingResponse;
 struct PingResponseDefaultTypeInternal;
 extern PingResponseDefaultTypeInternal _PingResponse_default_instance_;
+class Privileges;
+struct PrivilegesDefaultTypeInternal;
+extern PrivilegesDefaultTypeInternal _Privileges_default_instance_;
 class ProcessExit;
 struct ProcessExitDefaultTypeInternal;
 extern ProcessExitDefaultTypeInternal _ProcessExit_default_instance_;
@@ -144,6 +147,7 @@ template<> ::berth::agent::v1::OutputAck* Arena::CreateMaybeMessage<::berth::age
 template<> ::berth::agent::v1::OutputChunk* Arena::CreateMaybeMessage<::berth::agent::v1::OutputChunk>(Arena*);
 template<> ::berth::agent::v1::PingRequest* Arena::CreateMaybeMessage<::berth::agent::v1::PingRequest>(Arena*);
 template<> ::berth::agent::v1::PingResponse* Arena::CreateMaybeMessage<::berth::agent::v1::PingResponse>(Arena*);
+template<> ::berth::agent::v1::Privileges* Arena::CreateMaybeMessage<::berth::agent::v1::Privileges>(Arena*);
 template<> ::berth::agent::v1::ProcessExit* Arena::CreateMaybeMessage<::berth::agent::v1::ProcessExit>(Arena*);
 template<> ::berth::agent::v1::ProcessIoAttach* Arena::CreateMaybeMessage<::berth::agent::v1::ProcessIoAttach>(Arena*);
 template<> ::berth::agent::v1::ProcessIoRequest* Arena::CreateMaybeMessage<::berth::agent::v1::ProcessIoRequest>(Arena*);
@@ -634,6 +638,7 @@ class ProcessSpec final :
     kCwdFieldNumber = 3,
     kUserFieldNumber = 4,
     kTerminalSizeFieldNumber = 6,
+    kPrivilegesFieldNumber = 7,
     kTerminalFieldNumber = 5,
   };
   // repeated string args = 1;
@@ -734,6 +739,24 @@ class ProcessSpec final :
       ::berth::agent::v1::TerminalSize* terminal_size);
   ::berth::agent::v1::TerminalSize* unsafe_arena_release_terminal_size();
 
+  // .berth.agent.v1.Privileges privileges = 7;
+  bool has_privileges() const;
+  private:
+  bool _internal_has_privileges() const;
+  public:
+  void clear_privileges();
+  const ::berth::agent::v1::Privileges& privileges() const;
+  PROTOBUF_NODISCARD ::berth::agent::v1::Privileges* release_privileges();
+  ::berth::agent::v1::Privileges* mutable_privileges();
+  void set_allocated_privileges(::berth::agent::v1::Privileges* privileges);
+  private:
+  const ::berth::agent::v1::Privileges& _internal_privileges() const;
+  ::berth::agent::v1::Privileges* _internal_mutable_privileges();
+  public:
+  void unsafe_arena_set_allocated_privileges(
+      ::berth::agent::v1::Privileges* privileges);
+  ::berth::agent::v1::Privileges* unsafe_arena_release_privileges();
+
   // bool terminal = 5;
   void clear_terminal();
   bool terminal() const;
@@ -756,7 +779,194 @@ class ProcessSpec final :
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr cwd_;
     ::berth::agent::v1::User* user_;
     ::berth::agent::v1::TerminalSize* terminal_size_;
+    ::berth::agent::v1::Privileges* privileges_;
     bool terminal_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class Privileges final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.Privileges) */ {
+ public:
+  inline Privileges() : Privileges(nullptr) {}
+  ~Privileges() override;
+  explicit PROTOBUF_CONSTEXPR Privileges(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  Privileges(const Privileges& from);
+  Privileges(Privileges&& from) noexcept
+    : Privileges() {
+    *this = ::std::move(from);
+  }
+
+  inline Privileges& operator=(const Privileges& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline Privileges& operator=(Privileges&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const Privileges& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const Privileges* internal_default_instance() {
+    return reinterpret_cast<const Privileges*>(
+               &_Privileges_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    3;
+
+  friend void swap(Privileges& a, Privileges& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(Privileges* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(Privileges* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  Privileges* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<Privileges>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const Privileges& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const Privileges& from) {
+    Privileges::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(Privileges* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.Privileges";
+  }
+  protected:
+  explicit Privileges(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kSeccompFilterFieldNumber = 4,
+    kCapabilitiesFieldNumber = 2,
+    kEnabledFieldNumber = 1,
+    kNoNewPrivsFieldNumber = 3,
+  };
+  // bytes seccomp_filter = 4;
+  void clear_seccomp_filter();
+  const std::string& seccomp_filter() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_seccomp_filter(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_seccomp_filter();
+  PROTOBUF_NODISCARD std::string* release_seccomp_filter();
+  void set_allocated_seccomp_filter(std::string* seccomp_filter);
+  private:
+  const std::string& _internal_seccomp_filter() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_seccomp_filter(const std::string& value);
+  std::string* _internal_mutable_seccomp_filter();
+  public:
+
+  // uint64 capabilities = 2;
+  void clear_capabilities();
+  uint64_t capabilities() const;
+  void set_capabilities(uint64_t value);
+  private:
+  uint64_t _internal_capabilities() const;
+  void _internal_set_capabilities(uint64_t value);
+  public:
+
+  // bool enabled = 1;
+  void clear_enabled();
+  bool enabled() const;
+  void set_enabled(bool value);
+  private:
+  bool _internal_enabled() const;
+  void _internal_set_enabled(bool value);
+  public:
+
+  // bool no_new_privs = 3;
+  void clear_no_new_privs();
+  bool no_new_privs() const;
+  void set_no_new_privs(bool value);
+  private:
+  bool _internal_no_new_privs() const;
+  void _internal_set_no_new_privs(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.Privileges)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr seccomp_filter_;
+    uint64_t capabilities_;
+    bool enabled_;
+    bool no_new_privs_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -812,7 +1022,7 @@ class ProcessExit final :
                &_ProcessExit_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    3;
+    4;
 
   friend void swap(ProcessExit& a, ProcessExit& b) {
     a.Swap(&b);
@@ -990,7 +1200,7 @@ class PingRequest final :
                &_PingRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    4;
+    5;
 
   friend void swap(PingRequest& a, PingRequest& b) {
     a.Swap(&b);
@@ -1109,7 +1319,7 @@ class PingResponse final :
                &_PingResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    6;
 
   friend void swap(PingResponse& a, PingResponse& b) {
     a.Swap(&b);
@@ -1282,7 +1492,7 @@ class NewContainerRequest final :
                &_NewContainerRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    7;
 
   friend void swap(NewContainerRequest& a, NewContainerRequest& b) {
     a.Swap(&b);
@@ -1471,7 +1681,7 @@ class NewContainerResponse final :
                &_NewContainerResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    8;
 
   friend void swap(NewContainerResponse& a, NewContainerResponse& b) {
     a.Swap(&b);
@@ -1619,7 +1829,7 @@ class ExecCmdRequest final :
                &_ExecCmdRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    9;
 
   friend void swap(ExecCmdRequest& a, ExecCmdRequest& b) {
     a.Swap(&b);
@@ -1808,7 +2018,7 @@ class ExecCmdResponse final :
                &_ExecCmdResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    9;
+    10;
 
   friend void swap(ExecCmdResponse& a, ExecCmdResponse& b) {
     a.Swap(&b);
@@ -1956,7 +2166,7 @@ class SignalRequest final :
                &_SignalRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    11;
 
   friend void swap(SignalRequest& a, SignalRequest& b) {
     a.Swap(&b);
@@ -2135,7 +2345,7 @@ class SignalResponse final :
                &_SignalResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    12;
 
   friend void swap(SignalResponse& a, SignalResponse& b) {
     a.Swap(&b);
@@ -2254,7 +2464,7 @@ class ResizeRequest final :
                &_ResizeRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    13;
 
   friend void swap(ResizeRequest& a, ResizeRequest& b) {
     a.Swap(&b);
@@ -2442,7 +2652,7 @@ class ResizeResponse final :
                &_ResizeResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    14;
 
   friend void swap(ResizeResponse& a, ResizeResponse& b) {
     a.Swap(&b);
@@ -2561,7 +2771,7 @@ class ProcessIoAttach final :
                &_ProcessIoAttach_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    15;
 
   friend void swap(ProcessIoAttach& a, ProcessIoAttach& b) {
     a.Swap(&b);
@@ -2752,7 +2962,7 @@ class OutputAck final :
                &_OutputAck_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    16;
 
   friend void swap(OutputAck& a, OutputAck& b) {
     a.Swap(&b);
@@ -2911,7 +3121,7 @@ class OutputChunk final :
                &_OutputChunk_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    17;
 
   friend void swap(OutputChunk& a, OutputChunk& b) {
     a.Swap(&b);
@@ -3074,7 +3284,7 @@ class StdinClose final :
                &_StdinClose_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    18;
 
   friend void swap(StdinClose& a, StdinClose& b) {
     a.Swap(&b);
@@ -3201,7 +3411,7 @@ class ProcessIoRequest final :
                &_ProcessIoRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    19;
 
   friend void swap(ProcessIoRequest& a, ProcessIoRequest& b) {
     a.Swap(&b);
@@ -3442,7 +3652,7 @@ class ProcessIoResponse final :
                &_ProcessIoResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    20;
 
   friend void swap(ProcessIoResponse& a, ProcessIoResponse& b) {
     a.Swap(&b);
@@ -3695,7 +3905,7 @@ class AckOutputRequest final :
                &_AckOutputRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    21;
 
   friend void swap(AckOutputRequest& a, AckOutputRequest& b) {
     a.Swap(&b);
@@ -3885,7 +4095,7 @@ class AckOutputResponse final :
                &_AckOutputResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    22;
 
   friend void swap(AckOutputResponse& a, AckOutputResponse& b) {
     a.Swap(&b);
@@ -4004,7 +4214,7 @@ class WaitProcessRequest final :
                &_WaitProcessRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    23;
 
   friend void swap(WaitProcessRequest& a, WaitProcessRequest& b) {
     a.Swap(&b);
@@ -4173,7 +4383,7 @@ class WaitProcessResponse final :
                &_WaitProcessResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    24;
 
   friend void swap(WaitProcessResponse& a, WaitProcessResponse& b) {
     a.Swap(&b);
@@ -4330,7 +4540,7 @@ class DestroySandboxRequest final :
                &_DestroySandboxRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    25;
 
   friend void swap(DestroySandboxRequest& a, DestroySandboxRequest& b) {
     a.Swap(&b);
@@ -4486,7 +4696,7 @@ class DestroySandboxResponse final :
                &_DestroySandboxResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    26;
 
   friend void swap(DestroySandboxResponse& a, DestroySandboxResponse& b) {
     a.Swap(&b);
@@ -5099,6 +5309,210 @@ inline void ProcessSpec::set_allocated_terminal_size(::berth::agent::v1::Termina
   }
   _impl_.terminal_size_ = terminal_size;
   // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessSpec.terminal_size)
+}
+
+// .berth.agent.v1.Privileges privileges = 7;
+inline bool ProcessSpec::_internal_has_privileges() const {
+  return this != internal_default_instance() && _impl_.privileges_ != nullptr;
+}
+inline bool ProcessSpec::has_privileges() const {
+  return _internal_has_privileges();
+}
+inline void ProcessSpec::clear_privileges() {
+  if (GetArenaForAllocation() == nullptr && _impl_.privileges_ != nullptr) {
+    delete _impl_.privileges_;
+  }
+  _impl_.privileges_ = nullptr;
+}
+inline const ::berth::agent::v1::Privileges& ProcessSpec::_internal_privileges() const {
+  const ::berth::agent::v1::Privileges* p = _impl_.privileges_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::agent::v1::Privileges&>(
+      ::berth::agent::v1::_Privileges_default_instance_);
+}
+inline const ::berth::agent::v1::Privileges& ProcessSpec::privileges() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessSpec.privileges)
+  return _internal_privileges();
+}
+inline void ProcessSpec::unsafe_arena_set_allocated_privileges(
+    ::berth::agent::v1::Privileges* privileges) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.privileges_);
+  }
+  _impl_.privileges_ = privileges;
+  if (privileges) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.agent.v1.ProcessSpec.privileges)
+}
+inline ::berth::agent::v1::Privileges* ProcessSpec::release_privileges() {
+  
+  ::berth::agent::v1::Privileges* temp = _impl_.privileges_;
+  _impl_.privileges_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::agent::v1::Privileges* ProcessSpec::unsafe_arena_release_privileges() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.ProcessSpec.privileges)
+  
+  ::berth::agent::v1::Privileges* temp = _impl_.privileges_;
+  _impl_.privileges_ = nullptr;
+  return temp;
+}
+inline ::berth::agent::v1::Privileges* ProcessSpec::_internal_mutable_privileges() {
+  
+  if (_impl_.privileges_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::agent::v1::Privileges>(GetArenaForAllocation());
+    _impl_.privileges_ = p;
+  }
+  return _impl_.privileges_;
+}
+inline ::berth::agent::v1::Privileges* ProcessSpec::mutable_privileges() {
+  ::berth::agent::v1::Privileges* _msg = _internal_mutable_privileges();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessSpec.privileges)
+  return _msg;
+}
+inline void ProcessSpec::set_allocated_privileges(::berth::agent::v1::Privileges* privileges) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.privileges_;
+  }
+  if (privileges) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(privileges);
+    if (message_arena != submessage_arena) {
+      privileges = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, privileges, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.privileges_ = privileges;
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessSpec.privileges)
+}
+
+// -------------------------------------------------------------------
+
+// Privileges
+
+// bool enabled = 1;
+inline void Privileges::clear_enabled() {
+  _impl_.enabled_ = false;
+}
+inline bool Privileges::_internal_enabled() const {
+  return _impl_.enabled_;
+}
+inline bool Privileges::enabled() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Privileges.enabled)
+  return _internal_enabled();
+}
+inline void Privileges::_internal_set_enabled(bool value) {
+  
+  _impl_.enabled_ = value;
+}
+inline void Privileges::set_enabled(bool value) {
+  _internal_set_enabled(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Privileges.enabled)
+}
+
+// uint64 capabilities = 2;
+inline void Privileges::clear_capabilities() {
+  _impl_.capabilities_ = uint64_t{0u};
+}
+inline uint64_t Privileges::_internal_capabilities() const {
+  return _impl_.capabilities_;
+}
+inline uint64_t Privileges::capabilities() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Privileges.capabilities)
+  return _internal_capabilities();
+}
+inline void Privileges::_internal_set_capabilities(uint64_t value) {
+  
+  _impl_.capabilities_ = value;
+}
+inline void Privileges::set_capabilities(uint64_t value) {
+  _internal_set_capabilities(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Privileges.capabilities)
+}
+
+// bool no_new_privs = 3;
+inline void Privileges::clear_no_new_privs() {
+  _impl_.no_new_privs_ = false;
+}
+inline bool Privileges::_internal_no_new_privs() const {
+  return _impl_.no_new_privs_;
+}
+inline bool Privileges::no_new_privs() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Privileges.no_new_privs)
+  return _internal_no_new_privs();
+}
+inline void Privileges::_internal_set_no_new_privs(bool value) {
+  
+  _impl_.no_new_privs_ = value;
+}
+inline void Privileges::set_no_new_privs(bool value) {
+  _internal_set_no_new_privs(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Privileges.no_new_privs)
+}
+
+// bytes seccomp_filter = 4;
+inline void Privileges::clear_seccomp_filter() {
+  _impl_.seccomp_filter_.ClearToEmpty();
+}
+inline const std::string& Privileges::seccomp_filter() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Privileges.seccomp_filter)
+  return _internal_seccomp_filter();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void Privileges::set_seccomp_filter(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.seccomp_filter_.SetBytes(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Privileges.seccomp_filter)
+}
+inline std::string* Privileges::mutable_seccomp_filter() {
+  std::string* _s = _internal_mutable_seccomp_filter();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.Privileges.seccomp_filter)
+  return _s;
+}
+inline const std::string& Privileges::_internal_seccomp_filter() const {
+  return _impl_.seccomp_filter_.Get();
+}
+inline void Privileges::_internal_set_seccomp_filter(const std::string& value) {
+  
+  _impl_.seccomp_filter_.Set(value, GetArenaForAllocation());
+}
+inline std::string* Privileges::_internal_mutable_seccomp_filter() {
+  
+  return _impl_.seccomp_filter_.Mutable(GetArenaForAllocation());
+}
+inline std::string* Privileges::release_seccomp_filter() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.Privileges.seccomp_filter)
+  return _impl_.seccomp_filter_.Release();
+}
+inline void Privileges::set_allocated_seccomp_filter(std::string* seccomp_filter) {
+  if (seccomp_filter != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.seccomp_filter_.SetAllocated(seccomp_filter, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.seccomp_filter_.IsDefault()) {
+    _impl_.seccomp_filter_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.Privileges.seccomp_filter)
 }
 
 // -------------------------------------------------------------------
@@ -7544,6 +7958,8 @@ inline void DestroySandboxRequest::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------
