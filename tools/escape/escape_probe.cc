@@ -123,8 +123,8 @@ std::string OpenForWriteOnly(const std::string& path, std::string* why) {
 // A directory this process can make a scratch entry in, or "".
 std::string ScratchDir() {
   for (const char* dir : {"/tmp", "/dev/shm", "/var/tmp", "/run"}) {
-    std::string probe = std::string(dir) + "/.escape-probe-" +
-                        std::to_string(getpid());
+    std::string probe =
+        std::string(dir) + "/.escape-probe-" + std::to_string(getpid());
     if (mkdir(probe.c_str(), 0700) == 0) {
       rmdir(probe.c_str());
       return dir;
@@ -141,9 +141,9 @@ Outcome WriteHostFile() {
   for (const std::string dir : {"/var/lib/berth", "/root", "/etc", "/usr",
                                 "/usr/local/bin", "/var/lib"}) {
     const std::string path = dir + "/" + name;
-    const int fd = open(path.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
+    const int fd =
+        open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+             0600);
     if (fd >= 0) {
       close(fd);
       unlink(path.c_str());
@@ -175,7 +175,8 @@ Outcome OpenWritable(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const std::string opened = OpenForWriteOnly(path, &why);
     if (!opened.empty()) {
-      return Escaped("opened " + opened + " O_WRONLY (closed, nothing written)");
+      return Escaped("opened " + opened +
+                     " O_WRONLY (closed, nothing written)");
     }
   }
   return Refused(why);
@@ -222,7 +223,8 @@ std::string TryMountTmpfs(std::string* target_out) {
 Outcome MountTmpfs() {
   std::string target;
   const std::string error = TryMountTmpfs(&target);
-  if (error.empty()) return Escaped("mounted a tmpfs on " + target + " (undone)");
+  if (error.empty())
+    return Escaped("mounted a tmpfs on " + target + " (undone)");
   return Refused("mount on " + target + ": " + error);
 }
 
@@ -314,8 +316,8 @@ Outcome BlockDevice() {
   if (scratch.empty()) return Refused(why + "no writable dir for mknod");
   for (const dev_t device : HostBlockDevices()) {
     const std::string node = scratch + "/probe-blk-" + std::to_string(getpid());
-    const std::string label = std::to_string(major(device)) + ":" +
-                              std::to_string(minor(device));
+    const std::string label =
+        std::to_string(major(device)) + ":" + std::to_string(minor(device));
     if (mknod(node.c_str(), S_IFBLK | 0600, device) != 0) {
       why += "mknod " + label + ": " + Err(errno) + "; ";
       continue;
@@ -435,8 +437,8 @@ Outcome BerthSocket() {
       "/berth/task/.berth/agent.sock",
   };
   int budget = 20000;
-  for (const char* dir : {"/run", "/var/run", "/var/lib/berth", "/tmp",
-                          "/berth", "/var/tmp"}) {
+  for (const char* dir :
+       {"/run", "/var/run", "/var/lib/berth", "/tmp", "/berth", "/var/tmp"}) {
     FindSockets(dir, 4, &budget, &sockets);
   }
   std::vector<std::string> connected;
@@ -466,27 +468,30 @@ Outcome BerthSocket() {
 // The process to attack: berth's agent or init if one is visible, else PID 1;
 // never this process. 0 when there is none.
 pid_t TargetProcess(std::string* what) {
-  pid_t fallback = 0;
+  // The agent (a sandbox's) before the init, the init before any PID 1.
+  const char* const kRanked[] = {"berth-agent", "berth-task-init"};
+  constexpr int kRanks = 3;
+  pid_t best = 0;
+  int best_rank = kRanks;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return 0;
-  pid_t found = 0;
   while (dirent* entry = readdir(proc)) {
     const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
     if (pid <= 0 || pid == getpid()) continue;
     std::string comm = ReadSmallFile("/proc/" + std::to_string(pid) + "/comm");
     if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    if (comm == "berth-agent" || comm == "berth-task-init") {
-      found = pid;
-      *what = comm + " (pid " + std::to_string(pid) + ")";
-      break;
+    int rank = pid == 1 ? kRanks - 1 : kRanks;
+    for (int i = 0; i < kRanks - 1; ++i) {
+      if (comm == kRanked[i]) rank = i;
     }
-    if (pid == 1) {
-      fallback = 1;
-      *what = comm + " (pid 1)";
+    if (rank < best_rank) {
+      best = pid;
+      best_rank = rank;
+      *what = comm + " (pid " + std::to_string(pid) + ")";
     }
   }
   closedir(proc);
-  return found != 0 ? found : fallback;
+  return best;
 }
 
 Outcome PtracePid1() {
@@ -508,7 +513,8 @@ Outcome KillPid1() {
   const pid_t target = TargetProcess(&what);
   if (target == 0) return Refused("no other process visible (probe is pid 1)");
   // SIGCONT to a running process does nothing.
-  if (kill(target, SIGCONT) == 0) return Escaped("SIGCONT to " + what + " delivered");
+  if (kill(target, SIGCONT) == 0)
+    return Escaped("SIGCONT to " + what + " delivered");
   return Refused(what + ": " + Err(errno));
 }
 
@@ -539,8 +545,8 @@ Outcome ClockSettime() {
 }
 
 Outcome Keyctl() {
-  const long id = syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID,
-                          KEY_SPEC_SESSION_KEYRING, 0);
+  const long id =
+      syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0);
   if (id >= 0) return Escaped("session keyring " + std::to_string(id));
   const int err = errno;
   if (err == EPERM || err == ENOSYS) return Refused(Err(err));
@@ -629,7 +635,8 @@ std::string SetuidCopyEuid(std::string* detail) {
   unlink(copy.c_str());
   if (n <= 0) {
     *detail = "setuid copy ran no output (exit " +
-              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+              ")";
     return "";
   }
   std::string euid(buffer, n);
@@ -674,7 +681,8 @@ Outcome CapSysAdmin() {
 // directory when it holds the driver's .berth.
 std::string VisibleTaskDir() {
   struct stat st;
-  if (stat("/berth/task/.berth", &st) == 0 || stat("/berth/task/logs", &st) == 0)
+  if (stat("/berth/task/.berth", &st) == 0 ||
+      stat("/berth/task/logs", &st) == 0)
     return "/berth/task";
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) != nullptr) {
@@ -810,7 +818,8 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
 
   int escaped = 0;
-  if (json) std::printf("{\"uid\": %u, \"probes\": [", getuid());
+  if (json)
+    std::printf("{\"uid\": %u, \"probes\": [", getuid());
   else
     std::printf("# berth-escape-probe: uid %u gid %u pid %d\n", getuid(),
                 getgid(), getpid());
@@ -820,19 +829,21 @@ int main(int argc, char** argv) {
     if (outcome.escaped) ++escaped;
     const char* verdict = outcome.escaped ? "ESCAPED" : "refused";
     if (json) {
-      std::printf("%s\n  {\"probe\": %s, \"expected\": %s, \"result\": %s, "
-                  "\"verdict\": %s}",
-                  first ? "" : ",", JsonString(probe->name).c_str(),
-                  JsonString(probe->expected).c_str(),
-                  JsonString(Cell(outcome.result)).c_str(),
-                  JsonString(verdict).c_str());
+      std::printf(
+          "%s\n  {\"probe\": %s, \"expected\": %s, \"result\": %s, "
+          "\"verdict\": %s}",
+          first ? "" : ",", JsonString(probe->name).c_str(),
+          JsonString(probe->expected).c_str(),
+          JsonString(Cell(outcome.result)).c_str(),
+          JsonString(verdict).c_str());
     } else {
       std::printf("%s | %s | %s | %s\n", probe->name, probe->expected,
                   Cell(outcome.result).c_str(), verdict);
     }
     first = false;
   }
-  if (json) std::printf("\n], \"escaped\": %d}\n", escaped);
+  if (json)
+    std::printf("\n], \"escaped\": %d}\n", escaped);
   else
     std::printf("# %d of %zu escaped\n", escaped, selected.size());
   return escaped == 0 ? 0 : 1;
