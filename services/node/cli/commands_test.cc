@@ -316,6 +316,56 @@ TEST_F(CommandsTest, RunDetachedBuildsTheSpecAndPrintsTheId) {
   EXPECT_TRUE(fake_.logs_requests().empty());
 }
 
+TEST_F(CommandsTest, RunIsolationFlagsReachTheSpec) {
+  const std::string profile = dir_.Join("profile.json");
+  std::ofstream(profile) << R"({"defaultAction": "SCMP_ACT_ERRNO"})";
+  CliResult result =
+      Run({"run", "-d", "-v", "/srv:/data:ro", "--tmpfs", "/tmp", "--read-only",
+           "--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE",
+           "--security-opt", absl::StrCat("seccomp=", profile), "--userns",
+           "auto", "-u", "app:app", "--", "/bin/true"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const nodepb::TaskSpec& spec = requests[0].spec();
+  ASSERT_EQ(spec.isolation().mounts_size(), 2);
+  EXPECT_EQ(spec.isolation().mounts(0).source(), "/srv");
+  EXPECT_TRUE(spec.isolation().mounts(0).read_only());
+  EXPECT_TRUE(spec.isolation().readonly_rootfs());
+  EXPECT_EQ(spec.isolation().seccomp().custom_profile_json(),
+            R"({"defaultAction": "SCMP_ACT_ERRNO"})");
+  EXPECT_EQ(spec.userns(), "auto");
+  EXPECT_EQ(spec.user(), "app:app");
+
+  // inspect shows what was asked.
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  *web.mutable_spec()->mutable_isolation() = spec.isolation();
+  web.mutable_spec()->set_userns("auto");
+  fake_.AddTask(web);
+  CliResult inspected = Run({"inspect", "web"});
+  EXPECT_THAT(inspected.out, HasSubstr("\"isolation\": {"));
+  EXPECT_THAT(inspected.out, HasSubstr("\"destination\": \"/data\""));
+  EXPECT_THAT(inspected.out, HasSubstr("\"userns\": \"auto\""));
+}
+
+TEST_F(CommandsTest, RunBadIsolationFlagsAreUsageErrors) {
+  CliResult named = Run({"run", "-v", "data:/data", "--", "true"});
+  EXPECT_EQ(named.code, 2);
+  EXPECT_THAT(named.err,
+              StartsWith("berth run: --volume: \"data:/data\": the source "
+                         "\"data\" is not an absolute host path (named "
+                         "volumes are not supported)"));
+  const std::string missing = dir_.Join("missing.json");
+  CliResult unreadable = Run({"run", "--security-opt",
+                              absl::StrCat("seccomp=", missing), "--", "true"});
+  EXPECT_EQ(unreadable.code, 2);
+  EXPECT_THAT(unreadable.err,
+              HasSubstr(absl::StrCat("--security-opt: \"seccomp=", missing,
+                                     "\": cannot open ", missing)));
+  EXPECT_EQ(Run({"run", "--cap-add", "FLY", "--", "true"}).code, 2);
+  EXPECT_TRUE(fake_.run_requests().empty());
+}
+
 TEST_F(CommandsTest, RunAttachedCopiesOutputAndExitsWithTheTasksCode) {
   nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
   outcome.mutable_exit_result()->set_exit_code(3);

@@ -110,7 +110,10 @@ int Cli::Run(const ParsedArgs& args) {
     return UsageError("run", "--rm cannot be used with -d");
   }
   absl::StatusOr<nodepb::TaskSpec> spec =
-      TaskSpecFromRunFlags(args, args.positional, std::move(base), env_.getenv);
+      TaskSpecFromRunFlags(args, args.positional, std::move(base), env_.getenv,
+                           [this](const std::string& path) {
+                             return ReadFile(path, env_.stdin_fd);
+                           });
   if (!spec.ok()) return UsageError("run", spec.status().message());
 
   if (!Connect()) return Unreachable();

@@ -18,10 +18,12 @@
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/struct.pb.h"
+#include "services/node/task_isolation.h"
 
 namespace berth::cli {
 namespace {
 
+namespace driverpb = ::berth::driver::v1;
 namespace netpb = ::berth::network::v1;
 namespace nodepb = ::berth::node::v1;
 
@@ -190,6 +192,105 @@ absl::StatusOr<netpb::PortMapping> ParsePortMapping(absl::string_view text) {
   return mapping;
 }
 
+absl::StatusOr<driverpb::Mount> ParseVolume(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() != 2 && parts.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" must be SRC:DST[:ro|rw]"));
+  }
+  if (!absl::StartsWith(parts[0], "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\": the source \"", parts[0],
+        "\" is not an absolute host path (named volumes are not supported)"));
+  }
+  if (!absl::StartsWith(parts[1], "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\": the destination \"", parts[1],
+                     "\" is not an absolute path"));
+  }
+  driverpb::Mount mount;
+  mount.set_type(driverpb::MOUNT_TYPE_BIND);
+  mount.set_source(std::string(parts[0]));
+  mount.set_destination(std::string(parts[1]));
+  if (parts.size() == 3) {
+    if (parts[2] == "ro") {
+      mount.set_read_only(true);
+    } else if (parts[2] != "rw") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", text, "\": the mode \"", parts[2], "\" must be ro or rw"));
+    }
+  }
+  return mount;
+}
+
+absl::StatusOr<driverpb::Mount> ParseTmpfs(absl::string_view text) {
+  if (absl::StrContains(text, ':')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\": tmpfs options are not supported: give only DST"));
+  }
+  if (!absl::StartsWith(text, "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not an absolute path"));
+  }
+  driverpb::Mount mount;
+  mount.set_type(driverpb::MOUNT_TYPE_TMPFS);
+  mount.set_destination(std::string(text));
+  return mount;
+}
+
+absl::Status CheckUser(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  for (absl::string_view part : parts) {
+    if (part.empty() || parts.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", text, "\" must be NAME, UID, NAME:GROUP or UID:GID"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplySecurityOpt(absl::string_view text,
+                              const FileReader& read_file,
+                              driverpb::Isolation* isolation) {
+  // Docker's older spelling separates with ':' ("no-new-privileges:true").
+  const size_t separator = text.find_first_of("=:");
+  const absl::string_view key = text.substr(0, separator);
+  const absl::string_view value = separator == absl::string_view::npos
+                                      ? absl::string_view()
+                                      : text.substr(separator + 1);
+  if (key == "no-new-privileges") {
+    if (separator == absl::string_view::npos || value == "true") {
+      isolation->set_allow_privilege_escalation(false);
+    } else if (value == "false") {
+      isolation->set_allow_privilege_escalation(true);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", text, "\": no-new-privileges takes true or false"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "seccomp" && !value.empty()) {
+    driverpb::SeccompProfile& seccomp = *isolation->mutable_seccomp();
+    seccomp.Clear();
+    if (value == "unconfined") {
+      seccomp.set_type(driverpb::SECCOMP_PROFILE_TYPE_UNCONFINED);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::string> profile = read_file(std::string(value));
+    if (!profile.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\": ", profile.status().message()));
+    }
+    seccomp.set_type(driverpb::SECCOMP_PROFILE_TYPE_CUSTOM);
+    seccomp.set_custom_profile_json(*std::move(profile));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text,
+                   "\" must be no-new-privileges[=true|false], "
+                   "seccomp=unconfined or seccomp=PATH"));
+}
+
 const std::vector<FlagSpec>& RunFlagSpecs() {
   static const std::vector<FlagSpec>* const kSpecs = new std::vector<FlagSpec>{
       {"name", 0, "NAME", "Name of the task (unique on the node)"},
@@ -209,7 +310,28 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
       {"env", 'e', "K=V",
        "Environment variable (repeatable; -e K passes K from here)", true},
       {"restart", 0, "POLICY", "no, on-failure[:N] or always (default no)"},
-      {"user", 'u', "USER", "User to run as (name or uid)"},
+      {"user", 'u', "USER",
+       "User to run as: NAME or UID, optionally :GROUP or :GID"},
+      {"volume", 'v', "SRC:DST[:ro|rw]",
+       "Bind the absolute host path SRC at DST (repeatable; no named volumes)",
+       true},
+      {"tmpfs", 0, "DST", "An empty tmpfs at DST (repeatable)", true},
+      {"read-only", 0, "", "Mount the task's root read-only"},
+      {"cap-add", 0, "CAP",
+       "Add a capability to the default set, e.g. NET_ADMIN; ALL "
+       "(repeatable)",
+       true},
+      {"cap-drop", 0, "CAP",
+       "Drop a capability from the default set; ALL (repeatable)", true},
+      {"privileged", 0, "",
+       "Every capability and device, no seccomp filter (own root and "
+       "namespaces kept)"},
+      {"security-opt", 0, "OPT",
+       "no-new-privileges[=true|false], seccomp=unconfined or seccomp=PATH "
+       "(a JSON profile) (repeatable)",
+       true},
+      {"userns", 0, "MODE",
+       "auto: a user namespace of the task's own; host: the host's"},
       {"workdir", 'w', "DIR", "Working directory inside the task directory"},
       {"detach", 'd', "", "Print the task id and return at once"},
       {"rm", 0, "", "Remove the task when it ends (not with -d)"},
@@ -220,9 +342,74 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
   return *kSpecs;
 }
 
+namespace {
+
+absl::Status CapabilitiesFromFlag(
+    const ParsedArgs& flags, absl::string_view flag,
+    google::protobuf::RepeatedPtrField<std::string>* names) {
+  if (!flags.Has(flag)) return absl::OkStatus();
+  names->Clear();
+  for (const std::string& text : flags.Values(flag)) {
+    absl::StatusOr<std::string> name = node::CanonicalCapability(text);
+    if (!name.ok()) return Prefixed(absl::StrCat("--", flag), name.status());
+    names->Add(*std::move(name));
+  }
+  return absl::OkStatus();
+}
+
+// The isolation flags over the spec's isolation and userns.
+absl::Status IsolationFromRunFlags(const ParsedArgs& flags,
+                                   const FileReader& read_file,
+                                   nodepb::TaskSpec* spec) {
+  driverpb::Isolation& isolation = *spec->mutable_isolation();
+  if (flags.Has("volume") || flags.Has("tmpfs")) {
+    isolation.clear_mounts();
+    for (const std::string& text : flags.Values("volume")) {
+      absl::StatusOr<driverpb::Mount> mount = ParseVolume(text);
+      if (!mount.ok()) return Prefixed("--volume", mount.status());
+      *isolation.add_mounts() = *std::move(mount);
+    }
+    for (const std::string& text : flags.Values("tmpfs")) {
+      absl::StatusOr<driverpb::Mount> mount = ParseTmpfs(text);
+      if (!mount.ok()) return Prefixed("--tmpfs", mount.status());
+      *isolation.add_mounts() = *std::move(mount);
+    }
+  }
+  if (flags.Has("read-only")) isolation.set_readonly_rootfs(true);
+  if (absl::Status s =
+          CapabilitiesFromFlag(flags, "cap-add", isolation.mutable_cap_add());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CapabilitiesFromFlag(flags, "cap-drop", isolation.mutable_cap_drop());
+      !s.ok()) {
+    return s;
+  }
+  if (flags.Has("privileged")) isolation.set_privileged(true);
+  for (const std::string& text : flags.Values("security-opt")) {
+    if (absl::Status s = ApplySecurityOpt(text, read_file, &isolation);
+        !s.ok()) {
+      return Prefixed("--security-opt", s);
+    }
+  }
+  if (flags.Has("userns")) {
+    const std::string mode = flags.Value("userns");
+    if (mode != "auto" && mode != "host") {
+      return FlagError("--userns", mode, "must be auto or host");
+    }
+    spec->set_userns(mode);
+  }
+  // Asked nothing: no isolation message at all.
+  if (isolation.ByteSizeLong() == 0) spec->clear_isolation();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     const ParsedArgs& flags, const std::vector<std::string>& command,
-    nodepb::TaskSpec base, const EnvLookup& env) {
+    nodepb::TaskSpec base, const EnvLookup& env, const FileReader& read_file) {
   nodepb::TaskSpec spec = std::move(base);
   if (flags.Has("name")) spec.set_name(flags.Value("name"));
   if (flags.Has("driver")) spec.set_driver(flags.Value("driver"));
@@ -313,7 +500,16 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     if (!restart.ok()) return Prefixed("--restart", restart.status());
     *spec.mutable_restart() = *std::move(restart);
   }
-  if (flags.Has("user")) spec.set_user(flags.Value("user"));
+  if (flags.Has("user")) {
+    if (absl::Status s = CheckUser(flags.Value("user")); !s.ok()) {
+      return Prefixed("--user", s);
+    }
+    spec.set_user(flags.Value("user"));
+  }
+  if (absl::Status s = IsolationFromRunFlags(flags, read_file, &spec);
+      !s.ok()) {
+    return s;
+  }
   return spec;
 }
 

@@ -1,6 +1,8 @@
 // The flags of `berth run` turned into a berth.node.v1.TaskSpec: memory
 // sizes ("64m"), CPUs ("0.5"), ports ("8080:80/tcp"), restart policies
-// ("on-failure:3"), network modes ("cni:NAME") and environment ("K=V").
+// ("on-failure:3"), network modes ("cni:NAME"), environment ("K=V"), and
+// isolation: volumes ("/src:/dst:ro"), tmpfs, capabilities, security
+// options, user namespaces.
 // Every error names the flag and the value at fault.
 
 #ifndef SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
@@ -14,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "berth/driver/v1/driver.pb.h"
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "services/node/cli/cli_args.h"
@@ -42,18 +45,40 @@ absl::Status ParseNetworkMode(absl::string_view text,
 absl::StatusOr<network::v1::PortMapping> ParsePortMapping(
     absl::string_view text);
 
+// "SRC:DST[:ro|rw]" (-v): a bind mount of the absolute host path SRC at DST.
+absl::StatusOr<driver::v1::Mount> ParseVolume(absl::string_view text);
+
+// "DST" (--tmpfs): an empty tmpfs at DST.
+absl::StatusOr<driver::v1::Mount> ParseTmpfs(absl::string_view text);
+
+// "NAME|UID[:GROUP|GID]" (-u).
+absl::Status CheckUser(absl::string_view text);
+
 // Looks up a variable of the caller's environment.
 using EnvLookup =
     std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads a file the flags name (--security-opt seccomp=PATH).
+using FileReader =
+    std::function<absl::StatusOr<std::string>(const std::string& path)>;
+
+// One --security-opt: "no-new-privileges[=true|false]",
+// "seccomp=unconfined" or "seccomp=PATH" (the profile's JSON, read with
+// `read_file`), applied to `isolation`.
+absl::Status ApplySecurityOpt(absl::string_view text,
+                              const FileReader& read_file,
+                              driver::v1::Isolation* isolation);
 
 // The flags of `berth run` (see RunFlagSpecs) over `base` (a spec read from
 // --json-spec, or empty): each flag given replaces what `base` says; a
 // non-empty `command` sets driver_config.command and driver_config.args;
 // -w sets driver_config.work_dir; the driver is kDefaultDriver when neither
 // names one. "-e K" without "=" takes K from `env` (left out when unset).
+// -v and --tmpfs replace the base's mounts (volumes first), --cap-add and
+// --cap-drop its lists; `read_file` reads a seccomp profile.
 absl::StatusOr<node::v1::TaskSpec> TaskSpecFromRunFlags(
     const ParsedArgs& flags, const std::vector<std::string>& command,
-    node::v1::TaskSpec base, const EnvLookup& env);
+    node::v1::TaskSpec base, const EnvLookup& env, const FileReader& read_file);
 
 // The flags of `berth run`.
 const std::vector<FlagSpec>& RunFlagSpecs();

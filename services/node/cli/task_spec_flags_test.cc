@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/node/cli/cli_args.h"
@@ -11,13 +12,22 @@
 namespace berth::cli {
 namespace {
 
+namespace driverpb = ::berth::driver::v1;
 namespace netpb = ::berth::network::v1;
 namespace nodepb = ::berth::node::v1;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::optional<std::string> FakeEnv(const std::string& name) {
   if (name == "FROM_HERE") return "local value";
   return std::nullopt;
+}
+
+absl::StatusOr<std::string> FakeFile(const std::string& path) {
+  if (path == "/etc/profile.json")
+    return R"({"defaultAction": "SCMP_ACT_ALLOW"})";
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot open ", path, ": No such file or directory"));
 }
 
 absl::StatusOr<nodepb::TaskSpec> SpecOf(const std::vector<std::string>& args,
@@ -26,7 +36,11 @@ absl::StatusOr<nodepb::TaskSpec> SpecOf(const std::vector<std::string>& args,
       ParseArgs(RunFlagSpecs(), args, PositionalMode::kStopAtFirst);
   if (!parsed.ok()) return parsed.status();
   return TaskSpecFromRunFlags(*parsed, parsed->positional, std::move(base),
-                              FakeEnv);
+                              FakeEnv, FakeFile);
+}
+
+std::string ErrorOf(const std::vector<std::string>& args) {
+  return std::string(SpecOf(args).status().message());
 }
 
 TEST(ParseMemoryBytesTest, Units) {
@@ -195,6 +209,134 @@ TEST(TaskSpecFromRunFlagsTest, ErrorsNameTheFlagAndValue) {
       HasSubstr("--restart: \"maybe\""));
   EXPECT_THAT(std::string(SpecOf({"-e", "=v", "x"}).status().message()),
               HasSubstr("--env \"=v\""));
+}
+
+TEST(TaskSpecFromRunFlagsTest, IsolationFlags) {
+  absl::StatusOr<nodepb::TaskSpec> spec = SpecOf({"-v",
+                                                  "/srv/data:/data:ro",
+                                                  "--volume",
+                                                  "/srv/logs:/logs:rw",
+                                                  "-v",
+                                                  "/srv/cache:/cache",
+                                                  "--tmpfs",
+                                                  "/scratch",
+                                                  "--read-only",
+                                                  "--cap-add",
+                                                  "net_admin",
+                                                  "--cap-add",
+                                                  "CAP_SYS_PTRACE",
+                                                  "--cap-drop",
+                                                  "ALL",
+                                                  "--privileged",
+                                                  "--security-opt",
+                                                  "no-new-privileges=false",
+                                                  "--security-opt",
+                                                  "seccomp=/etc/profile.json",
+                                                  "--userns",
+                                                  "auto",
+                                                  "-u",
+                                                  "alice:staff",
+                                                  "/bin/true"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const driverpb::Isolation& isolation = spec->isolation();
+  ASSERT_EQ(isolation.mounts_size(), 4);
+  EXPECT_EQ(isolation.mounts(0).type(), driverpb::MOUNT_TYPE_BIND);
+  EXPECT_EQ(isolation.mounts(0).source(), "/srv/data");
+  EXPECT_EQ(isolation.mounts(0).destination(), "/data");
+  EXPECT_TRUE(isolation.mounts(0).read_only());
+  EXPECT_FALSE(isolation.mounts(1).read_only());
+  EXPECT_FALSE(isolation.mounts(2).read_only());
+  EXPECT_EQ(isolation.mounts(3).type(), driverpb::MOUNT_TYPE_TMPFS);
+  EXPECT_EQ(isolation.mounts(3).source(), "");
+  EXPECT_EQ(isolation.mounts(3).destination(), "/scratch");
+  EXPECT_TRUE(isolation.readonly_rootfs());
+  EXPECT_THAT(isolation.cap_add(), ElementsAre("NET_ADMIN", "SYS_PTRACE"));
+  EXPECT_THAT(isolation.cap_drop(), ElementsAre("ALL"));
+  EXPECT_TRUE(isolation.privileged());
+  EXPECT_TRUE(isolation.allow_privilege_escalation());
+  EXPECT_EQ(isolation.seccomp().type(), driverpb::SECCOMP_PROFILE_TYPE_CUSTOM);
+  EXPECT_EQ(isolation.seccomp().custom_profile_json(),
+            R"({"defaultAction": "SCMP_ACT_ALLOW"})");
+  EXPECT_EQ(spec->userns(), "auto");
+  EXPECT_EQ(spec->user(), "alice:staff");
+
+  absl::StatusOr<nodepb::TaskSpec> other = SpecOf(
+      {"--security-opt", "seccomp=unconfined", "--security-opt",
+       "no-new-privileges", "--userns", "host", "-u", "1000:100", "/bin/true"});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->isolation().seccomp().type(),
+            driverpb::SECCOMP_PROFILE_TYPE_UNCONFINED);
+  EXPECT_FALSE(other->isolation().allow_privilege_escalation());
+  EXPECT_EQ(other->userns(), "host");
+  EXPECT_EQ(other->user(), "1000:100");
+  EXPECT_TRUE(SpecOf({"--security-opt", "no-new-privileges:true", "x"})
+                  .ok());  // Docker's older spelling
+
+  // Nothing asked: no isolation at all.
+  EXPECT_FALSE(SpecOf({"/bin/true"})->has_isolation());
+}
+
+TEST(TaskSpecFromRunFlagsTest, IsolationFlagsReplaceTheBaseSpec) {
+  nodepb::TaskSpec base;
+  driverpb::Mount* mount = base.mutable_isolation()->add_mounts();
+  mount->set_type(driverpb::MOUNT_TYPE_BIND);
+  mount->set_source("/json");
+  mount->set_destination("/json");
+  base.mutable_isolation()->add_cap_add("CHOWN");
+  absl::StatusOr<nodepb::TaskSpec> kept = SpecOf({"x"}, base);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->isolation().mounts_size(), 1);
+  EXPECT_THAT(kept->isolation().cap_add(), ElementsAre("CHOWN"));
+  absl::StatusOr<nodepb::TaskSpec> replaced =
+      SpecOf({"--tmpfs", "/t", "--cap-add", "KILL", "x"}, base);
+  ASSERT_TRUE(replaced.ok());
+  ASSERT_EQ(replaced->isolation().mounts_size(), 1);
+  EXPECT_EQ(replaced->isolation().mounts(0).destination(), "/t");
+  EXPECT_THAT(replaced->isolation().cap_add(), ElementsAre("KILL"));
+}
+
+TEST(TaskSpecFromRunFlagsTest, BadIsolationFlagsNameTheFlagAndValue) {
+  EXPECT_THAT(ErrorOf({"-v", "data:/data", "x"}),
+              HasSubstr("--volume: \"data:/data\": the source \"data\" is "
+                        "not an absolute host path (named volumes are not "
+                        "supported)"));
+  EXPECT_THAT(ErrorOf({"-v", "/srv", "x"}),
+              HasSubstr("--volume: \"/srv\" must be SRC:DST[:ro|rw]"));
+  EXPECT_THAT(ErrorOf({"-v", "/srv:data", "x"}),
+              HasSubstr("--volume: \"/srv:data\": the destination \"data\" "
+                        "is not an absolute path"));
+  EXPECT_THAT(ErrorOf({"-v", "/srv:/data:z", "x"}),
+              HasSubstr("--volume: \"/srv:/data:z\": the mode \"z\" must be "
+                        "ro or rw"));
+  EXPECT_THAT(ErrorOf({"-v", "/a:/b:ro:x", "x"}),
+              HasSubstr("--volume: \"/a:/b:ro:x\""));
+  EXPECT_THAT(ErrorOf({"--tmpfs", "tmp", "x"}),
+              HasSubstr("--tmpfs: \"tmp\" is not an absolute path"));
+  EXPECT_THAT(ErrorOf({"--tmpfs", "/run:size=64m", "x"}),
+              HasSubstr("--tmpfs: \"/run:size=64m\": tmpfs options are not "
+                        "supported"));
+  EXPECT_THAT(ErrorOf({"--cap-add", "FLY", "x"}),
+              HasSubstr("--cap-add: \"FLY\" is not a capability"));
+  EXPECT_THAT(ErrorOf({"--cap-drop", "", "x"}),
+              HasSubstr("--cap-drop: \"\" is not a capability"));
+  EXPECT_THAT(ErrorOf({"--security-opt", "apparmor=unconfined", "x"}),
+              HasSubstr("--security-opt: \"apparmor=unconfined\" must be "
+                        "no-new-privileges[=true|false], seccomp=unconfined "
+                        "or seccomp=PATH"));
+  EXPECT_THAT(ErrorOf({"--security-opt", "no-new-privileges=maybe", "x"}),
+              HasSubstr("--security-opt: \"no-new-privileges=maybe\""));
+  EXPECT_THAT(ErrorOf({"--security-opt", "seccomp=", "x"}),
+              HasSubstr("--security-opt: \"seccomp=\""));
+  EXPECT_THAT(ErrorOf({"--security-opt", "seccomp=/nope.json", "x"}),
+              HasSubstr("--security-opt: \"seccomp=/nope.json\": cannot open "
+                        "/nope.json: No such file or directory"));
+  EXPECT_THAT(ErrorOf({"--userns", "private", "x"}),
+              HasSubstr("--userns \"private\": must be auto or host"));
+  EXPECT_THAT(ErrorOf({"-u", "alice:", "x"}),
+              HasSubstr("--user: \"alice:\" must be NAME, UID, NAME:GROUP or "
+                        "UID:GID"));
+  EXPECT_THAT(ErrorOf({"-u", ":staff", "x"}), HasSubstr("--user: \":staff\""));
+  EXPECT_THAT(ErrorOf({"-u", "a:b:c", "x"}), HasSubstr("--user: \"a:b:c\""));
 }
 
 }  // namespace
