@@ -15,6 +15,7 @@
 #include "services/common/service_main.h"
 #include "services/node/node_server.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/task_userns.h"
 
 ABSL_FLAG(std::string, runtime_dir, std::string(berth::kDefaultRuntimeDir),
           "Directory of berth's sockets: serves on <runtime_dir>/node.sock; "
@@ -37,6 +38,20 @@ ABSL_FLAG(std::string, stats_socket, "",
 ABSL_FLAG(std::string, proxy_socket, "",
           "berth-proxy's socket, given to the plugins; empty: "
           "<runtime_dir>/proxy.sock; \"none\": without it.");
+ABSL_FLAG(std::string, default_userns, "host",
+          "The user namespace of a task whose spec names none: \"host\", or "
+          "\"auto\" (its root is a range of unprivileged host ids of its "
+          "own; see --userns_subid_user).");
+ABSL_FLAG(std::string, userns_subid_user, "berth",
+          "Whose subordinate ids in /etc/subuid and /etc/subgid (by name or "
+          "uid) userns \"auto\" hands out, --userns_size per task.");
+ABSL_FLAG(uint32_t, userns_base, 0,
+          "Non-zero: userns \"auto\" hands out host ids [base, base + "
+          "--userns_count) instead of subordinate ids; at least 65536.");
+ABSL_FLAG(uint32_t, userns_count, 0, "See --userns_base.");
+ABSL_FLAG(uint32_t, userns_size, 65536,
+          "Host ids (uids and gids alike) mapped into each task's user "
+          "namespace.");
 ABSL_FLAG(std::string, node_id, "",
           "The node's identifier given to plugins; empty: the host name.");
 
@@ -92,6 +107,17 @@ int main(int argc, char** argv) {
                         ? HostName()
                         : absl::GetFlag(FLAGS_node_id);
   options.version = kVersion;
+  options.task_options.default_userns = absl::GetFlag(FLAGS_default_userns);
+  if (absl::Status s =
+          berth::node::CheckDefaultUserns(options.task_options.default_userns);
+      !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 2;
+  }
+  options.id_ranges.subid_user = absl::GetFlag(FLAGS_userns_subid_user);
+  options.id_ranges.base = absl::GetFlag(FLAGS_userns_base);
+  options.id_ranges.count = absl::GetFlag(FLAGS_userns_count);
+  options.id_ranges.size = absl::GetFlag(FLAGS_userns_size);
   options.grace = kGrace;
   absl::StatusOr<std::unique_ptr<berth::node::NodeServer>> node =
       berth::node::NodeServer::BuildAndStart(std::move(options));

@@ -20,6 +20,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
   node->events_ = std::make_unique<EventBus>();
+  absl::StatusOr<std::unique_ptr<IdRangeAllocator>> id_ranges =
+      IdRangeAllocator::Create(options.id_ranges);
+  if (!id_ranges.ok()) return id_ranges.status();
+  node->id_ranges_ = *std::move(id_ranges);
 
   PluginManager::Options plugin_options = options.plugin_options;
   plugin_options.socket_dir = absl::StrCat(options.runtime_dir, "/plugins");
@@ -35,6 +39,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   TaskManager::Options task_options = options.task_options;
   task_options.state_dir = state_dir;
   task_options.netns_socket = options.netns_socket;
+  task_options.id_ranges = node->id_ranges_.get();
   task_options.protected_dirs = {options.runtime_dir, options.state_dir};
   node->tasks_ =
       std::make_unique<TaskManager>(std::move(task_options), node->store_.get(),

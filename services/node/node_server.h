@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "services/common/grpc_server.h"
 #include "services/node/event_bus.h"
+#include "services/node/id_ranges.h"
 #include "services/node/node_service.h"
 #include "services/node/plugin_manager.h"
 #include "services/node/task_manager.h"
@@ -45,6 +46,9 @@ class NodeServer {
     // How tasks are carried (state_dir and netns_socket are set from the
     // fields above).
     TaskManager::Options task_options;
+    // Where userns "auto" takes tasks' host ids (task_options.id_ranges is
+    // set from it; task_options.default_userns says who gets one).
+    IdRangeAllocator::Options id_ranges;
     // How long Shutdown gives open calls.
     absl::Duration grace = absl::Seconds(5);
   };
@@ -75,6 +79,7 @@ class NodeServer {
   bool shut_down_ = false;
   // In the order they are made; destroyed in reverse.
   std::unique_ptr<TaskStore> store_;
+  std::unique_ptr<IdRangeAllocator> id_ranges_;
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<TaskManager> tasks_;

@@ -27,6 +27,7 @@
 #include "services/common/status.h"
 #include "services/node/restart_policy.h"
 #include "services/node/task_network.h"
+#include "services/node/task_userns.h"
 
 namespace berth::node {
 namespace {
@@ -348,6 +349,12 @@ absl::Status TaskManager::Recover() {
     entry->record = std::move(record);
     const std::string id = entry->record.task().id();
     tasks_[id] = entry;
+    // Its user namespace's ids stay its own until it is removed.
+    if (absl::Status s =
+            RestoreUserNamespace(entry->record, options_.id_ranges);
+        !s.ok()) {
+      LOG(ERROR) << s;
+    }
     switch (entry->record.task().state()) {
       case v1::TASK_STATE_RUNNING:
         LOG(INFO) << "task " << id << ": recovering it from its driver "
@@ -490,6 +497,7 @@ absl::Status TaskManager::Remove(const std::string& ref, bool force) {
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }
   if (absl::Status s = store_->Delete(id); !s.ok()) return s;
+  if (options_.id_ranges != nullptr) options_.id_ranges->Release(id);
   {
     absl::MutexLock lock(&mu_);
     tasks_.erase(id);

@@ -23,6 +23,7 @@
 #include "berth/node/v1/node.pb.h"
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
+#include "services/node/id_ranges.h"
 #include "services/node/plugin_manager.h"
 #include "services/node/task_isolation.h"
 #include "services/node/task_network.h"
@@ -50,6 +51,12 @@ class TaskManager {
     absl::Duration netns_wait = absl::Seconds(10);
     // berth's runtime and state directories, which no task may mount.
     ProtectedDirs protected_dirs;
+    // The user namespace of a task whose spec says none: "host" or "auto"
+    // (--default_userns).
+    std::string default_userns = "host";
+    // Host id ranges for userns "auto" (task_userns.h); null: none, and
+    // "auto" fails.
+    IdRangeAllocator* id_ranges = nullptr;
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,7 @@
 #include "services/node/restart_policy.h"
 #include "services/node/task_manager.h"
 #include "services/node/task_network.h"
+#include "services/node/task_userns.h"
 
 namespace berth::node {
 namespace {
@@ -235,10 +237,23 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   config.set_allocation_id(id);
   *config.mutable_driver_config() = spec.driver_config();
   *config.mutable_env() = spec.env();
+  const absl::StatusOr<driver::v1::DriverCapabilities> caps =
+      plugins_->Capabilities(spec.driver());
+  std::optional<driver::v1::UserNamespace> userns;
+  {
+    // The range goes into the record (stored with the run, kept until the
+    // task is removed).
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<std::optional<driver::v1::UserNamespace>> chosen =
+        ChooseUserNamespace(options_.default_userns, options_.id_ranges, caps,
+                            &entry.record);
+    if (!chosen.ok()) return chosen.status();
+    userns = *std::move(chosen);
+  }
   // User, group and isolation; the driver's claims are checked again.
-  if (absl::Status s = ApplyTaskIsolation(
-          spec, plugins_->Capabilities(spec.driver()), options_.protected_dirs,
-          /*user_namespace=*/nullptr, &config);
+  if (absl::Status s =
+          ApplyTaskIsolation(spec, caps, options_.protected_dirs,
+                             userns.has_value() ? &*userns : nullptr, &config);
       !s.ok()) {
     return s;
   }
