@@ -26,6 +26,7 @@ keep_going=0
 bin_dir=""
 
 # say, die, usage.
+# shellcheck source=tools/bench/script_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_lib.sh"
 
 for arg in "$@"; do

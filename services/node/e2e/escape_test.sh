@@ -73,7 +73,7 @@ wait_for 100 test -S "$run/plugins/sandbox.sock" && wait_for 100 test -S "$run/p
 
 # run_probe DRIVER USER: the probe's table, in $dir/table.DRIVER.USER.
 run_probe() {
-  local d=$1 user=$2 out err code user_flag=()
+  local d=$1 user=$2 out code user_flag=()
   [[ $user == nobody ]] && user_flag=(-u nobody)
   local table="$dir/table.$d.$user"
   out=$(berth run --rm --driver "$d" --net host "${user_flag[@]}" \
