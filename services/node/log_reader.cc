@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -23,42 +24,107 @@ namespace {
 constexpr size_t kChunk = 32 * 1024;
 constexpr int kMaxRotations = 1000;
 
+// The log directories and files are in a task's directory, which the task
+// may be able to write to: each directory is opened without following a
+// link at its path (O_NOFOLLOW; its parents are the node's), and every file
+// is opened relative to it, one component, again O_NOFOLLOW, and read only
+// when it is a regular file: `berth logs` never reads what a planted link
+// points to, nor blocks on a planted FIFO.
+
 // One stream's files, oldest first, and following its live file.
 struct StreamReader {
   v1::LogStream stream;
-  std::string path;   // NAME.log
+  std::string name;   // NAME.log
+  std::string path;   // <log_dir>/NAME.log, for messages
   base::UniqueFd fd;  // the live file being followed
   ino_t inode = 0;
 };
 
-// NAME.log.N ... NAME.log.1, NAME.log for `path` (NAME.log): one scan of
-// its directory.
-std::vector<std::string> KeptFiles(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = path.substr(0, slash);
-  const std::string prefix = path.substr(slash + 1) + ".";
-  std::vector<int> rotations;
-  if (DIR* listing = opendir(dir.c_str()); listing != nullptr) {
-    while (const dirent* entry = readdir(listing)) {
-      absl::string_view name = entry->d_name;
-      int n = 0;
-      if (absl::ConsumePrefix(&name, prefix) && absl::SimpleAtoi(name, &n) &&
-          n >= 1 && n <= kMaxRotations) {
-        rotations.push_back(n);
-      }
-    }
-    closedir(listing);
-  }
-  std::sort(rotations.rbegin(), rotations.rend());
-  std::vector<std::string> files;
-  for (int n : rotations) files.push_back(absl::StrCat(path, ".", n));
-  files.push_back(path);
-  return files;
-}
+// A log directory, held open.
+struct LogDir {
+  std::string path;
+  base::UniqueFd fd;  // invalid while missing
+  dev_t dev = 0;
+  ino_t inode = 0;
+};
+
+// A file of a log directory to read.
+struct KeptFile {
+  int dir_fd;
+  std::string name;
+  std::string path;  // for messages
+};
 
 absl::Status ReadError(const std::string& path) {
   return absl::InternalError(
       absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+}
+
+// The log directory `path`, O_NOFOLLOW (a link there is an error); its fd
+// is invalid when it is missing.
+absl::StatusOr<LogDir> OpenLogDir(const std::string& path) {
+  LogDir dir;
+  dir.path = path;
+  dir.fd.reset(
+      open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!dir.fd.valid()) {
+    if (errno != ENOENT) return ReadError(path);
+  } else if (fstat(dir.fd.get(), &st) == 0) {
+    dir.dev = st.st_dev;
+    dir.inode = st.st_ino;
+  }
+  return dir;
+}
+
+// `name` in `dir_fd`: invalid with errno ENOENT when missing, ELOOP for a
+// link, EINVAL for anything but a regular file.
+base::UniqueFd OpenLogFile(int dir_fd, const std::string& name) {
+  if (dir_fd < 0) {
+    errno = ENOENT;
+    return base::UniqueFd();
+  }
+  base::UniqueFd fd(openat(dir_fd, name.c_str(),
+                           O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (fd.valid() && (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))) {
+    fd.reset();
+    errno = EINVAL;
+  }
+  return fd;
+}
+
+// NAME.log.N ... NAME.log.1, NAME.log for `name` (NAME.log) in `dir_fd`:
+// one scan of the directory.
+std::vector<KeptFile> KeptFiles(const LogDir& dir, const std::string& name) {
+  const int dir_fd = dir.fd.get();
+  const std::string prefix = name + ".";
+  std::vector<int> rotations;
+  // A description of its own: a listing's position is not shared.
+  const int listing_fd =
+      dir_fd < 0 ? -1 : openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (DIR* listing = listing_fd < 0 ? nullptr : fdopendir(listing_fd);
+      listing != nullptr) {
+    while (const dirent* entry = readdir(listing)) {
+      absl::string_view entry_name = entry->d_name;
+      int n = 0;
+      if (absl::ConsumePrefix(&entry_name, prefix) &&
+          absl::SimpleAtoi(entry_name, &n) && n >= 1 && n <= kMaxRotations) {
+        rotations.push_back(n);
+      }
+    }
+    closedir(listing);
+  } else if (listing_fd >= 0) {
+    close(listing_fd);
+  }
+  std::sort(rotations.rbegin(), rotations.rend());
+  std::vector<KeptFile> files;
+  for (int n : rotations) {
+    const std::string rotated = absl::StrCat(name, ".", n);
+    files.push_back({dir_fd, rotated, absl::StrCat(dir.path, "/", rotated)});
+  }
+  files.push_back({dir_fd, name, absl::StrCat(dir.path, "/", name)});
+  return files;
 }
 
 // Sends [offset, end) of `fd`; returns false when `write` said stop.
@@ -118,13 +184,21 @@ absl::Status ReadTaskLogs(
                                   v1::LOG_STREAM_UNSPECIFIED) != wanted.end()) {
     wanted = {v1::LOG_STREAM_STDOUT, v1::LOG_STREAM_STDERR};
   }
+  absl::StatusOr<LogDir> log_dir = OpenLogDir(options.log_dir);
+  if (!log_dir.ok()) return log_dir.status();
+  std::vector<LogDir> earlier_dirs;
+  for (const std::string& earlier : options.earlier_log_dirs) {
+    absl::StatusOr<LogDir> dir = OpenLogDir(earlier);
+    if (!dir.ok()) return dir.status();
+    earlier_dirs.push_back(*std::move(dir));
+  }
   std::vector<std::unique_ptr<StreamReader>> readers;
   for (v1::LogStream stream : wanted) {
     auto reader = std::make_unique<StreamReader>();
     reader->stream = stream;
-    reader->path = absl::StrCat(options.log_dir, stream == v1::LOG_STREAM_STDERR
-                                                     ? "/stderr.log"
-                                                     : "/stdout.log");
+    reader->name =
+        stream == v1::LOG_STREAM_STDERR ? "stderr.log" : "stdout.log";
+    reader->path = absl::StrCat(options.log_dir, "/", reader->name);
     readers.push_back(std::move(reader));
   }
 
@@ -133,21 +207,19 @@ absl::Status ReadTaskLogs(
     StreamReader& reader = *readers[r];
     // Earlier runs' output first (oldest first), then the current run's; the
     // last file is the live one.
-    const std::string name =
-        reader.stream == v1::LOG_STREAM_STDERR ? "/stderr.log" : "/stdout.log";
-    std::vector<std::string> files;
-    for (const std::string& earlier : options.earlier_log_dirs) {
-      for (std::string& file : KeptFiles(earlier + name)) {
+    std::vector<KeptFile> files;
+    for (const LogDir& earlier : earlier_dirs) {
+      for (KeptFile& file : KeptFiles(earlier, reader.name)) {
         files.push_back(std::move(file));
       }
     }
-    for (std::string& file : KeptFiles(reader.path)) {
+    for (KeptFile& file : KeptFiles(*log_dir, reader.name)) {
       files.push_back(std::move(file));
     }
     std::vector<base::UniqueFd> fds;
-    for (const std::string& file : files) {
-      base::UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!fd.valid() && errno != ENOENT) return ReadError(file);
+    for (const KeptFile& file : files) {
+      base::UniqueFd fd = OpenLogFile(file.dir_fd, file.name);
+      if (!fd.valid() && errno != ENOENT) return ReadError(file.path);
       fds.push_back(std::move(fd));
     }
     size_t first = 0;
@@ -179,6 +251,14 @@ absl::Status ReadTaskLogs(
     // Read `running` before draining, so output written just before the
     // task ended is still read.
     const bool running = options.running ? options.running() : false;
+    // The live directory is looked up again (O_NOFOLLOW): made late, or
+    // replaced when a restarted task's run begins.
+    if (absl::StatusOr<LogDir> now = OpenLogDir(options.log_dir);
+        now.ok() && now->fd.valid() &&
+        (!log_dir->fd.valid() || now->dev != log_dir->dev ||
+         now->inode != log_dir->inode)) {
+      *log_dir = *std::move(now);
+    }
     for (size_t r = 0; r < readers.size(); ++r) {
       StreamReader& reader = *readers[r];
       if (reader.fd.valid()) {
@@ -192,9 +272,11 @@ absl::Status ReadTaskLogs(
       // Rotated (or made for the first time): finish the old file above,
       // then move to the new one.
       struct stat st;
-      if (stat(reader.path.c_str(), &st) == 0 &&
+      if (log_dir->fd.valid() &&
+          fstatat(log_dir->fd.get(), reader.name.c_str(), &st,
+                  AT_SYMLINK_NOFOLLOW) == 0 &&
           (!reader.fd.valid() || st.st_ino != reader.inode)) {
-        base::UniqueFd fd(open(reader.path.c_str(), O_RDONLY | O_CLOEXEC));
+        base::UniqueFd fd = OpenLogFile(log_dir->fd.get(), reader.name);
         if (fd.valid()) {
           if (reader.fd.valid()) {
             // Drain what was written to the old file after the last read.

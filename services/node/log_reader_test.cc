@@ -181,3 +181,64 @@ TEST(LogReaderTest, FollowEndsWhenCancelled) {
 
 }  // namespace
 }  // namespace berth::node
+
+namespace berth::node {
+namespace {
+
+absl::Status ReadInto(const LogReadOptions& options, std::string* out) {
+  return ReadTaskLogs(options, [&](v1::LogStream, absl::string_view data) {
+    out->append(data.data(), data.size());
+    return true;
+  });
+}
+
+// A task that can write in its directory plants links where the node reads
+// its output, to make root read a file it may not (say /etc/shadow): no
+// link is followed, at a file, a rotated file, or a log directory.
+TEST(LogReaderTest, FollowsNoLinkThatATaskPlanted) {
+  ShortTempDir temp;
+  const std::string secret = temp.Join("secret");
+  Append(secret, "SECRET\n");
+  const std::string logs = temp.Join("logs");
+  ASSERT_EQ(mkdir(logs.c_str(), 0755), 0);
+  Append(logs + "/stdout.log", "mine\n");
+  ASSERT_EQ(symlink(secret.c_str(), (logs + "/stdout.log.1").c_str()), 0);
+  ASSERT_EQ(symlink(secret.c_str(), (logs + "/stderr.log").c_str()), 0);
+  LogReadOptions options;
+  options.log_dir = logs;
+  std::string read;
+  const absl::Status status = ReadInto(options, &read);
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(read.find("SECRET"), std::string::npos) << read;
+
+  // The log directory of an earlier run (or the current one) is a link to
+  // a directory holding the secret as stdout.log.
+  const std::string elsewhere = temp.Join("elsewhere");
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0755), 0);
+  Append(elsewhere + "/stdout.log", "SECRET\n");
+  const std::string linked = temp.Join("linked");
+  ASSERT_EQ(symlink(elsewhere.c_str(), linked.c_str()), 0);
+  for (bool earlier : {true, false}) {
+    LogReadOptions via_link;
+    via_link.log_dir = earlier ? temp.Join("missing") : linked;
+    if (earlier) via_link.earlier_log_dirs = {linked};
+    via_link.streams = {v1::LOG_STREAM_STDOUT};
+    std::string got;
+    EXPECT_FALSE(ReadInto(via_link, &got).ok()) << earlier;
+    EXPECT_EQ(got.find("SECRET"), std::string::npos) << got;
+  }
+}
+
+// A FIFO planted as a log file neither blocks the reader nor is read.
+TEST(LogReaderTest, AFifoIsNotRead) {
+  ShortTempDir temp;
+  ASSERT_EQ(mkfifo(temp.Join("stdout.log").c_str(), 0644), 0);
+  LogReadOptions options;
+  options.log_dir = temp.path();
+  std::string read;
+  EXPECT_FALSE(ReadInto(options, &read).ok());
+  EXPECT_EQ(read, "");
+}
+
+}  // namespace
+}  // namespace berth::node
