@@ -41,5 +41,27 @@ TEST(RemoveTreeTest, DoesNotFollowSymbolicLinks) {
   EXPECT_TRUE(testing::PathExists(dir.Join("outside/keep")));
 }
 
+// A link at the path itself (a task directory a task replaced) or deeper
+// down, to a directory outside: the links go, the directory stays whole.
+TEST(RemoveTreeTest, ALinkAtThePathOrDeepDownIsRemovedItself) {
+  testing::ShortTempDir dir;
+  ASSERT_EQ(mkdir(dir.Join("outside").c_str(), 0755), 0);
+  std::ofstream(dir.Join("outside/keep")) << "z";
+  ASSERT_EQ(symlink(dir.Join("outside").c_str(), dir.Join("top").c_str()), 0);
+  ASSERT_TRUE(RemoveTree(dir.Join("top")).ok());
+  EXPECT_FALSE(testing::PathExists(dir.Join("top")));
+  EXPECT_TRUE(testing::PathExists(dir.Join("outside/keep")));
+
+  ASSERT_EQ(mkdir(dir.Join("t").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir.Join("t/a").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir.Join("t/a/b").c_str(), 0755), 0);
+  std::ofstream(dir.Join("t/a/b/file")) << "x";
+  ASSERT_EQ(symlink(dir.Join("outside").c_str(), dir.Join("t/a/b/l").c_str()),
+            0);
+  ASSERT_TRUE(RemoveTree(dir.Join("t")).ok());
+  EXPECT_FALSE(testing::PathExists(dir.Join("t")));
+  EXPECT_TRUE(testing::PathExists(dir.Join("outside/keep")));
+}
+
 }  // namespace
 }  // namespace berth
