@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "services/driver/common/child_probe_testing.h"
 
 namespace berth::driver_common {
 namespace {
@@ -34,65 +35,31 @@ constexpr uint64_t kDockerDefault = 0x00000000a80425fb;
 using Report = std::map<std::string, std::string>;
 
 // Runs DropPrivileges in a forked child, then `after` (which may add
-// "key value" lines), and returns the child's report.
+// "key value" lines or execute a program that does), and returns the
+// child's report.
 template <typename After>
 Report RunChild(const PrivilegeSpec& spec, uid_t uid, gid_t gid,
                 const std::vector<gid_t>& groups, After after) {
-  int fds[2];
-  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  // The child's stdout is the pipe: it must not inherit unwritten output.
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    // On stdout so that an exec'd check reports too, and not a descriptor
-    // the close-on-exec sweep would catch.
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[1]);
+  return ParseReport(OutputOfChild([&]() -> std::string {
     std::string what;
     int error_number = 0;
-    std::string out;
     if (!DropPrivileges(spec, uid, gid, groups, &what, &error_number)) {
-      out = "error " + std::to_string(error_number) + " " + what + "\n";
-    } else {
-      std::ifstream status("/proc/self/status");
-      std::string line;
-      while (std::getline(status, line)) {
-        for (const char* key :
-             {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:",
-              "CapBnd:", "CapAmb:", "NoNewPrivs:", "Seccomp:"}) {
-          if (line.rfind(key, 0) == 0) out += line + "\n";
-        }
-      }
-      (void)!write(STDOUT_FILENO, out.data(), out.size());
-      out = after();
+      return "error " + std::to_string(error_number) + " " + what + "\n";
     }
+    std::string out;
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      for (const char* key :
+           {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:",
+            "CapBnd:", "CapAmb:", "NoNewPrivs:", "Seccomp:"}) {
+        if (line.rfind(key, 0) == 0) out += line + "\n";
+      }
+    }
+    // Before `after`, which may execute another program.
     (void)!write(STDOUT_FILENO, out.data(), out.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::printf("child reported:\n%s", text.c_str());
-  Report report;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t space = line.find_first_of(" \t");
-    std::string key = line.substr(0, space);
-    if (!key.empty() && key.back() == ':') key.pop_back();
-    std::string value =
-        space == std::string::npos ? "" : line.substr(space + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    value.erase(value.find_last_not_of(" \t") + 1);
-    report[key] = value;
-  }
-  return report;
+    return after();
+  }));
 }
 
 Report RunChild(const PrivilegeSpec& spec, uid_t uid, gid_t gid,
