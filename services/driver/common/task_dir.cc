@@ -1,18 +1,40 @@
 #include "services/driver/common/task_dir.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/beneath.h"
 #include "services/common/remove_tree.h"
+#include "services/driver/common/exit_file.h"
 
 namespace berth::driver_common {
+namespace {
+
+constexpr char kPrivateDirName[] = ".berth";
+
+// `path` with "." and empty components dropped; "" unless it is absolute
+// and free of "..".
+std::string CleanAbsolute(const std::string& path) {
+  if (path.empty() || path[0] != '/') return "";
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part == "..") return "";
+    if (part != ".") parts.push_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+}  // namespace
 
 absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode) {
   struct stat st;
@@ -63,6 +85,13 @@ absl::Status PrepareTaskDirectories(const TaskSpec& spec,
       return absl::FailedPreconditionError(
           absl::StrCat(prefix, made.status().message()));
     }
+    // MakeDirs' stat follows a link the task may have planted there; the
+    // driver and the init write into these as root.
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, "task_dir: ", dir, " is not a directory (a link?)"));
+    }
   }
   absl::StatusOr<bool> made_work_dir = MakeDirs(spec.work_dir, 0755);
   if (!made_work_dir.ok()) {
@@ -74,14 +103,48 @@ absl::Status PrepareTaskDirectories(const TaskSpec& spec,
 }
 
 std::string ExitRecordPath(const std::string& task_dir) {
-  return absl::StrCat(task_dir, "/.berth/exit");
+  return absl::StrCat(task_dir, "/", kPrivateDirName, "/", kExitRecordName);
 }
 
 bool ReadExitRecord(const std::string& task_dir, ExitRecord* record) {
-  std::ifstream in(ExitRecordPath(task_dir));
-  std::stringstream content;
-  content << in.rdbuf();
-  return DecodeExitRecord(content.str(), record);
+  absl::StatusOr<std::string> content = base::ReadFileBeneath(
+      task_dir, absl::StrCat(kPrivateDirName, "/", kExitRecordName),
+      kMaxExitRecordBytes);
+  return content.ok() && DecodeExitRecord(*content, record);
+}
+
+absl::Status WriteExitRecord(const std::string& task_dir,
+                             const ExitRecord& record) {
+  absl::StatusOr<base::UniqueFd> dir =
+      base::OpenBeneath(task_dir, kPrivateDirName, O_PATH | O_DIRECTORY);
+  if (!dir.ok()) return dir.status();
+  if (!WriteExitRecordAt(dir->get(), kExitRecordName, record)) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("writing ", ExitRecordPath(task_dir)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTaskDirInside(const std::string& task_dir,
+                                const std::string& state_dir) {
+  const std::string state = CleanAbsolute(state_dir);
+  if (state.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task_dir \"", task_dir,
+        "\" cannot be checked: the node gave no absolute state directory "
+        "(node.state_dir \"",
+        state_dir, "\")"));
+  }
+  const std::string dir = CleanAbsolute(task_dir);
+  if (dir.empty() || dir.size() <= state.size() ||
+      !absl::StartsWith(dir, state == "/" ? "/" : absl::StrCat(state, "/"))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task_dir \"", task_dir,
+                     "\" is not an absolute path without \"..\" "
+                     "below the node's state directory ",
+                     state));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> DriverStateDir(const plugin::v1::NodeContext& node,

@@ -35,8 +35,22 @@ absl::StatusOr<bool> MakeDirs(const std::string& path, mode_t mode);
 std::string ExitRecordPath(const std::string& task_dir);
 
 // Reads and decodes the task's exit record; false when there is none (or it
-// does not decode).
+// does not decode). Read below `task_dir` without following any link (a
+// task may own its directory) and at most kMaxExitRecordBytes.
 bool ReadExitRecord(const std::string& task_dir, ExitRecord* record);
+
+// Writes the task's exit record (WriteExitRecordAt in .berth, reached
+// without following links).
+absl::Status WriteExitRecord(const std::string& task_dir,
+                             const ExitRecord& record);
+
+// INVALID_ARGUMENT naming task_dir unless `task_dir` is an absolute path
+// without ".." below `state_dir` (SetConfig's NodeContext.state_dir, where
+// the node makes <state_dir>/node/tasks/<id>), compared after dropping "."
+// and repeated slashes: a driver running as root makes, chowns and removes
+// what is there. INVALID_ARGUMENT too when `state_dir` is empty or relative.
+absl::Status CheckTaskDirInside(const std::string& task_dir,
+                                const std::string& state_dir);
 
 // A driver's own state directory under the node's (SetConfig's
 // NodeContext.state_dir): <state_dir>/<driver_name>, made 0711 if missing;

@@ -52,28 +52,16 @@ using ::berth::driver_common::TaskCgroup;
 
 namespace {
 
-// Writes `result` to `path` as an exit record (temporary file, renamed).
-absl::Status WriteExitFile(const std::string& path,
+// Writes `result` as the task's exit record (through .berth's descriptor,
+// following no link the task planted).
+absl::Status WriteExitFile(const std::string& task_dir,
                            const dv1::ExitResult& result) {
   driver_common::ExitRecord record;
   record.exit_code = result.exit_code();
   record.signal = result.signal();
   record.exited_at_unix_nanos =
       absl::ToUnixNanos(base::FromProtoTimestamp(result.exited_at()));
-  const std::string temporary = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << driver_common::EncodeExitRecord(record);
-    out.flush();
-    if (!out) {
-      return absl::InternalError(absl::StrCat("writing ", temporary));
-    }
-  }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat("renaming ", temporary, " to ", path));
-  }
-  return absl::OkStatus();
+  return driver_common::WriteExitRecord(task_dir, record);
 }
 
 }  // namespace
@@ -580,8 +568,7 @@ void SandboxDriver::Finish(const std::shared_ptr<Task>& task,
   }
   // Recorded before the teardown: a driver killed in between still finds
   // how the task ended.
-  if (absl::Status written = WriteExitFile(
-          driver_common::ExitRecordPath(task->spec.task_dir), result);
+  if (absl::Status written = WriteExitFile(task->spec.task_dir, result);
       !written.ok()) {
     LOG(WARNING) << "task " << task->id << ": " << written
                  << " (a restarted driver will not know how it ended)";
