@@ -76,8 +76,11 @@ int RotatingLog::OpenCurrent(int flags) const {
   // O_NOFOLLOW: a symbolic link planted at NAME.log (by whoever may write in
   // the directory) is refused (ELOOP), never followed by a writer that may
   // be root. The name is one component, so nothing else is resolved.
+  // O_NONBLOCK (no effect on a regular file): a FIFO planted there fails
+  // (ENXIO) instead of blocking the writer until someone reads it.
   return openat(dir_fd_, current_name_.c_str(),
-                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | flags,
+                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                    O_NONBLOCK | flags,
                 0640);
 }
 

@@ -206,6 +206,16 @@ TEST(RotatingLogTest, ALinkAtARotatedFileIsReplacedNotFollowed) {
   EXPECT_EQ(ReadFileOrEmpty(dir + "/stdout.log"), "ef");
 }
 
+// A FIFO planted at NAME.log with no reader: Open fails at once instead of
+// blocking the init that copies the task's output.
+TEST(RotatingLogTest, AFifoAtTheLogDoesNotBlock) {
+  ShortTempDir temp;
+  ASSERT_EQ(mkfifo(temp.Join("stdout.log").c_str(), 0600), 0);
+  RotatingLog log(temp.path(), "stdout", 4, 1);
+  EXPECT_FALSE(log.Open());
+  EXPECT_EQ(errno, ENXIO);
+}
+
 TEST(RotatingLogTest, OpenFailsInAMissingDirectory) {
   ShortTempDir temp;
   RotatingLog log(temp.Join("missing"), "stdout", 4, 0);
