@@ -8,14 +8,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/process.h"
 #include "base/unique_fd.h"
 #include "glog/logging.h"
+#include "services/agent/container_ns.h"
 #include "services/agent/deadline.h"
 #include "services/agent/io_reactor.h"
 #include "services/agent/spawn.h"
@@ -98,6 +101,13 @@ void AgentServiceImpl::ReapLoop() {
         process->ReapAndRecord();
         absl::MutexLock lock(&mu_);
         running_.erase(pid);
+        // The main process's end is its container's, as a pid namespace's
+        // init's is.
+        auto container = containers_.find(process->container_id);
+        if (container != containers_.end() &&
+            container->second.first_process_id == process->process_id) {
+          KillContainer(process->container_id);
+        }
       } else {
         waitpid(pid, nullptr, __WALL);
         VLOG(1) << "reaped pid " << pid;
@@ -173,12 +183,40 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
 
   base::UniqueFd wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd.valid()) return absl::ErrnoToStatus(errno, "eventfd");
+  std::optional<ContainerNamespaces> namespaces;
+  SpawnPlace place;
+  if (options_.container_namespaces) {
+    if (new_container) {
+      bool forked = false;
+      absl::StatusOr<ContainerNamespaces> made =
+          StartContainerNamespaces(options_.hide_dir, &forked);
+      if (forked) ++spawn_generation_;  // the reaper reaps the holder
+      if (!made.ok()) {
+        return absl::Status(made.status().code(),
+                            absl::StrCat("container \"", container_id,
+                                         "\": ", made.status().message()));
+      }
+      namespaces = *std::move(made);
+      place.holder_pidfd = namespaces->holder_pidfd.get();
+    } else {
+      place.holder_pidfd = container->second.holder_pidfd.get();
+    }
+  }
   bool forked = false;
-  absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
+  absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked, place);
   // The reaper now has a child to wait for (one that did not execute too:
   // it reaps it, not in running_).
   if (forked) ++spawn_generation_;
-  if (!spawned.ok()) return spawned.status();
+  if (!spawned.ok()) {
+    if (namespaces.has_value()) {
+      base::PidfdSendSignal(namespaces->holder_pidfd.get(), SIGKILL);
+    }
+    if (!new_container && absl::IsFailedPrecondition(spawned.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "container \"", container_id, "\": ", spawned.status().message()));
+    }
+    return spawned.status();
+  }
   const bool terminal = spec.terminal();
   const pid_t pid = spawned->pid;
   auto process = std::make_shared<Process>(container_id, process_id,
@@ -196,12 +234,26 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
   process->io_thread = std::thread([p = process.get()] { p->IoLoop(); });
   Container& target = containers_[container_id];
   if (new_container) target.first_process_id = process_id;
+  if (namespaces.has_value()) {
+    target.holder_pid = namespaces->holder_pid;
+    target.holder_pidfd = std::move(namespaces->holder_pidfd);
+  }
   target.processes[process_id] = process;
   running_[pid] = process;
   LOG(INFO) << "sandbox " << options_.sandbox_id << ": started "
             << ProcessName(container_id, process_id) << " (" << spec.args(0)
             << ") as pid " << pid << (terminal ? " with a terminal" : "");
   return pid;
+}
+
+void AgentServiceImpl::KillContainer(const std::string& container_id) {
+  auto container = containers_.find(container_id);
+  if (container == containers_.end() ||
+      !container->second.holder_pidfd.valid()) {
+    return;
+  }
+  // Through the pidfd: the holder may have been reaped, its pid reused.
+  base::PidfdSendSignal(container->second.holder_pidfd.get(), SIGKILL);
 }
 
 void AgentServiceImpl::KillAll(absl::Duration grace) {
@@ -220,6 +272,7 @@ void AgentServiceImpl::KillAll(absl::Duration grace) {
     mu_.AwaitWithTimeout(absl::Condition(&none_running), grace);
   }
   signal_all(SIGKILL);
+  for (const auto& [id, container] : containers_) KillContainer(id);
   if (getpid() == 1) kill(-1, SIGKILL);  // everything in the sandbox
   if (!mu_.AwaitWithTimeout(absl::Condition(&none_running),
                             absl::Seconds(10))) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
@@ -44,6 +45,14 @@ struct AgentOptions {
   // Unacknowledged output kept per stream (stdout, stderr) of a process;
   // when it is full the agent stops reading that pipe.
   size_t output_window_bytes = 1 << 20;
+  // Each container's processes in pid and mount namespaces of their own
+  // that the agent is not in (container_ns.h): they can neither signal nor
+  // ptrace it. Needs CAP_SYS_ADMIN. The container ends (every process of it
+  // killed) when its main process does.
+  bool container_namespaces = false;
+  // With container_namespaces: a mount point (the directory of the agent's
+  // socket) unmounted from the containers' view.
+  std::string hide_dir;
   // Called once, after the first DestroySandbox has killed every process
   // and its answer has been sent; berth-agent then shuts down and exits 0.
   // May be empty.
@@ -100,6 +109,9 @@ class AgentServiceImpl final
  private:
   struct Container {
     std::string first_process_id;
+    // With container_namespaces: the holder of its namespaces.
+    pid_t holder_pid = -1;
+    base::UniqueFd holder_pidfd;
     absl::flat_hash_map<std::string, std::shared_ptr<Process>> processes;
   };
 
@@ -117,6 +129,10 @@ class AgentServiceImpl final
   void KillAll(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
   // Reaps every child; records the exits of the processes it started.
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // SIGKILL to the holder of `container_id`'s namespaces, if it has one:
+  // every process of the container ends.
+  void KillContainer(const std::string& container_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentOptions options_;
   const absl::Time started_at_;

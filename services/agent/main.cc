@@ -28,13 +28,21 @@ ABSL_FLAG(uint64_t, output_window_bytes, 1 << 20,
           "Unacknowledged output kept per output stream of a process; when "
           "it is full the agent stops reading that process's pipe.");
 
+ABSL_FLAG(bool, container_namespaces, false,
+          "Start each container's processes in pid and mount namespaces of "
+          "their own, without the agent (they can neither signal nor ptrace "
+          "it); needs CAP_SYS_ADMIN.");
+ABSL_FLAG(std::string, hide_dir, "",
+          "With --container_namespaces: a mount point (the directory of "
+          "--socket) unmounted from the containers' view.");
+
 namespace {
 
 constexpr char kUsage[] =
     "berth-agent: the agent inside a berth sandbox; starts its processes and "
     "carries their I/O\n"
     "usage: berth-agent --socket=PATH [--sandbox_id=ID] "
-    "[--output_window_bytes=N]";
+    "[--output_window_bytes=N] [--container_namespaces [--hide_dir=DIR]]";
 
 }  // namespace
 
@@ -58,6 +66,12 @@ int main(int argc, char** argv) {
   berth::agent::AgentOptions options;
   options.sandbox_id = absl::GetFlag(FLAGS_sandbox_id);
   options.output_window_bytes = window;
+  options.container_namespaces = absl::GetFlag(FLAGS_container_namespaces);
+  options.hide_dir = absl::GetFlag(FLAGS_hide_dir);
+  if (!options.hide_dir.empty() && !options.container_namespaces) {
+    LOG(ERROR) << "--hide_dir needs --container_namespaces";
+    return 2;
+  }
   // Called once DestroySandbox has answered: ends WaitForShutdownSignal.
   static std::atomic<bool> destroyed{false};
   options.on_destroyed = [] {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +21,9 @@
 #include "base/io.h"
 #include "base/process.h"
 #include "base/unique_fd.h"
+#include "services/agent/container_ns.h"
 #include "services/agent/output_window.h"
+#include "services/driver/common/privileges.h"
 
 extern char** environ;
 
@@ -29,6 +34,8 @@ namespace {
 struct ChildError {
   int error_number;
   int step;
+  // kStepPrivileges: DropPrivileges' step.
+  char what[120];
 };
 
 enum ChildStep {
@@ -38,10 +45,13 @@ enum ChildStep {
   kStepUid,
   kStepCwd,
   kStepExec,
+  kStepNamespaces,
+  kStepPrivileges,
 };
 
-[[noreturn]] void ChildFail(int fd, int step) {
-  ChildError error = {errno, step};
+[[noreturn]] void ChildFail(int fd, int step, const char* what = "") {
+  ChildError error = {errno, step, {}};
+  std::snprintf(error.what, sizeof(error.what), "%s", what);
   (void)!write(fd, &error, sizeof(error));
   _exit(127);
 }
@@ -71,7 +81,8 @@ absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec) {
 }
 
 absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
-                                            bool* forked) {
+                                            bool* forked,
+                                            const SpawnPlace& place) {
   *forked = false;
   std::vector<std::string> args(spec.args().begin(), spec.args().end());
   std::vector<std::string> env(spec.env().begin(), spec.env().end());
@@ -85,6 +96,15 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   const uid_t uid = spec.user().uid();
   const gid_t gid = spec.user().gid();
   const std::string cwd = spec.cwd();
+  const bool drop = spec.privileges().enabled();
+  driver_common::PrivilegeSpec privileges;
+  privileges.enabled = drop;
+  privileges.capabilities = spec.privileges().capabilities();
+  privileges.no_new_privs = spec.privileges().no_new_privs();
+  privileges.seccomp_filter = spec.privileges().seccomp_filter();
+  // Without a user the process stays the agent's, root's, identity.
+  const uid_t drop_uid = set_user ? uid : getuid();
+  const gid_t drop_gid = set_user ? gid : getgid();
 
   // Our ends (the caller's once the child has executed) and the child's
   // (the terminal's slave, or the pipes' other ends), closed on every way
@@ -132,7 +152,22 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   if (!MakePipe(&exec_read, &exec_write)) return errno_error("pipe2");
 
   const bool terminal = spec.terminal();
-  const pid_t pid = fork();
+  const int holder_pidfd = place.holder_pidfd;
+  pid_t pid;
+  {
+    // This thread's children are made in the container's pid namespace
+    // until the end of this block.
+    std::optional<ChildrenInPidNamespace> in_container;
+    if (holder_pidfd >= 0) {
+      in_container.emplace(holder_pidfd);
+      if (!in_container->ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "joining the container's pid namespace: ", std::strerror(errno),
+            " (has its main process ended?)"));
+      }
+    }
+    pid = fork();
+  }
   if (pid < 0) return errno_error("fork");
   if (pid == 0) {
     // The child: only async-signal-safe calls from here on (it leaves by
@@ -153,7 +188,19 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
         dup2(child_err, STDERR_FILENO) < 0) {
       ChildFail(error_fd, kStepStdio);
     }
-    if (set_user) {
+    // The container's mounts: the agent's socket is not among them.
+    if (holder_pidfd >= 0 && setns(holder_pidfd, CLONE_NEWNS) != 0) {
+      ChildFail(error_fd, kStepNamespaces);
+    }
+    if (drop) {
+      std::string what;
+      int error_number = 0;
+      if (!driver_common::DropPrivileges(privileges, drop_uid, drop_gid, groups,
+                                         &what, &error_number)) {
+        errno = error_number;
+        ChildFail(error_fd, kStepPrivileges, what.c_str());
+      }
+    } else if (set_user) {
       if (setgroups(groups.size(), groups.data()) != 0) {
         ChildFail(error_fd, kStepGroups);
       }
@@ -211,6 +258,13 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
       case kStepUid:
         return absl::InvalidArgumentError(absl::StrCat(
             "process.user.uid: cannot become user ", uid, ": ", reason));
+      case kStepNamespaces:
+        return absl::FailedPreconditionError(
+            absl::StrCat("joining the container's mount namespace: ", reason));
+      case kStepPrivileges:
+        error.what[sizeof(error.what) - 1] = '\0';
+        return absl::InvalidArgumentError(
+            absl::StrCat("process.privileges: ", error.what, ": ", reason));
       default:
         return absl::InternalError(absl::StrCat("setting up the stdio of \"",
                                                 program, "\": ", reason));

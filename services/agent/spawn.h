@@ -30,6 +30,12 @@ struct SpawnedProcess {
 // process.env that is not KEY=VALUE.
 absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec);
 
+// Where a process is made: the holder of its container's namespaces
+// (container_ns.h), or -1 for the agent's own.
+struct SpawnPlace {
+  int holder_pidfd = -1;
+};
+
 // Forks and executes `spec` (valid: ValidateProcessSpec) with an empty
 // signal mask and default signal handlers, in a new session (the terminal
 // its controlling one), a program without '/' looked up in the PATH of
@@ -39,8 +45,16 @@ absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec);
 // stdio; an error making descriptors or forking names the call. `*forked`
 // says whether a child was made: the caller reaps it, also after an error
 // (it has then exited 127).
+//
+// In `place.holder_pidfd`'s pid and mount namespaces when given
+// (FAILED_PRECONDITION when the holder is gone). spec.privileges, when
+// enabled, is applied last before the directory is changed and the program
+// executed (driver_common::DropPrivileges: the user, capabilities,
+// no_new_privs, the seccomp filter); its failure is INVALID_ARGUMENT naming
+// process.privileges and the step.
 absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
-                                            bool* forked);
+                                            bool* forked,
+                                            const SpawnPlace& place = {});
 
 // Sets the size of the terminal behind `fd`.
 void SetWindowSize(int fd, const v1::TerminalSize& size);
