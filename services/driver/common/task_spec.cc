@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "plugins/sdk/config.h"
+#include "services/driver/common/security.h"
 
 namespace berth::driver_common {
 namespace {
@@ -96,8 +97,10 @@ absl::StatusOr<ResolvedUser> ResolveUser(const std::string& user,
                            &found);
   if (found == nullptr) {
     if (numeric) {
-      // A uid without a passwd entry runs with group 0, as docker does.
+      // A uid without a passwd entry gets nogroup, never group 0: group 0
+      // owns berth's sockets and much of the host.
       resolved.uid = number;
+      resolved.gid = kNoGroup;
       resolved.name = user;
       resolved.home = "/";
       return resolved;
@@ -236,8 +239,146 @@ absl::Status CheckNoNulBytes(const driver::v1::TaskConfig& task) {
 
 }  // namespace
 
+namespace {
+
+// `path` (inside `task_dir`) as the task sees it in its own root.
+std::string InRoot(const std::string& path, const std::string& task_dir) {
+  return absl::StrCat(kTaskDirInRoot, path.substr(task_dir.size()));
+}
+
+absl::Status ResolveMounts(const driver::v1::Isolation& isolation,
+                           RootSpec* root) {
+  for (int i = 0; i < isolation.mounts_size(); ++i) {
+    const driver::v1::Mount& mount = isolation.mounts(i);
+    const std::string field = absl::StrCat("isolation.mounts[", i, "]");
+    MountSpec resolved;
+    resolved.read_only = mount.read_only();
+    resolved.destination = NormalizeAbsolute(mount.destination());
+    if (resolved.destination.empty() || resolved.destination == "/" ||
+        absl::StrContains(mount.destination(), "..")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".destination \"", mount.destination(),
+                       "\" must be an absolute path below / without \"..\""));
+    }
+    switch (mount.type()) {
+      case driver::v1::MOUNT_TYPE_BIND: {
+        resolved.kind = MountSpec::Kind::kBind;
+        resolved.source = NormalizeAbsolute(mount.source());
+        struct stat st;
+        if (resolved.source.empty() ||
+            stat(resolved.source.c_str(), &st) != 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ".source \"", mount.source(), "\": ",
+                           resolved.source.empty() ? "not an absolute path"
+                                                   : std::strerror(errno)));
+        }
+        break;
+      }
+      case driver::v1::MOUNT_TYPE_TMPFS:
+        resolved.kind = MountSpec::Kind::kTmpfs;
+        if (!mount.source().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ".source: a tmpfs mount takes no source"));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".type must be MOUNT_TYPE_BIND or TMPFS"));
+    }
+    root->mounts.push_back(std::move(resolved));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
+                              const IsolationDefaults& defaults,
+                              TaskSpec* spec) {
+  for (const std::string* text :
+       {&isolation.rootfs(), &isolation.seccomp().custom_profile_json()}) {
+    if (absl::StrContains(*text, '\0')) {
+      return NulError(text == &isolation.rootfs()
+                          ? "isolation.rootfs"
+                          : "isolation.seccomp.custom_profile_json");
+    }
+  }
+  for (int i = 0; i < isolation.mounts_size(); ++i) {
+    if (absl::StrContains(isolation.mounts(i).source(), '\0') ||
+        absl::StrContains(isolation.mounts(i).destination(), '\0')) {
+      return NulError(absl::StrCat("isolation.mounts[", i, "]"));
+    }
+  }
+  if (!defaults.own_root) {
+    // This driver keeps the host's root (sandbox tasks are isolated by
+    // their sandbox); it claims none of Isolation and the node refuses
+    // tasks asking for it.
+    return absl::OkStatus();
+  }
+  RootSpec& root = spec->root;
+  root.enabled = true;
+  root.rootfs = isolation.rootfs();
+  if (!root.rootfs.empty()) {
+    root.rootfs = NormalizeAbsolute(isolation.rootfs());
+    struct stat st;
+    if (root.rootfs.empty() || stat(root.rootfs.c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("isolation.rootfs \"", isolation.rootfs(),
+                       "\" is not an absolute path of a directory"));
+    }
+  }
+  root.host_dirs = defaults.host_dirs;
+  root.readonly_rootfs = isolation.readonly_rootfs();
+  root.task_dir = spec->task_dir;
+  root.privileged = isolation.privileged();
+  if (absl::Status status = ResolveMounts(isolation, &root); !status.ok()) {
+    return status;
+  }
+
+  PrivilegeSpec& privileges = spec->privileges;
+  privileges.enabled = true;
+  absl::StatusOr<uint64_t> capabilities = ResolveCapabilities(
+      isolation.cap_add(), isolation.cap_drop(), isolation.privileged());
+  if (!capabilities.ok()) return capabilities.status();
+  privileges.capabilities = *capabilities;
+  privileges.no_new_privs = !isolation.allow_privilege_escalation();
+  if (isolation.privileged()) return absl::OkStatus();  // no seccomp
+  switch (isolation.seccomp().type()) {
+    case driver::v1::SECCOMP_PROFILE_TYPE_UNSPECIFIED:
+    case driver::v1::SECCOMP_PROFILE_TYPE_RUNTIME_DEFAULT:
+      if (privileges.capabilities == kDefaultCapabilities) {
+        privileges.seccomp_filter = defaults.seccomp_filter;
+        break;
+      }
+      {
+        // Added capabilities open the calls they govern, as in Docker.
+        absl::StatusOr<std::string> filter =
+            DefaultSeccompFilter(privileges.capabilities);
+        if (!filter.ok()) return filter.status();
+        privileges.seccomp_filter = *std::move(filter);
+      }
+      break;
+    case driver::v1::SECCOMP_PROFILE_TYPE_UNCONFINED:
+      break;
+    case driver::v1::SECCOMP_PROFILE_TYPE_CUSTOM: {
+      absl::StatusOr<std::string> filter = CompileSeccompProfile(
+          isolation.seccomp().custom_profile_json(), privileges.capabilities);
+      if (!filter.ok()) return filter.status();
+      privileges.seccomp_filter = *std::move(filter);
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("isolation.seccomp.type ", isolation.seccomp().type(),
+                       " is not a seccomp profile type"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
-                                         const std::string& state_dir) {
+                                         const std::string& state_dir,
+                                         const IsolationDefaults& defaults) {
   if (absl::Status status = CheckTaskId(task.id()); !status.ok()) {
     return status;
   }
@@ -310,7 +451,8 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   env.emplace("BERTH_TASK_ID", task.id());
   env.emplace("BERTH_TASK_NAME", task.name());
   env.emplace("BERTH_ALLOC_ID", task.allocation_id());
-  env.emplace("BERTH_TASK_DIR", spec.task_dir);
+  env.emplace("BERTH_TASK_DIR",
+              defaults.own_root ? kTaskDirInRoot : spec.task_dir);
   for (const auto& [name, value] : env) {
     spec.env.push_back(absl::StrCat(name, "=", value));
   }
@@ -325,6 +467,14 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
       FindProgram(command, env["PATH"], spec.work_dir, "driver_config.command");
   if (!path.ok()) return invalid(path.status());
   spec.path = *path;
+  spec.cwd = spec.work_dir;
+  if (defaults.own_root) {
+    // What the program sees: the task directory is at kTaskDirInRoot.
+    spec.cwd = InRoot(spec.work_dir, spec.task_dir);
+    if (IsInside(spec.path, spec.task_dir)) {
+      spec.path = InRoot(spec.path, spec.task_dir);
+    }
+  }
   spec.args.push_back(command);
   auto args = task.driver_config().fields().find("args");
   if (args != task.driver_config().fields().end() &&
@@ -386,6 +536,11 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   }
   if (task.logs().max_files() != 0)
     spec.log_max_files = task.logs().max_files();
+
+  if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
+      !status.ok()) {
+    return invalid(status);
+  }
   return spec;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
+#include "services/driver/common/init_spec.h"
 #include "services/driver/common/task_cgroup.h"
 
 namespace berth::driver_common {
@@ -51,12 +52,38 @@ struct TaskSpec {
   // Absolute; inside task_dir.
   std::string task_dir;
   std::string work_dir;
+  // The working directory as the program sees it (in its own root, the task
+  // directory is at kTaskDirInRoot).
+  std::string cwd;
   // Empty for the host's network namespace.
   std::string netns_path;
   std::string hostname;
   CgroupLimits limits;
   uint64_t log_max_bytes = kDefaultLogFileBytes;
   uint32_t log_max_files = kDefaultLogFiles;
+  // TaskConfig.isolation resolved (root.mount_point is the driver's to set).
+  RootSpec root;
+  PrivilegeSpec privileges;
+};
+
+// The gid of a numeric user without a passwd entry.
+inline constexpr gid_t kNoGroup = 65534;
+
+// The host directories an imageless task's root gets, read-only (a driver
+// flag may change them, as Nomad's chroot_env does).
+inline constexpr const char* kDefaultHostDirs[] = {
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/usr", "/etc"};
+
+// What a driver puts in every task's isolation.
+struct IsolationDefaults {
+  // Each task gets its own root, capabilities, no_new_privs and seccomp.
+  // False keeps the host's root and root's privileges (Isolation ignored).
+  bool own_root = false;
+  // Host directories bound read-only into an imageless root.
+  std::vector<std::string> host_dirs{std::begin(kDefaultHostDirs),
+                                     std::end(kDefaultHostDirs)};
+  // The default seccomp filter, compiled once (DefaultSeccompFilter).
+  std::string seccomp_filter;
 };
 
 // Where a task's files go when the node gives it no directory.
@@ -65,8 +92,15 @@ std::string DefaultTaskDir(const std::string& state_dir,
 
 // Checks and resolves `task` (whose driver_config passed the schema).
 // `state_dir` is the driver's, for a task without task_dir.
-absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
-                                         const std::string& state_dir);
+absl::StatusOr<TaskSpec> ResolveTaskSpec(
+    const driver::v1::TaskConfig& task, const std::string& state_dir,
+    const IsolationDefaults& defaults = IsolationDefaults());
+
+// TaskConfig.isolation into spec->root and spec->privileges, given the
+// driver's defaults; INVALID_ARGUMENT naming the field (isolation.<...>).
+absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
+                              const IsolationDefaults& defaults,
+                              TaskSpec* spec);
 
 // A task id usable as a file and cgroup name: 1-128 of [A-Za-z0-9._-], not
 // starting with '.'. INVALID_ARGUMENT naming task.id otherwise.

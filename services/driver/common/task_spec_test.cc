@@ -167,13 +167,14 @@ TEST(TaskSpecTest, UsersAndGroupsAreLookedUp) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->uid, 65534u);
   EXPECT_EQ(spec->gid, 65534u);
-  task.set_user("4242");  // no passwd entry: group 0, as docker
+  // No passwd entry: nogroup, never group 0 (which owns berth's sockets).
+  task.set_user("4242");
   spec = ResolveTaskSpec(task, "/s");
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->uid, 4242u);
-  EXPECT_EQ(spec->gid, 0u);
-  task.set_group("nogroup");
-  EXPECT_EQ(ResolveTaskSpec(task, "/s")->gid, 65534u);
+  EXPECT_EQ(spec->gid, 65534u);
+  task.set_group("daemon");
+  EXPECT_EQ(ResolveTaskSpec(task, "/s")->gid, 1u);
   task.set_group("no-such-group");
   EXPECT_THAT(ResolveTaskSpec(task, "/s").status().message(),
               HasSubstr("group: no group named \"no-such-group\""));

@@ -35,6 +35,7 @@
 #include "services/common/stats/host_info.h"
 #include "services/common/status.h"
 #include "services/driver/common/launcher.h"
+#include "services/driver/common/security.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
@@ -163,6 +164,17 @@ ExecDriver::ExecDriver(ExecDriverOptions options)
       cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
       stats_(mounts_, cpu_mhz_, options_.stats_socket),
       state_dir_(options_.state_dir) {
+  isolation_defaults_.own_root = true;
+  isolation_defaults_.host_dirs = options_.root_host_dirs;
+  const absl::StatusOr<std::string>& filter =
+      driver_common::DefaultSeccompFilterOnce();
+  if (filter.ok()) {
+    isolation_defaults_.seccomp_filter = *filter;
+  } else {
+    seccomp_status_ = filter.status();
+    LOG(ERROR) << "the default seccomp filter: " << seccomp_status_
+               << "; tasks that do not ask for seccomp=unconfined are refused";
+  }
   PublishFingerprint(Probe());
 }
 
@@ -196,11 +208,19 @@ dv1::DriverCapabilities ExecDriver::Capabilities() const {
   capabilities.set_exec(true);
   capabilities.set_exec_streaming(true);
   capabilities.set_exec_tty(true);
-  capabilities.set_fs_isolation(dv1::FS_ISOLATION_NONE);
+  capabilities.set_fs_isolation(dv1::FS_ISOLATION_CHROOT);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_HOST);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
+  dv1::IsolationCapabilities& isolation = *capabilities.mutable_isolation();
+  isolation.set_own_root(true);
+  isolation.set_image_rootfs(true);
+  isolation.set_mounts(true);
+  isolation.set_capabilities(true);
+  isolation.set_no_new_privileges(true);
+  isolation.set_seccomp(true);
+  isolation.set_masked_paths(true);
   return capabilities;
 }
 
@@ -300,10 +320,28 @@ absl::StatusOr<std::shared_ptr<ExecDriver::Task>> ExecDriver::Find(
 
 absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     const dv1::TaskConfig& task) {
-  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, state_dir());
+  absl::StatusOr<TaskSpec> spec =
+      ResolveTaskSpec(task, state_dir(), isolation_defaults_);
   if (!spec.ok()) return spec.status();
   const std::string& id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
+  if (!seccomp_status_.ok() && !task.isolation().privileged() &&
+      task.isolation().seccomp().type() !=
+          dv1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
+      task.isolation().seccomp().type() != dv1::SECCOMP_PROFILE_TYPE_CUSTOM) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix,
+                     "isolation.seccomp: the driver has no default "
+                     "filter (",
+                     seccomp_status_.message(), ")"));
+  }
+  // One empty directory serves every task: each init assembles its root
+  // over it in its own mount namespace.
+  spec->root.mount_point = absl::StrCat(state_dir(), "/root");
+  if (mkdir(spec->root.mount_point.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(prefix, "making ", spec->root.mount_point));
+  }
   if (!mounts_status_.ok() || mounts_.layout == stats::v1::CGROUP_LAYOUT_NONE) {
     return absl::FailedPreconditionError(absl::StrCat(
         prefix, "no usable cgroups at ", options_.cgroup_root, " (",
@@ -359,7 +397,9 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.uid = spec->uid;
   init.gid = spec->gid;
   init.groups = spec->groups;
-  init.cwd = spec->work_dir;
+  init.cwd = spec->cwd;
+  init.privileges = spec->privileges;
+  init.root = spec->root;
   init.hostname = spec->hostname;
   init.netns = spec->netns_path;
   init.cgroup_procs = cgroup->ProcsFiles();
@@ -387,7 +427,8 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   if (stat.ok()) state.set_init_start_ticks(stat->start_time);
   state.set_cgroup_parent(options_.cgroup_parent);
   state.set_task_dir(spec->task_dir);
-  state.set_work_dir(spec->work_dir);
+  state.set_work_dir(spec->cwd);
+  state.set_isolated(spec->root.enabled);
   state.set_uid(spec->uid);
   state.set_gid(spec->gid);
   for (gid_t group : spec->groups) state.add_groups(group);
@@ -762,6 +803,19 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
   target.identity.env.assign(task->state.env().begin(),
                              task->state.env().end());
   target.identity.cgroup_procs = task->cgroup.ProcsFiles();
+  if (task->state.isolated()) {
+    // The same capabilities, no_new_privs and seccomp filter as the task.
+    TaskSpec isolated;
+    isolated.task_dir = task->state.task_dir();
+    absl::Status resolved = driver_common::ResolveIsolation(
+        task->config.isolation(), isolation_defaults_, &isolated);
+    if (!resolved.ok()) {
+      return absl::Status(
+          resolved.code(),
+          absl::StrCat("task ", options.task_id, ": ", resolved.message()));
+    }
+    target.identity.privileges = isolated.privileges;
+  }
   absl::StatusOr<plugin::ExitStatus> status =
       RunInTask(options_.init_path, target, options, deadline);
   if (!status.ok() && !absl::IsCancelled(status.status())) {

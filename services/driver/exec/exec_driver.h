@@ -32,6 +32,7 @@
 #include "plugins/sdk/exec.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/driver/common/exit_watcher.h"
+#include "services/driver/common/task_spec.h"
 #include "services/driver/common/task_stats_source.h"
 
 namespace berth::exec_driver {
@@ -54,6 +55,10 @@ struct ExecDriverOptions {
   std::string stats_socket;
   // How long StartTask waits for the init to report.
   absl::Duration start_timeout = absl::Seconds(10);
+  // Host directories bound read-only into each task's root (--root_dirs).
+  std::vector<std::string> root_host_dirs{
+      std::begin(driver_common::kDefaultHostDirs),
+      std::end(driver_common::kDefaultHostDirs)};
 };
 
 class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -119,6 +124,12 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   // berth-stats (NodeContext.stats_socket), else in-process collectors.
   driver_common::TaskStatsSource stats_;
 
+  // Every task's isolation defaults: its root's host directories and the
+  // default seccomp filter, compiled once here.
+  driver_common::IsolationDefaults isolation_defaults_;
+  // Why the default seccomp filter could not be compiled; tasks asking for
+  // it are refused.
+  absl::Status seccomp_status_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   std::string state_dir_ ABSL_GUARDED_BY(mu_);

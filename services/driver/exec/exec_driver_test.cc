@@ -213,11 +213,135 @@ TEST_F(ExecDriverTest, TaskRunsInItsOwnNamespacesCgroupAndDirectory) {
     EXPECT_THAT(out, ::testing::Not(HasSubstr(own))) << ns;
   }
   EXPECT_THAT(out, HasSubstr("\nweb-1\n"));
-  EXPECT_THAT(out, HasSubstr(absl::StrCat("\n", TaskDir("ns"), "\n")));
+  // Its own root: the task directory is at /berth/task.
+  EXPECT_THAT(out, HasSubstr("\n/berth/task\n"));
   EXPECT_THAT(out, HasSubstr("foo=bar\n"));
   EXPECT_THAT(out, HasSubstr("id=ns\n"));
-  EXPECT_THAT(out, HasSubstr(absl::StrCat(parent_, "/ns\n")));
+  // A cgroup namespace rooted at its own cgroup: every hierarchy shows "/".
+  EXPECT_THAT(out, HasSubstr(":/\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr(parent_)));
   EXPECT_EQ(ReadFileOrEmpty(TaskDir("ns") + "/logs/stderr.log"), "err\n");
+}
+
+// Issue 15's defaults: its own root with nothing of berth's or the host's
+// beyond the read-only system directories, Docker's capabilities,
+// no_new_privs and a seccomp filter.
+TEST_F(ExecDriverTest, TaskIsIsolatedByDefault) {
+  dv1::TaskConfig task = Shell(
+      "iso",
+      "grep -E '^(CapBnd|CapEff|CapPrm|CapInh|CapAmb|NoNewPrivs|Seccomp):' "
+      "/proc/self/status; "
+      "for p in /run/berth /root /home /var/lib /usr/bin/env /berth/task; do "
+      "  test -e $p && echo has $p || echo no $p; done; "
+      "touch /usr/x 2>/dev/null && echo wrote-usr; "
+      "touch /tmp/x && echo wrote-tmp; ls -A /tmp; "
+      "ls -A /berth/task/.berth | wc -l; ls -A /berth/task/logs | wc -l; "
+      "mv /berth/task/logs /berth/task/l2 2>/dev/null && echo moved-logs; "
+      "ls -l /proc/1/root/ 2>/dev/null | head -1; "
+      "test -w /proc/sys/kernel/hostname && echo sys-writable; "
+      "test -e /dev/sda && echo has-sda; test -c /dev/null && echo dev-null; "
+      "mount -t tmpfs none /mnt 2>/dev/null && echo mounted; "
+      "echo end");
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("iso").exit_code(), 0);
+  const std::string out = Stdout("iso");
+  // Docker's default set; nothing ambient.
+  EXPECT_THAT(out, HasSubstr("CapEff:\t00000000a80425fb\n"));
+  EXPECT_THAT(out, HasSubstr("CapBnd:\t00000000a80425fb\n"));
+  EXPECT_THAT(out, HasSubstr("CapAmb:\t0000000000000000\n"));
+  EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t1\n"));
+  EXPECT_THAT(out, HasSubstr("Seccomp:\t2\n"));
+  for (const char* absent : {"/run/berth", "/root", "/home", "/var/lib"}) {
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("no ", absent, "\n")));
+  }
+  EXPECT_THAT(out, HasSubstr("has /usr/bin/env\nhas /berth/task\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("wrote-usr")));
+  EXPECT_THAT(out, HasSubstr("wrote-tmp\nx\n"));  // a /tmp of its own
+  EXPECT_THAT(out, HasSubstr("\n0\n0\n"));        // .berth and logs covered
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("moved-logs")));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("sys-writable")));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("has-sda")));
+  EXPECT_THAT(out, HasSubstr("dev-null\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("mounted")));
+  EXPECT_THAT(out, HasSubstr("end\n"));
+  // The host saw none of it.
+  struct stat st;
+  EXPECT_NE(stat("/usr/x", &st), 0);
+}
+
+TEST_F(ExecDriverTest, IsolationCanBeLoosenedAndMountsAdded) {
+  char host_dir[] = "/tmp/berth-exec-mount-XXXXXX";
+  ASSERT_NE(mkdtemp(host_dir), nullptr);
+  dv1::TaskConfig task =
+      Shell("loose",
+            "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; "
+            "echo hi > /data/hello && echo wrote-data; "
+            "echo x > /ro/y 2>/dev/null || echo ro-refused; "
+            "touch /scratch/z && echo wrote-scratch; "
+            "touch /newfile 2>/dev/null || echo root-readonly");
+  dv1::Isolation& isolation = *task.mutable_isolation();
+  isolation.add_cap_add("NET_ADMIN");
+  isolation.add_cap_drop("ALL");
+  isolation.set_allow_privilege_escalation(true);
+  isolation.mutable_seccomp()->set_type(dv1::SECCOMP_PROFILE_TYPE_UNCONFINED);
+  isolation.set_readonly_rootfs(true);
+  dv1::Mount* data = isolation.add_mounts();
+  data->set_type(dv1::MOUNT_TYPE_BIND);
+  data->set_source(host_dir);
+  data->set_destination("/data");
+  dv1::Mount* ro = isolation.add_mounts();
+  ro->set_type(dv1::MOUNT_TYPE_BIND);
+  ro->set_source(host_dir);
+  ro->set_destination("/ro");
+  ro->set_read_only(true);
+  dv1::Mount* scratch = isolation.add_mounts();
+  scratch->set_type(dv1::MOUNT_TYPE_TMPFS);
+  scratch->set_destination("/scratch");
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("loose").exit_code(), 0);
+  const std::string out = Stdout("loose");
+  EXPECT_THAT(out, HasSubstr("CapEff:\t0000000000001000\n"));  // NET_ADMIN
+  EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t0\n"));
+  EXPECT_THAT(out, HasSubstr("Seccomp:\t0\n"));
+  EXPECT_THAT(out, HasSubstr("wrote-data\nro-refused\nwrote-scratch\n"
+                             "root-readonly\n"));
+  EXPECT_EQ(ReadFileOrEmpty(absl::StrCat(host_dir, "/hello")), "hi\n");
+  unlink(absl::StrCat(host_dir, "/hello").c_str());
+  rmdir(host_dir);
+}
+
+TEST_F(ExecDriverTest, PrivilegedTaskKeepsEveryCapabilityButItsOwnRoot) {
+  dv1::TaskConfig task =
+      Shell("priv",
+            "grep -E '^(CapEff|Seccomp):' /proc/self/status; "
+            "test -e /run/berth && echo has-run-berth; "
+            "test -w /sys/kernel && echo sys-writable; echo end");
+  task.mutable_isolation()->set_privileged(true);
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("priv").exit_code(), 0);
+  const std::string out = Stdout("priv");
+  // Every capability the driver has itself (this host may bound it).
+  const std::string status = ReadFileOrEmpty("/proc/self/status");
+  const size_t bounding = status.find("CapBnd:\t");
+  ASSERT_NE(bounding, std::string::npos);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(
+                       "CapEff:\t", status.substr(bounding + 8, 16), "\n")));
+  EXPECT_THAT(out, HasSubstr("Seccomp:\t0\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("has-run-berth")));
+  EXPECT_THAT(out, HasSubstr("sys-writable\n"));
+}
+
+TEST_F(ExecDriverTest, NonRootUserKeepsNoCapabilityAndReachesItsDirectory) {
+  dv1::TaskConfig task =
+      Shell("nobody", "id; pwd; grep -E '^(CapEff|CapPrm):' /proc/self/status");
+  task.set_user("nobody");
+  ASSERT_TRUE(Start(task).ok());
+  EXPECT_EQ(Wait("nobody").exit_code(), 0);
+  const std::string out = Stdout("nobody");
+  EXPECT_THAT(out, HasSubstr("uid=65534(nobody) gid=65534(nogroup)"));
+  EXPECT_THAT(out, HasSubstr("\n/berth/task\n"));
+  EXPECT_THAT(out, HasSubstr("CapEff:\t0000000000000000\n"));
+  EXPECT_THAT(out, HasSubstr("CapPrm:\t0000000000000000\n"));
 }
 
 TEST_F(ExecDriverTest, TaskJoinsTheNetworkNamespaceItIsGiven) {
@@ -469,8 +593,9 @@ TEST_F(ExecDriverTest, ExecRunsInTheTasksNamespacesCgroupAndIdentity) {
   ASSERT_TRUE(exec.ok()) << exec.status();
   EXPECT_THAT(exec->stdout(), HasSubstr(task_pid_ns));
   EXPECT_THAT(exec->stdout(), HasSubstr("\n65534\nhello\n"));
-  EXPECT_THAT(exec->stdout(), HasSubstr(TaskDir("exec")));
-  EXPECT_THAT(exec->stdout(), HasSubstr(absl::StrCat(parent_, "/exec\n")));
+  EXPECT_THAT(exec->stdout(), HasSubstr("\n/berth/task\n"));
+  EXPECT_THAT(exec->stdout(), HasSubstr(":/\n"));
+  EXPECT_THAT(exec->stdout(), ::testing::Not(HasSubstr(parent_)));
   EXPECT_EQ(exec->stderr(), "oops\n");
   EXPECT_EQ(exec->result().exit_code(), 5);
 }

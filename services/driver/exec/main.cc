@@ -17,6 +17,7 @@
 #include "plugins/sdk/handshake.h"
 #include "plugins/sdk/serve.h"
 #include "services/driver/common/companion_binary.h"
+#include "services/driver/common/task_spec.h"
 #include "services/driver/exec/exec_driver.h"
 
 ABSL_FLAG(std::string, init_path, "",
@@ -31,6 +32,14 @@ ABSL_FLAG(std::string, state_dir, "",
           "Task directories (<dir>/tasks/<id>) until SetConfig names the "
           "node's state directory (then <state dir>/exec). Default: <parent "
           "of $BERTH_PLUGIN_SOCKET_DIR>/exec-state.");
+ABSL_FLAG(
+    std::vector<std::string>, root_dirs,
+    std::vector<std::string>(std::begin(berth::driver_common::kDefaultHostDirs),
+                             std::end(berth::driver_common::kDefaultHostDirs)),
+    "Host directories bound read-only into the root of each task "
+    "without an image (comma-separated); one missing on the host is "
+    "skipped, one that is a symbolic link (/bin -> usr/bin) becomes "
+    "the same link.");
 ABSL_FLAG(std::string, stats_socket, "",
           "berth-stats' socket until SetConfig names one; empty: tasks are "
           "measured in-process.");
@@ -43,7 +52,8 @@ constexpr char kUsage[] =
     "usage: started by a host (berth-node) with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--init_path=PATH] "
     "[--cgroup_root=DIR] [--cgroup_parent=/berth] [--state_dir=DIR] "
-    "[--stats_socket=PATH]";
+    "[--stats_socket=PATH] [--root_dirs=/bin,/sbin,/lib,/lib32,/lib64,/usr,"
+    "/etc]";
 
 }  // namespace
 
@@ -64,6 +74,7 @@ int main(int argc, char** argv) {
   if (options.state_dir.empty())
     options.state_dir = berth::plugin::DefaultStateDirNextToSockets("exec");
   options.stats_socket = absl::GetFlag(FLAGS_stats_socket);
+  options.root_host_dirs = absl::GetFlag(FLAGS_root_dirs);
   berth::exec_driver::ExecDriver driver(options);
   return berth::plugin::Serve(driver);
 }

@@ -39,7 +39,10 @@
 #include <vector>
 
 #include "plugins/sdk/rotating_log.h"
+#include "services/driver/common/exit_file.h"
 #include "services/driver/common/init_spec.h"
+#include "services/driver/common/privileges.h"
+#include "services/driver/common/root_setup.h"
 
 extern char** environ;
 
@@ -53,6 +56,7 @@ namespace berth::exec_driver {
 namespace {
 
 using ::berth::driver_common::DecodeInitSpec;
+using ::berth::driver_common::DropPrivileges;
 using ::berth::driver_common::EncodeExitRecord;
 using ::berth::driver_common::EncodeInitReport;
 using ::berth::driver_common::ExitRecord;
@@ -61,6 +65,8 @@ using ::berth::driver_common::InitSpec;
 using ::berth::driver_common::kInitReportFd;
 using ::berth::driver_common::kInitSpecFd;
 using ::berth::driver_common::kInitTargetFd;
+using ::berth::driver_common::SetUpRoot;
+using ::berth::driver_common::WriteExitRecordAt;
 using ::berth::plugin::kStderrLogName;
 using ::berth::plugin::kStdoutLogName;
 using ::berth::plugin::RotatingLog;
@@ -162,23 +168,25 @@ struct ChildError {
 
 // In a forked child: takes the task's identity, then its directory, then
 // executes the program. Only returns through ChildFail.
+// In a forked child: takes the task's identity and drops what it may not
+// keep (capabilities, no_new_privs, seccomp, every descriptor but stdio),
+// then its directory, then executes the program. Only returns through
+// ChildFail.
 [[noreturn]] void BecomeTaskProgram(InitSpec& spec, int error_fd,
                                     bool search_path) {
-  if (setgroups(spec.groups.size(), spec.groups.data()) != 0) {
-    ChildFail(error_fd, "setting supplementary groups");
-  }
-  if (setgid(spec.gid) != 0) {
-    ChildFail(error_fd, "setting group " + std::to_string(spec.gid));
-  }
-  if (setuid(spec.uid) != 0) {
-    ChildFail(error_fd, "setting user " + std::to_string(spec.uid));
+  std::vector<char*> argv = CStrings(spec.args);
+  std::vector<char*> envp = CStrings(spec.env);
+  std::string what;
+  int error_number = 0;
+  if (!DropPrivileges(spec.privileges, spec.uid, spec.gid, spec.groups, &what,
+                      &error_number)) {
+    errno = error_number;
+    ChildFail(error_fd, what);
   }
   // As the task's user, so that a directory it may not enter is refused.
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
     ChildFail(error_fd, "changing to working directory " + spec.cwd);
   }
-  std::vector<char*> argv = CStrings(spec.args);
-  std::vector<char*> envp = CStrings(spec.env);
   if (search_path && spec.path.find('/') == std::string::npos) {
     environ = envp.data();  // execvpe searches the PATH of environ
     execvpe(spec.path.c_str(), argv.data(), envp.data());
@@ -239,12 +247,30 @@ bool Pump(int fd, RotatingLog* log, bool* log_failed) {
   }
 }
 
+// The directory holding `path`, opened without following a link at its end.
+int OpenParentDirectory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  return open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 int RunInit(InitSpec& spec) {
+  // The task must not read this process's memory, descriptors or root
+  // through /proc/1 (it holds host directories open): only a process with
+  // CAP_SYS_PTRACE over it could.
+  prctl(PR_SET_DUMPABLE, 0);
   // The init is tiny and must outlive an OOM in its own cgroup, so that it
   // can record how the program ended; the program gets the default back.
   WriteFile("/proc/self/oom_score_adj", "-1000");
   for (const std::string& procs : spec.cgroup_procs) {
     if (!WriteFile(procs, "0")) Fail(errno, "joining cgroup " + procs);
+  }
+  // After joining: the namespace's root is the task's own cgroup.
+  if (spec.root.enabled && spec.root.cgroup_namespace &&
+      unshare(CLONE_NEWCGROUP) != 0) {
+    Fail(errno, "making the task's cgroup namespace");
   }
   if (!spec.netns.empty()) {
     const int fd = open(spec.netns.c_str(), O_RDONLY | O_CLOEXEC);
@@ -254,25 +280,47 @@ int RunInit(InitSpec& spec) {
     }
     close(fd);
   }
-  // Mounts made here stay here; the host's new mounts still show up.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
-    Fail(errno, "making the task's mounts private");
-  }
-  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-            nullptr) != 0) {
-    Fail(errno, "mounting /proc of the task's pid namespace");
-  }
   if (!spec.hostname.empty() &&
       sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
     Fail(errno, "setting host name " + spec.hostname);
   }
 
-  RotatingLog out_log(spec.log_dir, kStdoutLogName, spec.log_max_bytes,
+  // The host directories the init writes to, held open: once in the task's
+  // root their paths name nothing, and an fd cannot be redirected by a
+  // link the task plants.
+  const int log_dir_fd = open(spec.log_dir.c_str(),
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (log_dir_fd < 0) Fail(errno, "opening log directory " + spec.log_dir);
+  const int exit_dir_fd = OpenParentDirectory(spec.exit_file);
+  if (exit_dir_fd < 0)
+    Fail(errno, "opening the directory of " + spec.exit_file);
+  const size_t exit_slash = spec.exit_file.rfind('/');
+  const std::string exit_name = exit_slash == std::string::npos
+                                    ? spec.exit_file
+                                    : spec.exit_file.substr(exit_slash + 1);
+  RotatingLog out_log(log_dir_fd, kStdoutLogName, spec.log_max_bytes,
                       spec.log_max_files);
-  RotatingLog err_log(spec.log_dir, kStderrLogName, spec.log_max_bytes,
+  RotatingLog err_log(log_dir_fd, kStderrLogName, spec.log_max_bytes,
                       spec.log_max_files);
-  if (!out_log.Open()) Fail(errno, "opening " + out_log.CurrentPath());
-  if (!err_log.Open()) Fail(errno, "opening " + err_log.CurrentPath());
+  if (!out_log.Open()) Fail(errno, "opening " + spec.log_dir + "/stdout.log");
+  if (!err_log.Open()) Fail(errno, "opening " + spec.log_dir + "/stderr.log");
+
+  if (spec.root.enabled) {
+    std::string what;
+    int error_number = 0;
+    if (!SetUpRoot(spec.root, &what, &error_number)) {
+      Fail(error_number, what);
+    }
+  } else {
+    // Mounts made here stay here; the host's new mounts still show up.
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+      Fail(errno, "making the task's mounts private");
+    }
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              nullptr) != 0) {
+      Fail(errno, "mounting /proc of the task's pid namespace");
+    }
+  }
 
   int out_pipe[2], err_pipe[2], exec_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
@@ -367,16 +415,11 @@ int RunInit(InitSpec& spec) {
   if (WIFEXITED(wait_status)) record.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) record.signal = WTERMSIG(wait_status);
   record.exited_at_unix_nanos = UnixNanos();
-  const std::string temporary = spec.exit_file + ".tmp";
-  const int fd =
-      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || !WriteAll(fd, EncodeExitRecord(record)) || fsync(fd) != 0 ||
-      rename(temporary.c_str(), spec.exit_file.c_str()) != 0) {
+  if (!WriteExitRecordAt(exit_dir_fd, exit_name, record)) {
     std::fprintf(stderr, "berth-task-init: recording the exit in %s: %s\n",
                  spec.exit_file.c_str(), std::strerror(errno));
     return 1;
   }
-  close(fd);
   return 0;
 }
 
@@ -384,8 +427,10 @@ int RunExec(InitSpec& spec) {
   for (const std::string& procs : spec.cgroup_procs) {
     if (!WriteFile(procs, "0")) Fail(errno, "joining cgroup " + procs);
   }
+  // The mount namespace brings the task's root (and cwd "/") with it.
   if (setns(kInitTargetFd, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                               CLONE_NEWUTS | CLONE_NEWNET) != 0) {
+                               CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP) !=
+      0) {
     Fail(errno, "joining the task's namespaces");
   }
   close(kInitTargetFd);
