@@ -192,8 +192,11 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(
                              ? absl::StrCat(context->work_dir_, "/plugins")
                              : context->options_.socket_dir;
   context->state_dir_ = absl::StrCat(context->work_dir_, "/state");
+  // Task directories where berth-node makes them, inside the state
+  // directory the driver is given (the built-in drivers refuse others).
   for (const std::string& dir :
-       {context->state_dir_, absl::StrCat(context->work_dir_, "/tasks")}) {
+       {context->state_dir_, absl::StrCat(context->state_dir_, "/node"),
+        absl::StrCat(context->state_dir_, "/node/tasks")}) {
     absl::Status made = MakeDir(dir);
     if (!made.ok()) return made;
   }
@@ -340,7 +343,7 @@ host::CallOptions Context::CleanupRpc(absl::Duration timeout) {
 absl::StatusOr<driver::TaskConfig> Context::NewTask(
     absl::string_view hint, google::protobuf::Struct driver_config) {
   const std::string id = absl::StrCat(hint, "-", ++task_counter_);
-  const std::string task_dir = absl::StrCat(work_dir_, "/tasks/", id);
+  const std::string task_dir = absl::StrCat(state_dir_, "/node/tasks/", id);
   absl::Status made = MakeDir(task_dir);
   if (!made.ok()) return made;
   driver::TaskConfig task;

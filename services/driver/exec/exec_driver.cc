@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/path.h"
 #include "base/process.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -325,6 +326,16 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   if (!spec.ok()) return spec.status();
   const std::string& id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
+  if (!task.task_dir().empty()) {
+    // Only inside berth's state directory (the parent of the driver's own):
+    // never a directory elsewhere that root would then fill.
+    if (absl::Status inside = driver_common::CheckTaskDirInside(
+            task.task_dir(), base::Dirname(state_dir()));
+        !inside.ok()) {
+      return absl::Status(inside.code(),
+                          absl::StrCat(prefix, inside.message()));
+    }
+  }
   if (!seccomp_status_.ok() && !task.isolation().privileged() &&
       task.isolation().seccomp().type() !=
           dv1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
