@@ -1,5 +1,8 @@
 #include "plugins/conformance/check_util.h"
 
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -103,6 +106,25 @@ absl::Status ExpectServing(Context& context, absl::Duration deadline) {
                      "; want SERVING"));
   }
   return absl::OkStatus();
+}
+
+std::optional<std::string> ReadHostFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::string LogPath(const driver::v1::TaskConfig& task,
+                    absl::string_view stream) {
+  return absl::StrCat(task.task_dir(), "/logs/", stream, ".log");
+}
+
+absl::StatusOr<driver::v1::ExitResult> RunToEnd(
+    Context& context, const driver::v1::TaskConfig& task) {
+  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
+  return context.WaitTask(task.id());
 }
 
 // A task that runs until it is stopped.

@@ -6,6 +6,7 @@
 #define PLUGINS_CONFORMANCE_CHECK_UTIL_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -66,6 +67,20 @@ absl::Status ExpectState(const driver::v1::TaskStatus& status,
 // grpc.health.v1 Check("plugin") on the plugin's channel within `deadline`:
 // a Mismatch unless it answers SERVING.
 absl::Status ExpectServing(Context& context, absl::Duration deadline);
+
+// How long output may take to reach the log files once WaitTask returned.
+inline constexpr absl::Duration kLogSettle = absl::Seconds(5);
+
+// The file's content, or nullopt when it cannot be read.
+std::optional<std::string> ReadHostFile(const std::string& path);
+
+// <task_dir>/logs/STREAM.log, where berth-node reads a task's output.
+std::string LogPath(const driver::v1::TaskConfig& task,
+                    absl::string_view stream);
+
+// StartTask, then WaitTask: the task's exit.
+absl::StatusOr<driver::v1::ExitResult> RunToEnd(
+    Context& context, const driver::v1::TaskConfig& task);
 
 // Starts a task that runs until it is stopped (`exec sleep 300`).
 absl::StatusOr<driver::v1::TaskConfig> StartSleeper(Context& context,

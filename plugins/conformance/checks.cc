@@ -35,6 +35,7 @@
 #include "glog/logging.h"
 #include "plugins/conformance/check_util.h"
 #include "plugins/conformance/context.h"
+#include "plugins/conformance/isolation_checks.h"
 #include "plugins/conformance/node_contract_checks.h"
 #include "plugins/conformance/sha256.h"
 #include "plugins/conformance/suite.h"
@@ -1248,6 +1249,7 @@ const std::vector<Check>& AllChecks() {
   static const auto* const checks = [] {
     auto* all = new std::vector<Check>(CallChecks());
     for (Check& check : NodeContractChecks()) all->push_back(check);
+    for (Check& check : IsolationChecks()) all->push_back(check);
     return all;
   }();
   return *checks;

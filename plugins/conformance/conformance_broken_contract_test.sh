@@ -1,7 +1,9 @@
 #!/bin/bash
 # Each check of the contract berth-node relies on (node_contract_checks.cc)
-# fails when it should: against the example Python driver broken in that
-# one rule (testing/broken_python_driver.py, BERTH_BROKEN_DRIVER_BREAKS),
+# and each isolation check (isolation_checks.cc) fails when it should:
+# against the example Python driver broken in that one rule
+# (testing/broken_python_driver.py, BERTH_BROKEN_DRIVER_BREAKS; for the
+# isolation checks, claims_isolation: it claims what it does not enforce),
 # the suite, filtered to that check, exits 1 with a FAIL line for it.
 #
 # usage: conformance_broken_contract_test.sh DRIVER_TEST SUITE BROKEN_DRIVER PYTHON_DRIVER
@@ -22,6 +24,14 @@ cases=(
   "exit_while_driver_down exit_lost_while_down"
   "many_tasks_waited small_pool"
   "shutdown_with_calls_open slow_shutdown"
+  "isolation_own_root claims_isolation"
+  "isolation_mounts claims_isolation"
+  "isolation_capabilities claims_isolation"
+  "isolation_no_new_privileges claims_isolation"
+  "isolation_seccomp claims_isolation"
+  "isolation_masked_paths claims_isolation"
+  "isolation_user_namespaces claims_isolation"
+  "isolation_privileged claims_isolation"
 )
 status=0
 for c in "${cases[@]}"; do

@@ -43,6 +43,9 @@ struct SuiteOptions {
   absl::Duration start_timeout = absl::Seconds(10);
   // Only the checks whose name contains this; empty: all.
   std::string filter;
+  // The first host id the isolation_user_namespaces check maps the task's
+  // root to (a range of 65536 ids from it, unused on the host).
+  uint32_t userns_base = 3400000;
 };
 
 // The DriverCapabilities a check may need.
@@ -106,6 +109,9 @@ class Context {
   const std::string& work_dir() const { return work_dir_; }
   // The directory the plugin puts its socket in.
   const std::string& socket_dir() const { return socket_dir_; }
+  // The state directory the plugin is given (NodeContext.state_dir); task
+  // directories are in it.
+  const std::string& state_dir() const { return state_dir_; }
   // The plugin's executable, absolute.
   const std::string& binary() const { return binary_; }
 

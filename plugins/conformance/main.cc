@@ -1,6 +1,7 @@
 // berth-driver-conformance: the driver conformance suite (suite.h) from the
 // command line. See --help.
 
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -28,6 +29,9 @@ ABSL_FLAG(absl::Duration, start_timeout, absl::Seconds(10),
           "healthy.");
 ABSL_FLAG(std::string, filter, "",
           "Run only the checks whose name contains this.");
+ABSL_FLAG(uint32_t, userns_base, 3400000,
+          "First host id the isolation_user_namespaces check maps a task's "
+          "root to (65536 ids from it, which no one on the host should use).");
 ABSL_FLAG(bool, plugin_logs, false,
           "Show the plugin's stderr and the suite's own progress on stderr "
           "(otherwise only warnings and errors).");
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   options.socket_dir = absl::GetFlag(FLAGS_socket_dir);
   options.start_timeout = absl::GetFlag(FLAGS_start_timeout);
   options.filter = absl::GetFlag(FLAGS_filter);
+  options.userns_base = absl::GetFlag(FLAGS_userns_base);
   const absl::Status valid = conformance::ValidateOptions(options);
   if (!valid.ok()) {
     std::cerr << "berth-driver-conformance: " << valid.message()

@@ -15,10 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -56,21 +54,6 @@ namespace host = ::berth::plugin::host;
 constexpr absl::Duration kNodeHealthDeadline = absl::Seconds(2);
 // How many tasks many_tasks_waited runs at once.
 constexpr int kManyTasks = 100;
-// How long output may take to reach the log files once WaitTask returned.
-constexpr absl::Duration kLogSettle = absl::Seconds(5);
-
-// The file's content, or nullopt when it cannot be read.
-std::optional<std::string> ReadHostFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-std::string LogPath(const driver::TaskConfig& task, absl::string_view stream) {
-  return absl::StrCat(task.task_dir(), "/logs/", stream, ".log");
-}
 
 // Waits (polling, up to kLogSettle) until `path` holds `want`; a Mismatch
 // saying what it held otherwise.
@@ -91,13 +74,6 @@ absl::Status ExpectLogFile(const std::string& path, absl::string_view want) {
   }
   return Mismatch(
       absl::StrCat(path, " holds ", Quote(*got), "; want ", Quote(want)));
-}
-
-// Runs `script` to its end and returns its exit.
-absl::StatusOr<driver::ExitResult> RunToEnd(Context& context,
-                                            const driver::TaskConfig& task) {
-  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
-  return context.WaitTask(task.id());
 }
 
 bool ListsMode(const driver::DriverCapabilities& capabilities,

@@ -25,7 +25,11 @@ it should, //plugins/conformance:conformance_broken_contract_test):
 - exit_lost_while_down: a recovered task's exit record is not read (its exit
   status does not survive the driver);
 - small_pool: 64 calls at once, as the first version of the example driver;
-- slow_shutdown: Shutdown waits 3 s past its grace before stopping.
+- slow_shutdown: Shutdown waits 3 s past its grace before stopping;
+- claims_isolation: GetCapabilities claims every part of
+  DriverCapabilities.isolation but image_rootfs (own_root, mounts,
+  capabilities, no_new_privileges, seccomp, user_namespaces, masked_paths)
+  while the driver enforces none of them (the isolation_* checks).
 """
 
 import importlib.util
@@ -39,7 +43,7 @@ WRAPS_ENV = "BERTH_BROKEN_DRIVER_WRAPS"
 BREAKS_ENV = "BERTH_BROKEN_DRIVER_BREAKS"
 RULES = {"own_cwd", "logs_elsewhere", "no_rotation", "ignore_work_dir",
          "ignore_netns", "exit_lost_while_down", "small_pool",
-         "slow_shutdown"}
+         "slow_shutdown", "claims_isolation"}
 DRIVER_SERVICE = "/berth.driver.v1.DriverService/"
 
 
@@ -143,6 +147,20 @@ def break_rules(module, rules):
 
     if "small_pool" in rules:
         module.MAX_CALLS = 64
+
+    if "claims_isolation" in rules:
+        get_capabilities = servicer.GetCapabilities
+
+        def lying(self, request, context):
+            response = get_capabilities(self, request, context)
+            claimed = response.capabilities.isolation
+            for claim in ("own_root", "mounts", "capabilities",
+                          "no_new_privileges", "seccomp", "user_namespaces",
+                          "masked_paths"):
+                setattr(claimed, claim, True)
+            return response
+
+        servicer.GetCapabilities = lying
 
     if "slow_shutdown" in rules:
         begin_shutdown = module.Plugin.begin_shutdown
