@@ -187,6 +187,13 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(
         errno, "cannot make a temporary directory /tmp/berth-*");
   }
   context->work_dir_ = dir_template;
+  // Traversable (not listable) by others, as the node's state directory is:
+  // a task in a user namespace runs as an unprivileged host id, which must
+  // reach its task directory inside.
+  if (chmod(dir_template, 0711) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot chmod 0711 ", dir_template));
+  }
   LOG(INFO) << "temporary directory " << context->work_dir_;
   context->socket_dir_ = context->options_.socket_dir.empty()
                              ? absl::StrCat(context->work_dir_, "/plugins")
