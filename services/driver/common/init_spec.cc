@@ -107,6 +107,7 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   for (gid_t group : spec.groups) Put(&out, "group", std::to_string(group));
   Put(&out, "cwd", spec.cwd);
   PutFlag(&out, "tty", spec.tty);
+  PutFlag(&out, "join_user_namespace", spec.join_user_namespace);
   const PrivilegeSpec& privileges = spec.privileges;
   PutFlag(&out, "privileges", privileges.enabled);
   Put(&out, "capabilities", std::to_string(privileges.capabilities));
@@ -190,6 +191,8 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       spec->cwd = value;
     } else if (key == "tty") {
       if (!need_flag(&spec->tty)) return false;
+    } else if (key == "join_user_namespace") {
+      if (!need_flag(&spec->join_user_namespace)) return false;
     } else if (key == "privileges") {
       if (!need_flag(&spec->privileges.enabled)) return false;
     } else if (key == "capabilities") {

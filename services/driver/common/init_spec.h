@@ -101,6 +101,10 @@ struct InitSpec {
   bool tty = false;
   // What the program keeps of root's privileges (run and exec).
   PrivilegeSpec privileges;
+  // exec: the task is in a user namespace of its own, which the helper
+  // joins too (with the others, after the cgroups), becoming its root
+  // before the command takes `uid` and `gid` (ids inside the namespace).
+  bool join_user_namespace = false;
 
   // ---- run only ----
   // Host name in the task's UTS namespace; empty keeps the host's.

@@ -17,6 +17,7 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   spec.groups = {1, 2, 3};
   spec.cwd = "/tmp/task dir";
   spec.tty = true;
+  spec.join_user_namespace = true;
   spec.hostname = "web-1";
   spec.netns = "/var/run/netns/berth-a";
   spec.cgroup_procs = {"/sys/fs/cgroup/memory/berth/t/cgroup.procs",
@@ -51,6 +52,7 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.groups, spec.groups);
   EXPECT_EQ(decoded.cwd, spec.cwd);
   EXPECT_TRUE(decoded.tty);
+  EXPECT_TRUE(decoded.join_user_namespace);
   EXPECT_EQ(decoded.hostname, spec.hostname);
   EXPECT_EQ(decoded.netns, spec.netns);
   EXPECT_EQ(decoded.cgroup_procs, spec.cgroup_procs);

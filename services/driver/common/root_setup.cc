@@ -568,10 +568,14 @@ class RootBuilder {
     for (const DeviceNode& node : kDevices) {
       const std::string what = std::string("making /dev/") + node.name;
       if (mknodat(dev.get(), node.name, S_IFCHR | 0666,
-                  makedev(node.major, node.minor)) != 0 ||
-          fchmodat(dev.get(), node.name, 0666, 0) != 0) {
-        return Fail(what);
+                  makedev(node.major, node.minor)) == 0) {
+        if (fchmodat(dev.get(), node.name, 0666, 0) != 0) return Fail(what);
+        continue;
       }
+      // In a user namespace of its own the init may not make devices: the
+      // host's node, bound onto an empty file (its mount's flags locked).
+      if (errno != EPERM) return Fail(what);
+      if (!BindHostDevice(dev, node.name)) return false;
     }
     static constexpr std::pair<const char*, const char*> kLinks[] = {
         {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},
@@ -589,6 +593,27 @@ class RootBuilder {
                    "mode=1777") &&
            MountFs("/dev/mqueue", "mqueue", "mqueue",
                    MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  }
+
+  // Binds the host's /dev/NAME onto an empty file NAME made in `dev`.
+  bool BindHostDevice(const Fd& dev, const char* name) {
+    const std::string path = std::string("/dev/") + name;
+    const std::string what = "binding the host's " + path + " at " + path;
+    Fd host(open(path.c_str(), O_PATH | O_CLOEXEC));
+    struct stat st;
+    if (!host.ok() || fstat(host.get(), &st) != 0) return Fail(what);
+    if (!S_ISCHR(st.st_mode)) {
+      errno = ENODEV;
+      return Fail(what + " (not a character device)");
+    }
+    const int made =
+        openat(dev.get(), name,
+               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (made < 0) return Fail("making " + path + " in the root");
+    close(made);
+    Fd target(openat(dev.get(), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!target.ok()) return Fail("opening " + path + " in the root");
+    return BindAt(host, target, 0, /*recursive=*/false, what);
   }
 
   bool MaskPaths() {

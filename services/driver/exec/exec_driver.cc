@@ -1,5 +1,6 @@
 #include "services/driver/exec/exec_driver.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -42,6 +43,7 @@
 #include "services/driver/common/task_spec.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"
+#include "services/driver/exec/user_namespace.h"
 
 namespace berth::exec_driver {
 
@@ -62,6 +64,7 @@ using ::berth::driver_common::StartedInit;
 using ::berth::driver_common::StartInit;
 using ::berth::driver_common::TaskCgroup;
 using ::berth::driver_common::TaskSpec;
+using ::berth::driver_common::UserNamespaceMaps;
 
 namespace {
 
@@ -118,6 +121,59 @@ absl::Status NameTheField(const std::string& task_id,
       code,
       absl::StrCat("task ", task_id, ": ",
                    field.empty() ? "" : absl::StrCat(field, ": "), message));
+}
+
+// Gives a task in a user namespace what its init (the namespace's root,
+// host ids `root_uid`:`root_gid`) writes: `.berth` (the exit record) and
+// `logs` with the log files a previous run left; and the task directory,
+// to the task's user when StartTask made it (`made`), else to its root, as
+// it is the host's root's for a task without a user namespace. Never
+// through a link (the task may own what is below the task directory).
+absl::Status GiveTaskDirToNamespace(const TaskSpec& spec, bool made,
+                                    const UserNamespaceMaps& maps) {
+  const uint32_t root_uid = *MapToHost(maps.uid, 0);
+  const uint32_t root_gid = *MapToHost(maps.gid, 0);
+  auto give = [](const std::string& path, uint32_t uid, uint32_t gid) {
+    if (fchownat(AT_FDCWD, path.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("chown ", path, " to ", uid, ":", gid));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = made
+                           ? give(spec.task_dir, *MapToHost(maps.uid, spec.uid),
+                                  *MapToHost(maps.gid, spec.gid))
+                           : give(spec.task_dir, root_uid, root_gid);
+      !s.ok()) {
+    return s;
+  }
+  for (const char* name : {".berth", "logs"}) {
+    const std::string dir = absl::StrCat(spec.task_dir, "/", name);
+    if (absl::Status s = give(dir, root_uid, root_gid); !s.ok()) return s;
+  }
+  const std::string log_dir = absl::StrCat(spec.task_dir, "/logs");
+  const base::UniqueFd dir_fd(
+      open(log_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  DIR* dir = dir_fd.valid() ? fdopendir(dup(dir_fd.get())) : nullptr;
+  if (dir == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", log_dir));
+  }
+  absl::Status result;
+  while (const struct dirent* entry = readdir(dir)) {
+    struct stat st;
+    if (fstatat(dir_fd.get(), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    if (fchownat(dir_fd.get(), entry->d_name, root_uid, root_gid,
+                 AT_SYMLINK_NOFOLLOW) != 0) {
+      result = absl::ErrnoToStatus(
+          errno, absl::StrCat("chown ", log_dir, "/", entry->d_name));
+      break;
+    }
+  }
+  closedir(dir);
+  return result;
 }
 
 }  // namespace
@@ -222,6 +278,7 @@ dv1::DriverCapabilities ExecDriver::Capabilities() const {
   isolation.set_no_new_privileges(true);
   isolation.set_seccomp(true);
   isolation.set_masked_paths(true);
+  isolation.set_user_namespaces(true);
   return capabilities;
 }
 
@@ -346,6 +403,21 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
                      "filter (",
                      seccomp_status_.message(), ")"));
   }
+  // Mapped ids; the task's uid, gid and groups are ids inside.
+  std::optional<UserNamespaceMaps> userns;
+  if (WantsUserNamespace(task.isolation().user_namespace())) {
+    absl::StatusOr<UserNamespaceMaps> maps =
+        ResolveUserNamespace(task.isolation().user_namespace());
+    absl::Status mapped =
+        maps.ok()
+            ? CheckIdentityMapped(*maps, spec->uid, spec->gid, spec->groups)
+            : maps.status();
+    if (!mapped.ok()) {
+      return absl::Status(mapped.code(),
+                          absl::StrCat(prefix, mapped.message()));
+    }
+    userns = *std::move(maps);
+  }
   // One empty directory serves every task: each init assembles its root
   // over it in its own mount namespace.
   spec->root.mount_point = absl::StrCat(state_dir(), "/root");
@@ -374,9 +446,20 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     tasks_.erase(id);
   };
 
+  struct stat task_dir_stat;
+  const bool task_dir_existed =
+      lstat(spec->task_dir.c_str(), &task_dir_stat) == 0;
   if (absl::Status status = PrepareTaskDirectories(*spec, prefix, &undo);
       !status.ok()) {
     return status;
+  }
+  if (userns.has_value()) {
+    if (absl::Status given =
+            GiveTaskDirToNamespace(*spec, !task_dir_existed, *userns);
+        !given.ok()) {
+      return absl::Status(given.code(),
+                          absl::StrCat(prefix, "task_dir: ", given.message()));
+    }
   }
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
@@ -419,8 +502,9 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.log_max_files = spec->log_max_files;
   init.exit_file = ExitRecordPath(spec->task_dir);
   const absl::Time started_at = absl::Now();
-  absl::StatusOr<StartedInit> started = StartInit(
-      options_.init_path, init, init_log.get(), options_.start_timeout);
+  absl::StatusOr<StartedInit> started =
+      StartInit(options_.init_path, init, init_log.get(),
+                options_.start_timeout, userns ? &*userns : nullptr);
   if (!started.ok()) return NameTheField(id, started.status());
 
   auto record = std::make_shared<Task>(id, *cgroup);
@@ -440,6 +524,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   state.set_task_dir(spec->task_dir);
   state.set_work_dir(spec->cwd);
   state.set_isolated(spec->root.enabled);
+  state.set_user_namespace(userns.has_value());
   state.set_uid(spec->uid);
   state.set_gid(spec->gid);
   for (gid_t group : spec->groups) state.add_groups(group);
@@ -814,6 +899,7 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
   target.identity.env.assign(task->state.env().begin(),
                              task->state.env().end());
   target.identity.cgroup_procs = task->cgroup.ProcsFiles();
+  target.identity.join_user_namespace = task->state.user_namespace();
   if (task->state.isolated()) {
     // The same capabilities, no_new_privs and seccomp filter as the task.
     TaskSpec isolated;

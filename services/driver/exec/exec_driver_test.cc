@@ -654,6 +654,99 @@ TEST_F(ExecDriverTest, ExecOfAMissingCommandNamesIt) {
 
 // Point 7 of the issue: each bad start is refused naming the field, and
 // leaves no process, cgroup, task directory or file descriptor behind.
+// isolation.user_namespace: the task's root is host uid 3200000 (gid
+// 3300000), which is what its files in a writable bind are owned by; exec'd
+// commands join the same namespace; logs and the exit record still arrive.
+TEST_F(ExecDriverTest, UserNamespaceMapsTheTasksRootToItsHostRange) {
+  if (!PathExists("/proc/self/ns/user")) {
+    GTEST_SKIP() << "the kernel has no user namespaces";
+  }
+  char host_dir[] = "/tmp/berth-exec-userns-XXXXXX";
+  ASSERT_NE(mkdtemp(host_dir), nullptr);
+  ASSERT_EQ(chmod(host_dir, 0777), 0);
+  dv1::TaskConfig task =
+      Shell("userns",
+            "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map; "
+            "readlink /proc/self/ns/user; "
+            "echo hi > /data/made-inside && echo wrote-data; "
+            "test -r /usr/bin/env && head -c 4 /usr/bin/env | tail -c 3; echo; "
+            "touch /berth/task/mine && echo wrote-task-dir; "
+            "test -c /dev/null && echo dev-null; echo out-err >&2; "
+            "exec sleep 1000");
+  dv1::Isolation& isolation = *task.mutable_isolation();
+  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
+  uid->set_container_id(0);
+  uid->set_host_id(3200000);
+  uid->set_size(65536);
+  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
+  gid->set_container_id(0);
+  gid->set_host_id(3300000);
+  gid->set_size(65536);
+  dv1::Mount* data = isolation.add_mounts();
+  data->set_type(dv1::MOUNT_TYPE_BIND);
+  data->set_source(host_dir);
+  data->set_destination("/data");
+  absl::StatusOr<dv1::StartTaskResponse> started = Start(task);
+  ASSERT_TRUE(started.ok())
+      << started.status() << "\n"
+      << ReadFileOrEmpty(TaskDir("userns") + "/.berth/init.log");
+  ExecTaskState state;
+  ASSERT_TRUE(state.ParseFromString(started->handle().driver_state()));
+  EXPECT_TRUE(state.user_namespace());
+  ASSERT_TRUE(
+      WaitFor([&] { return absl::StrContains(Stdout("userns"), "dev-null"); },
+              absl::Seconds(10)))
+      << Stdout("userns")
+      << ReadFileOrEmpty(TaskDir("userns") + "/logs/stderr.log");
+  const std::string out = Stdout("userns");
+  EXPECT_THAT(out, ::testing::StartsWith("0\n0\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       "\n +0 +3200000 +65536\n +0 +3300000 +65536\n"));
+  EXPECT_THAT(out, HasSubstr("wrote-data\nELF\nwrote-task-dir\ndev-null\n"));
+  EXPECT_EQ(ReadFileOrEmpty(TaskDir("userns") + "/logs/stderr.log"),
+            "out-err\n");
+  // Owned on the host by the mapped ids.
+  struct stat st;
+  ASSERT_EQ(stat(absl::StrCat(host_dir, "/made-inside").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 3200000u);
+  EXPECT_EQ(st.st_gid, 3300000u);
+  ASSERT_EQ(stat((TaskDir("userns") + "/mine").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 3200000u);
+
+  // Its user namespace, as the task saw it: the third line after the maps.
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  ASSERT_GE(lines.size(), 5u);
+  const std::string task_userns = lines[4];
+  EXPECT_THAT(task_userns, ::testing::StartsWith("user:["));
+  char own[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/user", own, sizeof(own) - 1), 0);
+  EXPECT_NE(task_userns, own);
+
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec =
+      driver_->ExecTask("userns",
+                        {"sh", "-c",
+                         "id -u; readlink /proc/self/ns/user; grep CapEff "
+                         "/proc/self/status; touch /data/by-exec"},
+                        absl::Seconds(10), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(exec->result().exit_code(), 0) << exec->stderr();
+  EXPECT_THAT(exec->stdout(),
+              HasSubstr(absl::StrCat("0\n", task_userns,
+                                     "\nCapEff:\t00000000a80425fb\n")));
+  ASSERT_EQ(stat(absl::StrCat(host_dir, "/by-exec").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 3200000u);
+
+  // The exit record is written by the init, root of the namespace only.
+  ASSERT_TRUE(driver_->StopTask("userns", absl::Seconds(5), SIGTERM).ok());
+  EXPECT_EQ(Wait("userns").signal(), SIGTERM);
+  EXPECT_TRUE(PathExists(TaskDir("userns") + "/.berth/exit"));
+  for (const char* name : {"made-inside", "by-exec"}) {
+    unlink(absl::StrCat(host_dir, "/", name).c_str());
+  }
+  rmdir(host_dir);
+}
+
 TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
   const std::string not_executable = state_.Join("data.txt");
   std::ofstream(not_executable) << "not a program";
@@ -708,6 +801,31 @@ TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
          t->mutable_network()->set_namespace_path("/var/run/netns/no-such");
        },
        absl::StatusCode::kInvalidArgument, "network.namespace_path"},
+      {"user namespace mapping the host's root",
+       [](dv1::TaskConfig* t) {
+         dv1::UserNamespace* ns =
+             t->mutable_isolation()->mutable_user_namespace();
+         dv1::IdMapping* uid = ns->add_uid_mappings();
+         uid->set_host_id(0);
+         uid->set_size(65536);
+         dv1::IdMapping* gid = ns->add_gid_mappings();
+         gid->set_host_id(3300000);
+         gid->set_size(65536);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "isolation.user_namespace.uid_mappings[0].host_id"},
+      {"user outside the user namespace",
+       [](dv1::TaskConfig* t) {
+         t->set_user("nobody");
+         dv1::UserNamespace* ns =
+             t->mutable_isolation()->mutable_user_namespace();
+         for (dv1::IdMapping* m :
+              {ns->add_uid_mappings(), ns->add_gid_mappings()}) {
+           m->set_host_id(3200000);
+           m->set_size(1000);
+         }
+       },
+       absl::StatusCode::kInvalidArgument, "user: uid 65534"},
       // These two fail late, inside the started init: the rollback undoes
       // a cgroup with a process in it.
       {"netns that is not a namespace",

@@ -427,13 +427,32 @@ int RunExec(InitSpec& spec) {
   for (const std::string& procs : spec.cgroup_procs) {
     if (!WriteFile(procs, "0")) Fail(errno, "joining cgroup " + procs);
   }
-  // The mount namespace brings the task's root (and cwd "/") with it.
-  if (setns(kInitTargetFd, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                               CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP) !=
-      0) {
+  // The mount namespace brings the task's root (and cwd "/") with it. A
+  // task's own user namespace is joined with the rest (the kernel takes it
+  // first, so that the others are joined with its privileges); joining the
+  // one we are in would be EINVAL.
+  int namespaces = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                   CLONE_NEWNET | CLONE_NEWCGROUP;
+  if (spec.join_user_namespace) namespaces |= CLONE_NEWUSER;
+  if (setns(kInitTargetFd, namespaces) != 0) {
     Fail(errno, "joining the task's namespaces");
   }
   close(kInitTargetFd);
+  if (spec.join_user_namespace) {
+    // Our host uid 0 means nothing in there (it shows as the overflow id):
+    // become the namespace's root, as the task's init is, before anything
+    // of the task can see us; and stay out of its reach (ptrace, /proc).
+    if (setgroups(0, nullptr) != 0) {
+      Fail(errno, "dropping supplementary groups");
+    }
+    if (setresgid(0, 0, 0) != 0) {
+      Fail(errno, "becoming gid 0 of the task's user namespace");
+    }
+    if (setresuid(0, 0, 0) != 0) {
+      Fail(errno, "becoming uid 0 of the task's user namespace");
+    }
+    prctl(PR_SET_DUMPABLE, 0);
+  }
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) Fail(errno, "making a pipe");
   const pid_t command = fork();
