@@ -26,7 +26,7 @@ cases=(
   "shutdown_with_calls_open slow_shutdown"
   "isolation_own_root claims_isolation"
   "isolation_mounts claims_isolation"
-  "isolation_capabilities claims_isolation"
+  "isolation_capability_set claims_isolation"
   "isolation_no_new_privileges claims_isolation"
   "isolation_seccomp claims_isolation"
   "isolation_masked_paths claims_isolation"

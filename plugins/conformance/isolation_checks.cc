@@ -631,7 +631,7 @@ std::vector<Check> IsolationChecks() {
        "host), a read_only bind (a write fails), a tmpfs; readonly_rootfs "
        "makes / read-only and leaves /tmp writable",
        std::nullopt, true, &Mounts},
-      {"isolation_capabilities",
+      {"isolation_capability_set",
        "isolation.capabilities: CapEff of root is Docker's default set "
        "0xa80425fb (within the host's bounding set); cap_drop ALL gives 0; "
        "cap_add NET_ADMIN over it gives 0x1000; user nobody has 0",
