@@ -139,26 +139,51 @@ absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
   return entry.gr_gid;
 }
 
-absl::StatusOr<std::string> FindProgram(const std::string& command,
-                                        const std::string& path_env,
-                                        const std::string& work_dir,
-                                        const std::string& field) {
+std::string HostPathInRoot(const TaskSpec& spec, const std::string& path) {
+  const std::string normal = NormalizeAbsolute(path);
+  if (normal.empty()) return "";
+  // The last mount over a path is the one the task sees.
+  for (auto it = spec.root.mounts.rbegin(); it != spec.root.mounts.rend();
+       ++it) {
+    if (!IsInside(normal, it->destination)) continue;
+    if (it->kind != MountSpec::Kind::kBind) return "";
+    return absl::StrCat(it->source, normal.substr(it->destination.size()));
+  }
+  if (IsInside(normal, kTaskDirInRoot)) {
+    return absl::StrCat(spec.task_dir, normal.substr(strlen(kTaskDirInRoot)));
+  }
+  if (!spec.root.rootfs.empty()) return absl::StrCat(spec.root.rootfs, normal);
+  for (const std::string& dir : spec.root.host_dirs) {
+    if (IsInside(normal, dir)) return normal;
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> FindProgram(
+    const std::string& command, const std::string& path_env,
+    const std::string& work_dir, const std::string& field,
+    const std::function<std::string(const std::string&)>& host_path) {
   if (command.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
   }
-  auto check = [&](const std::string& candidate) -> absl::Status {
+  auto check = [&](const std::string& in_task) -> absl::Status {
+    const std::string candidate = host_path ? host_path(in_task) : in_task;
+    if (candidate.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", in_task, " is not in the task's root"));
+    }
     struct stat st;
     if (stat(candidate.c_str(), &st) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", candidate, ": ", std::strerror(errno)));
+          absl::StrCat(field, ": ", in_task, ": ", std::strerror(errno)));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", candidate, " is not a regular file"));
+          absl::StrCat(field, ": ", in_task, " is not a regular file"));
     }
     if ((st.st_mode & 0111) == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", candidate, " is not executable"));
+          absl::StrCat(field, ": ", in_task, " is not executable"));
     }
     return absl::OkStatus();
   };
@@ -463,18 +488,23 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, "driver_config.command is required"));
   }
-  absl::StatusOr<std::string> path =
-      FindProgram(command, env["PATH"], spec.work_dir, "driver_config.command");
+  // In its own root the task sees the task directory at kTaskDirInRoot and
+  // its mounts: the program is looked up as the task will see it.
+  spec.cwd =
+      defaults.own_root ? InRoot(spec.work_dir, spec.task_dir) : spec.work_dir;
+  if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
+      !status.ok()) {
+    return invalid(status);
+  }
+  absl::StatusOr<std::string> path = FindProgram(
+      command, env["PATH"], spec.cwd, "driver_config.command",
+      spec.root.enabled ? std::function<std::string(const std::string&)>(
+                              [&spec](const std::string& in_root) {
+                                return HostPathInRoot(spec, in_root);
+                              })
+                        : nullptr);
   if (!path.ok()) return invalid(path.status());
   spec.path = *path;
-  spec.cwd = spec.work_dir;
-  if (defaults.own_root) {
-    // What the program sees: the task directory is at kTaskDirInRoot.
-    spec.cwd = InRoot(spec.work_dir, spec.task_dir);
-    if (IsInside(spec.path, spec.task_dir)) {
-      spec.path = InRoot(spec.path, spec.task_dir);
-    }
-  }
   spec.args.push_back(command);
   auto args = task.driver_config().fields().find("args");
   if (args != task.driver_config().fields().end() &&
@@ -536,11 +566,6 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   }
   if (task.logs().max_files() != 0)
     spec.log_max_files = task.logs().max_files();
-
-  if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
-      !status.ok()) {
-    return invalid(status);
-  }
   return spec;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -123,10 +124,18 @@ absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
 // `command` as execve needs it: a path with a '/' is taken as it is
 // (relative to `work_dir`), a bare name is looked up on `path_env`. The file
 // must exist, be a regular file and be executable.
-absl::StatusOr<std::string> FindProgram(const std::string& command,
-                                        const std::string& path_env,
-                                        const std::string& work_dir,
-                                        const std::string& field);
+// `host_path`, when given, maps a path as the task sees it to the host path
+// to look at ("" when the task's root has nothing there); the path returned
+// is the task's.
+absl::StatusOr<std::string> FindProgram(
+    const std::string& command, const std::string& path_env,
+    const std::string& work_dir, const std::string& field,
+    const std::function<std::string(const std::string&)>& host_path = nullptr);
+
+// Where on the host the task's `path` (in its own root, spec.root) is: a
+// bind mount's source, the task directory, the image root or a read-only
+// host directory; "" when it is in none (or in a tmpfs).
+std::string HostPathInRoot(const TaskSpec& spec, const std::string& path);
 
 }  // namespace berth::driver_common
 

@@ -134,6 +134,47 @@ TEST(TaskSpecTest, TheTasksPathIsSearchedAndAPathWithASlashTakenAsIs) {
   EXPECT_THAT(spec.status().message(), HasSubstr("is not a regular file"));
 }
 
+// In its own root the program is looked up as the task sees it: through
+// its mounts, its task directory at /berth/task and the host directories,
+// and nowhere else of the host.
+TEST(TaskSpecTest, InItsOwnRootTheProgramIsLookedUpAsTheTaskSeesIt) {
+  ShortTempDir dir;
+  const std::string program = dir.Join("tool");
+  std::ofstream(program) << "#!/bin/sh\n";
+  chmod(program.c_str(), 0755);
+  IsolationDefaults defaults;
+  defaults.own_root = true;
+  defaults.host_dirs = {"/usr", "/bin"};
+
+  dv1::TaskConfig task = Config("/probe/tool");
+  dv1::Mount* mount = task.mutable_isolation()->add_mounts();
+  mount->set_type(dv1::MOUNT_TYPE_BIND);
+  mount->set_source(dir.path());
+  mount->set_destination("/probe");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "/probe/tool");
+  EXPECT_EQ(spec->cwd, "/berth/task");
+  EXPECT_EQ(HostPathInRoot(*spec, "/probe/tool"), program);
+  EXPECT_EQ(HostPathInRoot(*spec, "/usr/bin/env"), "/usr/bin/env");
+  EXPECT_EQ(HostPathInRoot(*spec, "/berth/task/x"), spec->task_dir + "/x");
+  EXPECT_EQ(HostPathInRoot(*spec, "/root/x"), "");
+
+  const dv1::Mount probe_mount = *mount;
+  task = Config("tool");
+  (*task.mutable_env())["PATH"] = "/probe:/usr/bin";
+  *task.mutable_isolation()->add_mounts() = probe_mount;
+  spec = ResolveTaskSpec(task, "/s", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "/probe/tool");
+
+  // The host has it, the task's root does not.
+  task = Config(program);
+  spec = ResolveTaskSpec(task, "/s", defaults);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr(program + " is not in the task's root"));
+}
+
 TEST(TaskSpecTest, TheWorkingDirectoryStaysInsideTheTaskDirectory) {
   dv1::TaskConfig task = Config("/bin/true");
   task.set_task_dir("/srv/tasks/t1/");
