@@ -38,8 +38,8 @@ namespace {
 namespace pb = ::berth::stats::v1;
 
 // The v1 hierarchies a task gets a directory in, in this order.
-constexpr const char* kV1Controllers[] = {"cpu", "cpuacct", "memory", "pids",
-                                          "freezer"};
+constexpr const char* kV1Controllers[] = {"cpu",  "cpuacct", "memory",
+                                          "pids", "freezer", "devices"};
 // The controllers enabled for tasks on v2.
 constexpr const char* kV2Controllers[] = {"cpu", "memory", "pids"};
 
@@ -422,7 +422,20 @@ absl::Status TaskCgroup::ApplyLimits(const CgroupLimits& limits) const {
                    absl::StrCat(limits.pids_limit));
     if (!status.ok()) return status;
   }
+  if (limits.restrict_devices && DeviceRulesApplied()) {
+    status = write("devices", "devices", "devices.deny", "a");
+    for (const char* rule : kAllowedDeviceRules) {
+      if (!status.ok()) break;
+      status = write("devices", "devices", "devices.allow", rule);
+    }
+    if (!status.ok()) return status;
+  }
   return absl::OkStatus();
+}
+
+bool TaskCgroup::DeviceRulesApplied() const {
+  return layout_ != pb::CGROUP_LAYOUT_V2 &&
+         !ControllerDirectory("devices").empty();
 }
 
 std::vector<std::string> TaskCgroup::ProcsFiles() const {

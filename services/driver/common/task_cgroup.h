@@ -59,7 +59,20 @@ struct CgroupLimits {
   uint64_t memory_bytes = 0;
   // Most processes and threads at once: pids.max.
   uint64_t pids_limit = 0;
+  // Only the devices a task's /dev holds may be read or written (null,
+  // zero, full, random, urandom, tty, ptmx and the pts terminals); every
+  // device node may still be made (mknod), none other opened. v1: the
+  // devices controller's devices.deny "a" then one devices.allow line each,
+  // where that hierarchy is mounted. v2 has no such files (a BPF device
+  // program would be needed): nothing is written there, and the task relies
+  // on its /dev and nodev mounts (DeviceRulesApplied says which).
+  bool restrict_devices = false;
 };
+
+// The devices.allow lines of CgroupLimits::restrict_devices, in order.
+inline constexpr const char* kAllowedDeviceRules[] = {
+    "c *:* m",   "b *:* m",   "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm",
+    "c 1:8 rwm", "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
 
 // Tests only: fixture trees are ordinary directories standing in for cgroup
 // file systems. The kernel fills a cgroup directory with its interface files
@@ -116,6 +129,10 @@ class TaskCgroup {
   // The cgroup.procs file of each directory: a process joins the task by
   // writing its pid ("0" for itself) to each of them.
   std::vector<std::string> ProcsFiles() const;
+
+  // Whether restrict_devices can be enforced here: a v1 devices hierarchy
+  // is mounted. False on v2 (see CgroupLimits::restrict_devices).
+  bool DeviceRulesApplied() const;
 
   // The processes in the cgroup, the union over its hierarchies, sorted and
   // without duplicates. An absent cgroup (or directory) has none.

@@ -357,6 +357,7 @@ absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
   root.readonly_rootfs = isolation.readonly_rootfs();
   root.task_dir = spec->task_dir;
   root.privileged = isolation.privileged();
+  spec->limits.restrict_devices = !isolation.privileged();
   if (absl::Status status = ResolveMounts(isolation, &root); !status.ok()) {
     return status;
   }
