@@ -13,6 +13,7 @@
 #ifndef SERVICES_DRIVER_COMMON_IDMAP_MOUNT_H_
 #define SERVICES_DRIVER_COMMON_IDMAP_MOUNT_H_
 
+#include <cstdint>
 #include <string>
 
 namespace berth::driver_common {
@@ -30,6 +31,15 @@ bool IdmapMount(int mount_fd, int userns_fd, bool recursive, std::string* what,
 // `*what` and `*err` on failure.
 int OpenIdmappedTree(const std::string& source, int userns_fd, bool recursive,
                      std::string* what, int* err);
+
+// open_tree(`source`, OPEN_TREE_CLONE [| AT_RECURSIVE]) with `attributes`
+// (MOUNT_ATTR_RDONLY, _NOSUID, ...) set on it: a close-on-exec descriptor
+// of a detached bind of `source` for a task's init in a user namespace to
+// attach with move_mount (its ids may not search the path, and what it
+// would clone by path is a mount of another namespace); -1 with `*what`
+// and `*err` on failure.
+int OpenBindTree(const std::string& source, uint64_t attributes, bool recursive,
+                 std::string* what, int* err);
 
 }  // namespace berth::driver_common
 

@@ -19,6 +19,11 @@ void PutFlag(std::string* out, const char* key, bool value) {
   Put(out, key, value ? "1" : "0");
 }
 
+// A descriptor number; none (-1) is left out.
+void PutFd(std::string* out, const char* key, int fd) {
+  if (fd >= 0) Put(out, key, std::to_string(fd));
+}
+
 // Reads the record at `*pos`: "KEY LENGTH:VALUE". False with `*error` set
 // when it is malformed or runs past the end.
 bool NextRecord(const std::string& data, size_t* pos, std::string* key,
@@ -122,6 +127,8 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   Put(&out, "log_max_bytes", std::to_string(spec.log_max_bytes));
   Put(&out, "log_max_files", std::to_string(spec.log_max_files));
   Put(&out, "exit_file", spec.exit_file);
+  PutFd(&out, "log_dir_fd", spec.log_dir_fd);
+  PutFd(&out, "exit_dir_fd", spec.exit_dir_fd);
   const RootSpec& root = spec.root;
   PutFlag(&out, "root", root.enabled);
   Put(&out, "root.mount_point", root.mount_point);
@@ -131,6 +138,8 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   }
   PutFlag(&out, "root.readonly", root.readonly_rootfs);
   Put(&out, "root.task_dir", root.task_dir);
+  PutFd(&out, "root.rootfs_fd", root.rootfs_fd);
+  PutFd(&out, "root.task_dir_fd", root.task_dir_fd);
   for (const MountSpec& mount : root.mounts) {
     // One record per mount's field, started by its kind.
     Put(&out, "mount.kind",
@@ -138,6 +147,7 @@ std::string EncodeInitSpec(const InitSpec& spec) {
     Put(&out, "mount.source", mount.source);
     Put(&out, "mount.destination", mount.destination);
     PutFlag(&out, "mount.read_only", mount.read_only);
+    PutFd(&out, "mount.source_fd", mount.source_fd);
   }
   PutFlag(&out, "root.privileged", root.privileged);
   PutFlag(&out, "root.cgroup_namespace", root.cgroup_namespace);
@@ -163,6 +173,15 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
         return false;
       }
       *flag = value == "1";
+      return true;
+    };
+    const auto need_fd = [&](int* fd) {
+      if (!need_number()) return false;
+      if (number > 1 << 20) {
+        *error = key + " is not a descriptor: " + value;
+        return false;
+      }
+      *fd = static_cast<int>(number);
       return true;
     };
     const auto need_mount = [&]() -> MountSpec* {
@@ -230,6 +249,17 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       if (!need_flag(&spec->root.readonly_rootfs)) return false;
     } else if (key == "root.task_dir") {
       spec->root.task_dir = value;
+    } else if (key == "root.rootfs_fd") {
+      if (!need_fd(&spec->root.rootfs_fd)) return false;
+    } else if (key == "root.task_dir_fd") {
+      if (!need_fd(&spec->root.task_dir_fd)) return false;
+    } else if (key == "log_dir_fd") {
+      if (!need_fd(&spec->log_dir_fd)) return false;
+    } else if (key == "exit_dir_fd") {
+      if (!need_fd(&spec->exit_dir_fd)) return false;
+    } else if (key == "mount.source_fd") {
+      MountSpec* mount = need_mount();
+      if (mount == nullptr || !need_fd(&mount->source_fd)) return false;
     } else if (key == "mount.kind") {
       MountSpec mount;
       if (value == "tmpfs") {

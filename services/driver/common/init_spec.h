@@ -27,6 +27,9 @@ inline constexpr int kInitSpecFd = 3;    // the encoded InitSpec (read to EOF)
 inline constexpr int kInitReportFd = 4;  // run: "ok" or an error, then closed;
                                          // exec: the exit record
 inline constexpr int kInitTargetFd = 5;  // exec: a pidfd of the task's init
+// run: descriptors the driver passes (StartInit's `passed_fds`) are 6, 7...
+// in the init; the *_fd fields below name them.
+inline constexpr int kInitFirstPassedFd = 6;
 
 // A mount made in the task's root (Isolation.mounts, resolved).
 struct MountSpec {
@@ -37,6 +40,10 @@ struct MountSpec {
   // Absolute path inside the task's root.
   std::string destination;
   bool read_only = false;
+  // kBind in a task with a user namespace: a detached mount tree of
+  // `source` (open_tree, attributes already set) that the init attaches
+  // instead of reaching `source` by path, which its ids may not search.
+  int source_fd = -1;
 };
 
 // Where a task's directory appears inside its root.
@@ -61,6 +68,9 @@ struct RootSpec {
   // and `logs` (the driver's and the node's) are covered by empty read-only
   // directories so that the task can neither read nor move them.
   std::string task_dir;
+  // As MountSpec::source_fd, for `rootfs` and `task_dir`.
+  int rootfs_fd = -1;
+  int task_dir_fd = -1;
   std::vector<MountSpec> mounts;
   // Every device, /sys writable, nothing of /proc masked.
   bool privileged = false;
@@ -119,6 +129,10 @@ struct InitSpec {
   uint32_t log_max_files = 4;
   // Where the init records how the task ended (see ExitRecord).
   std::string exit_file;
+  // Open directories to use for `log_dir` and the directory of `exit_file`
+  // (a task in a user namespace: its init may not search their parents).
+  int log_dir_fd = -1;
+  int exit_dir_fd = -1;
   // The task's root (run; exec joins the task's mount namespace).
   RootSpec root;
 };

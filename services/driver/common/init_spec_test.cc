@@ -40,6 +40,11 @@ TEST(InitSpecTest, RoundTripsEveryField) {
                       {MountSpec::Kind::kTmpfs, "", "/scratch", false}};
   spec.root.privileged = true;
   spec.root.cgroup_namespace = false;
+  spec.root.rootfs_fd = 6;
+  spec.root.task_dir_fd = 7;
+  spec.root.mounts[0].source_fd = 8;
+  spec.log_dir_fd = 9;
+  spec.exit_dir_fd = 10;
 
   InitSpec decoded;
   std::string error;
@@ -79,6 +84,13 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.root.mounts[1].destination, "/scratch");
   EXPECT_FALSE(decoded.root.mounts[1].read_only);
   EXPECT_TRUE(decoded.root.privileged);
+  EXPECT_EQ(decoded.root.rootfs_fd, 6);
+  EXPECT_EQ(decoded.root.task_dir_fd, 7);
+  ASSERT_EQ(decoded.root.mounts.size(), 2u);
+  EXPECT_EQ(decoded.root.mounts[0].source_fd, 8);
+  EXPECT_EQ(decoded.root.mounts[1].source_fd, -1);
+  EXPECT_EQ(decoded.log_dir_fd, 9);
+  EXPECT_EQ(decoded.exit_dir_fd, 10);
   EXPECT_FALSE(decoded.root.cgroup_namespace);
 }
 

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -76,10 +77,13 @@ struct CloneArgs {
   const char* path;
   char* const* argv;
   char* const* envp;
-  int fds[5];  // become 0..4; all >= 10
+  int fds[5];  // become 0..4; all >= `low`
+  // Become kInitFirstPassedFd...; all >= `low`.
+  int passed[kMaxPassedFds];
+  int passed_count = 0;
   // In a new user namespace: the read end of the pipe on which the parent
   // says (one byte) that the maps are written, and the init opened by the
-  // parent; both >= 10. -1 otherwise.
+  // parent; both >= `low`. -1 otherwise.
   int sync_fd = -1;
   int exec_fd = -1;
 };
@@ -118,15 +122,18 @@ void BecomeNamespaceRoot(int sync_fd) {
     n = read(sync_fd, &go, 1);
   } while (n < 0 && errno == EINTR);
   if (n != 1) _exit(125);  // the parent failed, and kills us
-  if (setresgid(0, 0, 0) != 0) {
+  // Raw system calls: glibc's setresuid and friends would first signal
+  // every thread it believes this process has (it is a copy of a threaded
+  // process) and wait for them forever.
+  if (syscall(SYS_setresgid, 0, 0, 0) != 0) {
     ReportFromChild(errno, "becoming gid 0 of the task's user namespace");
     _exit(125);
   }
-  if (setgroups(0, nullptr) != 0) {
+  if (syscall(SYS_setgroups, 0, nullptr) != 0) {
     ReportFromChild(errno, "dropping supplementary groups");
     _exit(125);
   }
-  if (setresuid(0, 0, 0) != 0) {
+  if (syscall(SYS_setresuid, 0, 0, 0) != 0) {
     ReportFromChild(errno, "becoming uid 0 of the task's user namespace");
     _exit(125);
   }
@@ -147,21 +154,29 @@ int CloneChild(void* raw) {
   for (int target = 0; target < 5; ++target) {
     if (dup2(args->fds[target], target) < 0) _exit(126);
   }
+  for (int i = 0; i < args->passed_count; ++i) {
+    if (dup2(args->passed[i], kInitFirstPassedFd + i) < 0) _exit(126);
+  }
+  const unsigned int first_unused =
+      static_cast<unsigned int>(kInitFirstPassedFd + args->passed_count);
+  syscall(SYS_close_range, 5, kInitFirstPassedFd - 1, 0);
   if (args->sync_fd < 0) {
-    syscall(SYS_close_range, 5, ~0U, 0);
+    syscall(SYS_close_range, first_unused, ~0U, 0);
     execve(args->path, args->argv, args->envp);
     _exit(127);
   }
   BecomeNamespaceRoot(args->sync_fd);
   // The rest close at exec (exec_fd included: an ELF binary needs no path).
-  syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
+  syscall(SYS_close_range, first_unused, ~0U, CLOSE_RANGE_CLOEXEC);
   syscall(SYS_execveat, args->exec_fd, "", args->argv, args->envp,
           AT_EMPTY_PATH);
   _exit(127);
 }
 
-base::UniqueFd DupHigh(int fd) {
-  return base::UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, 10));
+// A copy of `fd` at `low` or above, out of the way of the numbers the
+// child moves its descriptors to.
+base::UniqueFd DupHigh(int fd, int low = 10) {
+  return base::UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, low));
 }
 
 // Writes all of `data` to the existing file `path` in one write (what
@@ -217,7 +232,15 @@ std::string FormatIdMap(const std::vector<IdMapLine>& lines) {
 absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                                       const InitSpec& requested_spec,
                                       int stderr_fd, absl::Duration timeout,
-                                      const UserNamespaceMaps* userns) {
+                                      const UserNamespaceMaps* userns,
+                                      const std::vector<int>& passed_fds) {
+  if (passed_fds.size() > static_cast<size_t>(kMaxPassedFds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(passed_fds.size(), " descriptors for the init, at most ",
+                     kMaxPassedFds));
+  }
+  const int low =
+      std::max(10, kInitFirstPassedFd + static_cast<int>(passed_fds.size()));
   // In a user namespace, the cgroups and the network namespace are joined
   // here (see launcher.h), not by the init.
   InitSpec userns_spec;
@@ -245,9 +268,15 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                           spec_fd->get(), report_write.get()};
   base::UniqueFd high[5];
   for (int i = 0; i < 5; ++i) {
-    high[i] = DupHigh(sources[i]);
+    high[i] = DupHigh(sources[i], low);
     if (!high[i].valid()) return ErrnoStatus(errno, "dup");
     args.fds[i] = high[i].get();
+  }
+  std::vector<base::UniqueFd> passed_high;
+  for (int fd : passed_fds) {
+    passed_high.push_back(DupHigh(fd, low));
+    if (!passed_high.back().valid()) return ErrnoStatus(errno, "dup");
+    args.passed[args.passed_count++] = passed_high.back().get();
   }
   std::string path = init_path;
   std::string arg0 = "berth-task-init";
@@ -266,14 +295,14 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
     if (pipe2(sync, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
     sync_read.reset(sync[0]);
     sync_write.reset(sync[1]);
-    sync_read = DupHigh(sync_read.get());
+    sync_read = DupHigh(sync_read.get(), low);
     exec_fd.reset(open(init_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!exec_fd.valid()) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot open the task init ", init_path,
                        " (berth-driver-exec --init_path): ", strerror(errno)));
     }
-    exec_fd = DupHigh(exec_fd.get());
+    exec_fd = DupHigh(exec_fd.get(), low);
     if (!sync_read.valid() || !exec_fd.valid()) {
       return ErrnoStatus(errno, "dup");
     }
@@ -364,6 +393,7 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
   report_write.reset();
   null_fd.reset();
   for (base::UniqueFd& fd : high) fd.reset();
+  passed_high.clear();
 
   auto reap = [pid, pidfd] {
     siginfo_t info;

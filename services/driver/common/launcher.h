@@ -33,6 +33,9 @@ struct UserNamespaceMaps {
   std::vector<IdMapLine> gid;
 };
 
+// How many descriptors StartInit passes on at most.
+inline constexpr int kMaxPassedFds = 64;
+
 // "CONTAINER HOST SIZE\n" per line, what the kernel takes in one write.
 std::string FormatIdMap(const std::vector<IdMapLine>& lines);
 
@@ -62,9 +65,14 @@ struct StartedInit {
 // namespace), with the init's errors for them ("joining cgroup PATH").
 // The init is executed through a descriptor this process opened, so that
 // `init_path`'s directories need not be searchable by the mapped ids.
-absl::StatusOr<StartedInit> StartInit(
-    const std::string& init_path, const InitSpec& spec, int stderr_fd,
-    absl::Duration timeout, const UserNamespaceMaps* userns = nullptr);
+//
+// `passed_fds` (at most kMaxPassedFds) are the init's kInitFirstPassedFd,
+// kInitFirstPassedFd + 1, ... in order (what the spec's *_fd fields name).
+absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
+                                      const InitSpec& spec, int stderr_fd,
+                                      absl::Duration timeout,
+                                      const UserNamespaceMaps* userns = nullptr,
+                                      const std::vector<int>& passed_fds = {});
 
 // The exec helper, started: its pid (a child of the caller) and the read end
 // of its report pipe, which the caller owns (an int until exec_session.cc,

@@ -344,9 +344,33 @@ class RootBuilder {
     return BindAt(from, to, attributes, /*recursive=*/true, what);
   }
 
+  // Attaches `tree`, a detached mount tree the driver made of `source` (its
+  // attributes set), at `destination` in the root, made as a directory or
+  // an empty file as the tree's top is.
+  bool AttachTree(int tree, const std::string& source,
+                  const std::string& destination) {
+    const std::string what = "binding " + source + " at " + destination;
+    struct stat st;
+    if (fstat(tree, &st) != 0) return Fail(what);
+    Fd to = ResolveInRoot(
+        destination, S_ISDIR(st.st_mode) ? Create::kDirectory : Create::kFile);
+    if (!to.ok()) return Fail("making " + destination + " in the root");
+    if (move_mount(tree, "", to.get(), "",
+                   MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+      return Fail(what);
+    }
+    return true;
+  }
+
   bool MountRoot() {
     const char* mount_point = root_.mount_point.c_str();
-    if (!root_.rootfs.empty()) {
+    if (root_.rootfs_fd >= 0) {
+      if (move_mount(root_.rootfs_fd, "", AT_FDCWD, mount_point,
+                     MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        return Fail("binding rootfs " + root_.rootfs + " at " +
+                    root_.mount_point);
+      }
+    } else if (!root_.rootfs.empty()) {
       if (mount(root_.rootfs.c_str(), mount_point, nullptr, MS_BIND | MS_REC,
                 nullptr) != 0) {
         return Fail("binding rootfs " + root_.rootfs + " at " +
@@ -395,8 +419,10 @@ class RootBuilder {
   // The task's directory at kTaskDirInRoot, its `.berth` and `logs` (the
   // driver's and the node's) covered by empty read-only directories.
   bool MountTaskDir() {
-    if (!BindHostPath(root_.task_dir, kTaskDirInRoot,
-                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) {
+    if (root_.task_dir_fd >= 0
+            ? !AttachTree(root_.task_dir_fd, root_.task_dir, kTaskDirInRoot)
+            : !BindHostPath(root_.task_dir, kTaskDirInRoot,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) {
       return false;
     }
     // The bind's root, now on top of kTaskDirInRoot.
@@ -426,6 +452,9 @@ class RootBuilder {
     if (spec.kind == MountSpec::Kind::kTmpfs) {
       return MountFs(spec.destination, "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV,
                      "mode=1777");
+    }
+    if (spec.source_fd >= 0) {
+      return AttachTree(spec.source_fd, spec.source, spec.destination);
     }
     return BindHostPath(spec.source, spec.destination,
                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |

@@ -17,14 +17,18 @@
 //                      may not be mounted), /sys/fs/cgroup a read-only
 //                      tmpfs holding each of the host's hierarchies, which
 //                      in the task's cgroup namespace show its own cgroup;
-//   /dev               a tmpfs with null, zero, full, random, urandom, tty,
-//                      a new devpts instance, shm and mqueue;
+//   /dev               a tmpfs with null, zero, full, random, urandom, tty
+//                      (the host's nodes bound in where mknod is refused, in
+//                      a user namespace), a new devpts instance, shm and
+//                      mqueue;
 //   RootSpec::mounts   in order (after /dev, so that one may replace
 //                      /dev/shm, say);
 //   then, unless privileged, the OCI default masked paths (a file covered
 //   by /dev/null, a directory by an empty read-only tmpfs) and read-only
 //   paths of /proc; then "/" itself read-only when readonly_rootfs.
 // Privileged: the host's /dev, /sys writable, nothing masked.
+// A bind whose RootSpec/MountSpec names a detached tree (*_fd) attaches that
+// tree (made by the driver, in a user namespace) instead of its source path.
 //
 // The root may be an image (untrusted content): every path inside it is
 // resolved with openat2(RESOLVE_IN_ROOT) from the root, missing components

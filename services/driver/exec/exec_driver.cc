@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -36,6 +37,7 @@
 #include "services/common/remove_tree.h"
 #include "services/common/stats/host_info.h"
 #include "services/common/status.h"
+#include "services/driver/common/idmap_mount.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/security.h"
 #include "services/driver/common/task_cgroup.h"
@@ -174,6 +176,80 @@ absl::Status GiveTaskDirToNamespace(const TaskSpec& spec, bool made,
   }
   closedir(dir);
   return result;
+}
+
+// For an init in a user namespace, whose ids may not search the host paths
+// it needs: the log and .berth directories opened, and a detached tree of
+// each bind's source (the task directory, the image, Isolation.mounts), as
+// descriptors in `passed` that `init`'s *_fd fields name. Writable binds are
+// not idmapped: what the task writes there is owned by its mapped ids.
+absl::Status OpenForUserNamespace(InitSpec* init,
+                                  std::vector<base::UniqueFd>* passed) {
+  auto pass = [&](base::UniqueFd fd) {
+    passed->push_back(std::move(fd));
+    return driver_common::kInitFirstPassedFd +
+           static_cast<int>(passed->size()) - 1;
+  };
+  auto open_dir = [&](const std::string& path, int* field) {
+    base::UniqueFd fd(
+        open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
+    }
+    *field = pass(std::move(fd));
+    return absl::OkStatus();
+  };
+  auto bind_tree = [&](const std::string& source, uint64_t attributes,
+                       int* field) {
+    std::string what;
+    int err = 0;
+    base::UniqueFd fd(driver_common::OpenBindTree(source, attributes,
+                                                  /*recursive=*/true, &what,
+                                                  &err));
+    if (!fd.valid()) return absl::ErrnoToStatus(err, what);
+    *field = pass(std::move(fd));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = open_dir(init->log_dir, &init->log_dir_fd); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = open_dir(std::string(base::Dirname(init->exit_file)),
+                                &init->exit_dir_fd);
+      !s.ok()) {
+    return s;
+  }
+  if (!init->root.enabled) return absl::OkStatus();
+  if (!init->root.rootfs.empty()) {
+    if (absl::Status s = bind_tree(init->root.rootfs, 0, &init->root.rootfs_fd);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!init->root.task_dir.empty()) {
+    if (absl::Status s =
+            bind_tree(init->root.task_dir, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                      &init->root.task_dir_fd);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (driver_common::MountSpec& mount : init->root.mounts) {
+    if (mount.kind != driver_common::MountSpec::Kind::kBind) continue;
+    if (absl::Status s =
+            bind_tree(mount.source,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                          (mount.read_only ? MOUNT_ATTR_RDONLY : 0),
+                      &mount.source_fd);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (passed->size() > static_cast<size_t>(driver_common::kMaxPassedFds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "isolation.mounts: at most ", driver_common::kMaxPassedFds - 4,
+        " binds in a task with a user namespace"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -501,10 +577,21 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.log_max_bytes = spec->log_max_bytes;
   init.log_max_files = spec->log_max_files;
   init.exit_file = ExitRecordPath(spec->task_dir);
+  std::vector<base::UniqueFd> passed;
+  if (userns.has_value()) {
+    if (absl::Status opened = OpenForUserNamespace(&init, &passed);
+        !opened.ok()) {
+      return absl::Status(opened.code(),
+                          absl::StrCat(prefix, opened.message()));
+    }
+  }
+  std::vector<int> passed_fds;
+  for (const base::UniqueFd& fd : passed) passed_fds.push_back(fd.get());
   const absl::Time started_at = absl::Now();
-  absl::StatusOr<StartedInit> started =
-      StartInit(options_.init_path, init, init_log.get(),
-                options_.start_timeout, userns ? &*userns : nullptr);
+  absl::StatusOr<StartedInit> started = StartInit(
+      options_.init_path, init, init_log.get(), options_.start_timeout,
+      userns ? &*userns : nullptr, passed_fds);
+  passed.clear();
   if (!started.ok()) return NameTheField(id, started.status());
 
   auto record = std::make_shared<Task>(id, *cgroup);

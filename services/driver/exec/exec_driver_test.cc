@@ -664,6 +664,11 @@ TEST_F(ExecDriverTest, UserNamespaceMapsTheTasksRootToItsHostRange) {
   char host_dir[] = "/tmp/berth-exec-userns-XXXXXX";
   ASSERT_NE(mkdtemp(host_dir), nullptr);
   ASSERT_EQ(chmod(host_dir, 0777), 0);
+  // The mapped ids cannot search the directory of task directories (as
+  // they cannot the node's <state>/node): the driver opens what the init
+  // needs. (The driver's own state directory, where the root is assembled,
+  // is 0711.)
+  ASSERT_EQ(mkdir(state_.Join("tasks").c_str(), 0700), 0);
   dv1::TaskConfig task =
       Shell("userns",
             "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map; "

@@ -288,10 +288,17 @@ int RunInit(InitSpec& spec) {
   // The host directories the init writes to, held open: once in the task's
   // root their paths name nothing, and an fd cannot be redirected by a
   // link the task plants.
-  const int log_dir_fd = open(spec.log_dir.c_str(),
-                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  // The driver opens them for an init in a user namespace (whose ids may
+  // not search their parents).
+  const int log_dir_fd =
+      spec.log_dir_fd >= 0
+          ? spec.log_dir_fd
+          : open(spec.log_dir.c_str(),
+                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (log_dir_fd < 0) Fail(errno, "opening log directory " + spec.log_dir);
-  const int exit_dir_fd = OpenParentDirectory(spec.exit_file);
+  const int exit_dir_fd = spec.exit_dir_fd >= 0
+                              ? spec.exit_dir_fd
+                              : OpenParentDirectory(spec.exit_file);
   if (exit_dir_fd < 0)
     Fail(errno, "opening the directory of " + spec.exit_file);
   const size_t exit_slash = spec.exit_file.rfind('/');
