@@ -198,8 +198,12 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
       }
       namespaces = *std::move(made);
       place.holder_pidfd = namespaces->holder_pidfd.get();
+      place.pid_ns = namespaces->pid_ns.get();
+      place.mount_ns = namespaces->mount_ns.get();
     } else {
-      place.holder_pidfd = container->second.holder_pidfd.get();
+      place.holder_pidfd = container->second.namespaces.holder_pidfd.get();
+      place.pid_ns = container->second.namespaces.pid_ns.get();
+      place.mount_ns = container->second.namespaces.mount_ns.get();
     }
   }
   bool forked = false;
@@ -234,10 +238,7 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
   process->io_thread = std::thread([p = process.get()] { p->IoLoop(); });
   Container& target = containers_[container_id];
   if (new_container) target.first_process_id = process_id;
-  if (namespaces.has_value()) {
-    target.holder_pid = namespaces->holder_pid;
-    target.holder_pidfd = std::move(namespaces->holder_pidfd);
-  }
+  if (namespaces.has_value()) target.namespaces = *std::move(namespaces);
   target.processes[process_id] = process;
   running_[pid] = process;
   LOG(INFO) << "sandbox " << options_.sandbox_id << ": started "
@@ -249,11 +250,12 @@ absl::StatusOr<pid_t> AgentServiceImpl::Start(const std::string& container_id,
 void AgentServiceImpl::KillContainer(const std::string& container_id) {
   auto container = containers_.find(container_id);
   if (container == containers_.end() ||
-      !container->second.holder_pidfd.valid()) {
+      !container->second.namespaces.holder_pidfd.valid()) {
     return;
   }
   // Through the pidfd: the holder may have been reaped, its pid reused.
-  base::PidfdSendSignal(container->second.holder_pidfd.get(), SIGKILL);
+  base::PidfdSendSignal(container->second.namespaces.holder_pidfd.get(),
+                        SIGKILL);
 }
 
 void AgentServiceImpl::KillAll(absl::Duration grace) {

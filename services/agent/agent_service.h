@@ -33,6 +33,7 @@
 #include "berth/agent/v1/agent.grpc.pb.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
+#include "services/agent/container_ns.h"
 #include "services/agent/process.h"
 
 namespace berth::agent {
@@ -110,8 +111,7 @@ class AgentServiceImpl final
   struct Container {
     std::string first_process_id;
     // With container_namespaces: the holder of its namespaces.
-    pid_t holder_pid = -1;
-    base::UniqueFd holder_pidfd;
+    ContainerNamespaces namespaces;
     absl::flat_hash_map<std::string, std::shared_ptr<Process>> processes;
   };
 

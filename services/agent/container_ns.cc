@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -158,11 +159,11 @@ bool RemountProc(std::string* what) {
 
 // The holder: PID 1 of the container's pid namespace. Only returns by
 // _exit.
-[[noreturn]] void RunHolder(const std::string& hide_dir, int report_fd) {
+[[noreturn]] void RunHolder(const std::string& hide_dir, int report_fd,
+                            int go_fd) {
   // The agent's death (or SIGKILL from it) ends the holder, and with it the
   // container.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  prctl(PR_SET_DUMPABLE, 0);
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -188,8 +189,12 @@ bool RemountProc(std::string* what) {
     errno = error_number;
     HolderFail(report_fd, what);
   }
-  prctl(PR_SET_DUMPABLE, 0);  // a change of credentials may have reset it
   Report(report_fd, 0, "");
+  // Dumpable until the agent has opened our namespaces (or gone).
+  char go;
+  while (read(go_fd, &go, 1) < 0 && errno == EINTR) {
+  }
+  prctl(PR_SET_DUMPABLE, 0);
   // Nothing of the agent's: its sockets, its processes' pipes (a write end
   // of a stdin held here would never let the process see its end).
   syscall(SYS_close_range, 0U, ~0U, 0U);
@@ -212,13 +217,12 @@ int OwnPidfd() {
 
 }  // namespace
 
-ChildrenInPidNamespace::ChildrenInPidNamespace(int holder_pidfd)
-    : owner_(getpid()) {
-  entered_ = OwnPidfd() >= 0 && setns(holder_pidfd, CLONE_NEWPID) == 0;
+ChildrenInPidNamespace::ChildrenInPidNamespace(int pid_ns) {
+  entered_ = OwnPidfd() >= 0 && setns(pid_ns, CLONE_NEWPID) == 0;
 }
 
 ChildrenInPidNamespace::~ChildrenInPidNamespace() {
-  if (entered_ && getpid() == owner_ && setns(OwnPidfd(), CLONE_NEWPID) != 0) {
+  if (entered_ && setns(OwnPidfd(), CLONE_NEWPID) != 0) {
     PLOG(FATAL) << "making this thread's children in the agent's pid "
                    "namespace again";
   }
@@ -231,13 +235,15 @@ absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
   base::UniqueFd report_read(fds[0]), report_write(fds[1]);
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  base::UniqueFd go_read(fds[0]), go_write(fds[1]);
   if (unshare(CLONE_NEWPID) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "making the container's pid namespace: ", std::strerror(errno)));
   }
   const pid_t pid = fork();
   const int fork_errno = errno;
-  if (pid == 0) RunHolder(hide_dir, report_write.get());
+  if (pid == 0) RunHolder(hide_dir, report_write.get(), go_read.get());
   if (setns(OwnPidfd(), CLONE_NEWPID) != 0) {
     PLOG(FATAL) << "making this thread's children in the agent's pid "
                    "namespace again";
@@ -245,6 +251,7 @@ absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
   if (pid < 0) return absl::ErrnoToStatus(fork_errno, "fork");
   *forked = true;
   report_write.reset();
+  go_read.reset();
   ContainerNamespaces made;
   made.holder_pid = pid;
   made.holder_pidfd.reset(base::PidfdOpen(pid));
@@ -275,6 +282,17 @@ absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
                                         std::strerror(report.error_number))
                          : std::string("its holder ended without a word")));
   }
+  for (auto [fd, name] :
+       {std::pair{&made.pid_ns, "pid"}, std::pair{&made.mount_ns, "mnt"}}) {
+    const std::string path = absl::StrCat("/proc/", pid, "/ns/", name);
+    fd->reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd->valid()) {
+      const int error = errno;
+      kill(pid, SIGKILL);
+      return absl::ErrnoToStatus(error, absl::StrCat("opening ", path));
+    }
+  }
+  go_write.reset();  // the holder may now become undumpable
   return made;
 }
 

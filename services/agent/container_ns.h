@@ -30,6 +30,11 @@ struct ContainerNamespaces {
   // namespaces to join, and what to kill at the end of the container.
   pid_t holder_pid = -1;
   base::UniqueFd holder_pidfd;
+  // Its pid and mount namespaces, opened while it could still be (a
+  // process that is not dumpable is only reached through /proc or a pidfd
+  // with CAP_SYS_PTRACE, which the agent does not keep).
+  base::UniqueFd pid_ns;
+  base::UniqueFd mount_ns;
 };
 
 // Forks the holder into a new pid namespace; it makes a mount namespace of
@@ -48,22 +53,23 @@ absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
     const std::string& hide_dir, bool* forked);
 
 // The pid namespace the calling thread's next children are made in, for as
-// long as this lives: the holder's (a pidfd), then the agent's own again.
+// long as this lives: the holder's (its pid_ns), then the agent's own again.
 // The agent cannot go on with a thread that makes children elsewhere: a
-// failure to return is fatal. In a child forked meanwhile the destructor
-// does nothing.
+// failure to return is fatal. A child forked meanwhile calls InChild():
+// its destructor then does nothing (pids cannot tell: the child may have
+// the agent's pid number in its own namespace).
 class ChildrenInPidNamespace {
  public:
-  // Check ok() before forking: false (errno set) when the holder is gone.
-  explicit ChildrenInPidNamespace(int holder_pidfd);
+  // Check ok() before forking: false with errno set.
+  explicit ChildrenInPidNamespace(int pid_ns);
   ~ChildrenInPidNamespace();
   ChildrenInPidNamespace(const ChildrenInPidNamespace&) = delete;
   ChildrenInPidNamespace& operator=(const ChildrenInPidNamespace&) = delete;
   bool ok() const { return entered_; }
+  void InChild() { entered_ = false; }
 
  private:
   bool entered_ = false;
-  const pid_t owner_;
 };
 
 }  // namespace berth::agent

@@ -113,6 +113,8 @@ TEST_F(ContainerNamespacesTest, ProcessesSeeNeitherTheAgentNorItsSocket) {
   ASSERT_TRUE(forked);
   SpawnPlace place;
   place.holder_pidfd = ns->holder_pidfd.get();
+  place.pid_ns = ns->pid_ns.get();
+  place.mount_ns = ns->mount_ns.get();
 
   absl::StatusOr<SpawnedProcess> main =
       SpawnProcess(Probe("main"), &forked, place);
@@ -178,6 +180,8 @@ TEST_F(ContainerNamespacesTest, ABadFilterNamesPrivileges) {
   ASSERT_TRUE(ns.ok()) << ns.status();
   SpawnPlace place;
   place.holder_pidfd = ns->holder_pidfd.get();
+  place.pid_ns = ns->pid_ns.get();
+  place.mount_ns = ns->mount_ns.get();
   v1::ProcessSpec spec = Probe("bad");
   spec.mutable_privileges()->set_seccomp_filter("xyz");  // not whole filters
   absl::StatusOr<SpawnedProcess> bad = SpawnProcess(spec, &forked, place);

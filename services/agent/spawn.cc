@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -152,21 +153,30 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   if (!MakePipe(&exec_read, &exec_write)) return errno_error("pipe2");
 
   const bool terminal = spec.terminal();
-  const int holder_pidfd = place.holder_pidfd;
+  const int mount_ns = place.mount_ns;
+  if (place.holder_pidfd >= 0) {
+    // A pidfd is readable once its process has ended: the namespace then
+    // takes no new process.
+    pollfd pfd = {place.holder_pidfd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) != 0) {
+      return absl::FailedPreconditionError(
+          "its namespaces are gone (its main process has ended)");
+    }
+  }
   pid_t pid;
   {
     // This thread's children are made in the container's pid namespace
     // until the end of this block.
     std::optional<ChildrenInPidNamespace> in_container;
-    if (holder_pidfd >= 0) {
-      in_container.emplace(holder_pidfd);
+    if (place.pid_ns >= 0) {
+      in_container.emplace(place.pid_ns);
       if (!in_container->ok()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "joining the container's pid namespace: ", std::strerror(errno),
-            " (has its main process ended?)"));
+            "joining the container's pid namespace: ", std::strerror(errno)));
       }
     }
     pid = fork();
+    if (pid == 0 && in_container.has_value()) in_container->InChild();
   }
   if (pid < 0) return errno_error("fork");
   if (pid == 0) {
@@ -189,7 +199,7 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
       ChildFail(error_fd, kStepStdio);
     }
     // The container's mounts: the agent's socket is not among them.
-    if (holder_pidfd >= 0 && setns(holder_pidfd, CLONE_NEWNS) != 0) {
+    if (mount_ns >= 0 && setns(mount_ns, CLONE_NEWNS) != 0) {
       ChildFail(error_fd, kStepNamespaces);
     }
     if (drop) {

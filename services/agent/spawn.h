@@ -30,10 +30,12 @@ struct SpawnedProcess {
 // process.env that is not KEY=VALUE.
 absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec);
 
-// Where a process is made: the holder of its container's namespaces
-// (container_ns.h), or -1 for the agent's own.
+// Where a process is made: in the namespaces of its container's holder
+// (container_ns.h), or (-1) in the agent's own.
 struct SpawnPlace {
   int holder_pidfd = -1;
+  int pid_ns = -1;
+  int mount_ns = -1;
 };
 
 // Forks and executes `spec` (valid: ValidateProcessSpec) with an empty
@@ -46,8 +48,8 @@ struct SpawnPlace {
 // says whether a child was made: the caller reaps it, also after an error
 // (it has then exited 127).
 //
-// In `place.holder_pidfd`'s pid and mount namespaces when given
-// (FAILED_PRECONDITION when the holder is gone). spec.privileges, when
+// In `place`'s pid and mount namespaces when given (FAILED_PRECONDITION
+// when the holder is gone). spec.privileges, when
 // enabled, is applied last before the directory is changed and the program
 // executed (driver_common::DropPrivileges: the user, capabilities,
 // no_new_privs, the seccomp filter); its failure is INVALID_ARGUMENT naming

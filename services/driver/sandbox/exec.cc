@@ -122,7 +122,10 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
     av1::ProcessSpec* process = request.mutable_process();
     for (const std::string& arg : options.command) process->add_args(arg);
     for (const std::string& env : task->spec.env) process->add_env(env);
-    process->set_cwd(task->spec.work_dir);
+    // In the task's root (spec.cwd) when it has one.
+    process->set_cwd(task->spec.cwd.empty() ? task->spec.work_dir
+                                            : task->spec.cwd);
+    FillPrivileges(task->spec.privileges, process->mutable_privileges());
     process->mutable_user()->set_uid(task->spec.uid);
     process->mutable_user()->set_gid(task->spec.gid);
     for (gid_t group : task->spec.groups) {

@@ -96,6 +96,16 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
   task->spec.gid = state.gid();
   task->spec.groups.assign(state.groups().begin(), state.groups().end());
   task->spec.env.assign(state.env().begin(), state.env().end());
+  if (state.isolated()) {
+    // What exec'd commands get: the task's privileges, its root's cwd.
+    absl::Status resolved = driver_common::ResolveIsolation(
+        task->config.isolation(), isolation_defaults_, &task->spec);
+    if (!resolved.ok()) {
+      return absl::Status(resolved.code(),
+                          absl::StrCat("task ", id, ": ", resolved.message()));
+    }
+    task->spec.cwd = state.cwd();
+  }
   task->agent_socket = state.agent_socket();
   task->token = state.token();
   task->process_id = state.process_id();

@@ -1,6 +1,7 @@
 #include "services/driver/sandbox/sandbox_driver.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -33,6 +34,7 @@
 #include "services/common/status.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/launcher.h"
+#include "services/driver/common/security.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
@@ -64,7 +66,85 @@ absl::Status WriteExitFile(const std::string& task_dir,
   return driver_common::WriteExitRecord(task_dir, record);
 }
 
+// Inside a sandbox's own root the agent lives in kAgentDirInRoot: a tmpfs
+// holding its binary (bound read-only: its host path is not in the root) and
+// `sock`, the host's <task_dir>/.berth, where it makes agent.sock for
+// berth-proxy and the driver to dial from the host. The agent unmounts the
+// whole directory from its containers' view (--hide_dir), and their
+// processes are in pid namespaces without it (--container_namespaces).
+constexpr char kAgentDirInRoot[] = "/run/berth-agent";
+
+// What berth-agent keeps of root's capabilities besides the task's (a
+// process cannot be given a capability its agent lacks): namespaces and
+// mounts (SYS_ADMIN; SYS_CHROOT to join a mount namespace), the processes'
+// users (SETUID, SETGID) and capability sets (SETPCAP), signals to any of
+// them (KILL), and reading and entering what root may (DAC_*, FOWNER).
+constexpr uint64_t kAgentCapabilities =
+    driver_common::CapabilityBit(CAP_SYS_ADMIN) |
+    driver_common::CapabilityBit(CAP_SYS_CHROOT) |
+    driver_common::CapabilityBit(CAP_SETUID) |
+    driver_common::CapabilityBit(CAP_SETGID) |
+    driver_common::CapabilityBit(CAP_SETPCAP) |
+    driver_common::CapabilityBit(CAP_KILL) |
+    driver_common::CapabilityBit(CAP_DAC_OVERRIDE) |
+    driver_common::CapabilityBit(CAP_DAC_READ_SEARCH) |
+    driver_common::CapabilityBit(CAP_FOWNER);
+
+// The agent as the program of an init that enters the task's root
+// (init->root, already the task's): its binary and socket directory bound
+// into the root, its flags, and its privileges: the task's capabilities and
+// its own, the task's no_new_privs (inherited by every process it starts),
+// no seccomp filter (it makes namespaces and mounts; each process loads the
+// task's).
+absl::Status PlaceAgentInRoot(const std::string& agent_path,
+                              const std::string& private_dir,
+                              const std::string& sandbox_id,
+                              const driver_common::PrivilegeSpec& task,
+                              driver_common::InitSpec* init) {
+  char* real = realpath(agent_path.c_str(), nullptr);
+  if (real == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "berth-agent ", agent_path, " (--agent_path): ", std::strerror(errno)));
+  }
+  const std::string binary = real;
+  free(real);
+  const std::string dir = kAgentDirInRoot;
+  const std::string in_root = absl::StrCat(dir, "/berth-agent");
+  driver_common::MountSpec tmpfs;
+  tmpfs.kind = driver_common::MountSpec::Kind::kTmpfs;
+  tmpfs.destination = dir;
+  driver_common::MountSpec socket_dir;
+  socket_dir.source = private_dir;
+  socket_dir.destination = absl::StrCat(dir, "/sock");
+  driver_common::MountSpec program;
+  program.source = binary;
+  program.destination = in_root;
+  program.read_only = true;
+  // Last: no mount the task asks for can cover them.
+  for (driver_common::MountSpec* mount : {&tmpfs, &socket_dir, &program}) {
+    init->root.mounts.push_back(*mount);
+  }
+  init->path = in_root;
+  init->args = {in_root, absl::StrCat("--socket=", dir, "/sock/agent.sock"),
+                absl::StrCat("--sandbox_id=", sandbox_id),
+                "--container_namespaces", absl::StrCat("--hide_dir=", dir)};
+  init->privileges.enabled = true;
+  init->privileges.capabilities = task.capabilities | kAgentCapabilities;
+  init->privileges.no_new_privs = task.no_new_privs;
+  init->privileges.seccomp_filter.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void FillPrivileges(const driver_common::PrivilegeSpec& privileges,
+                    agent::v1::Privileges* out) {
+  if (!privileges.enabled) return;
+  out->set_enabled(true);
+  out->set_capabilities(privileges.capabilities);
+  out->set_no_new_privs(privileges.no_new_privs);
+  out->set_seccomp_filter(privileges.seccomp_filter);
+}
 
 uint64_t StartTicks(pid_t pid) {
   absl::StatusOr<base::ProcStat> stat = base::ReadProcStat(pid);
@@ -83,6 +163,16 @@ SandboxDriver::SandboxDriver(SandboxDriverOptions options)
       mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
       cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
       stats_(mounts_, cpu_mhz_, options_.stats_socket) {
+  isolation_defaults_.own_root = true;
+  const absl::StatusOr<std::string>& filter =
+      driver_common::DefaultSeccompFilterOnce();
+  if (filter.ok()) {
+    isolation_defaults_.seccomp_filter = *filter;
+  } else {
+    seccomp_status_ = filter.status();
+    LOG(ERROR) << "the default seccomp filter: " << seccomp_status_
+               << "; tasks that do not ask for seccomp=unconfined are refused";
+  }
   PublishFingerprint(Probe());
 }
 
@@ -137,11 +227,19 @@ dv1::DriverCapabilities SandboxDriver::Capabilities() const {
   capabilities.set_exec(true);
   capabilities.set_exec_streaming(true);
   capabilities.set_exec_tty(true);
-  capabilities.set_fs_isolation(dv1::FS_ISOLATION_NONE);
+  capabilities.set_fs_isolation(dv1::FS_ISOLATION_CHROOT);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_HOST);
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
+  dv1::IsolationCapabilities& isolation = *capabilities.mutable_isolation();
+  isolation.set_own_root(true);
+  isolation.set_image_rootfs(true);
+  isolation.set_mounts(true);
+  isolation.set_capabilities(true);
+  isolation.set_no_new_privileges(true);
+  isolation.set_seccomp(true);
+  isolation.set_masked_paths(true);
   return capabilities;
 }
 
@@ -226,10 +324,20 @@ absl::StatusOr<std::shared_ptr<SandboxDriver::Task>> SandboxDriver::Find(
 absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     const dv1::TaskConfig& config) {
   absl::StatusOr<driver_common::TaskSpec> spec =
-      driver_common::ResolveTaskSpec(config, state_dir());
+      driver_common::ResolveTaskSpec(config, state_dir(), isolation_defaults_);
   if (!spec.ok()) return spec.status();
   const std::string id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
+  if (!seccomp_status_.ok() && !config.isolation().privileged() &&
+      config.isolation().seccomp().type() !=
+          dv1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
+      config.isolation().seccomp().type() != dv1::SECCOMP_PROFILE_TYPE_CUSTOM) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix,
+                     "isolation.seccomp: the driver has no default "
+                     "filter (",
+                     seccomp_status_.message(), ")"));
+  }
   if (spec->limits.pids_limit != 0 &&
       spec->limits.pids_limit < kMinSandboxPids) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -315,6 +423,23 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   init.args = {options_.agent_path,
                absl::StrCat("--socket=", task->agent_socket),
                absl::StrCat("--sandbox_id=", id)};
+  if (spec->root.enabled) {
+    // One empty directory serves every sandbox: each init assembles its
+    // root over it in its own mount namespace.
+    spec->root.mount_point = absl::StrCat(state_dir(), "/root");
+    if (absl::StatusOr<bool> made = MakeDirs(spec->root.mount_point, 0700);
+        !made.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, made.status().message()));
+    }
+    init.root = spec->root;
+    absl::Status placed = PlaceAgentInRoot(options_.agent_path, private_dir, id,
+                                           spec->privileges, &init);
+    if (!placed.ok()) {
+      return absl::Status(placed.code(),
+                          absl::StrCat(prefix, placed.message()));
+    }
+  }
   init.env = {
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   init.cwd = "/";
@@ -455,7 +580,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
       process->add_args(spec->args[i]);
     }
     for (const std::string& env : spec->env) process->add_env(env);
-    process->set_cwd(spec->work_dir);
+    process->set_cwd(spec->root.enabled ? spec->cwd : spec->work_dir);
+    FillPrivileges(spec->privileges, process->mutable_privileges());
     process->mutable_user()->set_uid(spec->uid);
     process->mutable_user()->set_gid(spec->gid);
     for (gid_t group : spec->groups) {
@@ -483,6 +609,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   if (task->cgroup.has_value()) state.set_cgroup_parent(options_.cgroup_parent);
   state.set_task_dir(spec->task_dir);
   state.set_work_dir(spec->work_dir);
+  state.set_isolated(spec->root.enabled);
+  if (spec->root.enabled) state.set_cwd(spec->cwd);
   state.set_uid(spec->uid);
   state.set_gid(spec->gid);
   for (gid_t group : spec->groups) state.add_groups(group);

@@ -50,6 +50,7 @@
 #include "plugins/sdk/exec.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/driver/common/exit_watcher.h"
+#include "services/driver/common/task_spec.h"
 #include "services/driver/common/task_stats_source.h"
 
 namespace berth::sandbox_driver {
@@ -147,6 +148,11 @@ class SandboxDriver : public plugin::Driver,
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const SandboxDriverOptions options_;
+  // Every task gets its own root, Docker's default capabilities,
+  // no_new_privs and the default seccomp filter unless it asks otherwise.
+  driver_common::IsolationDefaults isolation_defaults_;
+  // Why there is no default seccomp filter (tasks needing it are refused).
+  absl::Status seccomp_status_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugins/sdk/cancel.h"
 #include "services/common/test_util.h"
@@ -34,6 +35,8 @@ using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
 using ::berth::testing::RunfilePath;
 using ::berth::testing::WaitFor;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The state of a process ('Z' for a zombie), '?' when there is none.
 char ProcessState(pid_t pid) {
@@ -164,14 +167,76 @@ TEST_F(SandboxDriverProxyTest, ExitCode130IsNotSigint) {
   for (const char* id : {"code130", "sigint", "execs"}) Destroy(id);
 }
 
+// What a process of the task (and an exec'd command) can reach (issue 15,
+// point 9): its own root with the task directory at /berth/task, none of
+// berth's directories, Docker's default capabilities, no_new_privs, the
+// default seccomp filter; the agent is neither in its pid namespace nor
+// signallable, and the agent's socket directory is not in its view.
+TEST_F(SandboxDriverProxyTest, ProcessesAreIsolatedFromTheHostAndTheAgent) {
+  const std::string probe = absl::StrCat(
+      "for p in /berth/task /run/berth /run/berth-agent/sock /root/.cache ",
+      dir_.path(), "; do if [ -e $p ]; then echo \"seen $p\"; ",
+      "else echo \"absent $p\"; fi; done; ",
+      "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; ",
+      // PID 1 is the holder of the container's namespaces, a forked copy
+      // of the agent without any capability; no other agent is in view (the
+      // shell itself is skipped: its script names /run/berth-agent).
+      "for f in /proc/[0-9]*; do case $f in /proc/1 | /proc/$$) continue;; "
+      "esac; ",
+      "grep -qs 'berth[-]agent' $f/cmdline && echo agent=listed; done; ",
+      "echo \"holder $(grep CapPrm /proc/1/status)\"; ",
+      "if kill -CONT $AGENT 2>/dev/null; then echo agent=signalled; ",
+      "else echo agent=unreachable; fi; ");
+  dv1::TaskConfig config =
+      ShellTask("iso", absl::StrCat(probe, "echo done; exec sleep 1000"));
+  // The agent's pid as the host sees it: the init's only child.
+  ASSERT_TRUE(driver().StartTask(config).ok());
+  absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("iso");
+  ASSERT_TRUE(status.ok()) << status.status();
+  const std::string init_pid = status->driver_attributes().at("init_pid");
+  const std::string agent_pid(absl::StripAsciiWhitespace(ReadFileOrEmpty(
+      absl::StrCat("/proc/", init_pid, "/task/", init_pid, "/children"))));
+  ASSERT_FALSE(agent_pid.empty());
+  const std::string log = dir_.Join("iso/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFileOrEmpty(log), "done");
+  })) << ReadFileOrEmpty(log);
+  const auto expect_isolated = [&](const std::string& out) {
+    EXPECT_THAT(out, HasSubstr("seen /berth/task\n"));
+    EXPECT_THAT(out, HasSubstr("absent /run/berth\n"));
+    EXPECT_THAT(out, HasSubstr("absent /run/berth-agent/sock\n"));
+    EXPECT_THAT(out, HasSubstr("absent /root/.cache\n"));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("absent ", dir_.path(), "\n")));
+    EXPECT_THAT(out, HasSubstr("CapEff:\t00000000a80425fb"));
+    EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t1"));
+    EXPECT_THAT(out, HasSubstr("Seccomp:\t2"));
+    EXPECT_THAT(out, Not(HasSubstr("agent=listed")));
+    EXPECT_THAT(out, HasSubstr("holder CapPrm:\t0000000000000000"));
+    EXPECT_THAT(out, HasSubstr("agent=unreachable"));
+  };
+  // The task's $AGENT is empty (a kill of nothing fails too); the exec's
+  // is the agent's pid as the host sees it. (Its pid in the sandbox's
+  // namespace, 2, is the task's main process in the container's.)
+  expect_isolated(ReadFileOrEmpty(log));
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver().ExecTask(
+      "iso", {"/bin/sh", "-c", absl::StrCat("AGENT=", agent_pid, "; ", probe)},
+      absl::Seconds(30), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  expect_isolated(exec->stdout());
+  Destroy("iso");
+}
+
 // The driver goes (its sandboxes stay), the task ends while none runs; a new
 // driver recovers it from its handle with how it really ended.
 TEST_F(SandboxDriverProxyTest, RecoversATaskThatEndedWhileNoDriverRan) {
-  const std::string go = dir_.Join("go");
+  // In the task's directory: the task has its own root, where it sees that
+  // directory at /berth/task and nothing else of the host's /tmp.
+  const std::string go = dir_.Join("ended/go");
   const dv1::TaskConfig config =
-      ShellTask("ended", absl::StrCat("while [ ! -e ", go,
-                                      " ]; do sleep 0.05; done; "
-                                      "exit 7"));
+      ShellTask("ended",
+                "while [ ! -e /berth/task/go ]; do sleep 0.05; done; "
+                "exit 7");
   absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
   ASSERT_TRUE(started.ok()) << started.status();
   absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("ended");

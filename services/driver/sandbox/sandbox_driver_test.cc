@@ -82,10 +82,20 @@ TEST(SandboxDriverTest, Capabilities) {
   EXPECT_TRUE(capabilities.exec());
   EXPECT_TRUE(capabilities.exec_streaming());
   EXPECT_TRUE(capabilities.exec_tty());
-  EXPECT_EQ(capabilities.fs_isolation(), dv1::FS_ISOLATION_NONE);
+  EXPECT_EQ(capabilities.fs_isolation(), dv1::FS_ISOLATION_CHROOT);
   ASSERT_EQ(capabilities.network_isolation_modes_size(), 2);
   EXPECT_TRUE(capabilities.recover());
   EXPECT_TRUE(capabilities.stats());
+  // What the task's processes get from their agent (issue 15).
+  const dv1::IsolationCapabilities& isolation = capabilities.isolation();
+  EXPECT_TRUE(isolation.own_root());
+  EXPECT_TRUE(isolation.image_rootfs());
+  EXPECT_TRUE(isolation.mounts());
+  EXPECT_TRUE(isolation.capabilities());
+  EXPECT_TRUE(isolation.no_new_privileges());
+  EXPECT_TRUE(isolation.seccomp());
+  EXPECT_TRUE(isolation.masked_paths());
+  EXPECT_FALSE(isolation.user_namespaces());
 }
 
 TEST(SandboxDriverTest, StartWithoutTheProxyFailsAndLeavesNothing) {

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
+#include "berth/agent/v1/agent.pb.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "grpcpp/client_context.h"
 #include "services/driver/common/task_cgroup.h"
@@ -37,6 +38,10 @@ inline constexpr absl::Duration kWaitTimeout = absl::Seconds(5);
 inline void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
+
+// `privileges` as the agent takes them (nothing when not enabled).
+void FillPrivileges(const driver_common::PrivilegeSpec& privileges,
+                    agent::v1::Privileges* out);
 
 // Field 22 of /proc/PID/stat; 0 when it cannot be read.
 uint64_t StartTicks(pid_t pid);
