@@ -578,6 +578,37 @@ absl::StatusOr<uint64_t> ResolveCapabilities(
   return (kDefaultCapabilities & ~*drop) | *add;
 }
 
+// A task's PID 1 is berth's (berth-task-init, or a sandbox container's
+// holder): the task may not signal it, trace it, read or write its memory,
+// nor change its limits or scheduling. Root in the task holds CAP_KILL and
+// shares its uid, so only the filter can say no; what the init forwards
+// comes from the driver, outside the task's pid namespace.
+absl::Status AddPidOneRules(scmp_filter_ctx ctx) {
+  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
+  const scmp_arg_cmp first_is_one = SCMP_A0(SCMP_CMP_EQ, 1);
+  for (const char* name :
+       {"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+        "pidfd_open", "process_vm_readv", "process_vm_writev", "prlimit64",
+        "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+        "migrate_pages", "move_pages", "kcmp"}) {
+    if (absl::Status s = Deny(ctx, name, refuse, {first_is_one}); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = Deny(ctx, "ptrace", refuse, {SCMP_A1(SCMP_CMP_EQ, 1)});
+      !s.ok()) {
+    return s;
+  }
+  // setpriority(PRIO_PROCESS, 1, ...) and ioprio_set(IOPRIO_WHO_PROCESS, 1).
+  if (absl::Status s = Deny(ctx, "setpriority", refuse,
+                            {SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A1(SCMP_CMP_EQ, 1)});
+      !s.ok()) {
+    return s;
+  }
+  return Deny(ctx, "ioprio_set", refuse,
+              {SCMP_A0(SCMP_CMP_EQ, 1), SCMP_A1(SCMP_CMP_EQ, 1)});
+}
+
 absl::StatusOr<std::string> DefaultSeccompFilter(uint64_t capabilities) {
   Context ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
@@ -597,6 +628,7 @@ absl::StatusOr<std::string> DefaultSeccompFilter(uint64_t capabilities) {
     if (absl::Status s = AddNamespaceRules(ctx.get()); !s.ok()) return s;
   }
   if (absl::Status s = AddPersonalityRules(ctx.get()); !s.ok()) return s;
+  if (absl::Status s = AddPidOneRules(ctx.get()); !s.ok()) return s;
   return Export(ctx.get());
 }
 

@@ -108,6 +108,13 @@ absl::StatusOr<uint64_t> ResolveCapabilities(
 // A denylist keeps every program working that a newer kernel's syscalls
 // would otherwise break; the calls it names are listed in security.cc.
 //
+// Besides, the task's PID 1 (berth's init, or a sandbox container's holder)
+// is out of its reach: kill, tkill, tgkill, rt_(tg)sigqueueinfo, pidfd_open,
+// ptrace, process_vm_readv/writev, prlimit64, the sched_set* calls,
+// setpriority, ioprio_set, migrate_pages, move_pages and kcmp naming pid 1
+// fail with EPERM (a custom profile gets no such rules: it says what it
+// allows).
+//
 // As in Docker, a group is allowed when `capabilities` holds the capability
 // it needs (cap_add SYS_ADMIN lets mount, unshare and setns through, SYS_TIME
 // the clock, ...). x86_64 with its x86 and x32 ABIs.

@@ -142,6 +142,14 @@ std::string ProbeDeniedCalls() {
                    "/nonexistent-berth-b");
   });
   call("setns", [] { return setns(-1, 0); });
+  // The task's PID 1 is berth's init: signal 0 and a limit read only.
+  call("kill_pid1", [] { return syscall(SYS_kill, 1, 0); });
+  call("tgkill_pid1", [] { return syscall(SYS_tgkill, 1, 1, 0); });
+  call("pidfd_open_pid1", [] { return syscall(SYS_pidfd_open, 1, 0); });
+  call("prlimit_pid1", [] {
+    struct rlimit old;
+    return syscall(SYS_prlimit64, 1, RLIMIT_NOFILE, nullptr, &old);
+  });
   call("keyctl", [] { return syscall(SYS_keyctl, -1, 0, 0, 0, 0); });
   call("add_key", [] {
     return syscall(SYS_add_key, "berth-no-such-type", "x", nullptr, 0, 0);
@@ -230,6 +238,8 @@ std::string ProbeAllowedCalls() {
                       to32 >= 0 && back == PER_LINUX32 ? "ok" : "no", "\n");
   errno = 0;
   out += absl::StrCat("getppid ", syscall(SYS_getppid) > 0 ? "ok" : "no", "\n");
+  out += absl::StrCat("kill_parent ",
+                      syscall(SYS_kill, getppid(), 0) == 0 ? "ok" : "no", "\n");
   // A thread (clone without namespace flags) still starts.
   const pid_t thread_like = fork();
   if (thread_like == 0) _exit(0);
@@ -262,6 +272,10 @@ TEST_F(DefaultSeccompFilterTest, RefusesWhatEscapesTheTask) {
                            "unshare_mnt",
                            "unshare_net",
                            "setns",
+                           "kill_pid1",
+                           "tgkill_pid1",
+                           "pidfd_open_pid1",
+                           "prlimit_pid1",
                            "keyctl",
                            "add_key",
                            "request_key",
@@ -301,6 +315,8 @@ TEST_F(DefaultSeccompFilterTest, ProbesSeeTheKernelsErrorsWithoutIt) {
   EXPECT_EQ(report["clock_settime"], "-1 EINVAL");
   EXPECT_EQ(report["settimeofday"], "-1 EINVAL");
   EXPECT_EQ(report["acct"], "-1 ENOENT");
+  EXPECT_EQ(report["kill_pid1"], "ok -");
+  EXPECT_EQ(report["prlimit_pid1"], "ok -");
   EXPECT_EQ(report["unshare_mnt"], "ok -");
   EXPECT_EQ(report["clone3"], "-1 EINVAL");
   EXPECT_NE(report["personality_other_values_allowed"], "0");
@@ -318,6 +334,7 @@ TEST_F(DefaultSeccompFilterTest, AllowsEverydayCalls) {
   EXPECT_EQ(report["personality_query"], "ok");
   EXPECT_EQ(report["personality_linux32"], "ok");
   EXPECT_EQ(report["getppid"], "ok");
+  EXPECT_EQ(report["kill_parent"], "ok");
   EXPECT_EQ(report["fork"], "ok");
 }
 

@@ -400,7 +400,12 @@ int RunInit(InitSpec& spec) {
     struct signalfd_siginfo info;
     while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
       if (info.ssi_signo != SIGCHLD) {
-        kill(program, static_cast<int>(info.ssi_signo));
+        // Only what the driver sends (from outside the task's pid
+        // namespace, so no sender pid here) is passed on: a process of the
+        // task cannot make its init do anything.
+        if (info.ssi_pid == 0) {
+          kill(program, static_cast<int>(info.ssi_signo));
+        }
         continue;
       }
       // Reap the program and every orphan the namespace handed us.
