@@ -263,7 +263,10 @@ absl::StatusOr<driver::TaskConfig> Bench::NewTask(
   task.set_id(absl::StrCat(absl::GetFlag(FLAGS_task_prefix), "-", kind, "-",
                            getpid(), "-", ++tasks_made_));
   task.set_name(task.id());
-  const std::string task_dir = dir_.Join(absl::StrCat("tasks/", task.id()));
+  // Where berth-node puts them: inside the state directory, as the drivers
+  // require.
+  const std::string task_dir =
+      dir_.Join(absl::StrCat("state/node/tasks/", task.id()));
   if (mkdir(task_dir.c_str(), 0755) != 0) {
     return absl::InternalError(absl::StrCat("cannot make the task directory ",
                                             task_dir, ": ", strerror(errno)));
@@ -805,7 +808,7 @@ int Run(sigset_t signals) {
   }
 
   TempDir dir(absl::GetFlag(FLAGS_tmp_dir));
-  for (const char* sub : {"state", "tasks"}) {
+  for (const char* sub : {"state", "state/node", "state/node/tasks"}) {
     const std::string path = dir.Join(sub);
     if (mkdir(path.c_str(), 0755) != 0) {
       return Fail(absl::InternalError(
