@@ -232,10 +232,38 @@ class RootBuilder {
   // at a time (directories; the last one as `create` says). A dangling
   // symlink on the way is followed, inside the root, to what it names,
   // which is made there. Not ok with errno set on failure.
+  //
+  // A task's start resolves some sixty paths: the common cases (the path
+  // is there, or all but its last component) cost one or two openat2, and
+  // a walk keeps the descriptor of what it has resolved so far.
   Fd ResolveInRoot(const std::string& path, Create create) const {
+    {
+      Fd whole = OpenInRoot(path);
+      if (whole.ok() || errno != ENOENT || create == Create::kNothing) {
+        return whole;
+      }
+    }
     std::vector<std::string> components = Components(path);
-    std::string prefix;  // exists in the root
+    if (components.empty()) return OpenInRoot(".");
+    // Start below the parent when it is there.
+    std::string prefix;
+    Fd prefix_fd;
     size_t i = 0;
+    {
+      std::string parent;
+      for (size_t j = 0; j + 1 < components.size(); ++j) {
+        parent += "/" + components[j];
+      }
+      Fd parent_fd = OpenInRoot(parent.empty() ? "." : parent, O_DIRECTORY);
+      if (parent_fd.ok()) {
+        prefix = parent;
+        prefix_fd = std::move(parent_fd);
+        i = components.size() - 1;
+      } else {
+        prefix_fd = OpenInRoot(".", O_DIRECTORY);
+        if (!prefix_fd.ok()) return Fd();
+      }
+    }
     int steps = 0;
     while (i < components.size()) {
       // Bounds symlink chains and anything that keeps changing under us.
@@ -248,17 +276,16 @@ class RootBuilder {
         Fd fd = OpenInRoot(next);
         if (fd.ok()) {
           prefix = next;
+          prefix_fd = std::move(fd);
           ++i;
           continue;
         }
       }
-      if (errno != ENOENT || create == Create::kNothing) return Fd();
-      Fd parent = OpenInRoot(prefix, O_DIRECTORY);
-      if (!parent.ok()) return Fd();
+      if (errno != ENOENT) return Fd();
       const std::string& name = components[i];
       char target[PATH_MAX];
       const ssize_t length =
-          readlinkat(parent.get(), name.c_str(), target, sizeof(target) - 1);
+          readlinkat(prefix_fd.get(), name.c_str(), target, sizeof(target) - 1);
       if (length > 0) {
         // A dangling symlink: go on from what it names.
         std::vector<std::string> rest(components.begin() + i + 1,
@@ -266,24 +293,34 @@ class RootBuilder {
         const std::string link(target, static_cast<size_t>(length));
         components = Components(link);
         components.insert(components.end(), rest.begin(), rest.end());
-        if (link[0] == '/') prefix.clear();
+        if (link[0] == '/') {
+          prefix.clear();
+          prefix_fd = OpenInRoot(".", O_DIRECTORY);
+          if (!prefix_fd.ok()) return Fd();
+        }
         i = 0;
         continue;
       }
       const bool last = i + 1 == components.size();
       if (last && create == Create::kFile) {
         const int fd =
-            openat(parent.get(), name.c_str(),
+            openat(prefix_fd.get(), name.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) return Fd();
         if (fd >= 0) close(fd);
-      } else if (mkdirat(parent.get(), name.c_str(), 0755) != 0 &&
+      } else if (mkdirat(prefix_fd.get(), name.c_str(), 0755) != 0 &&
                  errno != EEXIST) {
         return Fd();
       }
-      // The next round opens it.
+      // Made here, by us: opened without following anything.
+      Fd made(openat(prefix_fd.get(), name.c_str(),
+                     O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      if (!made.ok()) continue;  // the next round resolves it
+      prefix = next;
+      prefix_fd = std::move(made);
+      ++i;
     }
-    return OpenInRoot(prefix);
+    return prefix_fd;
   }
 
   // A new file system of `fstype` at `path` in the root.
