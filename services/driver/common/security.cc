@@ -612,7 +612,11 @@ absl::Status AddPidOneRules(scmp_filter_ctx ctx) {
 absl::StatusOr<std::string> DefaultSeccompFilter(uint64_t capabilities) {
   Context ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
-  for (uint32_t arch : {SCMP_ARCH_X86, SCMP_ARCH_X32}) {
+  // x86 (32-bit programs) but not x32, whose system calls then meet
+  // libseccomp's bad-architecture action and kill the caller: no Debian
+  // program uses that ABI, and it makes the filter a seventh longer (each
+  // task loads it: 508 instructions with it, 440 without).
+  for (uint32_t arch : {SCMP_ARCH_X86}) {
     if (absl::Status s = AddArchitecture(ctx.get(), arch); !s.ok()) return s;
   }
   for (const DeniedGroup& group : DeniedGroups()) {

@@ -117,7 +117,8 @@ absl::StatusOr<uint64_t> ResolveCapabilities(
 //
 // As in Docker, a group is allowed when `capabilities` holds the capability
 // it needs (cap_add SYS_ADMIN lets mount, unshare and setns through, SYS_TIME
-// the clock, ...). x86_64 with its x86 and x32 ABIs.
+// the clock, ...). x86_64 with its x86 ABI; a call through the x32 ABI
+// kills the caller.
 absl::StatusOr<std::string> DefaultSeccompFilter(
     uint64_t capabilities = kDefaultCapabilities);
 
