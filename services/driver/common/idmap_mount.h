@@ -33,13 +33,29 @@ int OpenIdmappedTree(const std::string& source, int userns_fd, bool recursive,
                      std::string* what, int* err);
 
 // open_tree(`source`, OPEN_TREE_CLONE [| AT_RECURSIVE]) with `attributes`
-// (MOUNT_ATTR_RDONLY, _NOSUID, ...) set on it: a close-on-exec descriptor
-// of a detached bind of `source` for a task's init in a user namespace to
+// (MOUNT_ATTR_RDONLY, _NOSUID, ...) set on it, and idmapped through the user
+// namespace `userns_fd` unless it is -1: a close-on-exec descriptor of a
+// detached bind of `source` for a task's init in a user namespace to
 // attach with move_mount (its ids may not search the path, and what it
 // would clone by path is a mount of another namespace); -1 with `*what`
 // and `*err` on failure.
+//
+// An idmapped tree's attributes are not locked once the init attaches it:
+// a task with CAP_SYS_ADMIN in its namespace can remount it writable, and
+// write there as the ids it is mapped to on disk (root's, for its root).
+// Idmap no read-only host content for such a task.
 int OpenBindTree(const std::string& source, uint64_t attributes, bool recursive,
-                 std::string* what, int* err);
+                 std::string* what, int* err, int userns_fd = -1);
+
+// A new user namespace with `uid_map` and `gid_map` (lines of "CONTAINER
+// HOST SIZE\n", as /proc/PID/uid_map takes them), kept alive by nothing but
+// the returned close-on-exec descriptor: an idmapping for IdmapMount equal
+// to that of a task's namespace with the same maps, made before the task
+// exists (only host root can idmap the host's file systems). A short-lived
+// child holds it while its maps are written. -1 with `*what` and `*err` on
+// failure. Needs CAP_SYS_ADMIN and CAP_SETUID/CAP_SETGID (host root).
+int MakeUserNamespace(const std::string& uid_map, const std::string& gid_map,
+                      std::string* what, int* err);
 
 }  // namespace berth::driver_common
 

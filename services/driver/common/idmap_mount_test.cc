@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace berth::driver_common {
@@ -106,6 +108,49 @@ TEST(IdmapMountTest, RootOwnedFilesShowAsTheNamespacesRoot) {
   EXPECT_EQ(err, EINVAL);
   close(attached);
   close(tree);
+}
+
+TEST(IdmapMountTest, MadeNamespaceIdmapsABindTreeWithItsAttributes) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (mount_setattr)";
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/idmapXXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::ofstream(dir + "/root-file") << "x";
+  ASSERT_EQ(chown((dir + "/root-file").c_str(), 0, 0), 0);
+
+  std::string what;
+  int err = 0;
+  const int userns =
+      MakeUserNamespace("0 200000 65536\n", "0 300000 1000\n", &what, &err);
+  ASSERT_GE(userns, 0) << what << ": " << std::strerror(err);
+  // The holder is gone (reaped), the namespace kept by the descriptor.
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG | __WALL), -1);
+  EXPECT_EQ(errno, ECHILD);
+  const int tree = OpenBindTree(dir, MOUNT_ATTR_RDONLY, /*recursive=*/true,
+                                &what, &err, userns);
+  if (tree < 0 && err == EINVAL) {
+    GTEST_SKIP() << what << ": " << std::strerror(err)
+                 << " (no idmapped mounts on the file system of " << dir << ")";
+  }
+  ASSERT_GE(tree, 0) << what << ": " << std::strerror(err);
+  struct stat st;
+  ASSERT_EQ(fstatat(tree, "root-file", &st, 0), 0) << std::strerror(errno);
+  EXPECT_EQ(st.st_uid, 200000u);
+  EXPECT_EQ(st.st_gid, 300000u);
+  // Read-only as asked.
+  EXPECT_LT(openat(tree, "root-file", O_WRONLY | O_CLOEXEC), 0);
+  EXPECT_EQ(errno, EROFS);
+  close(tree);
+  close(userns);
+
+  // Maps the kernel refuses (host root's range twice) name the map.
+  EXPECT_LT(MakeUserNamespace("0 200000 10\n0 200005 10\n", "0 300000 1\n",
+                              &what, &err),
+            0);
+  EXPECT_THAT(what, ::testing::HasSubstr("uid map"));
+  EXPECT_EQ(err, EINVAL);
+  unlink((dir + "/root-file").c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace
