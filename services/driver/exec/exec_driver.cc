@@ -43,9 +43,9 @@
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
+#include "services/driver/common/user_namespace.h"
 #include "services/driver/exec/exec_session.h"
 #include "services/driver/exec/exec_state.pb.h"
-#include "services/driver/exec/user_namespace.h"
 
 namespace berth::exec_driver {
 
@@ -53,20 +53,25 @@ namespace dv1 = ::berth::driver::v1;
 using ::berth::base::PidfdOpen;
 using ::berth::base::PidfdSendSignal;
 using ::berth::base::ReadProcStat;
+using ::berth::driver_common::CheckIdentityMapped;
 using ::berth::driver_common::CheckTaskId;
 using ::berth::driver_common::DriverConfigSchema;
 using ::berth::driver_common::DriverStateDir;
 using ::berth::driver_common::ExitRecord;
 using ::berth::driver_common::ExitRecordPath;
+using ::berth::driver_common::GiveTaskDirToNamespace;
 using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::OpenForUserNamespace;
 using ::berth::driver_common::PrepareTaskDirectories;
 using ::berth::driver_common::ReadExitRecord;
 using ::berth::driver_common::ResolveTaskSpec;
+using ::berth::driver_common::ResolveUserNamespace;
 using ::berth::driver_common::StartedInit;
 using ::berth::driver_common::StartInit;
 using ::berth::driver_common::TaskCgroup;
 using ::berth::driver_common::TaskSpec;
 using ::berth::driver_common::UserNamespaceMaps;
+using ::berth::driver_common::WantsUserNamespace;
 
 namespace {
 
@@ -123,133 +128,6 @@ absl::Status NameTheField(const std::string& task_id,
       code,
       absl::StrCat("task ", task_id, ": ",
                    field.empty() ? "" : absl::StrCat(field, ": "), message));
-}
-
-// Gives a task in a user namespace what its init (the namespace's root,
-// host ids `root_uid`:`root_gid`) writes: `.berth` (the exit record) and
-// `logs` with the log files a previous run left; and the task directory,
-// to the task's user when StartTask made it (`made`), else to its root, as
-// it is the host's root's for a task without a user namespace. Never
-// through a link (the task may own what is below the task directory).
-absl::Status GiveTaskDirToNamespace(const TaskSpec& spec, bool made,
-                                    const UserNamespaceMaps& maps) {
-  const uint32_t root_uid = *MapToHost(maps.uid, 0);
-  const uint32_t root_gid = *MapToHost(maps.gid, 0);
-  auto give = [](const std::string& path, uint32_t uid, uint32_t gid) {
-    if (fchownat(AT_FDCWD, path.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat("chown ", path, " to ", uid, ":", gid));
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status s = made
-                           ? give(spec.task_dir, *MapToHost(maps.uid, spec.uid),
-                                  *MapToHost(maps.gid, spec.gid))
-                           : give(spec.task_dir, root_uid, root_gid);
-      !s.ok()) {
-    return s;
-  }
-  for (const char* name : {".berth", "logs"}) {
-    const std::string dir = absl::StrCat(spec.task_dir, "/", name);
-    if (absl::Status s = give(dir, root_uid, root_gid); !s.ok()) return s;
-  }
-  const std::string log_dir = absl::StrCat(spec.task_dir, "/logs");
-  const base::UniqueFd dir_fd(
-      open(log_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  DIR* dir = dir_fd.valid() ? fdopendir(dup(dir_fd.get())) : nullptr;
-  if (dir == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", log_dir));
-  }
-  absl::Status result;
-  while (const struct dirent* entry = readdir(dir)) {
-    struct stat st;
-    if (fstatat(dir_fd.get(), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode)) {
-      continue;
-    }
-    if (fchownat(dir_fd.get(), entry->d_name, root_uid, root_gid,
-                 AT_SYMLINK_NOFOLLOW) != 0) {
-      result = absl::ErrnoToStatus(
-          errno, absl::StrCat("chown ", log_dir, "/", entry->d_name));
-      break;
-    }
-  }
-  closedir(dir);
-  return result;
-}
-
-// For an init in a user namespace, whose ids may not search the host paths
-// it needs: the log and .berth directories opened, and a detached tree of
-// each bind's source (the task directory, the image, Isolation.mounts), as
-// descriptors in `passed` that `init`'s *_fd fields name. Writable binds are
-// not idmapped: what the task writes there is owned by its mapped ids.
-absl::Status OpenForUserNamespace(InitSpec* init,
-                                  std::vector<base::UniqueFd>* passed) {
-  auto pass = [&](base::UniqueFd fd) {
-    passed->push_back(std::move(fd));
-    return driver_common::kInitFirstPassedFd +
-           static_cast<int>(passed->size()) - 1;
-  };
-  auto open_dir = [&](const std::string& path, int* field) {
-    base::UniqueFd fd(
-        open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd.valid()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
-    }
-    *field = pass(std::move(fd));
-    return absl::OkStatus();
-  };
-  auto bind_tree = [&](const std::string& source, uint64_t attributes,
-                       int* field) {
-    std::string what;
-    int err = 0;
-    base::UniqueFd fd(driver_common::OpenBindTree(source, attributes,
-                                                  /*recursive=*/true, &what,
-                                                  &err));
-    if (!fd.valid()) return absl::ErrnoToStatus(err, what);
-    *field = pass(std::move(fd));
-    return absl::OkStatus();
-  };
-  if (absl::Status s = open_dir(init->log_dir, &init->log_dir_fd); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = open_dir(std::string(base::Dirname(init->exit_file)),
-                                &init->exit_dir_fd);
-      !s.ok()) {
-    return s;
-  }
-  if (!init->root.enabled) return absl::OkStatus();
-  if (!init->root.rootfs.empty()) {
-    if (absl::Status s = bind_tree(init->root.rootfs, 0, &init->root.rootfs_fd);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (!init->root.task_dir.empty()) {
-    if (absl::Status s =
-            bind_tree(init->root.task_dir, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                      &init->root.task_dir_fd);
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (driver_common::MountSpec& mount : init->root.mounts) {
-    if (mount.kind != driver_common::MountSpec::Kind::kBind) continue;
-    if (absl::Status s =
-            bind_tree(mount.source,
-                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                          (mount.read_only ? MOUNT_ATTR_RDONLY : 0),
-                      &mount.source_fd);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (passed->size() > static_cast<size_t>(driver_common::kMaxPassedFds)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "isolation.mounts: at most ", driver_common::kMaxPassedFds - 4,
-        " binds in a task with a user namespace"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -531,7 +409,8 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   }
   if (userns.has_value()) {
     if (absl::Status given =
-            GiveTaskDirToNamespace(*spec, !task_dir_existed, *userns);
+            GiveTaskDirToNamespace(spec->task_dir, !task_dir_existed, spec->uid,
+                                   spec->gid, *userns, {".berth", "logs"});
         !given.ok()) {
       return absl::Status(given.code(),
                           absl::StrCat(prefix, "task_dir: ", given.message()));

@@ -1,10 +1,10 @@
-#include "services/driver/exec/user_namespace.h"
+#include "services/driver/common/user_namespace.h"
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace berth::exec_driver {
+namespace berth::driver_common {
 namespace {
 
 namespace dv1 = ::berth::driver::v1;
@@ -103,4 +103,4 @@ TEST(UserNamespaceTest, RefusesNamingTheField) {
 }
 
 }  // namespace
-}  // namespace berth::exec_driver
+}  // namespace berth::driver_common
