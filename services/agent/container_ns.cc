@@ -113,11 +113,40 @@ bool RemountProc(std::string* what) {
   }
   if (!have_proc) return true;
   constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  // The new proc is made (detached) while the sandbox's is still mounted,
+  // then moved in its place: in a user namespace the kernel makes a proc
+  // only where one is already visible (mount_too_revealing).
+  const int fs = fsopen("proc", FSOPEN_CLOEXEC);
+  if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    const int err = errno;
+    if (fs >= 0) close(fs);
+    errno = err;
+    *what = "making the proc of the container's pid namespace";
+    return false;
+  }
+  const int proc =
+      fsmount(fs, FSMOUNT_CLOEXEC,
+              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  const int fsmount_errno = errno;
+  close(fs);
+  if (proc < 0) {
+    errno = fsmount_errno;
+    *what = "mounting the proc of the container's pid namespace";
+    return false;
+  }
   if (umount2("/proc", MNT_DETACH) != 0) {
+    const int err = errno;
+    close(proc);
+    errno = err;
     *what = "unmounting the sandbox's /proc";
     return false;
   }
-  if (mount("proc", "/proc", "proc", kProcFlags, nullptr) != 0) {
+  const bool moved =
+      move_mount(proc, "", AT_FDCWD, "/proc", MOVE_MOUNT_F_EMPTY_PATH) == 0;
+  const int move_errno = errno;
+  close(proc);
+  if (!moved) {
+    errno = move_errno;
     *what = "mounting /proc of the container's pid namespace";
     return false;
   }
