@@ -38,6 +38,7 @@
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
+#include "services/driver/common/user_namespace.h"
 #include "services/driver/sandbox/agent_client.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
 #include "services/driver/sandbox/sandbox_task.h"
@@ -240,6 +241,7 @@ dv1::DriverCapabilities SandboxDriver::Capabilities() const {
   isolation.set_no_new_privileges(true);
   isolation.set_seccomp(true);
   isolation.set_masked_paths(true);
+  isolation.set_user_namespaces(true);
   return capabilities;
 }
 
@@ -346,6 +348,22 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
         " a sandbox needs: its init and berth-agent (about 16 processes and "
         "threads) count in it"));
   }
+  // Mapped ids; the task's uid, gid and groups are ids inside.
+  std::optional<driver_common::UserNamespaceMaps> userns;
+  if (driver_common::WantsUserNamespace(config.isolation().user_namespace())) {
+    absl::StatusOr<driver_common::UserNamespaceMaps> maps =
+        driver_common::ResolveUserNamespace(
+            config.isolation().user_namespace());
+    absl::Status mapped = maps.ok()
+                              ? driver_common::CheckIdentityMapped(
+                                    *maps, spec->uid, spec->gid, spec->groups)
+                              : maps.status();
+    if (!mapped.ok()) {
+      return absl::Status(mapped.code(),
+                          absl::StrCat(prefix, mapped.message()));
+    }
+    userns = *std::move(maps);
+  }
   absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
   if (!proxy.ok()) {
     return absl::FailedPreconditionError(
@@ -370,6 +388,9 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     tasks_.erase(id);
   };
 
+  struct stat task_dir_stat;
+  const bool task_dir_existed =
+      lstat(spec->task_dir.c_str(), &task_dir_stat) == 0;
   if (absl::Status status = PrepareTaskDirectories(*spec, prefix, &undo);
       !status.ok()) {
     return status;
@@ -410,13 +431,22 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
                      task->agent_socket, " is longer than 107 bytes"));
   }
 
-  // The agent, as the program of a berth-task-init.
+  // The agent, as the program of a berth-task-init. Its log and the shim's
+  // are opened before it runs (in a user namespace it owns .berth, and
+  // could put a link where a log goes), never through a link.
   const base::UniqueFd init_log(
       open(absl::StrCat(private_dir, "/init.log").c_str(),
-           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+           O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!init_log.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat(prefix, "opening ", private_dir, "/init.log"));
+  }
+  const base::UniqueFd shim_log(
+      open(absl::StrCat(private_dir, "/shim.log").c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!shim_log.valid()) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat(prefix, "opening ", private_dir, "/shim.log"));
   }
   driver_common::InitSpec init;
   init.path = options_.agent_path;
@@ -452,9 +482,34 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, made.status().message()));
   }
+  // In a user namespace the agent is the namespace's root: it gets the
+  // directories it writes (.berth, where it makes its socket and the init
+  // its exit record; agent-logs) and, as descriptors, every bind of its
+  // root (its binary, .berth, the task directory, the task's mounts), whose
+  // host paths its ids may not search.
+  std::vector<base::UniqueFd> passed;
+  if (userns.has_value()) {
+    absl::Status given = driver_common::GiveTaskDirToNamespace(
+        spec->task_dir, !task_dir_existed, spec->uid, spec->gid, *userns,
+        {".berth", ".berth/agent-logs"});
+    if (!given.ok()) {
+      return absl::Status(given.code(),
+                          absl::StrCat(prefix, "task_dir: ", given.message()));
+    }
+    if (absl::Status opened =
+            driver_common::OpenForUserNamespace(&init, &passed);
+        !opened.ok()) {
+      return absl::Status(opened.code(),
+                          absl::StrCat(prefix, opened.message()));
+    }
+  }
+  std::vector<int> passed_fds;
+  for (const base::UniqueFd& fd : passed) passed_fds.push_back(fd.get());
   const absl::Time started_at = absl::Now();
   absl::StatusOr<driver_common::StartedInit> started = driver_common::StartInit(
-      options_.init_path, init, init_log.get(), options_.start_timeout);
+      options_.init_path, init, init_log.get(), options_.start_timeout,
+      userns ? &*userns : nullptr, passed_fds);
+  passed.clear();
   if (!started.ok()) {
     const bool netns =
         absl::StrContains(started.status().message(), "network namespace");
@@ -532,12 +587,9 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   // files the shim writes in logs/ (where berth-node reads it); the shim's
   // own stdout and stderr, its messages, to .berth/shim.log.
   const base::UniqueFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const base::UniqueFd shim_log(
-      open(absl::StrCat(private_dir, "/shim.log").c_str(),
-           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!null_fd.valid() || !shim_log.valid()) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat(prefix, "opening ", private_dir, "/shim.log"));
+  if (!null_fd.valid()) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat(prefix, "opening /dev/null"));
   }
   ShimOutput output;
   output.log_dir = log_dir;
@@ -611,6 +663,7 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   state.set_work_dir(spec->work_dir);
   state.set_isolated(spec->root.enabled);
   if (spec->root.enabled) state.set_cwd(spec->cwd);
+  state.set_user_namespace(userns.has_value());
   state.set_uid(spec->uid);
   state.set_gid(spec->gid);
   for (gid_t group : spec->groups) state.add_groups(group);
@@ -914,6 +967,7 @@ dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
   attributes["process_id"] = task.process_id;
   if (task.cgroup.has_value()) attributes["cgroup"] = task.cgroup->path();
   attributes["agent_socket"] = task.agent_socket;
+  if (task.state.user_namespace()) attributes["user_namespace"] = "true";
   attributes["task_dir"] = task.spec.task_dir;
   attributes["stdout"] = absl::StrCat(task.spec.task_dir, "/logs/stdout.log");
   attributes["stderr"] = absl::StrCat(task.spec.task_dir, "/logs/stderr.log");

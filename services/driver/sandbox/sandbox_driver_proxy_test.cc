@@ -1,12 +1,14 @@
 // The driver in-process with a real berth-proxy (its binary, on a temporary
 // runtime directory) and the real agent, init and shim: the real exit of a
 // task and of an exec (code and signal apart, which the shim's 128+N cannot
-// tell), recovery of a task that ended while no driver ran, and the task's
-// cgroup with its limits. Needs root (namespaces, cgroups); skips without.
+// tell), recovery of a task that ended while no driver ran, the task's
+// cgroup with its limits, and a sandbox in a user namespace. Needs root
+// (namespaces, cgroups); skips without.
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,6 +48,13 @@ char ProcessState(pid_t pid) {
   const size_t paren = stat.rfind(')');
   if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
   return stat[paren + 2];
+}
+
+// The target of the link `path`, or "" when it is none.
+std::string ReadLink(const std::string& path) {
+  char target[256];
+  const ssize_t n = readlink(path.c_str(), target, sizeof(target));
+  return n > 0 ? std::string(target, n) : "";
 }
 
 class SandboxDriverProxyTest : public ::testing::Test {
@@ -314,6 +324,91 @@ TEST_F(SandboxDriverProxyTest, SandboxInItsCgroupWithItsLimits) {
   EXPECT_GT(usage->usage().memory().usage(), 0u);
   Destroy("limited");
   EXPECT_FALSE(PathExists(cgroup)) << cgroup << " is left";
+}
+
+// With TaskConfig.isolation.user_namespace the whole sandbox is in a user
+// namespace: the task is root inside and 3500000 on the host (the owner of
+// what it writes in a bind), an exec'd command is in the same namespace,
+// and a recovered task keeps both.
+TEST_F(SandboxDriverProxyTest, UserNamespace) {
+  // As berth's state directory, traversable (the init's ids reach the
+  // driver's root mount point by path); `shared` writable by anyone.
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  const std::string shared = dir_.Join("shared");
+  ASSERT_EQ(mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  const std::string probe =
+      "echo uid=$(id -u); echo \"map $(cat /proc/self/uid_map)\"; "
+      "echo ns=$(readlink /proc/self/ns/user); ";
+  dv1::TaskConfig config =
+      ShellTask("userns", absl::StrCat(probe, "touch /shared/made; echo done; ",
+                                       "exec sleep 1000"));
+  dv1::UserNamespace& userns =
+      *config.mutable_isolation()->mutable_user_namespace();
+  for (auto* map :
+       {userns.mutable_uid_mappings(), userns.mutable_gid_mappings()}) {
+    dv1::IdMapping* m = map->Add();
+    m->set_container_id(0);
+    m->set_host_id(3500000);
+    m->set_size(65536);
+  }
+  dv1::Mount* mount = config.mutable_isolation()->add_mounts();
+  mount->set_type(dv1::MOUNT_TYPE_BIND);
+  mount->set_source(shared);
+  mount->set_destination("/shared");
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+  ASSERT_TRUE(started.ok())
+      << started.status() << "\n"
+      << ReadFileOrEmpty(dir_.Join("userns/.berth/init.log"))
+      << ReadFileOrEmpty(dir_.Join("userns/.berth/agent-logs/stderr.log"));
+  const std::string log = dir_.Join("userns/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFileOrEmpty(log), "done");
+  })) << ReadFileOrEmpty(log);
+  const std::string out = ReadFileOrEmpty(log);
+  EXPECT_THAT(out, HasSubstr("uid=0\n"));
+  // "         0    3500000      65536", the kernel's columns.
+  const std::vector<std::string> map_line = absl::StrSplit(
+      out.substr(out.find("map "),
+                 out.find('\n', out.find("map ")) - out.find("map ")),
+      ' ', absl::SkipEmpty());
+  EXPECT_THAT(map_line, ::testing::ElementsAre("map", "0", "3500000", "65536"))
+      << out;
+  const std::string host_ns = ReadLink("/proc/self/ns/user");
+  const size_t ns_at = out.find("ns=");
+  ASSERT_NE(ns_at, std::string::npos) << out;
+  const std::string task_ns =
+      out.substr(ns_at + 3, out.find('\n', ns_at) - ns_at - 3);
+  EXPECT_NE(task_ns, host_ns);
+  struct stat made;
+  ASSERT_EQ(stat(dir_.Join("shared/made").c_str(), &made), 0);
+  EXPECT_EQ(made.st_uid, 3500000u);
+  EXPECT_EQ(made.st_gid, 3500000u);
+  absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("userns");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->driver_attributes().at("user_namespace"), "true");
+
+  // An exec'd command, by this driver and by one that recovered the task.
+  const auto expect_exec_inside = [&](const std::string& what) {
+    plugin::CancelToken cancel;
+    absl::StatusOr<dv1::ExecTaskResponse> exec = driver().ExecTask(
+        "userns", {"/bin/sh", "-c", probe}, absl::Seconds(30), cancel);
+    ASSERT_TRUE(exec.ok()) << what << ": " << exec.status();
+    EXPECT_THAT(exec->stdout(), HasSubstr("uid=0\n")) << what;
+    EXPECT_THAT(exec->stdout(), HasSubstr(absl::StrCat("ns=", task_ns, "\n")))
+        << what;
+  };
+  expect_exec_inside("exec");
+  driver_.reset();
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      driver().RecoverTask(started->handle());
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->state(), dv1::TASK_STATE_RUNNING);
+  EXPECT_EQ(recovered->driver_attributes().at("user_namespace"), "true");
+  expect_exec_inside("exec after recovery");
+  ASSERT_TRUE(driver().StopTask("userns", absl::Seconds(5), SIGTERM).ok());
+  EXPECT_EQ(Wait("userns").signal(), SIGTERM);
+  Destroy("userns");
 }
 
 }  // namespace

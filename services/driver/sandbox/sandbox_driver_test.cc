@@ -95,7 +95,36 @@ TEST(SandboxDriverTest, Capabilities) {
   EXPECT_TRUE(isolation.no_new_privileges());
   EXPECT_TRUE(isolation.seccomp());
   EXPECT_TRUE(isolation.masked_paths());
-  EXPECT_FALSE(isolation.user_namespaces());
+  EXPECT_TRUE(isolation.user_namespaces());
+}
+
+// Maps that cannot be applied are refused before anything is made (the
+// checks are the exec driver's: services/driver/common/user_namespace.h).
+TEST(SandboxDriverTest, BadUserNamespaceRefusedNamingTheField) {
+  testing::ShortTempDir dir;
+  SandboxDriver driver(Options(dir));
+  dv1::TaskConfig task;
+  task.set_id("bad-userns");
+  task.set_task_dir(dir.Join("task"));
+  (*task.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "/bin/true");
+  dv1::UserNamespace& userns =
+      *task.mutable_isolation()->mutable_user_namespace();
+  dv1::IdMapping* uid = userns.add_uid_mappings();
+  uid->set_container_id(1);  // the task's root unmapped
+  uid->set_host_id(3500000);
+  uid->set_size(65536);
+  dv1::IdMapping* gid = userns.add_gid_mappings();
+  gid->set_container_id(0);
+  gid->set_host_id(3500000);
+  gid->set_size(65536);
+  absl::StatusOr<dv1::StartTaskResponse> started = driver.StartTask(task);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(started.status().message(),
+                                "isolation.user_namespace.uid_mappings"))
+      << started.status();
+  EXPECT_FALSE(testing::PathExists(dir.Join("task")));
 }
 
 TEST(SandboxDriverTest, StartWithoutTheProxyFailsAndLeavesNothing) {

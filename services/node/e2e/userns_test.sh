@@ -1,17 +1,20 @@
 #!/bin/bash
-# User namespaces end to end (issue 15, point 5): berth-node with the exec
-# driver and a configured id range (--userns_base, so that /etc/subuid does
+# User namespaces end to end (issue 15, points 5 and 9): berth-node with the
+# exec and sandbox drivers and a configured id range (--userns_base, so that /etc/subuid does
 # not matter) runs tasks with `--userns auto`. Checks that the task's root is
 # root inside and the range's first id on the host (its files in a writable
 # -v are owned by it), that host system files stay readable, that exec joins
 # the namespace, that logs arrive, that a range is one task's only (the next
 # task is refused while it exists, also after the node restarts) and is
-# released when the task is removed.
+# released when the task is removed; then the same of a sandbox task (root
+# inside, the range outside, exec in its namespace).
 #
-# usage: userns_test.sh NODE CLI DRIVER STATS PROXY
+# usage: userns_test.sh NODE CLI DRIVER STATS PROXY SANDBOX AGENT SHIM INIT
 set -u
 node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") driver_bin=$(readlink -f "$3")
 stats_bin=$(readlink -f "$4") proxy_bin=$(readlink -f "$5")
+sandbox_bin=$(readlink -f "$6") agent_bin=$(readlink -f "$7")
+shim_bin=$(readlink -f "$8") init_bin=$(readlink -f "$9")
 export PATH="/usr/sbin:/sbin:$PATH"
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -38,7 +41,8 @@ start_node() {
     --userns_base="$base" --userns_count=65536 --userns_size=65536 \
     >>"$dir/node.log" 2>&1 &
   node_pid=$!
-  wait_for 100 berth ps && wait_for 100 test -S "$run/plugins/exec.sock"
+  wait_for 100 berth ps && wait_for 100 test -S "$run/plugins/exec.sock" &&
+    wait_for 100 test -S "$run/plugins/sandbox.sock"
 }
 
 cleanup() {
@@ -60,7 +64,10 @@ chmod 0755 "$dir"
 chmod 0777 "$dir/data"
 cat >"$dir/plugins.json" <<JSON
 {"plugins": [{"name": "exec", "binary": "$driver_bin",
-  "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]}]}
+  "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]},
+ {"name": "sandbox", "binary": "$sandbox_bin",
+  "args": ["--cgroup_parent=$cgroup_parent-sandbox", "--state_dir=$state/sandbox",
+           "--agent_path=$agent_bin", "--shim_path=$shim_bin", "--init_path=$init_bin"]}]}
 JSON
 "$stats_bin" --runtime_dir="$run" >>"$dir/stats.log" 2>&1 &
 stats_pid=$!
@@ -122,6 +129,35 @@ berth run --rm --userns auto --net host -- /bin/true >/dev/null 2>&1 &&
 berth rm -f keeper >/dev/null
 out=$(berth run --rm --userns auto --net host -- /usr/bin/id -u 2>&1)
 [[ $out == 0 ]] && pass range_released_at_removal || fail range_released_at_removal "got '$out'"
+
+# --- a sandbox task: the whole sandbox in the namespace (the range is free
+# again); exec'd commands too.
+id=$(berth run -d --driver sandbox --userns auto --net host -v "$dir/data:/data" \
+  --name boxed -- /bin/sh -c \
+  'echo boxed $(id -u); cat /proc/self/uid_map; readlink /proc/self/ns/user; touch /data/boxed; exec sleep 1000' \
+  2>"$dir/err")
+[[ -n $id ]] && pass sandbox_started || fail sandbox_started "$(head -c 500 "$dir/err")"
+wait_for 50 sh -c "'$cli' --socket='$run/node.sock' logs boxed | grep -q '^user:'"
+logs=$(berth logs boxed 2>&1)
+echo "--- berth logs boxed:"
+printf '%s\n' "$logs"
+[[ $logs == "boxed 0"* ]] && pass sandbox_root_inside || fail sandbox_root_inside "got '$logs'"
+if [[ $(printf '%s\n' "$logs" | sed -n 2p | tr -s ' ') == " 0 $base 65536" ]]; then
+  pass sandbox_uid_map_is_the_range
+else
+  fail sandbox_uid_map_is_the_range "want 0 $base 65536, got '$(printf '%s\n' "$logs" | sed -n 2p)'"
+fi
+owner=$(stat -c %u:%g "$dir/data/boxed" 2>&1)
+[[ $owner == "$base:$base" ]] && pass sandbox_file_owned_by_mapped_ids ||
+  fail sandbox_file_owned_by_mapped_ids "$dir/data/boxed is $owner, want $base:$base"
+task_ns=$(printf '%s\n' "$logs" | sed -n 3p)
+exec_out=$(berth exec boxed -- /bin/sh -c 'id -u; readlink /proc/self/ns/user' 2>&1)
+if [[ $exec_out == $'0\n'"$task_ns" && $task_ns == user:* && $task_ns != "$(readlink /proc/self/ns/user)" ]]; then
+  pass sandbox_exec_in_the_user_namespace
+else
+  fail sandbox_exec_in_the_user_namespace "task's $task_ns, exec printed '$exec_out'"
+fi
+berth rm -f boxed >/dev/null
 
 # --- without --userns: the host's ids, as before.
 out=$(berth run --rm --net host -v "$dir/data:/data" -- /bin/sh -c 'touch /data/host-root; cat /proc/self/uid_map' 2>&1)
