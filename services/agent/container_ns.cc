@@ -193,6 +193,9 @@ bool RemountProc(std::string* what) {
   // The agent's death (or SIGKILL from it) ends the holder, and with it the
   // container.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // What `ps` in the container shows as its PID 1 (the fork kept the name
+  // of the agent's thread that made it).
+  prctl(PR_SET_NAME, "berth-holder");
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
