@@ -721,6 +721,41 @@ Outcome SymlinkAttack() {
   return Refused(why);
 }
 
+// The descriptors beyond stdio this process was started with (taken first
+// thing in main): berth's init, its pipes or the driver's files leaking
+// into a task would show here.
+std::vector<int>& InheritedDescriptors() {
+  static std::vector<int>* const fds = new std::vector<int>;
+  return *fds;
+}
+
+void TakeInheritedDescriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int own = dirfd(dir);
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const int fd = std::atoi(entry->d_name);
+    if (fd > 2 && fd != own) InheritedDescriptors().push_back(fd);
+  }
+  closedir(dir);
+}
+
+Outcome InheritedFds() {
+  if (InheritedDescriptors().empty()) {
+    return Refused("only 0, 1 and 2 were open at start");
+  }
+  std::string list;
+  for (const int fd : InheritedDescriptors()) {
+    char target[256] = {};
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+    list += (list.empty() ? "" : ", ") + std::to_string(fd) + " -> " +
+            (n > 0 ? std::string(target, static_cast<size_t>(n)) : "?");
+  }
+  return Escaped("started with " + list);
+}
+
 const std::vector<Probe>& Probes() {
   static const std::vector<Probe>* const probes = new std::vector<Probe>{
       {"write_host_file", "no host file created", WriteHostFile},
@@ -743,6 +778,7 @@ const std::vector<Probe>& Probes() {
       {"setuid_nnp", "no_new_privs; setuid gains nothing", SetuidNnp},
       {"cap_sys_admin", "no CAP_SYS_ADMIN", CapSysAdmin},
       {"symlink_attack", "task dir not replaceable", SymlinkAttack},
+      {"inherited_fds", "only stdio at start", InheritedFds},
   };
   return *probes;
 }
@@ -786,6 +822,7 @@ int Usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  TakeInheritedDescriptors();
   bool json = false;
   std::vector<const Probe*> selected;
   for (int i = 1; i < argc; ++i) {
