@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -61,11 +62,13 @@ using ::berth::driver_common::ExitRecord;
 using ::berth::driver_common::ExitRecordPath;
 using ::berth::driver_common::GiveTaskDirToNamespace;
 using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::MapToHost;
 using ::berth::driver_common::OpenForUserNamespace;
 using ::berth::driver_common::PrepareTaskDirectories;
 using ::berth::driver_common::ReadExitRecord;
 using ::berth::driver_common::ResolveTaskSpec;
 using ::berth::driver_common::ResolveUserNamespace;
+using ::berth::driver_common::RootSpec;
 using ::berth::driver_common::StartedInit;
 using ::berth::driver_common::StartInit;
 using ::berth::driver_common::TaskCgroup;
@@ -128,6 +131,118 @@ absl::Status NameTheField(const std::string& task_id,
       code,
       absl::StrCat("task ", task_id, ": ",
                    field.empty() ? "" : absl::StrCat(field, ": "), message));
+}
+
+// Host directories never idmapped for a task in a user namespace: they hold
+// the host's secrets (/etc/shadow, /etc/ssl/private), which the task's root
+// cannot read while they show as nobody's (unlike a task without one, which
+// is the host's root).
+constexpr const char* kHostDirsNotIdmapped[] = {"/etc"};
+
+// Whether the task's root could make a read-only bind writable again: the
+// flags of a tree the init attaches are not locked (idmap_mount.h).
+bool MayRemount(const InitSpec& init) {
+  return init.root.privileged || !init.privileges.enabled ||
+         (init.privileges.capabilities & (uint64_t{1} << CAP_SYS_ADMIN)) != 0;
+}
+
+// For a task in a user namespace, after OpenForUserNamespace: trees that
+// show root-owned files as its root's, idmapped through a namespace with
+// the task's maps (made here: only host root can idmap the host's file
+// systems, and the task's namespace does not exist yet), in `passed`:
+//   - the image (root.rootfs), so that its root owns its files and can
+//     make its mount points and write there, files stored with the image's
+//     own ids; unless its top is owned by the task's mapped root already
+//     (an image shifted on disk to the task's range);
+//   - each read-only host directory (root.host_dirs, not a link, not in
+//     kHostDirsNotIdmapped), unless the task could remount it writable and
+//     write the host's files as their owner: moved to the front of
+//     root.mounts as a read-only bind (one on a file system without
+//     idmapped mounts stays as it is, its files nobody's).
+// Writable binds are not idmapped: what the task writes there is owned by
+// its mapped ids. Costs nothing to a task that has neither.
+absl::Status IdmapRootForUserNamespace(InitSpec* init,
+                                       const UserNamespaceMaps& maps,
+                                       std::vector<base::UniqueFd>* passed) {
+  RootSpec& root = init->root;
+  if (!root.enabled) return absl::OkStatus();
+  const uint32_t root_uid = *MapToHost(maps.uid, 0);
+  struct stat st;
+  const bool idmap_image = !root.rootfs.empty() &&
+                           stat(root.rootfs.c_str(), &st) == 0 &&
+                           st.st_uid != root_uid;
+  std::vector<std::string> host_dirs;
+  if (root.rootfs.empty() && !MayRemount(*init)) {
+    for (const std::string& dir : root.host_dirs) {
+      if (absl::c_linear_search(kHostDirsNotIdmapped, dir)) continue;
+      if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        host_dirs.push_back(dir);
+      }
+    }
+  }
+  if (!idmap_image && host_dirs.empty()) return absl::OkStatus();
+  std::string what;
+  int err = 0;
+  const base::UniqueFd userns(driver_common::MakeUserNamespace(
+      driver_common::FormatIdMap(maps.uid),
+      driver_common::FormatIdMap(maps.gid), &what, &err));
+  if (!userns.valid()) return absl::ErrnoToStatus(err, what);
+  auto pass = [&](base::UniqueFd fd) {
+    passed->push_back(std::move(fd));
+    return driver_common::kInitFirstPassedFd +
+           static_cast<int>(passed->size()) - 1;
+  };
+  if (idmap_image) {
+    base::UniqueFd tree(driver_common::OpenBindTree(
+        root.rootfs, 0, /*recursive=*/true, &what, &err, userns.get()));
+    if (!tree.valid()) {
+      return absl::Status(
+          err == EINVAL ? absl::StatusCode::kFailedPrecondition
+                        : absl::ErrnoToStatus(err, "").code(),
+          absl::StrCat("isolation.rootfs: ", what, ": ", strerror(err),
+                       err == EINVAL
+                           ? " (its file system has no idmapped mounts; an "
+                             "image owned by the task's mapped ids runs "
+                             "without)"
+                           : ""));
+    }
+    // In place of the plain tree OpenForUserNamespace made.
+    if (root.rootfs_fd >= driver_common::kInitFirstPassedFd &&
+        root.rootfs_fd - driver_common::kInitFirstPassedFd <
+            static_cast<int>(passed->size())) {
+      (*passed)[root.rootfs_fd - driver_common::kInitFirstPassedFd] =
+          std::move(tree);
+    } else {
+      root.rootfs_fd = pass(std::move(tree));
+    }
+  }
+  std::vector<driver_common::MountSpec> mounts;
+  for (const std::string& dir : host_dirs) {
+    base::UniqueFd tree(driver_common::OpenBindTree(
+        dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        /*recursive=*/true, &what, &err, userns.get()));
+    if (!tree.valid()) {
+      VLOG(1) << what << ": " << strerror(err) << "; bound as it is";
+      continue;
+    }
+    driver_common::MountSpec mount;
+    mount.kind = driver_common::MountSpec::Kind::kBind;
+    mount.source = dir;
+    mount.destination = dir;
+    mount.read_only = true;
+    mount.source_fd = pass(std::move(tree));
+    mounts.push_back(std::move(mount));
+    root.host_dirs.erase(absl::c_find(root.host_dirs, dir));
+  }
+  // First: the task's own mounts may lie below them.
+  root.mounts.insert(root.mounts.begin(), mounts.begin(), mounts.end());
+  if (passed->size() > static_cast<size_t>(driver_common::kMaxPassedFds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "isolation.mounts: at most ",
+        driver_common::kMaxPassedFds - 4 - static_cast<int>(mounts.size()),
+        " binds in a task with a user namespace"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -458,8 +573,10 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.exit_file = ExitRecordPath(spec->task_dir);
   std::vector<base::UniqueFd> passed;
   if (userns.has_value()) {
-    if (absl::Status opened = OpenForUserNamespace(&init, &passed);
-        !opened.ok()) {
+    absl::Status opened = OpenForUserNamespace(&init, &passed);
+    if (opened.ok())
+      opened = IdmapRootForUserNamespace(&init, *userns, &passed);
+    if (!opened.ok()) {
       return absl::Status(opened.code(),
                           absl::StrCat(prefix, opened.message()));
     }

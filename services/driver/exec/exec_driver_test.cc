@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -80,6 +83,50 @@ int OpenFdCount() {
   }
   closedir(dir);
   return count - 1;  // the DIR's own
+}
+
+// Copies the host's `from` (following links) to `to`, making its parents.
+bool CopyFromHost(const std::string& from, const std::string& to) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(to).parent_path(),
+                                      error);
+  return !error &&
+         std::filesystem::copy_file(
+             from, to, std::filesystem::copy_options::overwrite_existing,
+             error);
+}
+
+// An image-like root file system in `dir` (made, owned by root): the host's
+// sh, id, ls, touch and cat in /usr/bin, with the libraries ldd says they
+// load at the paths it names, and /bin a link to usr/bin. Empty on success,
+// else what failed.
+std::string MakeImage(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::StrCat("mkdir ", dir, ": ", strerror(errno));
+  }
+  for (const char* program : {"sh", "id", "ls", "touch", "cat"}) {
+    const std::string host = absl::StrCat("/usr/bin/", program);
+    if (!CopyFromHost(host, dir + host)) return "copying " + host;
+    FILE* ldd = popen(absl::StrCat("ldd ", host, " 2>/dev/null").c_str(), "r");
+    if (ldd == nullptr) return "running ldd";
+    std::string listing;
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof(buffer), ldd)) {
+      listing.append(buffer, n);
+    }
+    pclose(ldd);
+    for (absl::string_view word :
+         absl::StrSplit(listing, absl::ByAnyChar(" \t\n"))) {
+      if (!absl::StartsWith(word, "/")) continue;
+      if (!CopyFromHost(std::string(word), dir + std::string(word))) {
+        return absl::StrCat("copying ", word);
+      }
+    }
+  }
+  if (symlink("usr/bin", (dir + "/bin").c_str()) != 0 && errno != EEXIST) {
+    return absl::StrCat("symlink ", dir, "/bin: ", strerror(errno));
+  }
+  return "";
 }
 
 class ExecDriverTest : public ::testing::Test {
@@ -750,6 +797,106 @@ TEST_F(ExecDriverTest, UserNamespaceMapsTheTasksRootToItsHostRange) {
     unlink(absl::StrCat(host_dir, "/", name).c_str());
   }
   rmdir(host_dir);
+}
+
+TEST_F(ExecDriverTest, ImageRootRunsWithAndWithoutAUserNamespace) {
+  const std::string image = state_.Join("image");
+  const std::string made = MakeImage(image);
+  if (!made.empty()) GTEST_SKIP() << "cannot build a test image: " << made;
+  ASSERT_EQ(mkdir(state_.Join("tasks").c_str(), 0700), 0);
+  const std::string script =
+      "id -u; id -g; ls -ln /; cat /proc/self/uid_map; "
+      "touch /made-in-image && echo made; ls -ln /made-in-image; "
+      "test -d /berth/task && echo has-task-dir";
+
+  // Without a user namespace the task is the host's root.
+  dv1::TaskConfig plain = Task("image", {"/bin/sh", "-c", script});
+  plain.mutable_isolation()->set_rootfs(image);
+  absl::StatusOr<dv1::StartTaskResponse> started = Start(plain);
+  ASSERT_TRUE(started.ok())
+      << started.status() << "\n"
+      << ReadFileOrEmpty(TaskDir("image") + "/.berth/init.log");
+  EXPECT_EQ(Wait("image").exit_code(), 0)
+      << ReadFileOrEmpty(TaskDir("image") + "/logs/stderr.log");
+  std::string out = Stdout("image");
+  EXPECT_THAT(out, ::testing::StartsWith("0\n0\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("\n *0 +0 +4294967295\n"));
+  EXPECT_THAT(out, HasSubstr("\nmade\n"));
+  EXPECT_THAT(out, HasSubstr("has-task-dir\n"));
+  ASSERT_EQ(unlink((image + "/made-in-image").c_str()), 0);
+
+  // In a user namespace the image is idmapped: its root-owned files are the
+  // task's root's, which can make /berth/task and write in /, the files
+  // stored owned by the image's ids (0), as the task sees them.
+  for (const char* mount_point : {"berth", "proc", "sys", "dev", "tmp"}) {
+    std::filesystem::remove_all(absl::StrCat(image, "/", mount_point));
+  }
+  dv1::TaskConfig mapped = Task("image-userns", {"/bin/sh", "-c", script});
+  dv1::Isolation& isolation = *mapped.mutable_isolation();
+  isolation.set_rootfs(image);
+  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
+  uid->set_host_id(3400000);
+  uid->set_size(65536);
+  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
+  gid->set_host_id(3500000);
+  gid->set_size(65536);
+  started = Start(mapped);
+  ASSERT_TRUE(started.ok())
+      << started.status() << "\n"
+      << ReadFileOrEmpty(TaskDir("image-userns") + "/.berth/init.log");
+  EXPECT_EQ(Wait("image-userns").exit_code(), 0)
+      << ReadFileOrEmpty(TaskDir("image-userns") + "/logs/stderr.log");
+  out = Stdout("image-userns");
+  EXPECT_THAT(out, ::testing::StartsWith("0\n0\n"));
+  // ls -ln /: the image's directories owned by 0:0 inside.
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex("\nd[rwx-]+ +[0-9]+ +0 +0 .* usr\n"));
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex("\nd[rwx-]+ +[0-9]+ +0 +0 .* berth\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("\n *0 +3400000 +65536\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       "\nmade\n-[rw-]+ +1 +0 +0 .*/made-in-image\n"));
+  EXPECT_THAT(out, HasSubstr("has-task-dir\n"));
+  struct stat st;
+  for (const char* path : {"/made-in-image", "/berth/task", "/proc"}) {
+    ASSERT_EQ(lstat((image + path).c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_uid, 0u) << path;
+    EXPECT_EQ(st.st_gid, 0u) << path;
+  }
+}
+
+TEST_F(ExecDriverTest, HostDirsShowAsRootsInAUserNamespaceUnlessItMayRemount) {
+  ASSERT_EQ(mkdir(state_.Join("tasks").c_str(), 0700), 0);
+  auto mapped = [&](const std::string& id) {
+    dv1::TaskConfig task =
+        Shell(id, "ls -lnd /usr /usr/bin/env /etc; touch /usr/x || echo ro");
+    dv1::IdMapping* uid =
+        task.mutable_isolation()->mutable_user_namespace()->add_uid_mappings();
+    uid->set_host_id(3600000);
+    uid->set_size(65536);
+    dv1::IdMapping* gid =
+        task.mutable_isolation()->mutable_user_namespace()->add_gid_mappings();
+    gid->set_host_id(3600000);
+    gid->set_size(65536);
+    return task;
+  };
+  ASSERT_TRUE(Start(mapped("hostdirs")).ok());
+  EXPECT_EQ(Wait("hostdirs").exit_code(), 0);
+  std::string out = Stdout("hostdirs");
+  // /usr idmapped (read-only still); /etc, the host's secrets, is not.
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex("\nd[rwx-]+ +[0-9]+ +0 +0 .* /usr\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex(" 0 +0 .* /usr/bin/env\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("65534 +65534 .* /etc\n"));
+  EXPECT_THAT(out, ::testing::EndsWith("ro\n"));
+  // A task that could remount /usr writable (CAP_SYS_ADMIN) would write the
+  // host's files as root through an idmapped bind: it sees them unmapped.
+  dv1::TaskConfig admin = mapped("admin");
+  admin.mutable_isolation()->add_cap_add("SYS_ADMIN");
+  ASSERT_TRUE(Start(admin).ok());
+  EXPECT_EQ(Wait("admin").exit_code(), 0);
+  out = Stdout("admin");
+  EXPECT_THAT(out, ::testing::ContainsRegex("65534 +65534 .* /usr\n"));
 }
 
 TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
