@@ -1,8 +1,11 @@
 #include "services/driver/common/task_spec.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -139,41 +142,110 @@ absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
   return entry.gr_gid;
 }
 
-std::string HostPathInRoot(const TaskSpec& spec, const std::string& path) {
+namespace {
+
+// Where the task's `path` is on the host: `*base`, the directory its view
+// is rooted in (a bind mount's source, the task directory, the image root,
+// or "/" for the host's own read-only directories), and `*rest` below it.
+// False when its root has nothing there (or a tmpfs).
+bool LocateInRoot(const TaskSpec& spec, const std::string& path,
+                  std::string* base, std::string* rest) {
   const std::string normal = NormalizeAbsolute(path);
-  if (normal.empty()) return "";
+  if (normal.empty()) return false;
   // The last mount over a path is the one the task sees.
   for (auto it = spec.root.mounts.rbegin(); it != spec.root.mounts.rend();
        ++it) {
     if (!IsInside(normal, it->destination)) continue;
-    if (it->kind != MountSpec::Kind::kBind) return "";
-    return absl::StrCat(it->source, normal.substr(it->destination.size()));
+    if (it->kind != MountSpec::Kind::kBind) return false;
+    *base = it->source;
+    *rest = normal.substr(it->destination.size());
+    return true;
   }
   if (IsInside(normal, kTaskDirInRoot)) {
-    return absl::StrCat(spec.task_dir, normal.substr(strlen(kTaskDirInRoot)));
+    *base = spec.task_dir;
+    *rest = normal.substr(strlen(kTaskDirInRoot));
+    return true;
   }
-  if (!spec.root.rootfs.empty()) return absl::StrCat(spec.root.rootfs, normal);
+  if (!spec.root.rootfs.empty()) {
+    *base = spec.root.rootfs;
+    *rest = normal;
+    return true;
+  }
   for (const std::string& dir : spec.root.host_dirs) {
-    if (IsInside(normal, dir)) return normal;
+    if (IsInside(normal, dir)) {
+      *base = "/";
+      *rest = normal;
+      return true;
+    }
   }
-  return "";
+  return false;
+}
+
+}  // namespace
+
+std::string HostPathInRoot(const TaskSpec& spec, const std::string& path) {
+  std::string base, rest;
+  if (!LocateInRoot(spec, path, &base, &rest)) return "";
+  return base == "/" ? rest : absl::StrCat(base, rest);
+}
+
+absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
+                                       const std::string& path) {
+  std::string base, rest;
+  if (!LocateInRoot(spec, path, &base, &rest)) {
+    return absl::NotFoundError(
+        absl::StrCat(path, " is not in the task's root"));
+  }
+  struct stat st;
+  if (base == "/") {
+    // The host's own system directories: the host's links are its own.
+    if (stat(rest.c_str(), &st) != 0) {
+      return absl::ErrnoToStatus(errno, path);
+    }
+    return st;
+  }
+  // An image, a bind source or the task directory holds what a task or an
+  // image's author put there: its links resolve inside it, never on the
+  // host, as they will for the task.
+  const int dir = open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return absl::ErrnoToStatus(errno, base);
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const std::string relative = rest.empty() ? "." : rest.substr(1);
+  const int fd = static_cast<int>(
+      syscall(SYS_openat2, dir, relative.c_str(), &how, sizeof(how)));
+  const int open_errno = errno;
+  close(dir);
+  if (fd < 0) return absl::ErrnoToStatus(open_errno, path);
+  const int stat_result = fstat(fd, &st);
+  const int stat_errno = errno;
+  close(fd);
+  if (stat_result != 0) {
+    return absl::ErrnoToStatus(stat_errno, path);
+  }
+  return st;
 }
 
 absl::StatusOr<std::string> FindProgram(
     const std::string& command, const std::string& path_env,
     const std::string& work_dir, const std::string& field,
-    const std::function<std::string(const std::string&)>& host_path) {
+    const std::function<absl::StatusOr<struct stat>(const std::string&)>&
+        stat_in_task) {
   if (command.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
   }
   auto check = [&](const std::string& in_task) -> absl::Status {
-    const std::string candidate = host_path ? host_path(in_task) : in_task;
-    if (candidate.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", in_task, " is not in the task's root"));
-    }
     struct stat st;
-    if (stat(candidate.c_str(), &st) != 0) {
+    if (stat_in_task) {
+      absl::StatusOr<struct stat> found = stat_in_task(in_task);
+      if (!found.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": ", found.status().message()));
+      }
+      st = *found;
+    } else if (stat(in_task.c_str(), &st) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": ", in_task, ": ", std::strerror(errno)));
     }
@@ -499,11 +571,12 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   }
   absl::StatusOr<std::string> path = FindProgram(
       command, env["PATH"], spec.cwd, "driver_config.command",
-      spec.root.enabled ? std::function<std::string(const std::string&)>(
-                              [&spec](const std::string& in_root) {
-                                return HostPathInRoot(spec, in_root);
-                              })
-                        : nullptr);
+      spec.root.enabled
+          ? std::function<absl::StatusOr<struct stat>(const std::string&)>(
+                [&spec](const std::string& in_root) {
+                  return StatInRoot(spec, in_root);
+                })
+          : nullptr);
   if (!path.ok()) return invalid(path.status());
   spec.path = *path;
   spec.args.push_back(command);

@@ -9,6 +9,7 @@
 #ifndef SERVICES_DRIVER_COMMON_TASK_SPEC_H_
 #define SERVICES_DRIVER_COMMON_TASK_SPEC_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -124,18 +125,26 @@ absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
 // `command` as execve needs it: a path with a '/' is taken as it is
 // (relative to `work_dir`), a bare name is looked up on `path_env`. The file
 // must exist, be a regular file and be executable.
-// `host_path`, when given, maps a path as the task sees it to the host path
-// to look at ("" when the task's root has nothing there); the path returned
-// is the task's.
+// `stat_in_task`, when given, stats a path as the task will see it (see
+// StatInRoot); the path returned is the task's.
 absl::StatusOr<std::string> FindProgram(
     const std::string& command, const std::string& path_env,
     const std::string& work_dir, const std::string& field,
-    const std::function<std::string(const std::string&)>& host_path = nullptr);
+    const std::function<absl::StatusOr<struct stat>(const std::string&)>&
+        stat_in_task = nullptr);
 
 // Where on the host the task's `path` (in its own root, spec.root) is: a
 // bind mount's source, the task directory, the image root or a read-only
 // host directory; "" when it is in none (or in a tmpfs).
 std::string HostPathInRoot(const TaskSpec& spec, const std::string& path);
+
+// stat(2) of the task's `path` as the task will see it: a link inside an
+// image, a bind source or the task directory resolves inside what holds it
+// (openat2 RESOLVE_IN_ROOT), never on the host, so that root is never led
+// to a host path by content a task or an image controls. NOT_FOUND naming
+// the path when the task's root has nothing there.
+absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
+                                       const std::string& path);
 
 }  // namespace berth::driver_common
 

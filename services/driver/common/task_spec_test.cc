@@ -175,6 +175,38 @@ TEST(TaskSpecTest, InItsOwnRootTheProgramIsLookedUpAsTheTaskSeesIt) {
               HasSubstr(program + " is not in the task's root"));
 }
 
+// What a task (or an image) put in its directory is looked at as the task
+// will see it: an absolute link there resolves inside the task directory,
+// never on the host, where root would otherwise follow it.
+TEST(TaskSpecTest, ALinkInTheTaskDirectoryIsNotFollowedOnTheHost) {
+  ShortTempDir task_dir;
+  ShortTempDir outside;
+  const std::string host_program = outside.Join("tool");
+  std::ofstream(host_program) << "#!/bin/sh\n";
+  chmod(host_program.c_str(), 0755);
+  ASSERT_EQ(symlink(host_program.c_str(), task_dir.Join("tool").c_str()), 0);
+  IsolationDefaults defaults;
+  defaults.own_root = true;
+  defaults.host_dirs = {"/usr", "/bin"};
+  dv1::TaskConfig task = Config("/berth/task/tool");
+  task.set_task_dir(task_dir.path());
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s", defaults);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("driver_config.command: /berth/task/tool: No such "
+                        "file or directory"));
+  // A link that stays inside resolves as it will for the task.
+  const std::string inside = task_dir.Join("real");
+  std::ofstream(inside) << "#!/bin/sh\n";
+  chmod(inside.c_str(), 0755);
+  ASSERT_EQ(symlink("/real", task_dir.Join("alias").c_str()), 0);
+  task = Config("/berth/task/alias");
+  task.set_task_dir(task_dir.path());
+  spec = ResolveTaskSpec(task, "/s", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "/berth/task/alias");
+}
+
 TEST(TaskSpecTest, TheWorkingDirectoryStaysInsideTheTaskDirectory) {
   dv1::TaskConfig task = Config("/bin/true");
   task.set_task_dir("/srv/tasks/t1/");
