@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -256,6 +257,33 @@ int OpenParentDirectory(const std::string& path) {
   return open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+// What the program's process is started with (StartProgram's argument).
+struct ProgramStart {
+  InitSpec* spec;
+  int null_fd;
+  int stdout_fd;
+  int stderr_fd;
+  int error_fd;
+};
+
+// Its stack until it executes: most of it never touched.
+constexpr size_t kProgramStackBytes = 1 << 20;
+
+// The task's program, in a process cloned with CLONE_VM | CLONE_VFORK.
+// Never returns: executes the program or reports why not and exits.
+int StartProgram(void* arg) {
+  ProgramStart* start = static_cast<ProgramStart*>(arg);
+  ResetSignals();
+  setsid();
+  WriteFile("/proc/self/oom_score_adj", "0");
+  if (dup2(start->null_fd, STDIN_FILENO) < 0 ||
+      dup2(start->stdout_fd, STDOUT_FILENO) < 0 ||
+      dup2(start->stderr_fd, STDERR_FILENO) < 0) {
+    ChildFail(start->error_fd, "setting up stdio");
+  }
+  BecomeTaskProgram(*start->spec, start->error_fd, /*search_path=*/false);
+}
+
 int RunInit(InitSpec& spec) {
   // The task must not read this process's memory, descriptors or root
   // through /proc/1 (it holds host directories open): only a process with
@@ -345,19 +373,19 @@ int RunInit(InitSpec& spec) {
   const int signal_fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) Fail(errno, "making a signalfd");
 
-  const pid_t program = fork();
-  if (program < 0) Fail(errno, "forking the task's program");
-  if (program == 0) {
-    ResetSignals();
-    setsid();
-    WriteFile("/proc/self/oom_score_adj", "0");
-    if (dup2(null_fd, STDIN_FILENO) < 0 ||
-        dup2(out_pipe[1], STDOUT_FILENO) < 0 ||
-        dup2(err_pipe[1], STDERR_FILENO) < 0) {
-      ChildFail(exec_pipe[1], "setting up stdio");
-    }
-    BecomeTaskProgram(spec, exec_pipe[1], /*search_path=*/false);
-  }
+  // The program's process shares this one's memory until it executes (as
+  // vfork and posix_spawn do: no page tables copied, no copy-on-write
+  // faults afterwards; a task's start is measured). This process is single
+  // threaded and waits meanwhile, so the child may allocate.
+  ProgramStart start{&spec, null_fd, out_pipe[1], err_pipe[1], exec_pipe[1]};
+  void* const stack = mmap(nullptr, kProgramStackBytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) Fail(errno, "mapping the program's first stack");
+  const pid_t program =
+      clone(StartProgram, static_cast<char*>(stack) + kProgramStackBytes,
+            CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+  if (program < 0) Fail(errno, "starting the task's program");
+  munmap(stack, kProgramStackBytes);
   close(out_pipe[1]);
   close(err_pipe[1]);
   close(exec_pipe[1]);
