@@ -197,9 +197,11 @@ absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
         absl::StrCat(path, " is not in the task's root"));
   }
   struct stat st;
-  if (base == "/") {
-    // The host's own system directories: the host's links are its own.
-    if (stat(rest.c_str(), &st) != 0) {
+  // The host's own system directories (their links are the host's), or a
+  // bind mount's source itself (a file bound alone: the node resolved it).
+  if (base == "/" || rest.empty()) {
+    const std::string& host = base == "/" ? rest : base;
+    if (stat(host.c_str(), &st) != 0) {
       return absl::ErrnoToStatus(errno, path);
     }
     return st;

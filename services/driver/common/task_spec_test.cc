@@ -160,7 +160,16 @@ TEST(TaskSpecTest, InItsOwnRootTheProgramIsLookedUpAsTheTaskSeesIt) {
   EXPECT_EQ(HostPathInRoot(*spec, "/berth/task/x"), spec->task_dir + "/x");
   EXPECT_EQ(HostPathInRoot(*spec, "/root/x"), "");
 
+  // A file bound alone.
   const dv1::Mount probe_mount = *mount;
+  task = Config("/probe-tool");
+  dv1::Mount* file = task.mutable_isolation()->add_mounts();
+  file->set_type(dv1::MOUNT_TYPE_BIND);
+  file->set_source(program);
+  file->set_destination("/probe-tool");
+  spec = ResolveTaskSpec(task, "/s", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "/probe-tool");
   task = Config("tool");
   (*task.mutable_env())["PATH"] = "/probe:/usr/bin";
   *task.mutable_isolation()->add_mounts() = probe_mount;
