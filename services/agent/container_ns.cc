@@ -1,10 +1,12 @@
 #include "services/agent/container_ns.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -189,10 +191,11 @@ bool RemountProc(std::string* what) {
 // The holder: PID 1 of the container's pid namespace. Only returns by
 // _exit.
 [[noreturn]] void RunHolder(const std::string& hide_dir, int report_fd,
-                            int go_fd) {
-  // The agent's death (or SIGKILL from it) ends the holder, and with it the
-  // container.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+                            int go_fd, int agent_pidfd) {
+  // The agent's death ends the holder, and with it the container: a pidfd
+  // of the agent turns readable then (below). Not PR_SET_PDEATHSIG, which
+  // fires when the *thread* that forked us ends, and gRPC ends idle threads
+  // of its pool: it killed containers under load.
   // What `ps` in the container shows as its PID 1 (the fork kept the name
   // of the agent's thread that made it).
   prctl(PR_SET_NAME, "berth-holder");
@@ -229,19 +232,28 @@ bool RemountProc(std::string* what) {
   prctl(PR_SET_DUMPABLE, 0);
   // Nothing of the agent's: its sockets, its processes' pipes (a write end
   // of a stdin held here would never let the process see its end).
-  syscall(SYS_close_range, 0U, ~0U, 0U);
+  // Only the agent's pidfd stays, as fd 0.
+  if (dup2(agent_pidfd, 0) < 0) _exit(1);
+  syscall(SYS_close_range, 1U, ~0U, 0U);
   sigset_t child;
   sigemptyset(&child);
   sigaddset(&child, SIGCHLD);
+  const int child_fd = signalfd(-1, &child, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (child_fd < 0) _exit(1);
   while (true) {
     while (waitpid(-1, nullptr, WNOHANG | __WALL) > 0) {
     }
-    sigwaitinfo(&child, nullptr);
+    struct pollfd fds[2] = {{0, POLLIN, 0}, {child_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) continue;
+    if (fds[0].revents != 0) _exit(0);  // the agent is gone
+    struct signalfd_siginfo info;
+    while (read(child_fd, &info, sizeof(info)) == sizeof(info)) {
+    }
   }
 }
 
 // A pidfd of the agent itself: its own pid namespace, for the children of a
-// thread to be made there again.
+// thread to be made there again; what a holder watches.
 int OwnPidfd() {
   static const int fd = base::PidfdOpen(getpid());
   return fd;
@@ -263,7 +275,8 @@ ChildrenInPidNamespace::~ChildrenInPidNamespace() {
 absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
     const std::string& hide_dir, bool* forked) {
   *forked = false;
-  if (OwnPidfd() < 0) return absl::ErrnoToStatus(errno, "pidfd_open(self)");
+  const int agent_pidfd = OwnPidfd();
+  if (agent_pidfd < 0) return absl::ErrnoToStatus(errno, "pidfd_open(self)");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
   base::UniqueFd report_read(fds[0]), report_write(fds[1]);
@@ -275,7 +288,13 @@ absl::StatusOr<ContainerNamespaces> StartContainerNamespaces(
   }
   const pid_t pid = fork();
   const int fork_errno = errno;
-  if (pid == 0) RunHolder(hide_dir, report_write.get(), go_read.get());
+  if (pid == 0) {
+    // The agent's ends are the agent's: with its own copy of go_write open
+    // the holder would never see the EOF it waits for.
+    go_write.reset();
+    report_read.reset();
+    RunHolder(hide_dir, report_write.get(), go_read.get(), agent_pidfd);
+  }
   if (setns(OwnPidfd(), CLONE_NEWPID) != 0) {
     PLOG(FATAL) << "making this thread's children in the agent's pid "
                    "namespace again";

@@ -6,6 +6,7 @@
 
 #include "services/agent/container_ns.h"
 
+#include <dirent.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -13,12 +14,15 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +61,23 @@ std::string AllowAllFilter() {
   const sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   return std::string(reinterpret_cast<const char*>(&allow), sizeof(allow));
 }
+
+// TheHolderEndsWithTheAgent's agent: this binary run again with these
+// variables set starts a container, reports its holder's pid and exits
+// before any test runs.
+const bool kRunAsHelperAgent = [] {
+  const char* report_fd = getenv("BERTH_TEST_AGENT_REPORT_FD");
+  const char* hide_dir = getenv("BERTH_TEST_HIDE_DIR");
+  if (report_fd == nullptr || hide_dir == nullptr) return false;
+  bool forked = false;
+  absl::StatusOr<ContainerNamespaces> ns =
+      StartContainerNamespaces(hide_dir, &forked);
+  const pid_t holder = ns.ok() ? ns->holder_pid : -1;
+  if (write(std::atoi(report_fd), &holder, sizeof(holder)) != sizeof(holder)) {
+    _exit(3);
+  }
+  _exit(0);
+}();
 
 class ContainerNamespacesTest : public ::testing::Test {
  protected:
@@ -159,6 +180,106 @@ TEST_F(ContainerNamespacesTest, ProcessesSeeNeitherTheAgentNorItsSocket) {
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition)
       << late.status();
   EXPECT_FALSE(forked);
+}
+
+// gRPC ends idle threads of its pool: the thread that made a container's
+// holder ending must not end the container (PR_SET_PDEATHSIG would).
+TEST_F(ContainerNamespacesTest, TheHolderOutlivesTheThreadThatMadeIt) {
+  absl::StatusOr<ContainerNamespaces> ns = absl::InternalError("not started");
+  std::thread maker([&] {
+    bool forked = false;
+    ns = StartContainerNamespaces(hide_dir_, &forked);
+  });
+  maker.join();
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  struct pollfd exited = {ns->holder_pidfd.get(), POLLIN, 0};
+  EXPECT_EQ(poll(&exited, 1, 500), 0) << "the holder ended with its thread";
+  ASSERT_EQ(kill(ns->holder_pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(ns->holder_pid, &status, 0), ns->holder_pid);
+}
+
+// ...but the agent's end ends it, and with it the container. The agent is
+// a process of its own: this binary again, which the helper below turns
+// into one that starts a container and exits.
+TEST_F(ContainerNamespacesTest, TheHolderEndsWithTheAgent) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    close(fds[0]);
+    setenv("BERTH_TEST_AGENT_REPORT_FD", std::to_string(fds[1]).c_str(), 1);
+    setenv("BERTH_TEST_HIDE_DIR", hide_dir_.c_str(), 1);
+    execl("/proc/self/exe", "container_ns_test_agent", nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  pid_t holder = -1;
+  ASSERT_EQ(read(fds[0], &holder, sizeof(holder)), sizeof(holder));
+  close(fds[0]);
+  ASSERT_GT(holder, 0) << "the helper agent could not start a container";
+  const int holder_pidfd = static_cast<int>(syscall(SYS_pidfd_open, holder, 0));
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  if (holder_pidfd < 0) return;  // already gone and reaped
+  struct pollfd exited = {holder_pidfd, POLLIN, 0};
+  EXPECT_EQ(poll(&exited, 1, 10000), 1) << "the holder outlived its agent";
+  close(holder_pidfd);
+}
+
+// The holder is the container's init: an orphan that ends is reaped, not
+// left a zombie.
+TEST_F(ContainerNamespacesTest, TheHolderReapsOrphans) {
+  bool forked = false;
+  absl::StatusOr<ContainerNamespaces> ns =
+      StartContainerNamespaces(hide_dir_, &forked);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  SpawnPlace place;
+  place.holder_pidfd = ns->holder_pidfd.get();
+  place.pid_ns = ns->pid_ns.get();
+  place.mount_ns = ns->mount_ns.get();
+  v1::ProcessSpec spec = Probe("orphans");
+  // A subshell leaves a short sleep behind (its parent is then the holder)
+  // and the process waits.
+  spec.set_args(2, "(sleep 0.2 &); echo orphans=done; exec sleep 60");
+  absl::StatusOr<SpawnedProcess> main = SpawnProcess(spec, &forked, place);
+  ASSERT_TRUE(main.ok()) << main.status();
+  ReadUntil(main->out_fd.get(), "orphans=done");
+  // Children of the holder, as the host sees them: none may stay a zombie.
+  auto holder_children = [&](bool zombies_only) {
+    int count = 0;
+    DIR* proc = opendir("/proc");
+    while (dirent* entry = readdir(proc)) {
+      std::ifstream stat(absl::StrCat("/proc/", entry->d_name, "/stat"));
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) {
+        continue;
+      }
+      if (ppid == ns->holder_pid && (!zombies_only || state == 'Z')) ++count;
+    }
+    closedir(proc);
+    return count;
+  };
+  bool seen_child = false, reaped = false;
+  for (int i = 0; i < 100 && !reaped; ++i) {
+    if (holder_children(false) > 0) seen_child = true;
+    reaped = seen_child && holder_children(false) == 0;
+    if (holder_children(true) == 0 && seen_child) reaped = true;
+    usleep(50000);
+  }
+  EXPECT_TRUE(seen_child) << "the orphan never became the holder's";
+  EXPECT_EQ(holder_children(true), 0) << "a zombie stayed under the holder";
+  kill(ns->holder_pid, SIGKILL);
+  int status = 0;
+  waitpid(main->pid, &status, 0);
+  waitpid(ns->holder_pid, &status, 0);
 }
 
 TEST_F(ContainerNamespacesTest, AMissingMountToHideIsRefused) {
