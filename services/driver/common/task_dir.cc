@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/beneath.h"
+#include "base/path.h"
 #include "services/common/remove_tree.h"
 #include "services/driver/common/exit_file.h"
 
@@ -163,6 +164,34 @@ absl::StatusOr<std::string> DriverStateDir(const plugin::v1::NodeContext& node,
         absl::StrCat("node.state_dir: ", made.status().message()));
   }
   return dir;
+}
+
+absl::Status CheckStartAllowed(const driver::v1::TaskConfig& task,
+                               const std::string& driver_state_dir,
+                               const absl::Status& default_filter) {
+  const std::string prefix = absl::StrCat("task ", task.id(), ": ");
+  if (!task.task_dir().empty()) {
+    // Only inside berth's state directory (the parent of the driver's own):
+    // never a directory elsewhere that root would then fill.
+    if (absl::Status inside = CheckTaskDirInside(
+            task.task_dir(), base::Dirname(driver_state_dir));
+        !inside.ok()) {
+      return absl::Status(inside.code(),
+                          absl::StrCat(prefix, inside.message()));
+    }
+  }
+  const driver::v1::SeccompProfileType seccomp =
+      task.isolation().seccomp().type();
+  if (!default_filter.ok() && !task.isolation().privileged() &&
+      seccomp != driver::v1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
+      seccomp != driver::v1::SECCOMP_PROFILE_TYPE_CUSTOM) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix,
+                     "isolation.seccomp: the driver has no default "
+                     "filter (",
+                     default_filter.message(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace berth::driver_common

@@ -52,6 +52,16 @@ absl::Status WriteExitRecord(const std::string& task_dir,
 absl::Status CheckTaskDirInside(const std::string& task_dir,
                                 const std::string& state_dir);
 
+// What a built-in driver checks before making anything for `task`, whose
+// spec resolved: a given task_dir lies inside berth's state directory (the
+// parent of `driver_state_dir`), and a task that needs the default seccomp
+// filter is refused (FAILED_PRECONDITION naming isolation.seccomp) when the
+// driver could not compile it (`default_filter`'s status). Errors start with
+// "task <id>: ".
+absl::Status CheckStartAllowed(const driver::v1::TaskConfig& task,
+                               const std::string& driver_state_dir,
+                               const absl::Status& default_filter);
+
 // A driver's own state directory under the node's (SetConfig's
 // NodeContext.state_dir): <state_dir>/<driver_name>, made 0711 if missing;
 // empty when the node gives none. INVALID_ARGUMENT for a relative

@@ -98,5 +98,33 @@ TEST(CheckTaskDirInsideTest, RefusesEverythingElseNamingTaskDir) {
       absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CheckStartAllowedTest, TaskDirAndDefaultFilter) {
+  driver::v1::TaskConfig task;
+  task.set_id("t1");
+  task.set_task_dir("/var/lib/berth/node/tasks/t1");
+  EXPECT_TRUE(
+      CheckStartAllowed(task, "/var/lib/berth/exec", absl::OkStatus()).ok());
+  task.set_task_dir("/etc/cron.d");
+  absl::Status status =
+      CheckStartAllowed(task, "/var/lib/berth/exec", absl::OkStatus());
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), "task t1: task_dir"))
+      << status;
+
+  // Without a default filter only tasks that need none start.
+  task.set_task_dir("/var/lib/berth/node/tasks/t1");
+  const absl::Status no_filter = absl::InternalError("seccomp_init failed");
+  status = CheckStartAllowed(task, "/var/lib/berth/exec", no_filter);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "isolation.seccomp"))
+      << status;
+  task.mutable_isolation()->mutable_seccomp()->set_type(
+      driver::v1::SECCOMP_PROFILE_TYPE_UNCONFINED);
+  EXPECT_TRUE(CheckStartAllowed(task, "/var/lib/berth/exec", no_filter).ok());
+  task.mutable_isolation()->clear_seccomp();
+  task.mutable_isolation()->set_privileged(true);
+  EXPECT_TRUE(CheckStartAllowed(task, "/var/lib/berth/exec", no_filter).ok());
+}
+
 }  // namespace
 }  // namespace berth::driver_common

@@ -28,7 +28,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "base/path.h"
 #include "base/process.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -452,25 +451,10 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   if (!spec.ok()) return spec.status();
   const std::string& id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
-  if (!task.task_dir().empty()) {
-    // Only inside berth's state directory (the parent of the driver's own):
-    // never a directory elsewhere that root would then fill.
-    if (absl::Status inside = driver_common::CheckTaskDirInside(
-            task.task_dir(), base::Dirname(state_dir()));
-        !inside.ok()) {
-      return absl::Status(inside.code(),
-                          absl::StrCat(prefix, inside.message()));
-    }
-  }
-  if (!seccomp_status_.ok() && !task.isolation().privileged() &&
-      task.isolation().seccomp().type() !=
-          dv1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
-      task.isolation().seccomp().type() != dv1::SECCOMP_PROFILE_TYPE_CUSTOM) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix,
-                     "isolation.seccomp: the driver has no default "
-                     "filter (",
-                     seccomp_status_.message(), ")"));
+  if (absl::Status allowed =
+          driver_common::CheckStartAllowed(task, state_dir(), seccomp_status_);
+      !allowed.ok()) {
+    return allowed;
   }
   // Mapped ids; the task's uid, gid and groups are ids inside.
   std::optional<UserNamespaceMaps> userns;

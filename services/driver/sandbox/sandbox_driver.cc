@@ -20,7 +20,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/path.h"
 #include "base/process.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -331,25 +330,10 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   if (!spec.ok()) return spec.status();
   const std::string id = spec->id;
   const std::string prefix = absl::StrCat("task ", id, ": ");
-  if (!config.task_dir().empty()) {
-    // Only inside berth's state directory (the parent of the driver's own):
-    // never a directory elsewhere that root would then fill.
-    if (absl::Status inside = driver_common::CheckTaskDirInside(
-            config.task_dir(), base::Dirname(state_dir()));
-        !inside.ok()) {
-      return absl::Status(inside.code(),
-                          absl::StrCat(prefix, inside.message()));
-    }
-  }
-  if (!seccomp_status_.ok() && !config.isolation().privileged() &&
-      config.isolation().seccomp().type() !=
-          dv1::SECCOMP_PROFILE_TYPE_UNCONFINED &&
-      config.isolation().seccomp().type() != dv1::SECCOMP_PROFILE_TYPE_CUSTOM) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix,
-                     "isolation.seccomp: the driver has no default "
-                     "filter (",
-                     seccomp_status_.message(), ")"));
+  if (absl::Status allowed = driver_common::CheckStartAllowed(
+          config, state_dir(), seccomp_status_);
+      !allowed.ok()) {
+    return allowed;
   }
   if (spec->limits.pids_limit != 0 &&
       spec->limits.pids_limit < kMinSandboxPids) {
