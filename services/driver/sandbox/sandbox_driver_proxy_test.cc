@@ -92,8 +92,8 @@ class SandboxDriverProxyTest : public ::testing::Test {
       kill(proxy_pid_, SIGTERM);
       waitpid(proxy_pid_, nullptr, 0);
     }
-    for (const char* hierarchy :
-         {"cpu", "cpuacct", "memory", "pids", "freezer", "cpu,cpuacct", ""}) {
+    for (const char* hierarchy : {"cpu", "cpuacct", "memory", "pids", "freezer",
+                                  "devices", "cpu,cpuacct", ""}) {
       rmdir(absl::StrCat("/sys/fs/cgroup/", hierarchy, "/", cgroup_parent_)
                 .c_str());
     }
