@@ -17,5 +17,16 @@ TEST(DirnameTest, AsDirnameSaysIt) {
   EXPECT_EQ(Dirname(""), ".");
 }
 
+TEST(LexicallyNormalTest, ResolvesDotsAndSlashesWithoutTheFileSystem) {
+  EXPECT_EQ(LexicallyNormal("/a/./b/../c/"), "/a/c");
+  EXPECT_EQ(LexicallyNormal("//a//b"), "/a/b");
+  EXPECT_EQ(LexicallyNormal("/../../etc"), "/etc");
+  EXPECT_EQ(LexicallyNormal("/"), "/");
+  EXPECT_EQ(LexicallyNormal("//"), "/");
+  EXPECT_EQ(LexicallyNormal("/a/.."), "/");
+  EXPECT_EQ(LexicallyNormal("a/b"), "/a/b");
+  EXPECT_EQ(LexicallyNormal(""), "/");
+}
+
 }  // namespace
 }  // namespace berth::base

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/path.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::node {
@@ -130,23 +131,6 @@ absl::Status CheckSpecStrings(const v1::TaskSpec& spec) {
   return CheckNoNul(config, "spec.driver_config");
 }
 
-// `path` with "." and ".." resolved lexically and slashes collapsed; for a
-// protected directory that does not exist (yet).
-std::string LexicallyNormal(absl::string_view path) {
-  std::vector<absl::string_view> parts;
-  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(part);
-  }
-  std::string normal;
-  for (absl::string_view part : parts) absl::StrAppend(&normal, "/", part);
-  return normal.empty() ? "/" : normal;
-}
-
 absl::StatusOr<std::string> RealPath(const std::string& path) {
   char* resolved = realpath(path.c_str(), nullptr);
   if (resolved == nullptr) {
@@ -192,7 +176,7 @@ absl::StatusOr<std::string> CheckBindSource(const std::string& field,
     if (dir->empty()) continue;
     absl::StatusOr<std::string> real_dir = RealPath(*dir);
     const std::string berth_dir =
-        real_dir.ok() ? *real_dir : LexicallyNormal(*dir);
+        real_dir.ok() ? *real_dir : base::LexicallyNormal(*dir);
     const std::string shown = *resolved == source
                                   ? source
                                   : absl::StrCat(source, " (", *resolved, ")");
@@ -225,10 +209,10 @@ absl::Status CheckDestination(const std::string& field,
           field, absl::StrCat("\"", destination, "\" has a \"..\" component"));
     }
   }
-  if (LexicallyNormal(destination) != destination) {
+  if (base::LexicallyNormal(destination) != destination) {
     return Invalid(
         field, absl::StrCat("\"", destination, "\" is not normalized (write ",
-                            LexicallyNormal(destination), ")"));
+                            base::LexicallyNormal(destination), ")"));
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/path.h"
 #include "plugins/sdk/config.h"
 #include "services/driver/common/security.h"
 
@@ -34,16 +35,7 @@ using driver::v1::NetworkIsolationMode;
 // "/a/./b/../c/" → "/a/c"; "" for a path that is not absolute.
 std::string NormalizeAbsolute(absl::string_view path) {
   if (path.empty() || path[0] != '/') return "";
-  std::vector<absl::string_view> parts;
-  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(part);
-  }
-  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+  return base::LexicallyNormal(path);
 }
 
 bool IsInside(const std::string& path, const std::string& dir) {
@@ -390,6 +382,19 @@ absl::Status ResolveMounts(const driver::v1::Isolation& isolation,
 }
 
 }  // namespace
+
+driver::v1::IsolationCapabilities OwnRootIsolationCapabilities() {
+  driver::v1::IsolationCapabilities isolation;
+  isolation.set_own_root(true);
+  isolation.set_image_rootfs(true);
+  isolation.set_mounts(true);
+  isolation.set_capabilities(true);
+  isolation.set_no_new_privileges(true);
+  isolation.set_seccomp(true);
+  isolation.set_masked_paths(true);
+  isolation.set_user_namespaces(true);
+  return isolation;
+}
 
 absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
                               const IsolationDefaults& defaults,
