@@ -98,6 +98,11 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(
     const driver::v1::TaskConfig& task, const std::string& state_dir,
     const IsolationDefaults& defaults = IsolationDefaults());
 
+// What a driver whose IsolationDefaults::own_root is set enforces of
+// TaskConfig.isolation (ResolveIsolation below, the init's root_setup and
+// privileges): every part, user namespaces included.
+driver::v1::IsolationCapabilities OwnRootIsolationCapabilities();
+
 // TaskConfig.isolation into spec->root and spec->privileges, given the
 // driver's defaults; INVALID_ARGUMENT naming the field (isolation.<...>).
 absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,

@@ -233,15 +233,8 @@ dv1::DriverCapabilities SandboxDriver::Capabilities() const {
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
-  dv1::IsolationCapabilities& isolation = *capabilities.mutable_isolation();
-  isolation.set_own_root(true);
-  isolation.set_image_rootfs(true);
-  isolation.set_mounts(true);
-  isolation.set_capabilities(true);
-  isolation.set_no_new_privileges(true);
-  isolation.set_seccomp(true);
-  isolation.set_masked_paths(true);
-  isolation.set_user_namespaces(true);
+  *capabilities.mutable_isolation() =
+      driver_common::OwnRootIsolationCapabilities();
   return capabilities;
 }
 
