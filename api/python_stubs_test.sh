@@ -9,7 +9,7 @@ import importlib
 import grpc
 from google.protobuf import json_format
 
-concerns = ["agent", "driver", "network", "node", "plugin", "proxy", "stats"]
+concerns = ["agent", "driver", "image", "network", "node", "plugin", "proxy", "stats"]
 channel = grpc.insecure_channel("unix:/nonexistent/berth-python-stubs-test.sock")
 for concern in concerns:
     pb2 = importlib.import_module(f"berth.{concern}.v1.{concern}_pb2")
