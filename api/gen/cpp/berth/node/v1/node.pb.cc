@@ -78,6 +78,7 @@ PROTOBUF_CONSTEXPR TaskSpec::TaskSpec(
   , /*decltype(_impl_.restart_)*/nullptr
   , /*decltype(_impl_.logs_)*/nullptr
   , /*decltype(_impl_.isolation_)*/nullptr
+  , /*decltype(_impl_.image_)*/nullptr
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct TaskSpecDefaultTypeInternal {
   PROTOBUF_CONSTEXPR TaskSpecDefaultTypeInternal()
@@ -88,6 +89,38 @@ struct TaskSpecDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskSpecDefaultTypeInternal _TaskSpec_default_instance_;
+PROTOBUF_CONSTEXPR TaskImage::TaskImage(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.entrypoint_)*/{}
+  , /*decltype(_impl_.reference_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.override_entrypoint_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct TaskImageDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR TaskImageDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~TaskImageDefaultTypeInternal() {}
+  union {
+    TaskImage _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskImageDefaultTypeInternal _TaskImage_default_instance_;
+PROTOBUF_CONSTEXPR TaskImageStatus::TaskImageStatus(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.name_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.digest_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.manifest_digest_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.config_digest_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.rootfs_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct TaskImageStatusDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR TaskImageStatusDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~TaskImageStatusDefaultTypeInternal() {}
+  union {
+    TaskImageStatus _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskImageStatusDefaultTypeInternal _TaskImageStatus_default_instance_;
 PROTOBUF_CONSTEXPR Task::Task(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -98,6 +131,7 @@ PROTOBUF_CONSTEXPR Task::Task(
   , /*decltype(_impl_.finished_at_)*/nullptr
   , /*decltype(_impl_.exit_result_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
+  , /*decltype(_impl_.image_)*/nullptr
   , /*decltype(_impl_.state_)*/0
   , /*decltype(_impl_.restarts_)*/0u
   , /*decltype(_impl_.stopped_)*/false
@@ -389,7 +423,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace node
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[25];
+static ::_pb::Metadata file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[27];
 static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[4];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fnode_2fv1_2fnode_2eproto = nullptr;
 
@@ -440,6 +474,27 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.user_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.isolation_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.userns_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.image_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImage, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImage, _impl_.reference_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImage, _impl_.entrypoint_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImage, _impl_.override_entrypoint_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _impl_.name_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _impl_.digest_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _impl_.manifest_digest_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _impl_.config_digest_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImageStatus, _impl_.rootfs_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -457,6 +512,7 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.network_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.error_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.stopped_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.image_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::RunTaskRequest, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -624,27 +680,29 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 9, -1, -1, sizeof(::berth::node::v1::NetworkSpec)},
   { 19, 27, -1, sizeof(::berth::node::v1::TaskSpec_EnvEntry_DoNotUse)},
   { 29, -1, -1, sizeof(::berth::node::v1::TaskSpec)},
-  { 46, -1, -1, sizeof(::berth::node::v1::Task)},
-  { 63, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
-  { 71, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
-  { 78, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
-  { 85, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
-  { 92, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
-  { 99, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
-  { 106, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
-  { 115, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
-  { 122, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
-  { 130, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
-  { 136, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
-  { 144, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
-  { 151, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
-  { 161, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
-  { 169, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
-  { 176, 184, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
-  { 186, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
-  { 197, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
-  { 208, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
-  { 214, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
+  { 47, -1, -1, sizeof(::berth::node::v1::TaskImage)},
+  { 56, -1, -1, sizeof(::berth::node::v1::TaskImageStatus)},
+  { 67, -1, -1, sizeof(::berth::node::v1::Task)},
+  { 85, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
+  { 93, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
+  { 100, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
+  { 107, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
+  { 114, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
+  { 121, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
+  { 128, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
+  { 137, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
+  { 144, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
+  { 152, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
+  { 158, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
+  { 166, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
+  { 173, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
+  { 183, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
+  { 191, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
+  { 198, 206, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
+  { 208, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
+  { 219, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
+  { 230, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
+  { 236, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -652,6 +710,8 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::node::v1::_NetworkSpec_default_instance_._instance,
   &::berth::node::v1::_TaskSpec_EnvEntry_DoNotUse_default_instance_._instance,
   &::berth::node::v1::_TaskSpec_default_instance_._instance,
+  &::berth::node::v1::_TaskImage_default_instance_._instance,
+  &::berth::node::v1::_TaskImageStatus_default_instance_._instance,
   &::berth::node::v1::_Task_default_instance_._instance,
   &::berth::node::v1::_RunTaskRequest_default_instance_._instance,
   &::berth::node::v1::_RunTaskResponse_default_instance_._instance,
@@ -689,7 +749,7 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "rkMode\022\023\n\013cni_network\030\002 \001(\t\0224\n\rport_mapp"
   "ings\030\003 \003(\0132\035.berth.network.v1.PortMappin"
   "g\022(\n\003dns\030\004 \001(\0132\033.berth.network.v1.DnsCon"
-  "fig\"\265\003\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
+  "fig\"\336\003\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
   "\030\002 \001(\t\022.\n\rdriver_config\030\003 \001(\0132\027.google.p"
   "rotobuf.Struct\022-\n\003env\030\004 \003(\0132 .berth.node"
   ".v1.TaskSpec.EnvEntry\022-\n\tresources\030\005 \001(\013"
@@ -698,94 +758,101 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "tart\030\007 \001(\0132\034.berth.node.v1.RestartPolicy"
   "\022(\n\004logs\030\010 \001(\0132\032.berth.driver.v1.LogConf"
   "ig\022\014\n\004user\030\t \001(\t\022-\n\tisolation\030\n \001(\0132\032.be"
-  "rth.driver.v1.Isolation\022\016\n\006userns\030\013 \001(\t\032"
-  "*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:"
-  "\0028\001\"\211\003\n\004Task\022\n\n\002id\030\001 \001(\t\022%\n\004spec\030\002 \001(\0132\027"
-  ".berth.node.v1.TaskSpec\022\'\n\005state\030\003 \001(\0162\030"
-  ".berth.node.v1.TaskState\022.\n\ncreated_at\030\004"
-  " \001(\0132\032.google.protobuf.Timestamp\022.\n\nstar"
-  "ted_at\030\005 \001(\0132\032.google.protobuf.Timestamp"
-  "\022/\n\013finished_at\030\006 \001(\0132\032.google.protobuf."
-  "Timestamp\0220\n\013exit_result\030\007 \001(\0132\033.berth.d"
-  "river.v1.ExitResult\022\020\n\010restarts\030\010 \001(\r\0220\n"
-  "\007network\030\t \001(\0132\037.berth.network.v1.Networ"
-  "kStatus\022\r\n\005error\030\n \001(\t\022\017\n\007stopped\030\013 \001(\010\""
-  "X\n\016RunTaskRequest\022%\n\004spec\030\001 \001(\0132\027.berth."
-  "node.v1.TaskSpec\022\037\n\027remove_on_start_fail"
-  "ure\030\002 \001(\010\"4\n\017RunTaskResponse\022!\n\004task\030\001 \001"
-  "(\0132\023.berth.node.v1.Task\"\037\n\020ListTasksRequ"
-  "est\022\013\n\003all\030\001 \001(\010\"7\n\021ListTasksResponse\022\"\n"
-  "\005tasks\030\001 \003(\0132\023.berth.node.v1.Task\"%\n\022Ins"
-  "pectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"8\n\023Insp"
-  "ectTaskResponse\022!\n\004task\030\001 \001(\0132\023.berth.no"
-  "de.v1.Task\"^\n\017StopTaskRequest\022\017\n\007task_id"
-  "\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.protobu"
-  "f.Duration\022\016\n\006signal\030\003 \001(\t\"5\n\020StopTaskRe"
-  "sponse\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.Tas"
-  "k\"3\n\021RemoveTaskRequest\022\017\n\007task_id\030\001 \001(\t\022"
-  "\r\n\005force\030\002 \001(\010\"\024\n\022RemoveTaskResponse\"P\n\020"
-  "TaskStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010int"
-  "erval\030\002 \001(\0132\031.google.protobuf.Duration\"E"
-  "\n\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.ber"
-  "th.stats.v1.TaskResourceUsage\"q\n\017TaskLog"
-  "sRequest\022\017\n\007task_id\030\001 \001(\t\022)\n\007streams\030\002 \003"
-  "(\0162\030.berth.node.v1.LogStream\022\022\n\ntail_lin"
-  "es\030\003 \001(\004\022\016\n\006follow\030\004 \001(\010\"J\n\020TaskLogsResp"
-  "onse\022(\n\006stream\030\001 \001(\0162\030.berth.node.v1.Log"
-  "Stream\022\014\n\004data\030\002 \001(\014\"!\n\rEventsRequest\022\020\n"
-  "\010task_ids\030\001 \003(\t\"\202\002\n\016EventsResponse\022-\n\tti"
-  "mestamp\030\001 \001(\0132\032.google.protobuf.Timestam"
-  "p\022&\n\004type\030\002 \001(\0162\030.berth.node.v1.EventTyp"
-  "e\022\017\n\007task_id\030\003 \001(\t\022\017\n\007message\030\004 \001(\t\022C\n\013a"
-  "nnotations\030\005 \003(\0132..berth.node.v1.EventsR"
-  "esponse.AnnotationsEntry\0322\n\020AnnotationsE"
-  "ntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"^\n\017"
-  "ComponentStatus\022\014\n\004name\030\001 \001(\t\022\016\n\006socket\030"
-  "\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022\017\n\007message\030\004 \001(\t\022"
-  "\013\n\003pid\030\005 \001(\005\"\026\n\024GetNodeStatusRequest\"\273\001\n"
-  "\025GetNodeStatusResponse\022\017\n\007version\030\001 \001(\t\022"
-  "0\n\010services\030\002 \003(\0132\036.berth.node.v1.Compon"
-  "entStatus\022/\n\007plugins\030\003 \003(\0132\036.berth.node."
-  "v1.ComponentStatus\022.\n\nstarted_at\030\004 \001(\0132\032"
-  ".google.protobuf.Timestamp*y\n\013RestartMod"
-  "e\022\034\n\030RESTART_MODE_UNSPECIFIED\020\000\022\026\n\022RESTA"
-  "RT_MODE_NEVER\020\001\022\033\n\027RESTART_MODE_ON_FAILU"
-  "RE\020\002\022\027\n\023RESTART_MODE_ALWAYS\020\003*\271\001\n\tTaskSt"
-  "ate\022\032\n\026TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TASK_"
-  "STATE_PENDING\020\001\022\027\n\023TASK_STATE_STARTING\020\002"
-  "\022\026\n\022TASK_STATE_RUNNING\020\003\022\031\n\025TASK_STATE_R"
-  "ESTARTING\020\004\022\025\n\021TASK_STATE_EXITED\020\005\022\025\n\021TA"
-  "SK_STATE_FAILED\020\006*U\n\tLogStream\022\032\n\026LOG_ST"
-  "REAM_UNSPECIFIED\020\000\022\025\n\021LOG_STREAM_STDOUT\020"
-  "\001\022\025\n\021LOG_STREAM_STDERR\020\002*\202\002\n\tEventType\022\032"
-  "\n\026EVENT_TYPE_UNSPECIFIED\020\000\022\033\n\027EVENT_TYPE"
-  "_TASK_CREATED\020\001\022\033\n\027EVENT_TYPE_TASK_START"
-  "ED\020\002\022\032\n\026EVENT_TYPE_TASK_EXITED\020\003\022\036\n\032EVEN"
-  "T_TYPE_TASK_RESTARTING\020\004\022\032\n\026EVENT_TYPE_T"
-  "ASK_FAILED\020\005\022\033\n\027EVENT_TYPE_TASK_REMOVED\020"
-  "\006\022\025\n\021EVENT_TYPE_DRIVER\020\007\022\023\n\017EVENT_TYPE_N"
-  "ODE\020\0102\323\006\n\013NodeService\022H\n\007RunTask\022\035.berth"
-  ".node.v1.RunTaskRequest\032\036.berth.node.v1."
-  "RunTaskResponse\022N\n\tListTasks\022\037.berth.nod"
-  "e.v1.ListTasksRequest\032 .berth.node.v1.Li"
-  "stTasksResponse\022T\n\013InspectTask\022!.berth.n"
-  "ode.v1.InspectTaskRequest\032\".berth.node.v"
-  "1.InspectTaskResponse\022K\n\010StopTask\022\036.bert"
-  "h.node.v1.StopTaskRequest\032\037.berth.node.v"
-  "1.StopTaskResponse\022Q\n\nRemoveTask\022 .berth"
-  ".node.v1.RemoveTaskRequest\032!.berth.node."
-  "v1.RemoveTaskResponse\022n\n\021ExecTaskStreami"
-  "ng\022).berth.driver.v1.ExecTaskStreamingRe"
-  "quest\032*.berth.driver.v1.ExecTaskStreamin"
-  "gResponse(\0010\001\022P\n\tTaskStats\022\037.berth.node."
-  "v1.TaskStatsRequest\032 .berth.node.v1.Task"
-  "StatsResponse0\001\022M\n\010TaskLogs\022\036.berth.node"
-  ".v1.TaskLogsRequest\032\037.berth.node.v1.Task"
-  "LogsResponse0\001\022G\n\006Events\022\034.berth.node.v1"
-  ".EventsRequest\032\035.berth.node.v1.EventsRes"
-  "ponse0\001\022Z\n\rGetNodeStatus\022#.berth.node.v1"
-  ".GetNodeStatusRequest\032$.berth.node.v1.Ge"
-  "tNodeStatusResponseB\003\370\001\001b\006proto3"
+  "rth.driver.v1.Isolation\022\016\n\006userns\030\013 \001(\t\022"
+  "\'\n\005image\030\014 \001(\0132\030.berth.node.v1.TaskImage"
+  "\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
+  ":\0028\001\"O\n\tTaskImage\022\021\n\treference\030\001 \001(\t\022\022\n\n"
+  "entrypoint\030\002 \003(\t\022\033\n\023override_entrypoint\030"
+  "\003 \001(\010\"o\n\017TaskImageStatus\022\014\n\004name\030\001 \001(\t\022\016"
+  "\n\006digest\030\002 \001(\t\022\027\n\017manifest_digest\030\003 \001(\t\022"
+  "\025\n\rconfig_digest\030\004 \001(\t\022\016\n\006rootfs\030\005 \001(\t\"\270"
+  "\003\n\004Task\022\n\n\002id\030\001 \001(\t\022%\n\004spec\030\002 \001(\0132\027.bert"
+  "h.node.v1.TaskSpec\022\'\n\005state\030\003 \001(\0162\030.bert"
+  "h.node.v1.TaskState\022.\n\ncreated_at\030\004 \001(\0132"
+  "\032.google.protobuf.Timestamp\022.\n\nstarted_a"
+  "t\030\005 \001(\0132\032.google.protobuf.Timestamp\022/\n\013f"
+  "inished_at\030\006 \001(\0132\032.google.protobuf.Times"
+  "tamp\0220\n\013exit_result\030\007 \001(\0132\033.berth.driver"
+  ".v1.ExitResult\022\020\n\010restarts\030\010 \001(\r\0220\n\007netw"
+  "ork\030\t \001(\0132\037.berth.network.v1.NetworkStat"
+  "us\022\r\n\005error\030\n \001(\t\022\017\n\007stopped\030\013 \001(\010\022-\n\005im"
+  "age\030\014 \001(\0132\036.berth.node.v1.TaskImageStatu"
+  "s\"X\n\016RunTaskRequest\022%\n\004spec\030\001 \001(\0132\027.bert"
+  "h.node.v1.TaskSpec\022\037\n\027remove_on_start_fa"
+  "ilure\030\002 \001(\010\"4\n\017RunTaskResponse\022!\n\004task\030\001"
+  " \001(\0132\023.berth.node.v1.Task\"\037\n\020ListTasksRe"
+  "quest\022\013\n\003all\030\001 \001(\010\"7\n\021ListTasksResponse\022"
+  "\"\n\005tasks\030\001 \003(\0132\023.berth.node.v1.Task\"%\n\022I"
+  "nspectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"8\n\023In"
+  "spectTaskResponse\022!\n\004task\030\001 \001(\0132\023.berth."
+  "node.v1.Task\"^\n\017StopTaskRequest\022\017\n\007task_"
+  "id\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.proto"
+  "buf.Duration\022\016\n\006signal\030\003 \001(\t\"5\n\020StopTask"
+  "Response\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.T"
+  "ask\"3\n\021RemoveTaskRequest\022\017\n\007task_id\030\001 \001("
+  "\t\022\r\n\005force\030\002 \001(\010\"\024\n\022RemoveTaskResponse\"P"
+  "\n\020TaskStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010i"
+  "nterval\030\002 \001(\0132\031.google.protobuf.Duration"
+  "\"E\n\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.b"
+  "erth.stats.v1.TaskResourceUsage\"q\n\017TaskL"
+  "ogsRequest\022\017\n\007task_id\030\001 \001(\t\022)\n\007streams\030\002"
+  " \003(\0162\030.berth.node.v1.LogStream\022\022\n\ntail_l"
+  "ines\030\003 \001(\004\022\016\n\006follow\030\004 \001(\010\"J\n\020TaskLogsRe"
+  "sponse\022(\n\006stream\030\001 \001(\0162\030.berth.node.v1.L"
+  "ogStream\022\014\n\004data\030\002 \001(\014\"!\n\rEventsRequest\022"
+  "\020\n\010task_ids\030\001 \003(\t\"\202\002\n\016EventsResponse\022-\n\t"
+  "timestamp\030\001 \001(\0132\032.google.protobuf.Timest"
+  "amp\022&\n\004type\030\002 \001(\0162\030.berth.node.v1.EventT"
+  "ype\022\017\n\007task_id\030\003 \001(\t\022\017\n\007message\030\004 \001(\t\022C\n"
+  "\013annotations\030\005 \003(\0132..berth.node.v1.Event"
+  "sResponse.AnnotationsEntry\0322\n\020Annotation"
+  "sEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"^"
+  "\n\017ComponentStatus\022\014\n\004name\030\001 \001(\t\022\016\n\006socke"
+  "t\030\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022\017\n\007message\030\004 \001("
+  "\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024GetNodeStatusRequest\"\273"
+  "\001\n\025GetNodeStatusResponse\022\017\n\007version\030\001 \001("
+  "\t\0220\n\010services\030\002 \003(\0132\036.berth.node.v1.Comp"
+  "onentStatus\022/\n\007plugins\030\003 \003(\0132\036.berth.nod"
+  "e.v1.ComponentStatus\022.\n\nstarted_at\030\004 \001(\013"
+  "2\032.google.protobuf.Timestamp*y\n\013RestartM"
+  "ode\022\034\n\030RESTART_MODE_UNSPECIFIED\020\000\022\026\n\022RES"
+  "TART_MODE_NEVER\020\001\022\033\n\027RESTART_MODE_ON_FAI"
+  "LURE\020\002\022\027\n\023RESTART_MODE_ALWAYS\020\003*\271\001\n\tTask"
+  "State\022\032\n\026TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TAS"
+  "K_STATE_PENDING\020\001\022\027\n\023TASK_STATE_STARTING"
+  "\020\002\022\026\n\022TASK_STATE_RUNNING\020\003\022\031\n\025TASK_STATE"
+  "_RESTARTING\020\004\022\025\n\021TASK_STATE_EXITED\020\005\022\025\n\021"
+  "TASK_STATE_FAILED\020\006*U\n\tLogStream\022\032\n\026LOG_"
+  "STREAM_UNSPECIFIED\020\000\022\025\n\021LOG_STREAM_STDOU"
+  "T\020\001\022\025\n\021LOG_STREAM_STDERR\020\002*\202\002\n\tEventType"
+  "\022\032\n\026EVENT_TYPE_UNSPECIFIED\020\000\022\033\n\027EVENT_TY"
+  "PE_TASK_CREATED\020\001\022\033\n\027EVENT_TYPE_TASK_STA"
+  "RTED\020\002\022\032\n\026EVENT_TYPE_TASK_EXITED\020\003\022\036\n\032EV"
+  "ENT_TYPE_TASK_RESTARTING\020\004\022\032\n\026EVENT_TYPE"
+  "_TASK_FAILED\020\005\022\033\n\027EVENT_TYPE_TASK_REMOVE"
+  "D\020\006\022\025\n\021EVENT_TYPE_DRIVER\020\007\022\023\n\017EVENT_TYPE"
+  "_NODE\020\0102\323\006\n\013NodeService\022H\n\007RunTask\022\035.ber"
+  "th.node.v1.RunTaskRequest\032\036.berth.node.v"
+  "1.RunTaskResponse\022N\n\tListTasks\022\037.berth.n"
+  "ode.v1.ListTasksRequest\032 .berth.node.v1."
+  "ListTasksResponse\022T\n\013InspectTask\022!.berth"
+  ".node.v1.InspectTaskRequest\032\".berth.node"
+  ".v1.InspectTaskResponse\022K\n\010StopTask\022\036.be"
+  "rth.node.v1.StopTaskRequest\032\037.berth.node"
+  ".v1.StopTaskResponse\022Q\n\nRemoveTask\022 .ber"
+  "th.node.v1.RemoveTaskRequest\032!.berth.nod"
+  "e.v1.RemoveTaskResponse\022n\n\021ExecTaskStrea"
+  "ming\022).berth.driver.v1.ExecTaskStreaming"
+  "Request\032*.berth.driver.v1.ExecTaskStream"
+  "ingResponse(\0010\001\022P\n\tTaskStats\022\037.berth.nod"
+  "e.v1.TaskStatsRequest\032 .berth.node.v1.Ta"
+  "skStatsResponse0\001\022M\n\010TaskLogs\022\036.berth.no"
+  "de.v1.TaskLogsRequest\032\037.berth.node.v1.Ta"
+  "skLogsResponse0\001\022G\n\006Events\022\034.berth.node."
+  "v1.EventsRequest\032\035.berth.node.v1.EventsR"
+  "esponse0\001\022Z\n\rGetNodeStatus\022#.berth.node."
+  "v1.GetNodeStatusRequest\032$.berth.node.v1."
+  "GetNodeStatusResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps[6] = {
   &::descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -797,9 +864,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2
 };
 static ::_pbi::once_flag descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fnode_2fv1_2fnode_2eproto = {
-    false, false, 4392, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
+    false, false, 4674, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
     "berth/node/v1/node.proto",
-    &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 25,
+    &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 27,
     schemas, file_default_instances, TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets,
     file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto, file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto,
     file_level_service_descriptors_berth_2fnode_2fv1_2fnode_2eproto,
@@ -1492,6 +1559,7 @@ class TaskSpec::_Internal {
   static const ::berth::node::v1::RestartPolicy& restart(const TaskSpec* msg);
   static const ::berth::driver::v1::LogConfig& logs(const TaskSpec* msg);
   static const ::berth::driver::v1::Isolation& isolation(const TaskSpec* msg);
+  static const ::berth::node::v1::TaskImage& image(const TaskSpec* msg);
 };
 
 const ::PROTOBUF_NAMESPACE_ID::Struct&
@@ -1517,6 +1585,10 @@ TaskSpec::_Internal::logs(const TaskSpec* msg) {
 const ::berth::driver::v1::Isolation&
 TaskSpec::_Internal::isolation(const TaskSpec* msg) {
   return *msg->_impl_.isolation_;
+}
+const ::berth::node::v1::TaskImage&
+TaskSpec::_Internal::image(const TaskSpec* msg) {
+  return *msg->_impl_.image_;
 }
 void TaskSpec::clear_driver_config() {
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
@@ -1566,6 +1638,7 @@ TaskSpec::TaskSpec(const TaskSpec& from)
     , decltype(_impl_.restart_){nullptr}
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
+    , decltype(_impl_.image_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -1620,6 +1693,9 @@ TaskSpec::TaskSpec(const TaskSpec& from)
   if (from._internal_has_isolation()) {
     _this->_impl_.isolation_ = new ::berth::driver::v1::Isolation(*from._impl_.isolation_);
   }
+  if (from._internal_has_image()) {
+    _this->_impl_.image_ = new ::berth::node::v1::TaskImage(*from._impl_.image_);
+  }
   // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskSpec)
 }
 
@@ -1639,6 +1715,7 @@ inline void TaskSpec::SharedCtor(
     , decltype(_impl_.restart_){nullptr}
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
+    , decltype(_impl_.image_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.name_.InitDefault();
@@ -1683,6 +1760,7 @@ inline void TaskSpec::SharedDtor() {
   if (this != internal_default_instance()) delete _impl_.restart_;
   if (this != internal_default_instance()) delete _impl_.logs_;
   if (this != internal_default_instance()) delete _impl_.isolation_;
+  if (this != internal_default_instance()) delete _impl_.image_;
 }
 
 void TaskSpec::ArenaDtor(void* object) {
@@ -1728,6 +1806,10 @@ void TaskSpec::Clear() {
     delete _impl_.isolation_;
   }
   _impl_.isolation_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.image_ != nullptr) {
+    delete _impl_.image_;
+  }
+  _impl_.image_ = nullptr;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -1835,6 +1917,14 @@ const char* TaskSpec::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx)
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskSpec.userns"));
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.TaskImage image = 12;
+      case 12:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
+          ptr = ctx->ParseMessage(_internal_mutable_image(), ptr);
+          CHK_(ptr);
         } else
           goto handle_unusual;
         continue;
@@ -1979,6 +2069,13 @@ uint8_t* TaskSpec::_InternalSerialize(
         11, this->_internal_userns(), target);
   }
 
+  // .berth.node.v1.TaskImage image = 12;
+  if (this->_internal_has_image()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(12, _Internal::image(this),
+        _Internal::image(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -2074,6 +2171,13 @@ size_t TaskSpec::ByteSizeLong() const {
         *_impl_.isolation_);
   }
 
+  // .berth.node.v1.TaskImage image = 12;
+  if (this->_internal_has_image()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.image_);
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -2129,6 +2233,10 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
     _this->_internal_mutable_isolation()->::berth::driver::v1::Isolation::MergeFrom(
         from._internal_isolation());
   }
+  if (from._internal_has_image()) {
+    _this->_internal_mutable_image()->::berth::node::v1::TaskImage::MergeFrom(
+        from._internal_image());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -2166,8 +2274,8 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
       &other->_impl_.userns_, rhs_arena
   );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.isolation_)
-      + sizeof(TaskSpec::_impl_.isolation_)
+      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.image_)
+      + sizeof(TaskSpec::_impl_.image_)
       - PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.driver_config_)>(
           reinterpret_cast<char*>(&_impl_.driver_config_),
           reinterpret_cast<char*>(&other->_impl_.driver_config_));
@@ -2181,6 +2289,678 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
 
 // ===================================================================
 
+class TaskImage::_Internal {
+ public:
+};
+
+TaskImage::TaskImage(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.TaskImage)
+}
+TaskImage::TaskImage(const TaskImage& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  TaskImage* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.entrypoint_){from._impl_.entrypoint_}
+    , decltype(_impl_.reference_){}
+    , decltype(_impl_.override_entrypoint_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.reference_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.reference_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_reference().empty()) {
+    _this->_impl_.reference_.Set(from._internal_reference(), 
+      _this->GetArenaForAllocation());
+  }
+  _this->_impl_.override_entrypoint_ = from._impl_.override_entrypoint_;
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskImage)
+}
+
+inline void TaskImage::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.entrypoint_){arena}
+    , decltype(_impl_.reference_){}
+    , decltype(_impl_.override_entrypoint_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.reference_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.reference_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+TaskImage::~TaskImage() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.TaskImage)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void TaskImage::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.entrypoint_.~RepeatedPtrField();
+  _impl_.reference_.Destroy();
+}
+
+void TaskImage::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void TaskImage::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.TaskImage)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.entrypoint_.Clear();
+  _impl_.reference_.ClearToEmpty();
+  _impl_.override_entrypoint_ = false;
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* TaskImage::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string reference = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_reference();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImage.reference"));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated string entrypoint = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            auto str = _internal_add_entrypoint();
+            ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+            CHK_(ptr);
+            CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImage.entrypoint"));
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<18>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool override_entrypoint = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.override_entrypoint_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* TaskImage::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.TaskImage)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string reference = 1;
+  if (!this->_internal_reference().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_reference().data(), static_cast<int>(this->_internal_reference().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImage.reference");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_reference(), target);
+  }
+
+  // repeated string entrypoint = 2;
+  for (int i = 0, n = this->_internal_entrypoint_size(); i < n; i++) {
+    const auto& s = this->_internal_entrypoint(i);
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      s.data(), static_cast<int>(s.length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImage.entrypoint");
+    target = stream->WriteString(2, s, target);
+  }
+
+  // bool override_entrypoint = 3;
+  if (this->_internal_override_entrypoint() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(3, this->_internal_override_entrypoint(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.TaskImage)
+  return target;
+}
+
+size_t TaskImage::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.TaskImage)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated string entrypoint = 2;
+  total_size += 1 *
+      ::PROTOBUF_NAMESPACE_ID::internal::FromIntSize(_impl_.entrypoint_.size());
+  for (int i = 0, n = _impl_.entrypoint_.size(); i < n; i++) {
+    total_size += ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+      _impl_.entrypoint_.Get(i));
+  }
+
+  // string reference = 1;
+  if (!this->_internal_reference().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_reference());
+  }
+
+  // bool override_entrypoint = 3;
+  if (this->_internal_override_entrypoint() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData TaskImage::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    TaskImage::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*TaskImage::GetClassData() const { return &_class_data_; }
+
+
+void TaskImage::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<TaskImage*>(&to_msg);
+  auto& from = static_cast<const TaskImage&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.TaskImage)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.entrypoint_.MergeFrom(from._impl_.entrypoint_);
+  if (!from._internal_reference().empty()) {
+    _this->_internal_set_reference(from._internal_reference());
+  }
+  if (from._internal_override_entrypoint() != 0) {
+    _this->_internal_set_override_entrypoint(from._internal_override_entrypoint());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void TaskImage::CopyFrom(const TaskImage& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.TaskImage)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool TaskImage::IsInitialized() const {
+  return true;
+}
+
+void TaskImage::InternalSwap(TaskImage* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.entrypoint_.InternalSwap(&other->_impl_.entrypoint_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.reference_, lhs_arena,
+      &other->_impl_.reference_, rhs_arena
+  );
+  swap(_impl_.override_entrypoint_, other->_impl_.override_entrypoint_);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata TaskImage::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[4]);
+}
+
+// ===================================================================
+
+class TaskImageStatus::_Internal {
+ public:
+};
+
+TaskImageStatus::TaskImageStatus(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.TaskImageStatus)
+}
+TaskImageStatus::TaskImageStatus(const TaskImageStatus& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  TaskImageStatus* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.name_){}
+    , decltype(_impl_.digest_){}
+    , decltype(_impl_.manifest_digest_){}
+    , decltype(_impl_.config_digest_){}
+    , decltype(_impl_.rootfs_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.name_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.name_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_name().empty()) {
+    _this->_impl_.name_.Set(from._internal_name(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_digest().empty()) {
+    _this->_impl_.digest_.Set(from._internal_digest(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.manifest_digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.manifest_digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_manifest_digest().empty()) {
+    _this->_impl_.manifest_digest_.Set(from._internal_manifest_digest(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.config_digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.config_digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_config_digest().empty()) {
+    _this->_impl_.config_digest_.Set(from._internal_config_digest(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.rootfs_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_rootfs().empty()) {
+    _this->_impl_.rootfs_.Set(from._internal_rootfs(), 
+      _this->GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskImageStatus)
+}
+
+inline void TaskImageStatus::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.name_){}
+    , decltype(_impl_.digest_){}
+    , decltype(_impl_.manifest_digest_){}
+    , decltype(_impl_.config_digest_){}
+    , decltype(_impl_.rootfs_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.name_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.name_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.manifest_digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.manifest_digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.config_digest_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.config_digest_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.rootfs_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+TaskImageStatus::~TaskImageStatus() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.TaskImageStatus)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void TaskImageStatus::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.name_.Destroy();
+  _impl_.digest_.Destroy();
+  _impl_.manifest_digest_.Destroy();
+  _impl_.config_digest_.Destroy();
+  _impl_.rootfs_.Destroy();
+}
+
+void TaskImageStatus::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void TaskImageStatus::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.TaskImageStatus)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.name_.ClearToEmpty();
+  _impl_.digest_.ClearToEmpty();
+  _impl_.manifest_digest_.ClearToEmpty();
+  _impl_.config_digest_.ClearToEmpty();
+  _impl_.rootfs_.ClearToEmpty();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* TaskImageStatus::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string name = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_name();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImageStatus.name"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string digest = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_digest();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImageStatus.digest"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string manifest_digest = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          auto str = _internal_mutable_manifest_digest();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImageStatus.manifest_digest"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string config_digest = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          auto str = _internal_mutable_config_digest();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImageStatus.config_digest"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string rootfs = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
+          auto str = _internal_mutable_rootfs();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskImageStatus.rootfs"));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* TaskImageStatus::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.TaskImageStatus)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string name = 1;
+  if (!this->_internal_name().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_name().data(), static_cast<int>(this->_internal_name().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImageStatus.name");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_name(), target);
+  }
+
+  // string digest = 2;
+  if (!this->_internal_digest().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_digest().data(), static_cast<int>(this->_internal_digest().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImageStatus.digest");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_digest(), target);
+  }
+
+  // string manifest_digest = 3;
+  if (!this->_internal_manifest_digest().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_manifest_digest().data(), static_cast<int>(this->_internal_manifest_digest().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImageStatus.manifest_digest");
+    target = stream->WriteStringMaybeAliased(
+        3, this->_internal_manifest_digest(), target);
+  }
+
+  // string config_digest = 4;
+  if (!this->_internal_config_digest().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_config_digest().data(), static_cast<int>(this->_internal_config_digest().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImageStatus.config_digest");
+    target = stream->WriteStringMaybeAliased(
+        4, this->_internal_config_digest(), target);
+  }
+
+  // string rootfs = 5;
+  if (!this->_internal_rootfs().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_rootfs().data(), static_cast<int>(this->_internal_rootfs().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskImageStatus.rootfs");
+    target = stream->WriteStringMaybeAliased(
+        5, this->_internal_rootfs(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.TaskImageStatus)
+  return target;
+}
+
+size_t TaskImageStatus::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.TaskImageStatus)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string name = 1;
+  if (!this->_internal_name().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_name());
+  }
+
+  // string digest = 2;
+  if (!this->_internal_digest().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_digest());
+  }
+
+  // string manifest_digest = 3;
+  if (!this->_internal_manifest_digest().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_manifest_digest());
+  }
+
+  // string config_digest = 4;
+  if (!this->_internal_config_digest().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_config_digest());
+  }
+
+  // string rootfs = 5;
+  if (!this->_internal_rootfs().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_rootfs());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData TaskImageStatus::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    TaskImageStatus::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*TaskImageStatus::GetClassData() const { return &_class_data_; }
+
+
+void TaskImageStatus::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<TaskImageStatus*>(&to_msg);
+  auto& from = static_cast<const TaskImageStatus&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.TaskImageStatus)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_name().empty()) {
+    _this->_internal_set_name(from._internal_name());
+  }
+  if (!from._internal_digest().empty()) {
+    _this->_internal_set_digest(from._internal_digest());
+  }
+  if (!from._internal_manifest_digest().empty()) {
+    _this->_internal_set_manifest_digest(from._internal_manifest_digest());
+  }
+  if (!from._internal_config_digest().empty()) {
+    _this->_internal_set_config_digest(from._internal_config_digest());
+  }
+  if (!from._internal_rootfs().empty()) {
+    _this->_internal_set_rootfs(from._internal_rootfs());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void TaskImageStatus::CopyFrom(const TaskImageStatus& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.TaskImageStatus)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool TaskImageStatus::IsInitialized() const {
+  return true;
+}
+
+void TaskImageStatus::InternalSwap(TaskImageStatus* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.name_, lhs_arena,
+      &other->_impl_.name_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.digest_, lhs_arena,
+      &other->_impl_.digest_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.manifest_digest_, lhs_arena,
+      &other->_impl_.manifest_digest_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.config_digest_, lhs_arena,
+      &other->_impl_.config_digest_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.rootfs_, lhs_arena,
+      &other->_impl_.rootfs_, rhs_arena
+  );
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata TaskImageStatus::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[5]);
+}
+
+// ===================================================================
+
 class Task::_Internal {
  public:
   static const ::berth::node::v1::TaskSpec& spec(const Task* msg);
@@ -2189,6 +2969,7 @@ class Task::_Internal {
   static const ::PROTOBUF_NAMESPACE_ID::Timestamp& finished_at(const Task* msg);
   static const ::berth::driver::v1::ExitResult& exit_result(const Task* msg);
   static const ::berth::network::v1::NetworkStatus& network(const Task* msg);
+  static const ::berth::node::v1::TaskImageStatus& image(const Task* msg);
 };
 
 const ::berth::node::v1::TaskSpec&
@@ -2214,6 +2995,10 @@ Task::_Internal::exit_result(const Task* msg) {
 const ::berth::network::v1::NetworkStatus&
 Task::_Internal::network(const Task* msg) {
   return *msg->_impl_.network_;
+}
+const ::berth::node::v1::TaskImageStatus&
+Task::_Internal::image(const Task* msg) {
+  return *msg->_impl_.image_;
 }
 void Task::clear_created_at() {
   if (GetArenaForAllocation() == nullptr && _impl_.created_at_ != nullptr) {
@@ -2263,6 +3048,7 @@ Task::Task(const Task& from)
     , decltype(_impl_.finished_at_){nullptr}
     , decltype(_impl_.exit_result_){nullptr}
     , decltype(_impl_.network_){nullptr}
+    , decltype(_impl_.image_){nullptr}
     , decltype(_impl_.state_){}
     , decltype(_impl_.restarts_){}
     , decltype(_impl_.stopped_){}
@@ -2303,6 +3089,9 @@ Task::Task(const Task& from)
   if (from._internal_has_network()) {
     _this->_impl_.network_ = new ::berth::network::v1::NetworkStatus(*from._impl_.network_);
   }
+  if (from._internal_has_image()) {
+    _this->_impl_.image_ = new ::berth::node::v1::TaskImageStatus(*from._impl_.image_);
+  }
   ::memcpy(&_impl_.state_, &from._impl_.state_,
     static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stopped_) -
     reinterpret_cast<char*>(&_impl_.state_)) + sizeof(_impl_.stopped_));
@@ -2322,6 +3111,7 @@ inline void Task::SharedCtor(
     , decltype(_impl_.finished_at_){nullptr}
     , decltype(_impl_.exit_result_){nullptr}
     , decltype(_impl_.network_){nullptr}
+    , decltype(_impl_.image_){nullptr}
     , decltype(_impl_.state_){0}
     , decltype(_impl_.restarts_){0u}
     , decltype(_impl_.stopped_){false}
@@ -2356,6 +3146,7 @@ inline void Task::SharedDtor() {
   if (this != internal_default_instance()) delete _impl_.finished_at_;
   if (this != internal_default_instance()) delete _impl_.exit_result_;
   if (this != internal_default_instance()) delete _impl_.network_;
+  if (this != internal_default_instance()) delete _impl_.image_;
 }
 
 void Task::SetCachedSize(int size) const {
@@ -2394,6 +3185,10 @@ void Task::Clear() {
     delete _impl_.network_;
   }
   _impl_.network_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.image_ != nullptr) {
+    delete _impl_.image_;
+  }
+  _impl_.image_ = nullptr;
   ::memset(&_impl_.state_, 0, static_cast<size_t>(
       reinterpret_cast<char*>(&_impl_.stopped_) -
       reinterpret_cast<char*>(&_impl_.state_)) + sizeof(_impl_.stopped_));
@@ -2495,6 +3290,14 @@ const char* Task::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
       case 11:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 88)) {
           _impl_.stopped_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.TaskImageStatus image = 12;
+      case 12:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
+          ptr = ctx->ParseMessage(_internal_mutable_image(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -2609,6 +3412,13 @@ uint8_t* Task::_InternalSerialize(
     target = ::_pbi::WireFormatLite::WriteBoolToArray(11, this->_internal_stopped(), target);
   }
 
+  // .berth.node.v1.TaskImageStatus image = 12;
+  if (this->_internal_has_image()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(12, _Internal::image(this),
+        _Internal::image(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -2681,6 +3491,13 @@ size_t Task::ByteSizeLong() const {
         *_impl_.network_);
   }
 
+  // .berth.node.v1.TaskImageStatus image = 12;
+  if (this->_internal_has_image()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.image_);
+  }
+
   // .berth.node.v1.TaskState state = 3;
   if (this->_internal_state() != 0) {
     total_size += 1 +
@@ -2745,6 +3562,10 @@ void Task::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_
     _this->_internal_mutable_network()->::berth::network::v1::NetworkStatus::MergeFrom(
         from._internal_network());
   }
+  if (from._internal_has_image()) {
+    _this->_internal_mutable_image()->::berth::node::v1::TaskImageStatus::MergeFrom(
+        from._internal_image());
+  }
   if (from._internal_state() != 0) {
     _this->_internal_set_state(from._internal_state());
   }
@@ -2792,7 +3613,7 @@ void Task::InternalSwap(Task* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Task::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[4]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[6]);
 }
 
 // ===================================================================
@@ -3016,7 +3837,7 @@ void RunTaskRequest::InternalSwap(RunTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RunTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[5]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[7]);
 }
 
 // ===================================================================
@@ -3209,7 +4030,7 @@ void RunTaskResponse::InternalSwap(RunTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RunTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[6]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[8]);
 }
 
 // ===================================================================
@@ -3387,7 +4208,7 @@ void ListTasksRequest::InternalSwap(ListTasksRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ListTasksRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[7]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[9]);
 }
 
 // ===================================================================
@@ -3572,7 +4393,7 @@ void ListTasksResponse::InternalSwap(ListTasksResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ListTasksResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[8]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[10]);
 }
 
 // ===================================================================
@@ -3775,7 +4596,7 @@ void InspectTaskRequest::InternalSwap(InspectTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[9]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[11]);
 }
 
 // ===================================================================
@@ -3968,7 +4789,7 @@ void InspectTaskResponse::InternalSwap(InspectTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[10]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[12]);
 }
 
 // ===================================================================
@@ -4269,7 +5090,7 @@ void StopTaskRequest::InternalSwap(StopTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[11]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[13]);
 }
 
 // ===================================================================
@@ -4462,7 +5283,7 @@ void StopTaskResponse::InternalSwap(StopTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[12]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[14]);
 }
 
 // ===================================================================
@@ -4692,7 +5513,7 @@ void RemoveTaskRequest::InternalSwap(RemoveTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RemoveTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[13]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[15]);
 }
 
 // ===================================================================
@@ -4732,7 +5553,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*RemoveTaskResponse::GetClassDa
 ::PROTOBUF_NAMESPACE_ID::Metadata RemoveTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[14]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[16]);
 }
 
 // ===================================================================
@@ -4983,7 +5804,7 @@ void TaskStatsRequest::InternalSwap(TaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[15]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[17]);
 }
 
 // ===================================================================
@@ -5182,7 +6003,7 @@ void TaskStatsResponse::InternalSwap(TaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[16]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[18]);
 }
 
 // ===================================================================
@@ -5491,7 +6312,7 @@ void TaskLogsRequest::InternalSwap(TaskLogsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskLogsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[17]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[19]);
 }
 
 // ===================================================================
@@ -5719,7 +6540,7 @@ void TaskLogsResponse::InternalSwap(TaskLogsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskLogsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[18]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[20]);
 }
 
 // ===================================================================
@@ -5909,7 +6730,7 @@ void EventsRequest::InternalSwap(EventsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[19]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[21]);
 }
 
 // ===================================================================
@@ -5923,7 +6744,7 @@ void EventsResponse_AnnotationsEntry_DoNotUse::MergeFrom(const EventsResponse_An
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsResponse_AnnotationsEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[20]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[22]);
 }
 
 // ===================================================================
@@ -6326,7 +7147,7 @@ void EventsResponse::InternalSwap(EventsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[21]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[23]);
 }
 
 // ===================================================================
@@ -6689,7 +7510,7 @@ void ComponentStatus::InternalSwap(ComponentStatus* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ComponentStatus::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[22]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[24]);
 }
 
 // ===================================================================
@@ -6729,7 +7550,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetNodeStatusRequest::GetClass
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatusRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[23]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[25]);
 }
 
 // ===================================================================
@@ -7048,7 +7869,7 @@ void GetNodeStatusResponse::InternalSwap(GetNodeStatusResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatusResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[24]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[26]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -7071,6 +7892,14 @@ Arena::CreateMaybeMessage< ::berth::node::v1::TaskSpec_EnvEntry_DoNotUse >(Arena
 template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskSpec*
 Arena::CreateMaybeMessage< ::berth::node::v1::TaskSpec >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::node::v1::TaskSpec >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskImage*
+Arena::CreateMaybeMessage< ::berth::node::v1::TaskImage >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::TaskImage >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskImageStatus*
+Arena::CreateMaybeMessage< ::berth::node::v1::TaskImageStatus >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::TaskImageStatus >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::node::v1::Task*
 Arena::CreateMaybeMessage< ::berth::node::v1::Task >(Arena* arena) {

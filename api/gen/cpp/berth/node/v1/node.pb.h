@@ -115,6 +115,12 @@ extern StopTaskResponseDefaultTypeInternal _StopTaskResponse_default_instance_;
 class Task;
 struct TaskDefaultTypeInternal;
 extern TaskDefaultTypeInternal _Task_default_instance_;
+class TaskImage;
+struct TaskImageDefaultTypeInternal;
+extern TaskImageDefaultTypeInternal _TaskImage_default_instance_;
+class TaskImageStatus;
+struct TaskImageStatusDefaultTypeInternal;
+extern TaskImageStatusDefaultTypeInternal _TaskImageStatus_default_instance_;
 class TaskLogsRequest;
 struct TaskLogsRequestDefaultTypeInternal;
 extern TaskLogsRequestDefaultTypeInternal _TaskLogsRequest_default_instance_;
@@ -156,6 +162,8 @@ template<> ::berth::node::v1::RunTaskResponse* Arena::CreateMaybeMessage<::berth
 template<> ::berth::node::v1::StopTaskRequest* Arena::CreateMaybeMessage<::berth::node::v1::StopTaskRequest>(Arena*);
 template<> ::berth::node::v1::StopTaskResponse* Arena::CreateMaybeMessage<::berth::node::v1::StopTaskResponse>(Arena*);
 template<> ::berth::node::v1::Task* Arena::CreateMaybeMessage<::berth::node::v1::Task>(Arena*);
+template<> ::berth::node::v1::TaskImage* Arena::CreateMaybeMessage<::berth::node::v1::TaskImage>(Arena*);
+template<> ::berth::node::v1::TaskImageStatus* Arena::CreateMaybeMessage<::berth::node::v1::TaskImageStatus>(Arena*);
 template<> ::berth::node::v1::TaskLogsRequest* Arena::CreateMaybeMessage<::berth::node::v1::TaskLogsRequest>(Arena*);
 template<> ::berth::node::v1::TaskLogsResponse* Arena::CreateMaybeMessage<::berth::node::v1::TaskLogsResponse>(Arena*);
 template<> ::berth::node::v1::TaskSpec* Arena::CreateMaybeMessage<::berth::node::v1::TaskSpec>(Arena*);
@@ -830,6 +838,7 @@ class TaskSpec final :
     kRestartFieldNumber = 7,
     kLogsFieldNumber = 8,
     kIsolationFieldNumber = 10,
+    kImageFieldNumber = 12,
   };
   // map<string, string> env = 4;
   int env_size() const;
@@ -1012,6 +1021,24 @@ class TaskSpec final :
       ::berth::driver::v1::Isolation* isolation);
   ::berth::driver::v1::Isolation* unsafe_arena_release_isolation();
 
+  // .berth.node.v1.TaskImage image = 12;
+  bool has_image() const;
+  private:
+  bool _internal_has_image() const;
+  public:
+  void clear_image();
+  const ::berth::node::v1::TaskImage& image() const;
+  PROTOBUF_NODISCARD ::berth::node::v1::TaskImage* release_image();
+  ::berth::node::v1::TaskImage* mutable_image();
+  void set_allocated_image(::berth::node::v1::TaskImage* image);
+  private:
+  const ::berth::node::v1::TaskImage& _internal_image() const;
+  ::berth::node::v1::TaskImage* _internal_mutable_image();
+  public:
+  void unsafe_arena_set_allocated_image(
+      ::berth::node::v1::TaskImage* image);
+  ::berth::node::v1::TaskImage* unsafe_arena_release_image();
+
   // @@protoc_insertion_point(class_scope:berth.node.v1.TaskSpec)
  private:
   class _Internal;
@@ -1035,6 +1062,414 @@ class TaskSpec final :
     ::berth::node::v1::RestartPolicy* restart_;
     ::berth::driver::v1::LogConfig* logs_;
     ::berth::driver::v1::Isolation* isolation_;
+    ::berth::node::v1::TaskImage* image_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class TaskImage final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.TaskImage) */ {
+ public:
+  inline TaskImage() : TaskImage(nullptr) {}
+  ~TaskImage() override;
+  explicit PROTOBUF_CONSTEXPR TaskImage(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  TaskImage(const TaskImage& from);
+  TaskImage(TaskImage&& from) noexcept
+    : TaskImage() {
+    *this = ::std::move(from);
+  }
+
+  inline TaskImage& operator=(const TaskImage& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline TaskImage& operator=(TaskImage&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const TaskImage& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const TaskImage* internal_default_instance() {
+    return reinterpret_cast<const TaskImage*>(
+               &_TaskImage_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    4;
+
+  friend void swap(TaskImage& a, TaskImage& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(TaskImage* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(TaskImage* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  TaskImage* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<TaskImage>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const TaskImage& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const TaskImage& from) {
+    TaskImage::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(TaskImage* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.TaskImage";
+  }
+  protected:
+  explicit TaskImage(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kEntrypointFieldNumber = 2,
+    kReferenceFieldNumber = 1,
+    kOverrideEntrypointFieldNumber = 3,
+  };
+  // repeated string entrypoint = 2;
+  int entrypoint_size() const;
+  private:
+  int _internal_entrypoint_size() const;
+  public:
+  void clear_entrypoint();
+  const std::string& entrypoint(int index) const;
+  std::string* mutable_entrypoint(int index);
+  void set_entrypoint(int index, const std::string& value);
+  void set_entrypoint(int index, std::string&& value);
+  void set_entrypoint(int index, const char* value);
+  void set_entrypoint(int index, const char* value, size_t size);
+  std::string* add_entrypoint();
+  void add_entrypoint(const std::string& value);
+  void add_entrypoint(std::string&& value);
+  void add_entrypoint(const char* value);
+  void add_entrypoint(const char* value, size_t size);
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>& entrypoint() const;
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>* mutable_entrypoint();
+  private:
+  const std::string& _internal_entrypoint(int index) const;
+  std::string* _internal_add_entrypoint();
+  public:
+
+  // string reference = 1;
+  void clear_reference();
+  const std::string& reference() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_reference(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_reference();
+  PROTOBUF_NODISCARD std::string* release_reference();
+  void set_allocated_reference(std::string* reference);
+  private:
+  const std::string& _internal_reference() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_reference(const std::string& value);
+  std::string* _internal_mutable_reference();
+  public:
+
+  // bool override_entrypoint = 3;
+  void clear_override_entrypoint();
+  bool override_entrypoint() const;
+  void set_override_entrypoint(bool value);
+  private:
+  bool _internal_override_entrypoint() const;
+  void _internal_set_override_entrypoint(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.TaskImage)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> entrypoint_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr reference_;
+    bool override_entrypoint_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class TaskImageStatus final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.TaskImageStatus) */ {
+ public:
+  inline TaskImageStatus() : TaskImageStatus(nullptr) {}
+  ~TaskImageStatus() override;
+  explicit PROTOBUF_CONSTEXPR TaskImageStatus(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  TaskImageStatus(const TaskImageStatus& from);
+  TaskImageStatus(TaskImageStatus&& from) noexcept
+    : TaskImageStatus() {
+    *this = ::std::move(from);
+  }
+
+  inline TaskImageStatus& operator=(const TaskImageStatus& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline TaskImageStatus& operator=(TaskImageStatus&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const TaskImageStatus& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const TaskImageStatus* internal_default_instance() {
+    return reinterpret_cast<const TaskImageStatus*>(
+               &_TaskImageStatus_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    5;
+
+  friend void swap(TaskImageStatus& a, TaskImageStatus& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(TaskImageStatus* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(TaskImageStatus* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  TaskImageStatus* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<TaskImageStatus>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const TaskImageStatus& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const TaskImageStatus& from) {
+    TaskImageStatus::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(TaskImageStatus* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.TaskImageStatus";
+  }
+  protected:
+  explicit TaskImageStatus(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kNameFieldNumber = 1,
+    kDigestFieldNumber = 2,
+    kManifestDigestFieldNumber = 3,
+    kConfigDigestFieldNumber = 4,
+    kRootfsFieldNumber = 5,
+  };
+  // string name = 1;
+  void clear_name();
+  const std::string& name() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_name(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_name();
+  PROTOBUF_NODISCARD std::string* release_name();
+  void set_allocated_name(std::string* name);
+  private:
+  const std::string& _internal_name() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_name(const std::string& value);
+  std::string* _internal_mutable_name();
+  public:
+
+  // string digest = 2;
+  void clear_digest();
+  const std::string& digest() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_digest(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_digest();
+  PROTOBUF_NODISCARD std::string* release_digest();
+  void set_allocated_digest(std::string* digest);
+  private:
+  const std::string& _internal_digest() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_digest(const std::string& value);
+  std::string* _internal_mutable_digest();
+  public:
+
+  // string manifest_digest = 3;
+  void clear_manifest_digest();
+  const std::string& manifest_digest() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_manifest_digest(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_manifest_digest();
+  PROTOBUF_NODISCARD std::string* release_manifest_digest();
+  void set_allocated_manifest_digest(std::string* manifest_digest);
+  private:
+  const std::string& _internal_manifest_digest() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_manifest_digest(const std::string& value);
+  std::string* _internal_mutable_manifest_digest();
+  public:
+
+  // string config_digest = 4;
+  void clear_config_digest();
+  const std::string& config_digest() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_config_digest(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_config_digest();
+  PROTOBUF_NODISCARD std::string* release_config_digest();
+  void set_allocated_config_digest(std::string* config_digest);
+  private:
+  const std::string& _internal_config_digest() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_config_digest(const std::string& value);
+  std::string* _internal_mutable_config_digest();
+  public:
+
+  // string rootfs = 5;
+  void clear_rootfs();
+  const std::string& rootfs() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_rootfs(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_rootfs();
+  PROTOBUF_NODISCARD std::string* release_rootfs();
+  void set_allocated_rootfs(std::string* rootfs);
+  private:
+  const std::string& _internal_rootfs() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_rootfs(const std::string& value);
+  std::string* _internal_mutable_rootfs();
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.TaskImageStatus)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr name_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr digest_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr manifest_digest_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr config_digest_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr rootfs_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -1090,7 +1525,7 @@ class Task final :
                &_Task_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    4;
+    6;
 
   friend void swap(Task& a, Task& b) {
     a.Swap(&b);
@@ -1171,6 +1606,7 @@ class Task final :
     kFinishedAtFieldNumber = 6,
     kExitResultFieldNumber = 7,
     kNetworkFieldNumber = 9,
+    kImageFieldNumber = 12,
     kStateFieldNumber = 3,
     kRestartsFieldNumber = 8,
     kStoppedFieldNumber = 11,
@@ -1311,6 +1747,24 @@ class Task final :
       ::berth::network::v1::NetworkStatus* network);
   ::berth::network::v1::NetworkStatus* unsafe_arena_release_network();
 
+  // .berth.node.v1.TaskImageStatus image = 12;
+  bool has_image() const;
+  private:
+  bool _internal_has_image() const;
+  public:
+  void clear_image();
+  const ::berth::node::v1::TaskImageStatus& image() const;
+  PROTOBUF_NODISCARD ::berth::node::v1::TaskImageStatus* release_image();
+  ::berth::node::v1::TaskImageStatus* mutable_image();
+  void set_allocated_image(::berth::node::v1::TaskImageStatus* image);
+  private:
+  const ::berth::node::v1::TaskImageStatus& _internal_image() const;
+  ::berth::node::v1::TaskImageStatus* _internal_mutable_image();
+  public:
+  void unsafe_arena_set_allocated_image(
+      ::berth::node::v1::TaskImageStatus* image);
+  ::berth::node::v1::TaskImageStatus* unsafe_arena_release_image();
+
   // .berth.node.v1.TaskState state = 3;
   void clear_state();
   ::berth::node::v1::TaskState state() const;
@@ -1354,6 +1808,7 @@ class Task final :
     ::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at_;
     ::berth::driver::v1::ExitResult* exit_result_;
     ::berth::network::v1::NetworkStatus* network_;
+    ::berth::node::v1::TaskImageStatus* image_;
     int state_;
     uint32_t restarts_;
     bool stopped_;
@@ -1412,7 +1867,7 @@ class RunTaskRequest final :
                &_RunTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    7;
 
   friend void swap(RunTaskRequest& a, RunTaskRequest& b) {
     a.Swap(&b);
@@ -1580,7 +2035,7 @@ class RunTaskResponse final :
                &_RunTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    8;
 
   friend void swap(RunTaskResponse& a, RunTaskResponse& b) {
     a.Swap(&b);
@@ -1737,7 +2192,7 @@ class ListTasksRequest final :
                &_ListTasksRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    9;
 
   friend void swap(ListTasksRequest& a, ListTasksRequest& b) {
     a.Swap(&b);
@@ -1885,7 +2340,7 @@ class ListTasksResponse final :
                &_ListTasksResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    10;
 
   friend void swap(ListTasksResponse& a, ListTasksResponse& b) {
     a.Swap(&b);
@@ -2042,7 +2497,7 @@ class InspectTaskRequest final :
                &_InspectTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    9;
+    11;
 
   friend void swap(InspectTaskRequest& a, InspectTaskRequest& b) {
     a.Swap(&b);
@@ -2195,7 +2650,7 @@ class InspectTaskResponse final :
                &_InspectTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    12;
 
   friend void swap(InspectTaskResponse& a, InspectTaskResponse& b) {
     a.Swap(&b);
@@ -2352,7 +2807,7 @@ class StopTaskRequest final :
                &_StopTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    13;
 
   friend void swap(StopTaskRequest& a, StopTaskRequest& b) {
     a.Swap(&b);
@@ -2541,7 +2996,7 @@ class StopTaskResponse final :
                &_StopTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    14;
 
   friend void swap(StopTaskResponse& a, StopTaskResponse& b) {
     a.Swap(&b);
@@ -2698,7 +3153,7 @@ class RemoveTaskRequest final :
                &_RemoveTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    15;
 
   friend void swap(RemoveTaskRequest& a, RemoveTaskRequest& b) {
     a.Swap(&b);
@@ -2861,7 +3316,7 @@ class RemoveTaskResponse final :
                &_RemoveTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    16;
 
   friend void swap(RemoveTaskResponse& a, RemoveTaskResponse& b) {
     a.Swap(&b);
@@ -2980,7 +3435,7 @@ class TaskStatsRequest final :
                &_TaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    17;
 
   friend void swap(TaskStatsRequest& a, TaskStatsRequest& b) {
     a.Swap(&b);
@@ -3153,7 +3608,7 @@ class TaskStatsResponse final :
                &_TaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    18;
 
   friend void swap(TaskStatsResponse& a, TaskStatsResponse& b) {
     a.Swap(&b);
@@ -3310,7 +3765,7 @@ class TaskLogsRequest final :
                &_TaskLogsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    19;
 
   friend void swap(TaskLogsRequest& a, TaskLogsRequest& b) {
     a.Swap(&b);
@@ -3505,7 +3960,7 @@ class TaskLogsResponse final :
                &_TaskLogsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    20;
 
   friend void swap(TaskLogsResponse& a, TaskLogsResponse& b) {
     a.Swap(&b);
@@ -3669,7 +4124,7 @@ class EventsRequest final :
                &_EventsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    21;
 
   friend void swap(EventsRequest& a, EventsRequest& b) {
     a.Swap(&b);
@@ -3860,7 +4315,7 @@ class EventsResponse final :
                &_EventsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    23;
 
   friend void swap(EventsResponse& a, EventsResponse& b) {
     a.Swap(&b);
@@ -4086,7 +4541,7 @@ class ComponentStatus final :
                &_ComponentStatus_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    24;
 
   friend void swap(ComponentStatus& a, ComponentStatus& b) {
     a.Swap(&b);
@@ -4292,7 +4747,7 @@ class GetNodeStatusRequest final :
                &_GetNodeStatusRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    25;
 
   friend void swap(GetNodeStatusRequest& a, GetNodeStatusRequest& b) {
     a.Swap(&b);
@@ -4411,7 +4866,7 @@ class GetNodeStatusResponse final :
                &_GetNodeStatusResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    26;
 
   friend void swap(GetNodeStatusResponse& a, GetNodeStatusResponse& b) {
     a.Swap(&b);
@@ -5661,6 +6116,499 @@ inline void TaskSpec::set_allocated_userns(std::string* userns) {
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.userns)
 }
 
+// .berth.node.v1.TaskImage image = 12;
+inline bool TaskSpec::_internal_has_image() const {
+  return this != internal_default_instance() && _impl_.image_ != nullptr;
+}
+inline bool TaskSpec::has_image() const {
+  return _internal_has_image();
+}
+inline void TaskSpec::clear_image() {
+  if (GetArenaForAllocation() == nullptr && _impl_.image_ != nullptr) {
+    delete _impl_.image_;
+  }
+  _impl_.image_ = nullptr;
+}
+inline const ::berth::node::v1::TaskImage& TaskSpec::_internal_image() const {
+  const ::berth::node::v1::TaskImage* p = _impl_.image_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::node::v1::TaskImage&>(
+      ::berth::node::v1::_TaskImage_default_instance_);
+}
+inline const ::berth::node::v1::TaskImage& TaskSpec::image() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.image)
+  return _internal_image();
+}
+inline void TaskSpec::unsafe_arena_set_allocated_image(
+    ::berth::node::v1::TaskImage* image) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.image_);
+  }
+  _impl_.image_ = image;
+  if (image) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.TaskSpec.image)
+}
+inline ::berth::node::v1::TaskImage* TaskSpec::release_image() {
+  
+  ::berth::node::v1::TaskImage* temp = _impl_.image_;
+  _impl_.image_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::node::v1::TaskImage* TaskSpec::unsafe_arena_release_image() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.image)
+  
+  ::berth::node::v1::TaskImage* temp = _impl_.image_;
+  _impl_.image_ = nullptr;
+  return temp;
+}
+inline ::berth::node::v1::TaskImage* TaskSpec::_internal_mutable_image() {
+  
+  if (_impl_.image_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::node::v1::TaskImage>(GetArenaForAllocation());
+    _impl_.image_ = p;
+  }
+  return _impl_.image_;
+}
+inline ::berth::node::v1::TaskImage* TaskSpec::mutable_image() {
+  ::berth::node::v1::TaskImage* _msg = _internal_mutable_image();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.image)
+  return _msg;
+}
+inline void TaskSpec::set_allocated_image(::berth::node::v1::TaskImage* image) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.image_;
+  }
+  if (image) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(image);
+    if (message_arena != submessage_arena) {
+      image = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, image, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.image_ = image;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.image)
+}
+
+// -------------------------------------------------------------------
+
+// TaskImage
+
+// string reference = 1;
+inline void TaskImage::clear_reference() {
+  _impl_.reference_.ClearToEmpty();
+}
+inline const std::string& TaskImage::reference() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImage.reference)
+  return _internal_reference();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImage::set_reference(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.reference_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImage.reference)
+}
+inline std::string* TaskImage::mutable_reference() {
+  std::string* _s = _internal_mutable_reference();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImage.reference)
+  return _s;
+}
+inline const std::string& TaskImage::_internal_reference() const {
+  return _impl_.reference_.Get();
+}
+inline void TaskImage::_internal_set_reference(const std::string& value) {
+  
+  _impl_.reference_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImage::_internal_mutable_reference() {
+  
+  return _impl_.reference_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImage::release_reference() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImage.reference)
+  return _impl_.reference_.Release();
+}
+inline void TaskImage::set_allocated_reference(std::string* reference) {
+  if (reference != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.reference_.SetAllocated(reference, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.reference_.IsDefault()) {
+    _impl_.reference_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImage.reference)
+}
+
+// repeated string entrypoint = 2;
+inline int TaskImage::_internal_entrypoint_size() const {
+  return _impl_.entrypoint_.size();
+}
+inline int TaskImage::entrypoint_size() const {
+  return _internal_entrypoint_size();
+}
+inline void TaskImage::clear_entrypoint() {
+  _impl_.entrypoint_.Clear();
+}
+inline std::string* TaskImage::add_entrypoint() {
+  std::string* _s = _internal_add_entrypoint();
+  // @@protoc_insertion_point(field_add_mutable:berth.node.v1.TaskImage.entrypoint)
+  return _s;
+}
+inline const std::string& TaskImage::_internal_entrypoint(int index) const {
+  return _impl_.entrypoint_.Get(index);
+}
+inline const std::string& TaskImage::entrypoint(int index) const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImage.entrypoint)
+  return _internal_entrypoint(index);
+}
+inline std::string* TaskImage::mutable_entrypoint(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImage.entrypoint)
+  return _impl_.entrypoint_.Mutable(index);
+}
+inline void TaskImage::set_entrypoint(int index, const std::string& value) {
+  _impl_.entrypoint_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::set_entrypoint(int index, std::string&& value) {
+  _impl_.entrypoint_.Mutable(index)->assign(std::move(value));
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::set_entrypoint(int index, const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.entrypoint_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set_char:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::set_entrypoint(int index, const char* value, size_t size) {
+  _impl_.entrypoint_.Mutable(index)->assign(
+    reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_set_pointer:berth.node.v1.TaskImage.entrypoint)
+}
+inline std::string* TaskImage::_internal_add_entrypoint() {
+  return _impl_.entrypoint_.Add();
+}
+inline void TaskImage::add_entrypoint(const std::string& value) {
+  _impl_.entrypoint_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::add_entrypoint(std::string&& value) {
+  _impl_.entrypoint_.Add(std::move(value));
+  // @@protoc_insertion_point(field_add:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::add_entrypoint(const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.entrypoint_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add_char:berth.node.v1.TaskImage.entrypoint)
+}
+inline void TaskImage::add_entrypoint(const char* value, size_t size) {
+  _impl_.entrypoint_.Add()->assign(reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_add_pointer:berth.node.v1.TaskImage.entrypoint)
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>&
+TaskImage::entrypoint() const {
+  // @@protoc_insertion_point(field_list:berth.node.v1.TaskImage.entrypoint)
+  return _impl_.entrypoint_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>*
+TaskImage::mutable_entrypoint() {
+  // @@protoc_insertion_point(field_mutable_list:berth.node.v1.TaskImage.entrypoint)
+  return &_impl_.entrypoint_;
+}
+
+// bool override_entrypoint = 3;
+inline void TaskImage::clear_override_entrypoint() {
+  _impl_.override_entrypoint_ = false;
+}
+inline bool TaskImage::_internal_override_entrypoint() const {
+  return _impl_.override_entrypoint_;
+}
+inline bool TaskImage::override_entrypoint() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImage.override_entrypoint)
+  return _internal_override_entrypoint();
+}
+inline void TaskImage::_internal_set_override_entrypoint(bool value) {
+  
+  _impl_.override_entrypoint_ = value;
+}
+inline void TaskImage::set_override_entrypoint(bool value) {
+  _internal_set_override_entrypoint(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImage.override_entrypoint)
+}
+
+// -------------------------------------------------------------------
+
+// TaskImageStatus
+
+// string name = 1;
+inline void TaskImageStatus::clear_name() {
+  _impl_.name_.ClearToEmpty();
+}
+inline const std::string& TaskImageStatus::name() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImageStatus.name)
+  return _internal_name();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImageStatus::set_name(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.name_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImageStatus.name)
+}
+inline std::string* TaskImageStatus::mutable_name() {
+  std::string* _s = _internal_mutable_name();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImageStatus.name)
+  return _s;
+}
+inline const std::string& TaskImageStatus::_internal_name() const {
+  return _impl_.name_.Get();
+}
+inline void TaskImageStatus::_internal_set_name(const std::string& value) {
+  
+  _impl_.name_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::_internal_mutable_name() {
+  
+  return _impl_.name_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::release_name() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImageStatus.name)
+  return _impl_.name_.Release();
+}
+inline void TaskImageStatus::set_allocated_name(std::string* name) {
+  if (name != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.name_.SetAllocated(name, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.name_.IsDefault()) {
+    _impl_.name_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImageStatus.name)
+}
+
+// string digest = 2;
+inline void TaskImageStatus::clear_digest() {
+  _impl_.digest_.ClearToEmpty();
+}
+inline const std::string& TaskImageStatus::digest() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImageStatus.digest)
+  return _internal_digest();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImageStatus::set_digest(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.digest_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImageStatus.digest)
+}
+inline std::string* TaskImageStatus::mutable_digest() {
+  std::string* _s = _internal_mutable_digest();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImageStatus.digest)
+  return _s;
+}
+inline const std::string& TaskImageStatus::_internal_digest() const {
+  return _impl_.digest_.Get();
+}
+inline void TaskImageStatus::_internal_set_digest(const std::string& value) {
+  
+  _impl_.digest_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::_internal_mutable_digest() {
+  
+  return _impl_.digest_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::release_digest() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImageStatus.digest)
+  return _impl_.digest_.Release();
+}
+inline void TaskImageStatus::set_allocated_digest(std::string* digest) {
+  if (digest != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.digest_.SetAllocated(digest, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.digest_.IsDefault()) {
+    _impl_.digest_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImageStatus.digest)
+}
+
+// string manifest_digest = 3;
+inline void TaskImageStatus::clear_manifest_digest() {
+  _impl_.manifest_digest_.ClearToEmpty();
+}
+inline const std::string& TaskImageStatus::manifest_digest() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImageStatus.manifest_digest)
+  return _internal_manifest_digest();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImageStatus::set_manifest_digest(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.manifest_digest_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImageStatus.manifest_digest)
+}
+inline std::string* TaskImageStatus::mutable_manifest_digest() {
+  std::string* _s = _internal_mutable_manifest_digest();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImageStatus.manifest_digest)
+  return _s;
+}
+inline const std::string& TaskImageStatus::_internal_manifest_digest() const {
+  return _impl_.manifest_digest_.Get();
+}
+inline void TaskImageStatus::_internal_set_manifest_digest(const std::string& value) {
+  
+  _impl_.manifest_digest_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::_internal_mutable_manifest_digest() {
+  
+  return _impl_.manifest_digest_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::release_manifest_digest() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImageStatus.manifest_digest)
+  return _impl_.manifest_digest_.Release();
+}
+inline void TaskImageStatus::set_allocated_manifest_digest(std::string* manifest_digest) {
+  if (manifest_digest != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.manifest_digest_.SetAllocated(manifest_digest, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.manifest_digest_.IsDefault()) {
+    _impl_.manifest_digest_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImageStatus.manifest_digest)
+}
+
+// string config_digest = 4;
+inline void TaskImageStatus::clear_config_digest() {
+  _impl_.config_digest_.ClearToEmpty();
+}
+inline const std::string& TaskImageStatus::config_digest() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImageStatus.config_digest)
+  return _internal_config_digest();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImageStatus::set_config_digest(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.config_digest_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImageStatus.config_digest)
+}
+inline std::string* TaskImageStatus::mutable_config_digest() {
+  std::string* _s = _internal_mutable_config_digest();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImageStatus.config_digest)
+  return _s;
+}
+inline const std::string& TaskImageStatus::_internal_config_digest() const {
+  return _impl_.config_digest_.Get();
+}
+inline void TaskImageStatus::_internal_set_config_digest(const std::string& value) {
+  
+  _impl_.config_digest_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::_internal_mutable_config_digest() {
+  
+  return _impl_.config_digest_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::release_config_digest() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImageStatus.config_digest)
+  return _impl_.config_digest_.Release();
+}
+inline void TaskImageStatus::set_allocated_config_digest(std::string* config_digest) {
+  if (config_digest != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.config_digest_.SetAllocated(config_digest, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.config_digest_.IsDefault()) {
+    _impl_.config_digest_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImageStatus.config_digest)
+}
+
+// string rootfs = 5;
+inline void TaskImageStatus::clear_rootfs() {
+  _impl_.rootfs_.ClearToEmpty();
+}
+inline const std::string& TaskImageStatus::rootfs() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskImageStatus.rootfs)
+  return _internal_rootfs();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskImageStatus::set_rootfs(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.rootfs_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskImageStatus.rootfs)
+}
+inline std::string* TaskImageStatus::mutable_rootfs() {
+  std::string* _s = _internal_mutable_rootfs();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskImageStatus.rootfs)
+  return _s;
+}
+inline const std::string& TaskImageStatus::_internal_rootfs() const {
+  return _impl_.rootfs_.Get();
+}
+inline void TaskImageStatus::_internal_set_rootfs(const std::string& value) {
+  
+  _impl_.rootfs_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::_internal_mutable_rootfs() {
+  
+  return _impl_.rootfs_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskImageStatus::release_rootfs() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskImageStatus.rootfs)
+  return _impl_.rootfs_.Release();
+}
+inline void TaskImageStatus::set_allocated_rootfs(std::string* rootfs) {
+  if (rootfs != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.rootfs_.SetAllocated(rootfs, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.rootfs_.IsDefault()) {
+    _impl_.rootfs_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskImageStatus.rootfs)
+}
+
 // -------------------------------------------------------------------
 
 // Task
@@ -6338,6 +7286,96 @@ inline void Task::_internal_set_stopped(bool value) {
 inline void Task::set_stopped(bool value) {
   _internal_set_stopped(value);
   // @@protoc_insertion_point(field_set:berth.node.v1.Task.stopped)
+}
+
+// .berth.node.v1.TaskImageStatus image = 12;
+inline bool Task::_internal_has_image() const {
+  return this != internal_default_instance() && _impl_.image_ != nullptr;
+}
+inline bool Task::has_image() const {
+  return _internal_has_image();
+}
+inline void Task::clear_image() {
+  if (GetArenaForAllocation() == nullptr && _impl_.image_ != nullptr) {
+    delete _impl_.image_;
+  }
+  _impl_.image_ = nullptr;
+}
+inline const ::berth::node::v1::TaskImageStatus& Task::_internal_image() const {
+  const ::berth::node::v1::TaskImageStatus* p = _impl_.image_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::node::v1::TaskImageStatus&>(
+      ::berth::node::v1::_TaskImageStatus_default_instance_);
+}
+inline const ::berth::node::v1::TaskImageStatus& Task::image() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.Task.image)
+  return _internal_image();
+}
+inline void Task::unsafe_arena_set_allocated_image(
+    ::berth::node::v1::TaskImageStatus* image) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.image_);
+  }
+  _impl_.image_ = image;
+  if (image) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.Task.image)
+}
+inline ::berth::node::v1::TaskImageStatus* Task::release_image() {
+  
+  ::berth::node::v1::TaskImageStatus* temp = _impl_.image_;
+  _impl_.image_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::node::v1::TaskImageStatus* Task::unsafe_arena_release_image() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.Task.image)
+  
+  ::berth::node::v1::TaskImageStatus* temp = _impl_.image_;
+  _impl_.image_ = nullptr;
+  return temp;
+}
+inline ::berth::node::v1::TaskImageStatus* Task::_internal_mutable_image() {
+  
+  if (_impl_.image_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::node::v1::TaskImageStatus>(GetArenaForAllocation());
+    _impl_.image_ = p;
+  }
+  return _impl_.image_;
+}
+inline ::berth::node::v1::TaskImageStatus* Task::mutable_image() {
+  ::berth::node::v1::TaskImageStatus* _msg = _internal_mutable_image();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.Task.image)
+  return _msg;
+}
+inline void Task::set_allocated_image(::berth::node::v1::TaskImageStatus* image) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.image_;
+  }
+  if (image) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(image);
+    if (message_arena != submessage_arena) {
+      image = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, image, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.image_ = image;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.Task.image)
 }
 
 // -------------------------------------------------------------------
@@ -8303,6 +9341,10 @@ inline void GetNodeStatusResponse::set_allocated_started_at(::PROTOBUF_NAMESPACE
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------
