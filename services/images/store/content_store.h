@@ -3,9 +3,15 @@
 // continues at the bytes already there), its SHA-256 computed as it is
 // written, and renamed to its digest only after digest and size matched; a
 // mismatch deletes the partial file and fails naming expected and actual
-// digests. At start, ingest files older than this process are removed
-// (CleanIngest). Thread-safe: two writers of the same digest exclude each
-// other (the second waits or fails with ABORTED "already being written").
+// digests. Ingest files are kept across restarts so that a pull interrupted
+// by a crash resumes; they are never visible as blobs (Has, List and OpenBlob
+// see blobs/ only). Open removes ingest entries that are not regular files
+// named by a hex digest, and those older than a day; CleanIngest (run by the
+// garbage collector) removes those no writer holds. Thread-safe: two writers
+// of the same digest exclude each other (the second waits for the first;
+// another process's writer, holding the ingest file's flock, makes it fail
+// with ABORTED "being written"). A committed blob is fsync'ed, renamed into
+// place and its directory fsync'ed, so it survives a crash of the machine.
 
 #ifndef SERVICES_IMAGES_STORE_CONTENT_STORE_H_
 #define SERVICES_IMAGES_STORE_CONTENT_STORE_H_
@@ -18,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/unique_fd.h"
 
 namespace berth::images {
@@ -57,7 +64,8 @@ class ContentStore {
   // Its size; NOT_FOUND names the digest.
   virtual absl::StatusOr<int64_t> Size(absl::string_view digest) const = 0;
   // Opens the stored blob for reading (O_RDONLY|O_CLOEXEC).
-  virtual absl::StatusOr<UniqueFd> OpenBlob(absl::string_view digest) const = 0;
+  virtual absl::StatusOr<base::UniqueFd> OpenBlob(
+      absl::string_view digest) const = 0;
   // Reads a whole blob of at most `max_size` bytes (manifests, configs);
   // RESOURCE_EXHAUSTED when larger.
   virtual absl::StatusOr<std::string> ReadBlob(absl::string_view digest,
@@ -65,7 +73,10 @@ class ContentStore {
   // Stores bytes in one go (verified like a writer's).
   virtual absl::Status WriteBlob(absl::string_view digest,
                                  absl::string_view data) = 0;
-  // A writer for `digest` of `size` bytes (-1 if unknown).
+  // A writer for `digest` of `size` bytes (-1 if unknown). Waits while
+  // another writer of this store holds the same digest. ALREADY_EXISTS when
+  // the blob is stored (perhaps by the writer waited for): the caller has
+  // it. A Write past `size` fails with DATA_LOSS and removes the ingest file.
   virtual absl::StatusOr<std::unique_ptr<BlobWriter>> Writer(
       absl::string_view digest, int64_t size) = 0;
   // Deletes a stored blob; an unknown one is OK.
@@ -74,6 +85,12 @@ class ContentStore {
   virtual absl::StatusOr<std::vector<std::string>> List() const = 0;
   // The path of a stored blob (for tools and tests).
   virtual std::string BlobPath(absl::string_view digest) const = 0;
+  // The path of the ingest file of `digest` (for tests).
+  virtual std::string IngestPath(absl::string_view digest) const = 0;
+
+  // Removes ingest files no writer holds (in this process or, by flock,
+  // another) and not modified for `min_age`; returns the bytes freed.
+  virtual int64_t CleanIngest(absl::Duration min_age) = 0;
 };
 
 }  // namespace berth::images
