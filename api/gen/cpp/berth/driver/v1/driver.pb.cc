@@ -191,6 +191,7 @@ PROTOBUF_CONSTEXPR TaskConfig::TaskConfig(
   , /*decltype(_impl_.user_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.group_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.task_dir_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.working_dir_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_config_)*/nullptr
   , /*decltype(_impl_.resources_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
@@ -876,6 +877,7 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.logs_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.task_dir_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.isolation_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.working_dir_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -1217,45 +1219,45 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 86, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
   { 94, 102, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
   { 104, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
-  { 122, -1, -1, sizeof(::berth::driver::v1::Isolation)},
-  { 137, -1, -1, sizeof(::berth::driver::v1::Mount)},
-  { 147, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
-  { 155, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
-  { 163, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
-  { 172, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
-  { 182, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
-  { 192, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
-  { 199, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
-  { 207, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
-  { 214, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
-  { 221, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
-  { 230, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
-  { 236, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
-  { 244, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
-  { 250, 258, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
-  { 260, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
-  { 273, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
-  { 280, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
-  { 287, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
-  { 294, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
-  { 301, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
-  { 309, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
-  { 315, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
-  { 321, 329, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
-  { 331, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
-  { 342, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
-  { 350, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
-  { 357, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
-  { 366, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
-  { 375, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
-  { 383, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
-  { 393, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
-  { 399, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
-  { 410, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
-  { 420, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
-  { 428, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
-  { 436, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
-  { 443, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
+  { 123, -1, -1, sizeof(::berth::driver::v1::Isolation)},
+  { 138, -1, -1, sizeof(::berth::driver::v1::Mount)},
+  { 148, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
+  { 156, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
+  { 164, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
+  { 173, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
+  { 183, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
+  { 193, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
+  { 200, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
+  { 208, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
+  { 215, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
+  { 222, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
+  { 231, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
+  { 237, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
+  { 245, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
+  { 251, 259, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
+  { 261, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
+  { 274, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
+  { 281, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
+  { 288, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
+  { 295, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
+  { 302, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
+  { 310, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
+  { 316, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
+  { 322, 330, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
+  { 332, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
+  { 343, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
+  { 351, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
+  { 358, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
+  { 367, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
+  { 376, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
+  { 384, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
+  { 394, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
+  { 400, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
+  { 411, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
+  { 421, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
+  { 429, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
+  { 437, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
+  { 444, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -1346,7 +1348,7 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "\n\tLogConfig\022\026\n\016max_file_bytes\030\001 \001(\004\022\021\n\tm"
   "ax_files\030\002 \001(\r\"_\n\020NetworkIsolation\0223\n\004mo"
   "de\030\001 \001(\0162%.berth.driver.v1.NetworkIsolat"
-  "ionMode\022\026\n\016namespace_path\030\002 \001(\t\"\267\003\n\nTask"
+  "ionMode\022\026\n\016namespace_path\030\002 \001(\t\"\314\003\n\nTask"
   "Config\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallo"
   "cation_id\030\003 \001(\t\022.\n\rdriver_config\030\004 \001(\0132\027"
   ".google.protobuf.Struct\0221\n\003env\030\005 \003(\0132$.b"
@@ -1356,149 +1358,149 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "k\030\t \001(\0132!.berth.driver.v1.NetworkIsolati"
   "on\022(\n\004logs\030\n \001(\0132\032.berth.driver.v1.LogCo"
   "nfig\022\020\n\010task_dir\030\013 \001(\t\022-\n\tisolation\030\014 \001("
-  "\0132\032.berth.driver.v1.Isolation\032*\n\010EnvEntr"
-  "y\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"\241\002\n\tIs"
-  "olation\022\016\n\006rootfs\030\001 \001(\t\022\027\n\017readonly_root"
-  "fs\030\002 \001(\010\022&\n\006mounts\030\003 \003(\0132\026.berth.driver."
-  "v1.Mount\022\017\n\007cap_add\030\004 \003(\t\022\020\n\010cap_drop\030\005 "
-  "\003(\t\022\022\n\nprivileged\030\006 \001(\010\022\"\n\032allow_privile"
-  "ge_escalation\030\007 \001(\010\0220\n\007seccomp\030\010 \001(\0132\037.b"
-  "erth.driver.v1.SeccompProfile\0226\n\016user_na"
-  "mespace\030\t \001(\0132\036.berth.driver.v1.UserName"
-  "space\"i\n\005Mount\022(\n\004type\030\001 \001(\0162\032.berth.dri"
-  "ver.v1.MountType\022\016\n\006source\030\002 \001(\t\022\023\n\013dest"
-  "ination\030\003 \001(\t\022\021\n\tread_only\030\004 \001(\010\"`\n\016Secc"
-  "ompProfile\0221\n\004type\030\001 \001(\0162#.berth.driver."
-  "v1.SeccompProfileType\022\033\n\023custom_profile_"
-  "json\030\002 \001(\t\"s\n\rUserNamespace\0220\n\014uid_mappi"
-  "ngs\030\001 \003(\0132\032.berth.driver.v1.IdMapping\0220\n"
-  "\014gid_mappings\030\002 \003(\0132\032.berth.driver.v1.Id"
-  "Mapping\"@\n\tIdMapping\022\024\n\014container_id\030\001 \001"
-  "(\r\022\017\n\007host_id\030\002 \001(\r\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTa"
-  "skHandle\022\017\n\007version\030\001 \001(\r\022+\n\006config\030\002 \001("
-  "\0132\033.berth.driver.v1.TaskConfig\022)\n\005state\030"
-  "\003 \001(\0162\032.berth.driver.v1.TaskState\022\024\n\014dri"
-  "ver_state\030\004 \001(\014\"r\n\nExitResult\022\021\n\texit_co"
-  "de\030\001 \001(\005\022\016\n\006signal\030\002 \001(\005\022\022\n\noom_killed\030\003"
-  " \001(\010\022-\n\texited_at\030\004 \001(\0132\032.google.protobu"
-  "f.Timestamp\"=\n\020StartTaskRequest\022)\n\004task\030"
-  "\001 \001(\0132\033.berth.driver.v1.TaskConfig\"r\n\021St"
-  "artTaskResponse\022+\n\006handle\030\001 \001(\0132\033.berth."
-  "driver.v1.TaskHandle\0220\n\007network\030\002 \001(\0132\037."
-  "berth.network.v1.NetworkStatus\"\"\n\017WaitTa"
-  "skRequest\022\017\n\007task_id\030\001 \001(\t\"\?\n\020WaitTaskRe"
-  "sponse\022+\n\006result\030\001 \001(\0132\033.berth.driver.v1"
-  ".ExitResult\"^\n\017StopTaskRequest\022\017\n\007task_i"
-  "d\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.protob"
-  "uf.Duration\022\016\n\006signal\030\003 \001(\t\"\022\n\020StopTaskR"
-  "esponse\"4\n\022DestroyTaskRequest\022\017\n\007task_id"
-  "\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\025\n\023DestroyTaskResp"
-  "onse\"\354\002\n\nTaskStatus\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030"
-  "\002 \001(\t\022)\n\005state\030\003 \001(\0162\032.berth.driver.v1.T"
-  "askState\022.\n\nstarted_at\030\004 \001(\0132\032.google.pr"
-  "otobuf.Timestamp\0220\n\014completed_at\030\005 \001(\0132\032"
-  ".google.protobuf.Timestamp\0220\n\013exit_resul"
-  "t\030\006 \001(\0132\033.berth.driver.v1.ExitResult\022L\n\021"
-  "driver_attributes\030\007 \003(\01321.berth.driver.v"
-  "1.TaskStatus.DriverAttributesEntry\0327\n\025Dr"
-  "iverAttributesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005valu"
-  "e\030\002 \001(\t:\0028\001\"%\n\022InspectTaskRequest\022\017\n\007tas"
-  "k_id\030\001 \001(\t\"B\n\023InspectTaskResponse\022+\n\006sta"
-  "tus\030\001 \001(\0132\033.berth.driver.v1.TaskStatus\"A"
-  "\n\022RecoverTaskRequest\022+\n\006handle\030\001 \001(\0132\033.b"
-  "erth.driver.v1.TaskHandle\"B\n\023RecoverTask"
-  "Response\022+\n\006status\030\001 \001(\0132\033.berth.driver."
-  "v1.TaskStatus\"4\n\021SignalTaskRequest\022\017\n\007ta"
-  "sk_id\030\001 \001(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022SignalTas"
-  "kResponse\"\023\n\021TaskEventsRequest\"\373\001\n\022TaskE"
-  "ventsResponse\022\017\n\007task_id\030\001 \001(\t\022\025\n\ralloca"
-  "tion_id\030\002 \001(\t\022-\n\ttimestamp\030\003 \001(\0132\032.googl"
-  "e.protobuf.Timestamp\022\017\n\007message\030\004 \001(\t\022I\n"
-  "\013annotations\030\005 \003(\01324.berth.driver.v1.Tas"
-  "kEventsResponse.AnnotationsEntry\0322\n\020Anno"
-  "tationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
-  ":\0028\001\"P\n\020TaskStatsRequest\022\017\n\007task_id\030\001 \001("
-  "\t\022+\n\010interval\030\002 \001(\0132\031.google.protobuf.Du"
-  "ration\"E\n\021TaskStatsResponse\0220\n\005usage\030\001 \001"
-  "(\0132!.berth.stats.v1.TaskResourceUsage\"_\n"
-  "\017ExecTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\017\n\007com"
-  "mand\030\002 \003(\t\022*\n\007timeout\030\003 \001(\0132\031.google.pro"
-  "tobuf.Duration\"_\n\020ExecTaskResponse\022\016\n\006st"
-  "dout\030\001 \001(\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006result\030\003 \001"
-  "(\0132\033.berth.driver.v1.ExitResult\"-\n\014Termi"
-  "nalSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"p"
-  "\n\tExecSetup\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030"
-  "\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n\rterminal_size\030\004 \001("
-  "\0132\035.berth.driver.v1.TerminalSize\"\014\n\nStdi"
-  "nClose\"\306\001\n\030ExecTaskStreamingRequest\022+\n\005s"
-  "etup\030\001 \001(\0132\032.berth.driver.v1.ExecSetupH\000"
-  "\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013stdin_close\030\003 \001(\0132\033"
-  ".berth.driver.v1.StdinCloseH\000\022/\n\006resize\030"
-  "\004 \001(\0132\035.berth.driver.v1.TerminalSizeH\000B\007"
-  "\n\005frame\"u\n\031ExecTaskStreamingResponse\022\020\n\006"
-  "stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit"
-  "\030\003 \001(\0132\033.berth.driver.v1.ExitResultH\000B\007\n"
-  "\005frame\"\?\n\024CreateNetworkRequest\022\025\n\ralloca"
-  "tion_id\030\001 \001(\t\022\020\n\010hostname\030\002 \001(\t\"Y\n\025Creat"
-  "eNetworkResponse\022/\n\006status\030\001 \001(\0132\037.berth"
-  ".network.v1.NetworkStatus\022\017\n\007created\030\002 \001"
-  "(\010\".\n\025DestroyNetworkRequest\022\025\n\rallocatio"
-  "n_id\030\001 \001(\t\"\030\n\026DestroyNetworkResponse*s\n\013"
-  "FsIsolation\022\034\n\030FS_ISOLATION_UNSPECIFIED\020"
-  "\000\022\025\n\021FS_ISOLATION_NONE\020\001\022\027\n\023FS_ISOLATION"
-  "_CHROOT\020\002\022\026\n\022FS_ISOLATION_IMAGE\020\003*\242\001\n\024Ne"
-  "tworkIsolationMode\022&\n\"NETWORK_ISOLATION_"
-  "MODE_UNSPECIFIED\020\000\022\037\n\033NETWORK_ISOLATION_"
-  "MODE_HOST\020\001\022 \n\034NETWORK_ISOLATION_MODE_GR"
-  "OUP\020\002\022\037\n\033NETWORK_ISOLATION_MODE_TASK\020\003*~"
-  "\n\013HealthState\022\034\n\030HEALTH_STATE_UNSPECIFIE"
-  "D\020\000\022\033\n\027HEALTH_STATE_UNDETECTED\020\001\022\030\n\024HEAL"
-  "TH_STATE_HEALTHY\020\002\022\032\n\026HEALTH_STATE_UNHEA"
-  "LTHY\020\003*R\n\tMountType\022\032\n\026MOUNT_TYPE_UNSPEC"
-  "IFIED\020\000\022\023\n\017MOUNT_TYPE_BIND\020\001\022\024\n\020MOUNT_TY"
-  "PE_TMPFS\020\002*\252\001\n\022SeccompProfileType\022$\n SEC"
-  "COMP_PROFILE_TYPE_UNSPECIFIED\020\000\022(\n$SECCO"
-  "MP_PROFILE_TYPE_RUNTIME_DEFAULT\020\001\022#\n\037SEC"
-  "COMP_PROFILE_TYPE_UNCONFINED\020\002\022\037\n\033SECCOM"
-  "P_PROFILE_TYPE_CUSTOM\020\003*n\n\tTaskState\022\032\n\026"
-  "TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_U"
-  "NKNOWN\020\001\022\026\n\022TASK_STATE_RUNNING\020\002\022\025\n\021TASK"
-  "_STATE_EXITED\020\0032\337\n\n\rDriverService\022d\n\017Get"
-  "Capabilities\022\'.berth.driver.v1.GetCapabi"
-  "litiesRequest\032(.berth.driver.v1.GetCapab"
-  "ilitiesResponse\022Z\n\013Fingerprint\022#.berth.d"
-  "river.v1.FingerprintRequest\032$.berth.driv"
-  "er.v1.FingerprintResponse0\001\022R\n\tStartTask"
-  "\022!.berth.driver.v1.StartTaskRequest\032\".be"
-  "rth.driver.v1.StartTaskResponse\022O\n\010WaitT"
-  "ask\022 .berth.driver.v1.WaitTaskRequest\032!."
-  "berth.driver.v1.WaitTaskResponse\022O\n\010Stop"
-  "Task\022 .berth.driver.v1.StopTaskRequest\032!"
-  ".berth.driver.v1.StopTaskResponse\022X\n\013Des"
-  "troyTask\022#.berth.driver.v1.DestroyTaskRe"
-  "quest\032$.berth.driver.v1.DestroyTaskRespo"
-  "nse\022X\n\013InspectTask\022#.berth.driver.v1.Ins"
-  "pectTaskRequest\032$.berth.driver.v1.Inspec"
-  "tTaskResponse\022X\n\013RecoverTask\022#.berth.dri"
-  "ver.v1.RecoverTaskRequest\032$.berth.driver"
-  ".v1.RecoverTaskResponse\022U\n\nSignalTask\022\"."
-  "berth.driver.v1.SignalTaskRequest\032#.bert"
-  "h.driver.v1.SignalTaskResponse\022W\n\nTaskEv"
-  "ents\022\".berth.driver.v1.TaskEventsRequest"
-  "\032#.berth.driver.v1.TaskEventsResponse0\001\022"
-  "T\n\tTaskStats\022!.berth.driver.v1.TaskStats"
-  "Request\032\".berth.driver.v1.TaskStatsRespo"
-  "nse0\001\022O\n\010ExecTask\022 .berth.driver.v1.Exec"
-  "TaskRequest\032!.berth.driver.v1.ExecTaskRe"
-  "sponse\022n\n\021ExecTaskStreaming\022).berth.driv"
-  "er.v1.ExecTaskStreamingRequest\032*.berth.d"
-  "river.v1.ExecTaskStreamingResponse(\0010\001\022^"
-  "\n\rCreateNetwork\022%.berth.driver.v1.Create"
-  "NetworkRequest\032&.berth.driver.v1.CreateN"
-  "etworkResponse\022a\n\016DestroyNetwork\022&.berth"
-  ".driver.v1.DestroyNetworkRequest\032\'.berth"
-  ".driver.v1.DestroyNetworkResponseB\003\370\001\001b\006"
-  "proto3"
+  "\0132\032.berth.driver.v1.Isolation\022\023\n\013working"
+  "_dir\030\r \001(\t\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005v"
+  "alue\030\002 \001(\t:\0028\001\"\241\002\n\tIsolation\022\016\n\006rootfs\030\001"
+  " \001(\t\022\027\n\017readonly_rootfs\030\002 \001(\010\022&\n\006mounts\030"
+  "\003 \003(\0132\026.berth.driver.v1.Mount\022\017\n\007cap_add"
+  "\030\004 \003(\t\022\020\n\010cap_drop\030\005 \003(\t\022\022\n\nprivileged\030\006"
+  " \001(\010\022\"\n\032allow_privilege_escalation\030\007 \001(\010"
+  "\0220\n\007seccomp\030\010 \001(\0132\037.berth.driver.v1.Secc"
+  "ompProfile\0226\n\016user_namespace\030\t \001(\0132\036.ber"
+  "th.driver.v1.UserNamespace\"i\n\005Mount\022(\n\004t"
+  "ype\030\001 \001(\0162\032.berth.driver.v1.MountType\022\016\n"
+  "\006source\030\002 \001(\t\022\023\n\013destination\030\003 \001(\t\022\021\n\tre"
+  "ad_only\030\004 \001(\010\"`\n\016SeccompProfile\0221\n\004type\030"
+  "\001 \001(\0162#.berth.driver.v1.SeccompProfileTy"
+  "pe\022\033\n\023custom_profile_json\030\002 \001(\t\"s\n\rUserN"
+  "amespace\0220\n\014uid_mappings\030\001 \003(\0132\032.berth.d"
+  "river.v1.IdMapping\0220\n\014gid_mappings\030\002 \003(\013"
+  "2\032.berth.driver.v1.IdMapping\"@\n\tIdMappin"
+  "g\022\024\n\014container_id\030\001 \001(\r\022\017\n\007host_id\030\002 \001(\r"
+  "\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTaskHandle\022\017\n\007version"
+  "\030\001 \001(\r\022+\n\006config\030\002 \001(\0132\033.berth.driver.v1"
+  ".TaskConfig\022)\n\005state\030\003 \001(\0162\032.berth.drive"
+  "r.v1.TaskState\022\024\n\014driver_state\030\004 \001(\014\"r\n\n"
+  "ExitResult\022\021\n\texit_code\030\001 \001(\005\022\016\n\006signal\030"
+  "\002 \001(\005\022\022\n\noom_killed\030\003 \001(\010\022-\n\texited_at\030\004"
+  " \001(\0132\032.google.protobuf.Timestamp\"=\n\020Star"
+  "tTaskRequest\022)\n\004task\030\001 \001(\0132\033.berth.drive"
+  "r.v1.TaskConfig\"r\n\021StartTaskResponse\022+\n\006"
+  "handle\030\001 \001(\0132\033.berth.driver.v1.TaskHandl"
+  "e\0220\n\007network\030\002 \001(\0132\037.berth.network.v1.Ne"
+  "tworkStatus\"\"\n\017WaitTaskRequest\022\017\n\007task_i"
+  "d\030\001 \001(\t\"\?\n\020WaitTaskResponse\022+\n\006result\030\001 "
+  "\001(\0132\033.berth.driver.v1.ExitResult\"^\n\017Stop"
+  "TaskRequest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030"
+  "\002 \001(\0132\031.google.protobuf.Duration\022\016\n\006sign"
+  "al\030\003 \001(\t\"\022\n\020StopTaskResponse\"4\n\022DestroyT"
+  "askRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001"
+  "(\010\"\025\n\023DestroyTaskResponse\"\354\002\n\nTaskStatus"
+  "\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022)\n\005state\030\003 \001("
+  "\0162\032.berth.driver.v1.TaskState\022.\n\nstarted"
+  "_at\030\004 \001(\0132\032.google.protobuf.Timestamp\0220\n"
+  "\014completed_at\030\005 \001(\0132\032.google.protobuf.Ti"
+  "mestamp\0220\n\013exit_result\030\006 \001(\0132\033.berth.dri"
+  "ver.v1.ExitResult\022L\n\021driver_attributes\030\007"
+  " \003(\01321.berth.driver.v1.TaskStatus.Driver"
+  "AttributesEntry\0327\n\025DriverAttributesEntry"
+  "\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"%\n\022Insp"
+  "ectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"B\n\023Inspe"
+  "ctTaskResponse\022+\n\006status\030\001 \001(\0132\033.berth.d"
+  "river.v1.TaskStatus\"A\n\022RecoverTaskReques"
+  "t\022+\n\006handle\030\001 \001(\0132\033.berth.driver.v1.Task"
+  "Handle\"B\n\023RecoverTaskResponse\022+\n\006status\030"
+  "\001 \001(\0132\033.berth.driver.v1.TaskStatus\"4\n\021Si"
+  "gnalTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\016\n\006sign"
+  "al\030\002 \001(\t\"\024\n\022SignalTaskResponse\"\023\n\021TaskEv"
+  "entsRequest\"\373\001\n\022TaskEventsResponse\022\017\n\007ta"
+  "sk_id\030\001 \001(\t\022\025\n\rallocation_id\030\002 \001(\t\022-\n\tti"
+  "mestamp\030\003 \001(\0132\032.google.protobuf.Timestam"
+  "p\022\017\n\007message\030\004 \001(\t\022I\n\013annotations\030\005 \003(\0132"
+  "4.berth.driver.v1.TaskEventsResponse.Ann"
+  "otationsEntry\0322\n\020AnnotationsEntry\022\013\n\003key"
+  "\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRe"
+  "quest\022\017\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\013"
+  "2\031.google.protobuf.Duration\"E\n\021TaskStats"
+  "Response\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1"
+  ".TaskResourceUsage\"_\n\017ExecTaskRequest\022\017\n"
+  "\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeo"
+  "ut\030\003 \001(\0132\031.google.protobuf.Duration\"_\n\020E"
+  "xecTaskResponse\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stder"
+  "r\030\002 \001(\014\022+\n\006result\030\003 \001(\0132\033.berth.driver.v"
+  "1.ExitResult\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001"
+  "(\r\022\017\n\007columns\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task"
+  "_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\022"
+  "4\n\rterminal_size\030\004 \001(\0132\035.berth.driver.v1"
+  ".TerminalSize\"\014\n\nStdinClose\"\306\001\n\030ExecTask"
+  "StreamingRequest\022+\n\005setup\030\001 \001(\0132\032.berth."
+  "driver.v1.ExecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222"
+  "\n\013stdin_close\030\003 \001(\0132\033.berth.driver.v1.St"
+  "dinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.berth.drive"
+  "r.v1.TerminalSizeH\000B\007\n\005frame\"u\n\031ExecTask"
+  "StreamingResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006s"
+  "tderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driv"
+  "er.v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateNet"
+  "workRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010ho"
+  "stname\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022/\n"
+  "\006status\030\001 \001(\0132\037.berth.network.v1.Network"
+  "Status\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetwor"
+  "kRequest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026Destr"
+  "oyNetworkResponse*s\n\013FsIsolation\022\034\n\030FS_I"
+  "SOLATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION_N"
+  "ONE\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_ISO"
+  "LATION_IMAGE\020\003*\242\001\n\024NetworkIsolationMode\022"
+  "&\n\"NETWORK_ISOLATION_MODE_UNSPECIFIED\020\000\022"
+  "\037\n\033NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NETW"
+  "ORK_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_IS"
+  "OLATION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030HE"
+  "ALTH_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STATE"
+  "_UNDETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020\002\022"
+  "\032\n\026HEALTH_STATE_UNHEALTHY\020\003*R\n\tMountType"
+  "\022\032\n\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023\n\017MOUNT_TY"
+  "PE_BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020\002*\252\001\n\022Secc"
+  "ompProfileType\022$\n SECCOMP_PROFILE_TYPE_U"
+  "NSPECIFIED\020\000\022(\n$SECCOMP_PROFILE_TYPE_RUN"
+  "TIME_DEFAULT\020\001\022#\n\037SECCOMP_PROFILE_TYPE_U"
+  "NCONFINED\020\002\022\037\n\033SECCOMP_PROFILE_TYPE_CUST"
+  "OM\020\003*n\n\tTaskState\022\032\n\026TASK_STATE_UNSPECIF"
+  "IED\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022\026\n\022TASK_ST"
+  "ATE_RUNNING\020\002\022\025\n\021TASK_STATE_EXITED\020\0032\337\n\n"
+  "\rDriverService\022d\n\017GetCapabilities\022\'.bert"
+  "h.driver.v1.GetCapabilitiesRequest\032(.ber"
+  "th.driver.v1.GetCapabilitiesResponse\022Z\n\013"
+  "Fingerprint\022#.berth.driver.v1.Fingerprin"
+  "tRequest\032$.berth.driver.v1.FingerprintRe"
+  "sponse0\001\022R\n\tStartTask\022!.berth.driver.v1."
+  "StartTaskRequest\032\".berth.driver.v1.Start"
+  "TaskResponse\022O\n\010WaitTask\022 .berth.driver."
+  "v1.WaitTaskRequest\032!.berth.driver.v1.Wai"
+  "tTaskResponse\022O\n\010StopTask\022 .berth.driver"
+  ".v1.StopTaskRequest\032!.berth.driver.v1.St"
+  "opTaskResponse\022X\n\013DestroyTask\022#.berth.dr"
+  "iver.v1.DestroyTaskRequest\032$.berth.drive"
+  "r.v1.DestroyTaskResponse\022X\n\013InspectTask\022"
+  "#.berth.driver.v1.InspectTaskRequest\032$.b"
+  "erth.driver.v1.InspectTaskResponse\022X\n\013Re"
+  "coverTask\022#.berth.driver.v1.RecoverTaskR"
+  "equest\032$.berth.driver.v1.RecoverTaskResp"
+  "onse\022U\n\nSignalTask\022\".berth.driver.v1.Sig"
+  "nalTaskRequest\032#.berth.driver.v1.SignalT"
+  "askResponse\022W\n\nTaskEvents\022\".berth.driver"
+  ".v1.TaskEventsRequest\032#.berth.driver.v1."
+  "TaskEventsResponse0\001\022T\n\tTaskStats\022!.bert"
+  "h.driver.v1.TaskStatsRequest\032\".berth.dri"
+  "ver.v1.TaskStatsResponse0\001\022O\n\010ExecTask\022 "
+  ".berth.driver.v1.ExecTaskRequest\032!.berth"
+  ".driver.v1.ExecTaskResponse\022n\n\021ExecTaskS"
+  "treaming\022).berth.driver.v1.ExecTaskStrea"
+  "mingRequest\032*.berth.driver.v1.ExecTaskSt"
+  "reamingResponse(\0010\001\022^\n\rCreateNetwork\022%.b"
+  "erth.driver.v1.CreateNetworkRequest\032&.be"
+  "rth.driver.v1.CreateNetworkResponse\022a\n\016D"
+  "estroyNetwork\022&.berth.driver.v1.DestroyN"
+  "etworkRequest\032\'.berth.driver.v1.DestroyN"
+  "etworkResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps[5] = {
   &::descriptor_table_berth_2fnetwork_2fv1_2fnetwork_2eproto,
@@ -1509,7 +1511,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1
 };
 static ::_pbi::once_flag descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto = {
-    false, false, 7406, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
+    false, false, 7427, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
     "berth/driver/v1/driver.proto",
     &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 51,
     schemas, file_default_instances, TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets,
@@ -3783,6 +3785,7 @@ TaskConfig::TaskConfig(const TaskConfig& from)
     , decltype(_impl_.user_){}
     , decltype(_impl_.group_){}
     , decltype(_impl_.task_dir_){}
+    , decltype(_impl_.working_dir_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
@@ -3840,6 +3843,14 @@ TaskConfig::TaskConfig(const TaskConfig& from)
     _this->_impl_.task_dir_.Set(from._internal_task_dir(), 
       _this->GetArenaForAllocation());
   }
+  _impl_.working_dir_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.working_dir_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_working_dir().empty()) {
+    _this->_impl_.working_dir_.Set(from._internal_working_dir(), 
+      _this->GetArenaForAllocation());
+  }
   if (from._internal_has_driver_config()) {
     _this->_impl_.driver_config_ = new ::PROTOBUF_NAMESPACE_ID::Struct(*from._impl_.driver_config_);
   }
@@ -3870,6 +3881,7 @@ inline void TaskConfig::SharedCtor(
     , decltype(_impl_.user_){}
     , decltype(_impl_.group_){}
     , decltype(_impl_.task_dir_){}
+    , decltype(_impl_.working_dir_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
@@ -3901,6 +3913,10 @@ inline void TaskConfig::SharedCtor(
   #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
     _impl_.task_dir_.Set("", GetArenaForAllocation());
   #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.working_dir_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.working_dir_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
 }
 
 TaskConfig::~TaskConfig() {
@@ -3923,6 +3939,7 @@ inline void TaskConfig::SharedDtor() {
   _impl_.user_.Destroy();
   _impl_.group_.Destroy();
   _impl_.task_dir_.Destroy();
+  _impl_.working_dir_.Destroy();
   if (this != internal_default_instance()) delete _impl_.driver_config_;
   if (this != internal_default_instance()) delete _impl_.resources_;
   if (this != internal_default_instance()) delete _impl_.network_;
@@ -3951,6 +3968,7 @@ void TaskConfig::Clear() {
   _impl_.user_.ClearToEmpty();
   _impl_.group_.ClearToEmpty();
   _impl_.task_dir_.ClearToEmpty();
+  _impl_.working_dir_.ClearToEmpty();
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
   }
@@ -4090,6 +4108,16 @@ const char* TaskConfig::_InternalParse(const char* ptr, ::_pbi::ParseContext* ct
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
           ptr = ctx->ParseMessage(_internal_mutable_isolation(), ptr);
           CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // string working_dir = 13;
+      case 13:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 106)) {
+          auto str = _internal_mutable_working_dir();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.TaskConfig.working_dir"));
         } else
           goto handle_unusual;
         continue;
@@ -4247,6 +4275,16 @@ uint8_t* TaskConfig::_InternalSerialize(
         _Internal::isolation(this).GetCachedSize(), target, stream);
   }
 
+  // string working_dir = 13;
+  if (!this->_internal_working_dir().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_working_dir().data(), static_cast<int>(this->_internal_working_dir().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.TaskConfig.working_dir");
+    target = stream->WriteStringMaybeAliased(
+        13, this->_internal_working_dir(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4312,6 +4350,13 @@ size_t TaskConfig::ByteSizeLong() const {
     total_size += 1 +
       ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
         this->_internal_task_dir());
+  }
+
+  // string working_dir = 13;
+  if (!this->_internal_working_dir().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_working_dir());
   }
 
   // .google.protobuf.Struct driver_config = 4;
@@ -4386,6 +4431,9 @@ void TaskConfig::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PRO
   if (!from._internal_task_dir().empty()) {
     _this->_internal_set_task_dir(from._internal_task_dir());
   }
+  if (!from._internal_working_dir().empty()) {
+    _this->_internal_set_working_dir(from._internal_working_dir());
+  }
   if (from._internal_has_driver_config()) {
     _this->_internal_mutable_driver_config()->::PROTOBUF_NAMESPACE_ID::Struct::MergeFrom(
         from._internal_driver_config());
@@ -4449,6 +4497,10 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.task_dir_, lhs_arena,
       &other->_impl_.task_dir_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.working_dir_, lhs_arena,
+      &other->_impl_.working_dir_, rhs_arena
   );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
       PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.isolation_)

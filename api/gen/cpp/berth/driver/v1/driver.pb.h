@@ -2197,6 +2197,7 @@ class TaskConfig final :
     kUserFieldNumber = 6,
     kGroupFieldNumber = 7,
     kTaskDirFieldNumber = 11,
+    kWorkingDirFieldNumber = 13,
     kDriverConfigFieldNumber = 4,
     kResourcesFieldNumber = 8,
     kNetworkFieldNumber = 9,
@@ -2302,6 +2303,20 @@ class TaskConfig final :
   const std::string& _internal_task_dir() const;
   inline PROTOBUF_ALWAYS_INLINE void _internal_set_task_dir(const std::string& value);
   std::string* _internal_mutable_task_dir();
+  public:
+
+  // string working_dir = 13;
+  void clear_working_dir();
+  const std::string& working_dir() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_working_dir(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_working_dir();
+  PROTOBUF_NODISCARD std::string* release_working_dir();
+  void set_allocated_working_dir(std::string* working_dir);
+  private:
+  const std::string& _internal_working_dir() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_working_dir(const std::string& value);
+  std::string* _internal_mutable_working_dir();
   public:
 
   // .google.protobuf.Struct driver_config = 4;
@@ -2413,6 +2428,7 @@ class TaskConfig final :
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr user_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr group_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr task_dir_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr working_dir_;
     ::PROTOBUF_NAMESPACE_ID::Struct* driver_config_;
     ::berth::driver::v1::Resources* resources_;
     ::berth::driver::v1::NetworkIsolation* network_;
@@ -10549,6 +10565,56 @@ inline void TaskConfig::set_allocated_isolation(::berth::driver::v1::Isolation* 
   }
   _impl_.isolation_ = isolation;
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.isolation)
+}
+
+// string working_dir = 13;
+inline void TaskConfig::clear_working_dir() {
+  _impl_.working_dir_.ClearToEmpty();
+}
+inline const std::string& TaskConfig::working_dir() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.working_dir)
+  return _internal_working_dir();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskConfig::set_working_dir(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.working_dir_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.TaskConfig.working_dir)
+}
+inline std::string* TaskConfig::mutable_working_dir() {
+  std::string* _s = _internal_mutable_working_dir();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.TaskConfig.working_dir)
+  return _s;
+}
+inline const std::string& TaskConfig::_internal_working_dir() const {
+  return _impl_.working_dir_.Get();
+}
+inline void TaskConfig::_internal_set_working_dir(const std::string& value) {
+  
+  _impl_.working_dir_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskConfig::_internal_mutable_working_dir() {
+  
+  return _impl_.working_dir_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskConfig::release_working_dir() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.TaskConfig.working_dir)
+  return _impl_.working_dir_.Release();
+}
+inline void TaskConfig::set_allocated_working_dir(std::string* working_dir) {
+  if (working_dir != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.working_dir_.SetAllocated(working_dir, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.working_dir_.IsDefault()) {
+    _impl_.working_dir_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.working_dir)
 }
 
 // -------------------------------------------------------------------
