@@ -1,0 +1,90 @@
+// Per-task overlay snapshots under <root>/snapshots/<id>/: the image's
+// layers read-only below (lowerdir, top layer first), upper/ and work/ of
+// the snapshot's own, mounted at rootfs/ (overlayfs, index=off). A
+// single-layer image is an overlay too, so the task always has a writable
+// upper. The record snapshots/<id>/snapshot.json is written last: a
+// snapshot directory without it is half-made and removed at Open (unmounted
+// first). Snapshots with a record are left as they are at Open (a task may
+// run on one); Prepare of such an id remounts it if the mount is gone (after
+// a reboot). Thread-safe.
+
+#ifndef SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
+#define SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace berth::images {
+
+struct SnapshotInfo {
+  std::string id;
+  // snapshots/<id>/rootfs: the mounted root.
+  std::string rootfs;
+  // The image's name and manifest digest when prepared.
+  std::string image_name;
+  std::string manifest_digest;
+  // The layers' diff_ids, top first (as the lowerdir lists them).
+  std::vector<std::string> layers;
+  absl::Time created;
+};
+
+// What Prepare mounts: the image it is of and its layers, top first, as
+// diff_ids and as directories (LayerStore paths).
+struct SnapshotSpec {
+  std::string image_name;
+  std::string manifest_digest;
+  std::vector<std::string> layer_diff_ids;
+  std::vector<std::string> layer_dirs;
+};
+
+class SnapshotStore {
+ public:
+  // `dir` (created 0711 if missing) holds the snapshots. Recovery: a
+  // directory without its record is unmounted and removed, as are
+  // temporary files.
+  static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(
+      const std::string& dir);
+
+  // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." or "..").
+  // An existing snapshot of the same manifest digest is returned (remounted
+  // if its mount is gone); of another image, ALREADY_EXISTS names both.
+  // On error nothing is left behind.
+  absl::StatusOr<SnapshotInfo> Prepare(absl::string_view id,
+                                       const SnapshotSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Unmounts (lazily if busy) and removes snapshot `id`; an unknown id is
+  // OK.
+  absl::Status Release(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND names the id.
+  absl::StatusOr<SnapshotInfo> Get(absl::string_view id) const;
+  // Every snapshot with a record, by id.
+  absl::StatusOr<std::vector<SnapshotInfo>> List() const;
+  // Whether `id`'s rootfs is mounted.
+  bool IsMounted(absl::string_view id) const;
+
+  const std::string& dir() const { return dir_; }
+
+  // The id check Prepare makes (INVALID_ARGUMENT naming it).
+  static absl::Status ValidateId(absl::string_view id);
+
+ private:
+  explicit SnapshotStore(std::string dir) : dir_(std::move(dir)) {}
+  absl::Status Recover();
+  std::string SnapshotDir(absl::string_view id) const;
+
+  const std::string dir_;
+  // Serialises Prepare and Release (each takes a few milliseconds).
+  absl::Mutex mu_;
+};
+
+}  // namespace berth::images
+
+#endif  // SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
