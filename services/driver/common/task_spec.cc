@@ -313,6 +313,7 @@ absl::Status CheckNoNulBytes(const driver::v1::TaskConfig& task) {
   for (const auto& [field, text] :
        {std::pair<const char*, const std::string*>{"name", &task.name()},
         {"task_dir", &task.task_dir()},
+        {"working_dir", &task.working_dir()},
         {"user", &task.user()},
         {"group", &task.group()},
         {"network.namespace_path", &task.network().namespace_path()}}) {
@@ -572,6 +573,22 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   // its mounts: the program is looked up as the task will see it.
   spec.cwd =
       defaults.own_root ? InRoot(spec.work_dir, spec.task_dir) : spec.work_dir;
+  // An image's WorkingDir: a directory of the task's own root.
+  if (!task.working_dir().empty()) {
+    const std::string in_root = NormalizeAbsolute(task.working_dir());
+    if (in_root.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "working_dir \"", absl::CHexEscape(task.working_dir()),
+          "\" is not an absolute path"));
+    }
+    if (!defaults.own_root) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix,
+          "working_dir: this driver runs tasks in the host's root; "
+          "set driver_config.work_dir instead"));
+    }
+    spec.cwd = in_root;
+  }
   if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
       !status.ok()) {
     return invalid(status);

@@ -57,6 +57,8 @@ TEST(TaskSpecTest, ANulByteAnywhereIsRefusedNamingTheField) {
       {"work_dir",
        [](dv1::TaskConfig& t) { SetField(&t, "work_dir", "a\0b"s); },
        "driver_config.work_dir"},
+      {"working_dir", [](dv1::TaskConfig& t) { t.set_working_dir("/a\0b"s); },
+       "working_dir"},
       {"a variable's value",
        [](dv1::TaskConfig& t) { (*t.mutable_env())["K"] = "v\0uid=0"s; },
        "env[\"K\"]"},
@@ -240,6 +242,42 @@ TEST(TaskSpecTest, TheWorkingDirectoryStaysInsideTheTaskDirectory) {
               HasSubstr("task_dir"));
   task.clear_task_dir();
   EXPECT_TRUE(absl::IsFailedPrecondition(ResolveTaskSpec(task, "").status()));
+}
+
+// TaskConfig.working_dir (an image's WorkingDir) is where the program runs
+// in its own root; driver_config.work_dir's directory is still made in the
+// task directory.
+TEST(TaskSpecTest, TheWorkingDirectoryInTheTasksOwnRoot) {
+  ShortTempDir rootfs;
+  ASSERT_EQ(mkdir(rootfs.Join("app").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(rootfs.Join("app/bin").c_str(), 0755), 0);
+  const std::string program = rootfs.Join("app/bin/run");
+  std::ofstream(program) << "#!/bin/sh\n";
+  chmod(program.c_str(), 0755);
+  IsolationDefaults defaults;
+  defaults.own_root = true;
+  dv1::TaskConfig task = Config("bin/run");
+  task.set_task_dir("/srv/tasks/t1");
+  task.mutable_isolation()->set_rootfs(rootfs.path());
+  task.set_working_dir("/app/./");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->cwd, "/app");
+  EXPECT_EQ(spec->path, "/app/bin/run");  // relative to the working dir
+  EXPECT_EQ(spec->work_dir, "/srv/tasks/t1");
+
+  task.set_working_dir("app");
+  spec = ResolveTaskSpec(task, "", defaults);
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("working_dir \"app\" is not an absolute path"));
+
+  // A driver that keeps the host's root has no root of the task's own.
+  task.set_working_dir("/app");
+  task.clear_isolation();
+  spec = ResolveTaskSpec(task, "", IsolationDefaults());
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(), HasSubstr("working_dir: this driver"));
 }
 
 TEST(TaskSpecTest, UsersAndGroupsAreLookedUp) {
