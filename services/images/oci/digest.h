@@ -25,6 +25,9 @@ std::string DigestFromHex(absl::string_view hex);
 // The hex part of a valid digest.
 absl::string_view DigestHex(absl::string_view digest);
 
+// The digest of `data` ("sha256:<hex>").
+std::string DigestOf(absl::string_view data);
+
 }  // namespace berth::images
 
 #endif  // SERVICES_IMAGES_OCI_DIGEST_H_

@@ -6,6 +6,7 @@
 #ifndef SERVICES_IMAGES_OCI_MANIFEST_H_
 #define SERVICES_IMAGES_OCI_MANIFEST_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -36,6 +37,29 @@ inline constexpr char kDockerConfig[] =
     "application/vnd.docker.container.image.v1+json";
 inline constexpr char kDockerLayerGzip[] =
     "application/vnd.docker.image.rootfs.diff.tar.gzip";
+// An uncompressed Docker layer (what `docker save` archives hold).
+inline constexpr char kDockerLayerTar[] =
+    "application/vnd.docker.image.rootfs.diff.tar";
+inline constexpr char kDockerForeignLayer[] =
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip";
+inline constexpr char kOciNondistributableLayerTar[] =
+    "application/vnd.oci.image.layer.nondistributable.v1.tar";
+inline constexpr char kOciNondistributableLayerGzip[] =
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip";
+inline constexpr char kOciNondistributableLayerZstd[] =
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd";
+
+// Limits on what the parsers accept (and what callers should read at most).
+// An index or manifest document, as containerd limits it.
+inline constexpr int64_t kMaxManifestSize = 4 << 20;
+// An image configuration document.
+inline constexpr int64_t kMaxConfigSize = 8 << 20;
+// Any blob a descriptor names (1 TiB): larger sizes are refused.
+inline constexpr int64_t kMaxBlobSize = int64_t{1} << 40;
+// Layers of a manifest (and diff_ids of a config).
+inline constexpr size_t kMaxLayers = 1024;
+// Entries of an index.
+inline constexpr size_t kMaxIndexEntries = 4096;
 
 // The Accept header a client sends for manifests: all four kinds.
 std::string ManifestAcceptHeader();
