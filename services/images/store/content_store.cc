@@ -16,12 +16,12 @@
 #include "base/io.h"
 #include "base/sha256.h"
 #include "glog/logging.h"
+#include "services/images/oci/digest.h"
 #include "services/images/store/fs_util.h"
 
 namespace berth::images {
 namespace {
 
-using store_internal::CheckDigest;
 using store_internal::FsyncDir;
 using store_internal::IsHex64;
 using store_internal::ListDir;
@@ -75,13 +75,13 @@ class ContentStoreImpl : public ContentStore {
   absl::Status Init();
 
   bool Has(absl::string_view digest) const override {
-    if (!CheckDigest(digest).ok()) return false;
+    if (!ValidateDigest(digest).ok()) return false;
     struct stat st;
     return stat(BlobPath(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
   }
 
   absl::StatusOr<int64_t> Size(absl::string_view digest) const override {
-    absl::Status valid = CheckDigest(digest);
+    absl::Status valid = ValidateDigest(digest);
     if (!valid.ok()) return valid;
     struct stat st;
     if (stat(BlobPath(digest).c_str(), &st) != 0) {
@@ -92,7 +92,7 @@ class ContentStoreImpl : public ContentStore {
 
   absl::StatusOr<base::UniqueFd> OpenBlob(
       absl::string_view digest) const override {
-    absl::Status valid = CheckDigest(digest);
+    absl::Status valid = ValidateDigest(digest);
     if (!valid.ok()) return valid;
     base::UniqueFd fd(
         open(BlobPath(digest).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -133,7 +133,7 @@ class ContentStoreImpl : public ContentStore {
                                                      int64_t size) override;
 
   absl::Status Delete(absl::string_view digest) override {
-    absl::Status valid = CheckDigest(digest);
+    absl::Status valid = ValidateDigest(digest);
     if (!valid.ok()) return valid;
     if (unlink(BlobPath(digest).c_str()) != 0) {
       if (errno == ENOENT) return absl::OkStatus();
@@ -147,19 +147,20 @@ class ContentStoreImpl : public ContentStore {
     if (!names.ok()) return names.status();
     std::vector<std::string> digests;
     for (const std::string& name : *names) {
-      if (IsHex64(name)) digests.push_back(absl::StrCat("sha256:", name));
+      if (IsHex64(name)) digests.push_back(DigestFromHex(name));
     }
     return digests;
   }
 
   std::string BlobPath(absl::string_view digest) const override {
-    return absl::StrCat(blobs_dir_, "/", Hex(digest));
+    return absl::StrCat(blobs_dir_, "/", DigestHex(digest));
   }
   std::string IngestPath(absl::string_view digest) const override {
-    return absl::StrCat(ingest_dir_, "/", Hex(digest));
+    return absl::StrCat(ingest_dir_, "/", DigestHex(digest));
   }
 
-  int64_t CleanIngest(absl::Duration min_age) override;
+  int64_t CleanIngest(absl::Duration min_age,
+                      const std::set<std::string>& keep) override;
 
   // Called by a writer when it is done (committed or aborted).
   void Release(const std::string& digest) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -169,9 +170,6 @@ class ContentStoreImpl : public ContentStore {
   const std::string& blobs_dir() const { return blobs_dir_; }
 
  private:
-  static absl::string_view Hex(absl::string_view digest) {
-    return absl::StartsWith(digest, "sha256:") ? digest.substr(7) : digest;
-  }
   static absl::Status NotFound(absl::string_view digest, int error) {
     if (error == ENOENT) {
       return absl::NotFoundError(absl::StrCat("blob ", digest, " not found"));
@@ -215,7 +213,7 @@ absl::Status ContentStoreImpl::Init() {
 
 absl::StatusOr<std::unique_ptr<BlobWriter>> ContentStoreImpl::Writer(
     absl::string_view digest_view, int64_t size) {
-  absl::Status valid = CheckDigest(digest_view);
+  absl::Status valid = ValidateDigest(digest_view);
   if (!valid.ok()) return valid;
   const std::string digest(digest_view);
   {
@@ -276,7 +274,8 @@ absl::StatusOr<std::unique_ptr<BlobWriter>> ContentStoreImpl::Writer(
       this, digest, size, std::move(fd), std::move(hash), offset));
 }
 
-int64_t ContentStoreImpl::CleanIngest(absl::Duration min_age) {
+int64_t ContentStoreImpl::CleanIngest(absl::Duration min_age,
+                                      const std::set<std::string>& keep) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::vector<std::string>> names = ListDir(ingest_dir_);
   if (!names.ok()) {
@@ -286,7 +285,8 @@ int64_t ContentStoreImpl::CleanIngest(absl::Duration min_age) {
   const absl::Time now = absl::Now();
   int64_t freed = 0;
   for (const std::string& name : *names) {
-    if (writing_.count(absl::StrCat("sha256:", name)) > 0) continue;
+    const std::string digest = DigestFromHex(name);
+    if (writing_.count(digest) > 0 || keep.count(digest) > 0) continue;
     const std::string path = absl::StrCat(ingest_dir_, "/", name);
     base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) continue;
@@ -348,8 +348,7 @@ absl::Status BlobWriterImpl::Commit() {
         absl::DataLossError(absl::StrCat("blob ", digest_, ": expected size ",
                                          size_, ", got ", written_, " bytes")));
   }
-  const std::string actual =
-      absl::StrCat("sha256:", Sha256::Hex(hash_.Finish()));
+  const std::string actual = DigestFromHex(Sha256::Hex(hash_.Finish()));
   if (actual != digest_) {
     return Fail(absl::DataLossError(
         absl::StrCat("blob digest mismatch: expected ", digest_, ", got ",

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,8 +90,10 @@ class ContentStore {
   virtual std::string IngestPath(absl::string_view digest) const = 0;
 
   // Removes ingest files no writer holds (in this process or, by flock,
-  // another) and not modified for `min_age`; returns the bytes freed.
-  virtual int64_t CleanIngest(absl::Duration min_age) = 0;
+  // another), not modified for `min_age` and not of a digest in `keep`;
+  // returns the bytes freed.
+  virtual int64_t CleanIngest(absl::Duration min_age,
+                              const std::set<std::string>& keep = {}) = 0;
 };
 
 }  // namespace berth::images

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
+#include "services/images/oci/digest.h"
 
 namespace berth::images {
 namespace {
@@ -22,10 +23,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string DigestOf(absl::string_view data) {
-  return absl::StrCat("sha256:", Sha256Hex(data));
-}
 
 class ContentStoreTest : public ::testing::Test {
  protected:

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +10,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <set>
+#include <utility>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/io.h"
@@ -88,13 +89,31 @@ bool IsHex64(absl::string_view s) {
   return true;
 }
 
-absl::Status CheckDigest(absl::string_view digest, absl::string_view what) {
-  if (absl::StartsWith(digest, "sha256:") && IsHex64(digest.substr(7))) {
-    return absl::OkStatus();
+namespace {
+
+struct UsageWalk {
+  int64_t bytes = 0;
+  std::set<std::pair<dev_t, ino_t>> linked;
+};
+thread_local UsageWalk* usage_walk = nullptr;
+
+int AddUsage(const char*, const struct stat* st, int, struct FTW*) {
+  if (st->st_nlink > 1 && !S_ISDIR(st->st_mode) &&
+      !usage_walk->linked.emplace(st->st_dev, st->st_ino).second) {
+    return 0;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " \"", absl::CHexEscape(digest.substr(0, 100)),
-                   "\" is not sha256: and 64 lowercase hex characters"));
+  usage_walk->bytes += static_cast<int64_t>(st->st_blocks) * 512;
+  return 0;
+}
+
+}  // namespace
+
+int64_t DiskUsage(const std::string& path) {
+  UsageWalk walk;
+  usage_walk = &walk;
+  nftw(path.c_str(), AddUsage, 32, FTW_PHYS | FTW_MOUNT);
+  usage_walk = nullptr;
+  return walk.bytes;
 }
 
 std::string RandomName(absl::string_view prefix) {

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,9 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
 // True for 64 lowercase hex characters.
 bool IsHex64(absl::string_view s);
 
-// OK for "sha256:<64 lowercase hex>"; INVALID_ARGUMENT naming `what` and the
-// text otherwise.
-absl::Status CheckDigest(absl::string_view digest,
-                         absl::string_view what = "digest");
+// Bytes the tree at `path` takes on disk (st_blocks, a hard-linked file
+// once), not crossing mounts; 0 when it is missing.
+int64_t DiskUsage(const std::string& path);
 
 // "<prefix><16 random hex>", for temporary names.
 std::string RandomName(absl::string_view prefix);

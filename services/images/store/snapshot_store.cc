@@ -1,0 +1,368 @@
+#include "services/images/store/snapshot_store.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/io.h"
+#include "base/unique_fd.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+#include "services/common/remove_tree.h"
+#include "services/images/store/fs_util.h"
+
+namespace berth::images {
+namespace {
+
+constexpr char kRecord[] = "snapshot.json";
+// Each overlay keeps its own upper: no index (which ties an upper to the
+// lower layers' file handles) and no metacopy (copy-up copies data, so an
+// upper is whole on its own, whatever the module's defaults).
+constexpr char kOverlayOptions[] = "index=off,metacopy=off";
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// True when `path` is a mount point (it is on another device than its
+// parent's: an overlay has a device of its own).
+bool IsMountPoint(const std::string& path) {
+  struct stat st, parent;
+  return lstat(path.c_str(), &st) == 0 &&
+         lstat(absl::StrCat(path, "/..").c_str(), &parent) == 0 &&
+         st.st_dev != parent.st_dev;
+}
+
+// Unmounts whatever is mounted at `path` (lazily when busy).
+absl::Status Unmount(const std::string& path) {
+  for (int i = 0; i < 16 && IsMountPoint(path); ++i) {
+    if (umount2(path.c_str(), UMOUNT_NOFOLLOW) == 0) continue;
+    if (errno == EBUSY &&
+        umount2(path.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH) == 0) {
+      LOG(WARNING) << path << " was busy; detached it";
+      continue;
+    }
+    if (errno == EINVAL || errno == ENOENT) break;
+    return absl::ErrnoToStatus(errno, absl::StrCat("unmounting ", path));
+  }
+  return absl::OkStatus();
+}
+
+// The messages the kernel left in a filesystem context ("e overlay: ...").
+std::string ContextLog(int fs) {
+  std::string log;
+  char buffer[512];
+  for (int i = 0; i < 8; ++i) {
+    ssize_t n = read(fs, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    absl::StrAppend(&log, log.empty() ? " (" : "; ",
+                    absl::string_view(buffer, static_cast<size_t>(n)));
+  }
+  if (!log.empty()) log += ")";
+  return log;
+}
+
+// Mounts the overlay with the new mount API, one "lowerdir+" per layer (no
+// length limit on the layer list; Linux 6.8 and later), or with mount(2)
+// and a "lowerdir=a:b" option where the kernel lacks that.
+absl::Status MountOverlay(const std::vector<std::string>& lower,
+                          const std::string& upper, const std::string& work,
+                          const std::string& target) {
+  base::UniqueFd fs(fsopen("overlay", FSOPEN_CLOEXEC));
+  bool lowerdir_plus = fs.valid();
+  auto set = [&](const char* key, const std::string& value) {
+    return fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0;
+  };
+  if (lowerdir_plus && !set("lowerdir+", lower[0])) {
+    if (errno != EINVAL) {
+      return absl::ErrnoToStatus(
+          errno,
+          absl::StrCat("overlay lowerdir ", lower[0], ContextLog(fs.get())));
+    }
+    lowerdir_plus = false;
+  }
+  if (lowerdir_plus) {
+    for (size_t i = 1; i < lower.size(); ++i) {
+      if (!set("lowerdir+", lower[i])) {
+        return absl::ErrnoToStatus(
+            errno,
+            absl::StrCat("overlay lowerdir ", lower[i], ContextLog(fs.get())));
+      }
+    }
+    if (!set("upperdir", upper) || !set("workdir", work) ||
+        !set("index", "off") || !set("metacopy", "off") ||
+        !set("source", "berth-images") ||
+        fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("creating the overlay for ", target,
+                              ContextLog(fs.get())));
+    }
+    base::UniqueFd mnt(fsmount(fs.get(), FSMOUNT_CLOEXEC, 0));
+    if (!mnt || move_mount(mnt.get(), "", AT_FDCWD, target.c_str(),
+                           MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("mounting the overlay at ", target));
+    }
+    return absl::OkStatus();
+  }
+  for (const std::string& dir : lower) {
+    if (dir.find_first_of(":,") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer directory ", dir, " has ':' or ','"));
+    }
+  }
+  const std::string options =
+      absl::StrCat("lowerdir=", absl::StrJoin(lower, ":"), ",upperdir=", upper,
+                   ",workdir=", work, ",", kOverlayOptions);
+  if (mount("berth-images", target.c_str(), "overlay", 0, options.c_str()) !=
+      0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("mounting the overlay at ", target));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SnapshotInfo> ParseRecord(const std::string& dir,
+                                         absl::string_view text) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_object() || !json.contains("id") || !json["layers"].is_array() ||
+      !json["layer_dirs"].is_array()) {
+    return absl::DataLossError(
+        absl::StrCat("unreadable snapshot record ", dir, "/", kRecord));
+  }
+  SnapshotInfo info;
+  info.id = json.value("id", "");
+  info.rootfs = absl::StrCat(dir, "/rootfs");
+  info.image_name = json.value("image_name", "");
+  info.manifest_digest = json.value("manifest_digest", "");
+  for (const auto& layer : json["layers"]) {
+    if (layer.is_string()) info.layers.push_back(layer.get<std::string>());
+  }
+  info.created = absl::FromUnixNanos(json.value("created_ns", int64_t{0}));
+  return info;
+}
+
+}  // namespace
+
+absl::Status SnapshotStore::ValidateId(absl::string_view id) {
+  bool ok = !id.empty() && id.size() <= 128 && id != "." && id != "..";
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
+      ok = false;
+    }
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "snapshot id \"", absl::CHexEscape(id.substr(0, 200)),
+      "\" is not 1 to 128 of [A-Za-z0-9_.-] (and not \".\" or \"..\")"));
+}
+
+absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(
+    const std::string& dir) {
+  absl::Status status = store_internal::MakeDirs(dir, 0711);
+  if (!status.ok()) return status;
+  std::unique_ptr<SnapshotStore> store(new SnapshotStore(dir));
+  status = store->Recover();
+  if (!status.ok()) return status;
+  return store;
+}
+
+std::string SnapshotStore::SnapshotDir(absl::string_view id) const {
+  return absl::StrCat(dir_, "/", id);
+}
+
+absl::Status SnapshotStore::Recover() {
+  absl::StatusOr<std::vector<std::string>> names =
+      store_internal::ListDir(dir_);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    const std::string path = SnapshotDir(name);
+    if (!IsDirectory(path)) {
+      LOG(WARNING) << "removing " << path << ": not a snapshot";
+      unlink(path.c_str());
+      continue;
+    }
+    if (access(absl::StrCat(path, "/", kRecord).c_str(), F_OK) == 0) {
+      // Whole; perhaps a task runs on it. Only temporary files go.
+      absl::StatusOr<std::vector<std::string>> entries =
+          store_internal::ListDir(path);
+      if (!entries.ok()) continue;
+      for (const std::string& entry : *entries) {
+        if (absl::StartsWith(entry, absl::StrCat(kRecord, ".tmp-"))) {
+          unlink(absl::StrCat(path, "/", entry).c_str());
+        }
+      }
+      continue;
+    }
+    LOG(INFO) << "removing the half-made snapshot " << path;
+    absl::Status status = Unmount(absl::StrCat(path, "/rootfs"));
+    if (status.ok()) status = RemoveTree(path);
+    if (!status.ok()) LOG(WARNING) << status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::Get(absl::string_view id) const {
+  absl::Status valid = ValidateId(id);
+  if (!valid.ok()) return valid;
+  const std::string dir = SnapshotDir(id);
+  absl::StatusOr<std::string> text =
+      base::ReadFile(absl::StrCat(dir, "/", kRecord), 1 << 20);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("snapshot ", id, " not found"));
+  }
+  return ParseRecord(dir, *text);
+}
+
+absl::StatusOr<std::vector<SnapshotInfo>> SnapshotStore::List() const {
+  absl::StatusOr<std::vector<std::string>> names =
+      store_internal::ListDir(dir_);
+  if (!names.ok()) return names.status();
+  std::sort(names->begin(), names->end());
+  std::vector<SnapshotInfo> snapshots;
+  for (const std::string& name : *names) {
+    absl::StatusOr<SnapshotInfo> info = Get(name);
+    if (info.ok()) snapshots.push_back(*std::move(info));
+  }
+  return snapshots;
+}
+
+bool SnapshotStore::IsMounted(absl::string_view id) const {
+  return ValidateId(id).ok() &&
+         IsMountPoint(absl::StrCat(SnapshotDir(id), "/rootfs"));
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::Prepare(absl::string_view id,
+                                                    const SnapshotSpec& spec) {
+  absl::Status valid = ValidateId(id);
+  if (!valid.ok()) return valid;
+  const std::string what =
+      absl::StrCat("snapshot ", id, " of image ", spec.image_name);
+  if (spec.layer_dirs.empty() ||
+      spec.layer_dirs.size() != spec.layer_diff_ids.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", spec.layer_dirs.size(), " layer directories, ",
+                     spec.layer_diff_ids.size(), " diff_ids"));
+  }
+  const std::string dir = SnapshotDir(id);
+  const std::string rootfs = absl::StrCat(dir, "/rootfs");
+  const std::string upper = absl::StrCat(dir, "/upper");
+  const std::string work = absl::StrCat(dir, "/work");
+  absl::MutexLock lock(&mu_);
+
+  absl::StatusOr<SnapshotInfo> existing = Get(id);
+  if (existing.ok()) {
+    if (existing->manifest_digest != spec.manifest_digest) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "snapshot ", id, " exists, of image ", existing->image_name, " (",
+          existing->manifest_digest, "), not of ", spec.image_name, " (",
+          spec.manifest_digest, ")"));
+    }
+    if (!IsMountPoint(rootfs)) {
+      // After a reboot: the upper is kept; the work directory is the
+      // overlay's scratch space.
+      absl::Status status = RemoveTree(work);
+      if (status.ok() && mkdir(work.c_str(), 0700) != 0) {
+        status = absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", work));
+      }
+      if (status.ok()) {
+        status = MountOverlay(spec.layer_dirs, upper, work, rootfs);
+      }
+      if (!status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat("remounting ", what, ": ", status.message()));
+      }
+      LOG(INFO) << "remounted " << what;
+    }
+    return existing;
+  }
+  if (absl::Status status = Unmount(rootfs); !status.ok()) return status;
+  if (absl::Status status = RemoveTree(dir); !status.ok()) return status;
+
+  auto fail = [&](const absl::Status& status) -> absl::Status {
+    absl::Status cleanup = Unmount(rootfs);
+    if (cleanup.ok()) cleanup = RemoveTree(dir);
+    if (!cleanup.ok()) LOG(WARNING) << cleanup;
+    return absl::Status(status.code(), absl::StrCat("preparing ", what, ": ",
+                                                    status.message()));
+  };
+  if (mkdir(dir.c_str(), 0711) != 0) {
+    return fail(absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", dir)));
+  }
+  // The root of the overlay takes the upper's owner and mode: those of the
+  // top layer's root.
+  struct stat top;
+  if (stat(spec.layer_dirs[0].c_str(), &top) != 0) {
+    return fail(absl::ErrnoToStatus(
+        errno, absl::StrCat("layer ", spec.layer_diff_ids[0], " at ",
+                            spec.layer_dirs[0])));
+  }
+  if (mkdir(upper.c_str(), 0755) != 0 ||
+      chown(upper.c_str(), top.st_uid, top.st_gid) != 0 ||
+      chmod(upper.c_str(), top.st_mode & 07777) != 0 ||
+      mkdir(work.c_str(), 0700) != 0 || mkdir(rootfs.c_str(), 0755) != 0) {
+    return fail(absl::ErrnoToStatus(errno, absl::StrCat("making ", dir)));
+  }
+  if (absl::Status status = MountOverlay(spec.layer_dirs, upper, work, rootfs);
+      !status.ok()) {
+    return fail(status);
+  }
+  SnapshotInfo info;
+  info.id = std::string(id);
+  info.rootfs = rootfs;
+  info.image_name = spec.image_name;
+  info.manifest_digest = spec.manifest_digest;
+  info.layers = spec.layer_diff_ids;
+  info.created = absl::Now();
+  const nlohmann::json json = {
+      {"id", info.id},
+      {"image_name", info.image_name},
+      {"manifest_digest", info.manifest_digest},
+      {"layers", info.layers},
+      {"layer_dirs", spec.layer_dirs},
+      {"created_ns", absl::ToUnixNanos(info.created)},
+  };
+  if (absl::Status status = store_internal::WriteFileAtomic(
+          absl::StrCat(dir, "/", kRecord), json.dump(2));
+      !status.ok()) {
+    return fail(status);
+  }
+  return info;
+}
+
+absl::Status SnapshotStore::Release(absl::string_view id) {
+  absl::Status valid = ValidateId(id);
+  if (!valid.ok()) return valid;
+  const std::string dir = SnapshotDir(id);
+  absl::MutexLock lock(&mu_);
+  if (!IsDirectory(dir)) return absl::OkStatus();
+  absl::Status status = Unmount(absl::StrCat(dir, "/rootfs"));
+  // The record goes first: a crash midway leaves a directory without one,
+  // which Open removes.
+  const std::string record = absl::StrCat(dir, "/", kRecord);
+  if (status.ok() && unlink(record.c_str()) != 0 && errno != ENOENT) {
+    status = absl::ErrnoToStatus(errno, absl::StrCat("removing ", record));
+  }
+  if (status.ok()) status = RemoveTree(dir);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("releasing snapshot ", id,
+                                                    ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace berth::images
