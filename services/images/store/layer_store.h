@@ -10,6 +10,7 @@
 #define SERVICES_IMAGES_STORE_LAYER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -42,11 +43,17 @@ struct LayerInfo {
 
 class LayerStore {
  public:
+  // UnpackLayer's signature (tests substitute their own).
+  using UnpackFunction = std::function<absl::StatusOr<UnpackResult>(
+      int blob_fd, const std::string& dest_dir, const UnpackOptions& options)>;
+
   // `dir` (created 0700 if missing) holds the layers; `content` (not owned)
-  // the blobs. Recovery: tmp-* directories, directories without metadata
-  // and metadata without directories are removed.
+  // the blobs; `unpack` unpacks (Store gives UnpackLayer). Recovery: tmp-*
+  // directories, directories without metadata and metadata without
+  // directories are removed.
   static absl::StatusOr<std::unique_ptr<LayerStore>> Open(
-      const std::string& dir, const ContentStore* content);
+      const std::string& dir, const ContentStore* content,
+      UnpackFunction unpack);
 
   // The layer `diff_id`, unpacking blob `blob_digest` if it is not yet.
   // DATA_LOSS names both digests when the blob's uncompressed digest is not
@@ -78,19 +85,24 @@ class LayerStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  LayerStore(std::string dir, const ContentStore* content)
-      : dir_(std::move(dir)), content_(content) {}
+  LayerStore(std::string dir, const ContentStore* content,
+             UnpackFunction unpack)
+      : dir_(std::move(dir)), content_(content), unpack_(std::move(unpack)) {}
   absl::Status Recover();
-  absl::StatusOr<LayerInfo> UnpackNow(const std::string& blob_digest,
-                                      const std::string& diff_id,
-                                      const UnpackOptions& options);
+  absl::StatusOr<LayerInfo> UnpackInto(const std::string& tmp,
+                                       const std::string& blob_digest,
+                                       const std::string& diff_id,
+                                       const UnpackOptions& options);
   std::string MetadataPath(absl::string_view diff_id) const;
 
   const std::string dir_;
   const ContentStore* const content_;
+  const UnpackFunction unpack_;
   absl::Mutex mu_;
-  // diff_ids being unpacked, and their temporary directory names.
-  std::map<std::string, std::string> unpacking_ ABSL_GUARDED_BY(mu_);
+  // diff_ids being unpacked.
+  std::set<std::string> unpacking_ ABSL_GUARDED_BY(mu_);
+  // tmp-* names in use (by an Unpack, or a Delete removing a layer).
+  std::set<std::string> busy_tmp_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace berth::images

@@ -83,7 +83,9 @@ class Store {
 
   // Opens (creating, 0711) the store at `root` (<state_dir>/images) and
   // recovers it (see above).
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& root);
+  // `unpack` replaces UnpackLayer (for tests).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const std::string& root, LayerStore::UnpackFunction unpack = nullptr);
   ~Store();
 
   const std::string& root() const { return root_; }
