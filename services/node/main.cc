@@ -38,6 +38,10 @@ ABSL_FLAG(std::string, stats_socket, "",
 ABSL_FLAG(std::string, proxy_socket, "",
           "berth-proxy's socket, given to the plugins; empty: "
           "<runtime_dir>/proxy.sock; \"none\": without it.");
+ABSL_FLAG(std::string, images_socket, "",
+          "berth-images' socket (image tasks' roots; berth.image.v1 is "
+          "forwarded to it on node.sock); empty: <runtime_dir>/images.sock; "
+          "\"none\": without it (tasks without an image only).");
 ABSL_FLAG(std::string, default_userns, "host",
           "The user namespace of a task whose spec names none: \"host\", or "
           "\"auto\" (its root is a range of unprivileged host ids of its "
@@ -103,6 +107,8 @@ int main(int argc, char** argv) {
                                    options.runtime_dir, "stats.sock");
   options.proxy_socket = Neighbour(absl::GetFlag(FLAGS_proxy_socket),
                                    options.runtime_dir, "proxy.sock");
+  options.images_socket = Neighbour(absl::GetFlag(FLAGS_images_socket),
+                                    options.runtime_dir, "images.sock");
   options.node_id = absl::GetFlag(FLAGS_node_id).empty()
                         ? HostName()
                         : absl::GetFlag(FLAGS_node_id);

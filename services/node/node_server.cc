@@ -25,6 +25,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   if (!id_ranges.ok()) return id_ranges.status();
   node->id_ranges_ = *std::move(id_ranges);
 
+  if (!options.images_socket.empty()) {
+    ImagesClient::Options images;
+    images.socket = options.images_socket;
+    images.connect_wait = options.images_connect_wait;
+    node->images_ = std::make_unique<ImagesClient>(std::move(images));
+  }
+
   PluginManager::Options plugin_options = options.plugin_options;
   plugin_options.socket_dir = absl::StrCat(options.runtime_dir, "/plugins");
   plugin_options.store = node->store_.get();
@@ -40,6 +47,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   task_options.state_dir = state_dir;
   task_options.netns_socket = options.netns_socket;
   task_options.id_ranges = node->id_ranges_.get();
+  task_options.images = node->images_.get();
   task_options.protected_dirs = {options.runtime_dir, options.state_dir};
   node->tasks_ =
       std::make_unique<TaskManager>(std::move(task_options), node->store_.get(),
@@ -61,12 +69,20 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   service_options.version = options.version;
   service_options.stats_socket = options.stats_socket;
   service_options.proxy_socket = options.proxy_socket;
+  service_options.images = node->images_.get();
   node->service_ = std::make_unique<NodeServiceImpl>(
       service_options, node->tasks_.get(), node->plugins_.get(),
       node->events_.get());
   UnixGrpcServer::Options server_options;
   server_options.socket_path = absl::StrCat(options.runtime_dir, "/node.sock");
   server_options.services = {node->service_.get()};
+  if (node->images_ != nullptr) {
+    TaskManager* tasks = node->tasks_.get();
+    node->image_forwarder_ = std::make_unique<ImageForwarder>(
+        node->images_.get(),
+        [tasks](const std::string& id) { return tasks->IsTask(id); });
+    server_options.services.push_back(node->image_forwarder_.get());
+  }
   absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
       UnixGrpcServer::Start(server_options);
   if (!server.ok()) return server.status();

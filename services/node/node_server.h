@@ -14,6 +14,8 @@
 #include "services/common/grpc_server.h"
 #include "services/node/event_bus.h"
 #include "services/node/id_ranges.h"
+#include "services/node/image_forwarder.h"
+#include "services/node/images_client.h"
 #include "services/node/node_service.h"
 #include "services/node/plugin_manager.h"
 #include "services/node/task_manager.h"
@@ -36,6 +38,12 @@ class NodeServer {
     std::string netns_socket;
     std::string stats_socket;
     std::string proxy_socket;
+    // berth-images' socket: image tasks' snapshots, and
+    // berth.image.v1.ImageService forwarded on node.sock; empty: without
+    // it (image tasks are refused).
+    std::string images_socket;
+    // How long an image call waits for berth-images to answer at all.
+    absl::Duration images_connect_wait = absl::Seconds(5);
     // Given to plugins in SetConfig.
     std::string node_id;
     // Reported by GetNodeStatus.
@@ -81,9 +89,12 @@ class NodeServer {
   std::unique_ptr<TaskStore> store_;
   std::unique_ptr<IdRangeAllocator> id_ranges_;
   std::unique_ptr<EventBus> events_;
+  // Null without berth-images.
+  std::unique_ptr<ImagesClient> images_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<TaskManager> tasks_;
   std::unique_ptr<NodeServiceImpl> service_;
+  std::unique_ptr<ImageForwarder> image_forwarder_;
   std::unique_ptr<UnixGrpcServer> server_;
 };
 

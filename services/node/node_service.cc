@@ -464,6 +464,9 @@ grpc::Status NodeServiceImpl::GetNodeStatus(
     *response->add_services() =
         CheckHealth("berth-proxy", options_.proxy_socket);
   }
+  if (options_.images != nullptr) {
+    *response->add_services() = options_.images->Status();
+  }
   for (v1::ComponentStatus& plugin : plugins_->Status()) {
     *response->add_plugins() = std::move(plugin);
   }

@@ -13,6 +13,7 @@
 #include "berth/node/v1/node.grpc.pb.h"
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
+#include "services/node/images_client.h"
 #include "services/node/plugin_manager.h"
 #include "services/node/task_manager.h"
 
@@ -27,6 +28,9 @@ class NodeServiceImpl final
     // Neighbours whose health GetNodeStatus reports; empty: not configured.
     std::string stats_socket;
     std::string proxy_socket;
+    // berth-images, whose health GetNodeStatus reports; null: not
+    // configured.
+    ImagesClient* images = nullptr;
   };
 
   NodeServiceImpl(Options options, TaskManager* tasks, PluginManager* plugins,

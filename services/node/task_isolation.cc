@@ -357,10 +357,12 @@ absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
   }
   const driverpb::Isolation& isolation = spec.isolation();
   if (!isolation.rootfs().empty()) {
+    // The node fills it with the task's snapshot (spec.image); a path of
+    // the client's choosing is never a task's root.
     return Invalid("spec.isolation.rootfs",
-                   "is not supported yet: images come in a later release; "
-                   "leave it empty for a root made of the host's system "
-                   "directories");
+                   "is the node's to fill: set spec.image (e.g. berth run "
+                   "busybox ...) for a root from an image, or leave both "
+                   "empty for a root made of the host's system directories");
   }
   if (isolation.user_namespace().uid_mappings_size() > 0 ||
       isolation.user_namespace().gid_mappings_size() > 0) {
@@ -414,6 +416,10 @@ absl::Status CheckIsolationSupported(const v1::TaskSpec& spec,
       seccomp != driverpb::SECCOMP_PROFILE_TYPE_UNCONFINED) {
     return Unsupported("spec.isolation.seccomp", driver, "seccomp profiles",
                        "seccomp");
+  }
+  if (!claims.image_rootfs() && spec.has_image()) {
+    return Unsupported("spec.image", driver, "running tasks from images",
+                       "image_rootfs");
   }
   if (!claims.user_namespaces() && spec.userns() == "auto") {
     return Unsupported("spec.userns", driver, "user namespaces",

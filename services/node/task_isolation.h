@@ -55,7 +55,8 @@ absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
 // FAILED_PRECONDITION naming the field and the driver when the spec asks
 // for isolation `caps` does not claim (mounts, readonly_rootfs → mounts;
 // cap_add, cap_drop → capabilities; a seccomp profile other than
-// unconfined → seccomp; userns "auto" → user_namespaces). Asking for less
+// unconfined → seccomp; userns "auto" → user_namespaces; image →
+// image_rootfs). Asking for less
 // isolation (privileged, allow_privilege_escalation, seccomp unconfined)
 // needs no claim, so a spec asking nothing runs on every driver.
 absl::Status CheckIsolationSupported(

@@ -186,7 +186,7 @@ TEST_F(TaskIsolationTest, ValidAndInvalidSpecs) {
        "spec.userns: \"private\" must be empty, \"host\" or \"auto\""},
       {"rootfs",
        [](v1::TaskSpec& s) { s.mutable_isolation()->set_rootfs("/img"); },
-       "spec.isolation.rootfs: is not supported yet: images come in a later"},
+       "spec.isolation.rootfs: is the node's to fill: set spec.image"},
       {"user and group", [](v1::TaskSpec& s) { s.set_user("alice:staff"); },
        ""},
       {"user with an empty group", [](v1::TaskSpec& s) { s.set_user("a:"); },
@@ -312,12 +312,17 @@ TEST(CheckIsolationSupportedTest, ClaimsNeeded) {
       {"userns auto", [](v1::TaskSpec& s) { s.set_userns("auto"); },
        "spec.userns: driver mock does not support user namespaces (its "
        "capabilities claim no isolation.user_namespaces)"},
+      {"an image",
+       [](v1::TaskSpec& s) { s.mutable_image()->set_reference("busybox"); },
+       "spec.image: driver mock does not support running tasks from images "
+       "(its capabilities claim no isolation.image_rootfs)"},
   };
   driverpb::DriverCapabilities everything;
   everything.mutable_isolation()->set_mounts(true);
   everything.mutable_isolation()->set_capabilities(true);
   everything.mutable_isolation()->set_seccomp(true);
   everything.mutable_isolation()->set_user_namespaces(true);
+  everything.mutable_isolation()->set_image_rootfs(true);
   for (const Case& c : cases) {
     v1::TaskSpec spec;
     spec.set_driver("mock");

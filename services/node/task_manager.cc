@@ -101,6 +101,19 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
           "spec.restart.delay must not be negative");
     }
   }
+  if (spec.has_image()) {
+    if (spec.image().reference().empty()) {
+      return absl::InvalidArgumentError(
+          "spec.image.reference is required (e.g. \"busybox\"); leave "
+          "spec.image unset for a task without an image");
+    }
+    if (spec.image().entrypoint_size() > 0 &&
+        !spec.image().override_entrypoint()) {
+      return absl::InvalidArgumentError(
+          "spec.image.entrypoint is only used with "
+          "spec.image.override_entrypoint set");
+    }
+  }
   if (spec.resources().cpu_millicores() > 0 &&
       spec.resources().cpu_millicores() < 10) {
     return absl::InvalidArgumentError(
@@ -262,6 +275,11 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
       return s;
     }
   }
+  if (spec.has_image() && options_.images == nullptr) {
+    return absl::FailedPreconditionError(
+        "spec.image: this node runs without berth-images "
+        "(--images_socket=none); only tasks without an image can run");
+  }
   if (mode != network::v1::NETWORK_MODE_HOST && netns_ == nullptr) {
     // A driver that makes its own network needs no berth-netns.
     absl::StatusOr<driver::v1::DriverCapabilities> caps =
@@ -377,6 +395,9 @@ absl::Status TaskManager::Recover() {
     }
   }
   LOG(INFO) << "recovered " << tasks_.size() << " tasks from the state store";
+  if (options_.images != nullptr) {
+    reconciler_ = std::thread([this] { ReconcileSnapshots(); });
+  }
   return absl::OkStatus();
 }
 
@@ -486,6 +507,11 @@ absl::Status TaskManager::Remove(const std::string& ref, bool force) {
     return absl::Status(
         s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
   }
+  if (absl::Status s = ReleaseImage(*entry); !s.ok()) {
+    Save(*entry);
+    return absl::Status(
+        s.code(), absl::StrCat("cannot remove task ", id, ": ", s.message()));
+  }
   // What the driver left of the task's directory (a driver that made it
   // removes it in DestroyTask; not every driver does).
   if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
@@ -545,6 +571,7 @@ void TaskManager::Shutdown() {
   for (auto& entry : entries) {
     if (entry->supervisor.joinable()) entry->supervisor.join();
   }
+  if (reconciler_.joinable()) reconciler_.join();
 }
 
 }  // namespace berth::node

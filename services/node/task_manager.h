@@ -24,6 +24,7 @@
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
 #include "services/node/id_ranges.h"
+#include "services/node/images_client.h"
 #include "services/node/plugin_manager.h"
 #include "services/node/task_isolation.h"
 #include "services/node/task_network.h"
@@ -57,6 +58,9 @@ class TaskManager {
     // Host id ranges for userns "auto" (task_userns.h); null: none, and
     // "auto" fails.
     IdRangeAllocator* id_ranges = nullptr;
+    // berth-images, for tasks with spec.image (their snapshots); null: the
+    // node runs without it and refuses image tasks.
+    ImagesClient* images = nullptr;
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,
@@ -68,7 +72,8 @@ class TaskManager {
   // Loads every stored task and resumes it: running ones are recovered
   // through their driver (an exit while the node was down is recorded with
   // its real result), interrupted starts are started again, missing Postruns
-  // are run. Call once, before serving.
+  // are run. Call once, before serving. With berth-images, a thread then
+  // releases every snapshot that is no task's (once berth-images answers).
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks and persists the task, then starts it; returns once the first
@@ -125,6 +130,9 @@ class TaskManager {
 
   // Health of berth-netns, for GetNodeStatus; nullopt without it.
   std::optional<v1::ComponentStatus> NetnsStatus();
+
+  // `id` is exactly the id of one of the node's tasks.
+  bool IsTask(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // One task: its record and its supervisor.
@@ -185,6 +193,21 @@ class TaskManager {
   // destroys the run (and its directory) for a restart.
   void KeepRunLogs(const std::string& id, uint32_t run);
 
+  // --- Image snapshots (task_snapshots.cc).
+  // For a spec with an image: the task's snapshot (the one it has, on a
+  // restart, else a new one from berth-images), recorded in the entry, and
+  // the image's configuration applied to `config` with the snapshot as its
+  // root. Errors name the image.
+  absl::Status PrepareImage(Entry& entry, const v1::TaskSpec& spec,
+                            driver::v1::TaskConfig* config)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases the task's snapshot (none: success). A berth-images that is
+  // away is an error only when the task had a snapshot.
+  absl::Status ReleaseImage(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases every snapshot berth-images has that is no task's, once
+  // berth-images answers (retrying until then, or until shutdown).
+  void ReconcileSnapshots() ABSL_LOCKS_EXCLUDED(mu_);
+
   const Options options_;
   TaskStore* const store_;
   PluginManager* const plugins_;
@@ -195,6 +218,8 @@ class TaskManager {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> tasks_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // ReconcileSnapshots, started by Recover.
+  std::thread reconciler_;
 };
 
 // Checks a spec before anything is persisted; errors name the field.

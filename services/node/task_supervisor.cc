@@ -257,6 +257,12 @@ absl::Status TaskManager::StartRun(Entry& entry) {
       !s.ok()) {
     return s;
   }
+  // The image's root, command, environment, user and working directory.
+  if (spec.has_image()) {
+    if (absl::Status s = PrepareImage(entry, spec, &config); !s.ok()) {
+      return s;
+    }
+  }
   *config.mutable_resources() = spec.resources();
   *config.mutable_logs() = spec.logs();
   config.set_task_dir(TaskDir(id));
@@ -483,6 +489,9 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
           LOG(WARNING) << "task " << id << ": " << s;
         }
         if (absl::Status s = TearDownNetwork(*entry); !s.ok()) {
+          LOG(WARNING) << "task " << id << ": " << s;
+        }
+        if (absl::Status s = ReleaseImage(*entry); !s.ok()) {
           LOG(WARNING) << "task " << id << ": " << s;
         }
         Fail(*entry, started);

@@ -38,8 +38,10 @@ pids=()
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
 start_node() {
+  # Without berth-images (image tasks: image_e2e_test), so that
+  # `berth node status` reports every service it has healthy.
   "$node_bin" --runtime_dir="$run" --state_dir="$state" \
-    --plugin_config="$dir/plugins.json" \
+    --plugin_config="$dir/plugins.json" --images_socket=none \
     >>"$dir/node.log" 2>&1 &
   node_pid=$!
   wait_for 100 berth node status

@@ -1,0 +1,56 @@
+// What an image gives a task (TaskSpec.image): the image's configuration
+// under the spec, as docker applies it, into the driver's TaskConfig, and
+// its working directory made in the snapshot.
+//
+// The command is the entrypoint (spec.image.entrypoint when
+// override_entrypoint, else the image's Entrypoint) followed by the spec's
+// driver_config command and args when it gives them, else by the image's
+// Cmd; an overridden entrypoint drops the image's Cmd as
+// `docker run --entrypoint` does (and Kubernetes' `command`). Environment:
+// the image's Env, the spec's env on top. User: the spec's, else the
+// image's. Working directory: driver_config.work_dir when the spec gives
+// one (in the task directory, as for any task), else the image's
+// WorkingDir, "/" when it has none.
+
+#ifndef SERVICES_NODE_TASK_IMAGE_H_
+#define SERVICES_NODE_TASK_IMAGE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "berth/driver/v1/driver.pb.h"
+#include "berth/image/v1/image.pb.h"
+#include "berth/node/v1/node.pb.h"
+
+namespace berth::node {
+
+// The program and its arguments of an image task: INVALID_ARGUMENT
+// `spec.image: image "REF" has no command: give one` when both the
+// entrypoint and the command are empty.
+absl::StatusOr<std::vector<std::string>> ImageCommand(
+    const v1::TaskSpec& spec, const image::v1::ImageConfig& image);
+
+// Sets config's driver_config command and args, env, user and group, and
+// working_dir from `image` under `spec` (see above); the rest of config is
+// left as StartRun made it. Errors are INVALID_ARGUMENT naming the image
+// (no command; an image User that is not NAME, UID, NAME:GROUP or UID:GID).
+absl::Status ApplyImageConfig(const v1::TaskSpec& spec,
+                              const image::v1::ImageConfig& image,
+                              driver::v1::TaskConfig* config);
+
+// What Task.image shows of a prepared snapshot.
+v1::TaskImageStatus ImageStatusOf(const image::v1::Image& image,
+                                  const std::string& rootfs);
+
+// Makes the directory `path` (absolute, in the task's view) in the image
+// root `rootfs`, with its missing parents, 0755 and owned by root, resolving
+// every link inside the root as the task would (openat2 RESOLVE_IN_ROOT):
+// an image's link never leads the node outside it. Existing directories are
+// left as they are.
+absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path);
+
+}  // namespace berth::node
+
+#endif  // SERVICES_NODE_TASK_IMAGE_H_

@@ -1,0 +1,231 @@
+#include "services/node/task_image.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/common/test_util.h"
+
+namespace berth::node {
+namespace {
+
+using ::berth::testing::ShortTempDir;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+image::v1::ImageConfig Config(std::vector<std::string> entrypoint,
+                              std::vector<std::string> cmd) {
+  image::v1::ImageConfig config;
+  for (const std::string& part : entrypoint) config.add_entrypoint(part);
+  for (const std::string& part : cmd) config.add_cmd(part);
+  return config;
+}
+
+v1::TaskSpec Spec(const std::string& command,
+                  std::vector<std::string> args = {}) {
+  v1::TaskSpec spec;
+  spec.set_driver("exec");
+  spec.mutable_image()->set_reference("busybox");
+  auto& fields = *spec.mutable_driver_config()->mutable_fields();
+  if (!command.empty()) fields["command"].set_string_value(command);
+  if (!args.empty()) {
+    auto* list = fields["args"].mutable_list_value();
+    for (const std::string& arg : args) {
+      list->add_values()->set_string_value(arg);
+    }
+  }
+  return spec;
+}
+
+v1::TaskSpec WithEntrypoint(v1::TaskSpec spec,
+                            std::vector<std::string> entrypoint) {
+  spec.mutable_image()->set_override_entrypoint(true);
+  for (const std::string& part : entrypoint) {
+    spec.mutable_image()->add_entrypoint(part);
+  }
+  return spec;
+}
+
+// The command, as docker composes it.
+TEST(TaskImageTest, TheCommandIsTheEntrypointThenTheCommandOrTheImagesCmd) {
+  struct Case {
+    std::string name;
+    v1::TaskSpec spec;
+    image::v1::ImageConfig image;
+    std::vector<std::string> want;  // empty: "has no command"
+  };
+  const Case cases[] = {
+      {"the image's Cmd", Spec(""), Config({}, {"sh"}), {"sh"}},
+      {"Entrypoint and Cmd",
+       Spec(""),
+       Config({"/entry.sh"}, {"serve", "-v"}),
+       {"/entry.sh", "serve", "-v"}},
+      {"the spec's command replaces Cmd",
+       Spec("echo", {"hi"}),
+       Config({}, {"sh"}),
+       {"echo", "hi"}},
+      {"the spec's command follows Entrypoint",
+       Spec("echo", {"hi"}),
+       Config({"/entry.sh"}, {"serve"}),
+       {"/entry.sh", "echo", "hi"}},
+      {"args alone replace Cmd",
+       Spec("", {"-x", "1"}),
+       Config({"/entry.sh"}, {"serve"}),
+       {"/entry.sh", "-x", "1"}},
+      {"an entrypoint of the spec's drops Cmd",
+       WithEntrypoint(Spec(""), {"/bin/env"}),
+       Config({"/entry.sh"}, {"sh"}),
+       {"/bin/env"}},
+      {"an entrypoint of the spec's and its command",
+       WithEntrypoint(Spec("-c", {"echo hi"}), {"/bin/sh"}),
+       Config({"/entry.sh"}, {"x"}),
+       {"/bin/sh", "-c", "echo hi"}},
+      {"a cleared entrypoint (--entrypoint '')",
+       WithEntrypoint(Spec("echo", {"hi"}), {}),
+       Config({"/entry.sh"}, {"x"}),
+       {"echo", "hi"}},
+      {"nothing at all", Spec(""), Config({}, {}), {}},
+      {"a cleared entrypoint and no command",
+       WithEntrypoint(Spec(""), {}),
+       Config({"/entry.sh"}, {"serve"}),
+       {}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::vector<std::string>> command =
+        ImageCommand(c.spec, c.image);
+    if (c.want.empty()) {
+      EXPECT_TRUE(absl::IsInvalidArgument(command.status())) << c.name;
+      EXPECT_EQ(command.status().message(),
+                "spec.image: image \"busybox\" has no command: give one")
+          << c.name;
+      continue;
+    }
+    ASSERT_TRUE(command.ok()) << c.name << ": " << command.status();
+    EXPECT_THAT(*command, ElementsAreArray(c.want)) << c.name;
+  }
+}
+
+TEST(TaskImageTest, ApplyFillsCommandEnvironmentUserAndWorkingDirectory) {
+  v1::TaskSpec spec = Spec("echo", {"hi"});
+  (*spec.mutable_env())["MODE"] = "spec";
+  (*spec.mutable_env())["EXTRA"] = "1";
+  image::v1::ImageConfig image = Config({"/entry"}, {"serve"});
+  image.add_env("PATH=/usr/local/bin:/bin");
+  image.add_env("MODE=image");
+  image.add_env("EQUALS=a=b");
+  image.add_env("NOVALUE");
+  image.set_user("1000:1000");
+  image.set_working_dir("/srv/app");
+
+  driver::v1::TaskConfig config;
+  (*config.mutable_driver_config()->mutable_fields())["other"].set_string_value(
+      "kept");
+  config.set_user("");
+  ASSERT_TRUE(ApplyImageConfig(spec, image, &config).ok());
+  const auto& fields = config.driver_config().fields();
+  EXPECT_EQ(fields.at("command").string_value(), "/entry");
+  ASSERT_EQ(fields.at("args").list_value().values_size(), 2);
+  EXPECT_EQ(fields.at("args").list_value().values(0).string_value(), "echo");
+  EXPECT_EQ(fields.at("args").list_value().values(1).string_value(), "hi");
+  EXPECT_EQ(fields.at("other").string_value(), "kept");
+  EXPECT_THAT(config.env(),
+              UnorderedElementsAre(Pair("PATH", "/usr/local/bin:/bin"),
+                                   Pair("MODE", "spec"), Pair("EQUALS", "a=b"),
+                                   Pair("EXTRA", "1")));
+  EXPECT_EQ(config.user(), "1000");
+  EXPECT_EQ(config.group(), "1000");
+  EXPECT_EQ(config.working_dir(), "/srv/app");
+
+  // The spec's user wins (ApplyTaskIsolation set it already).
+  spec.set_user("nobody");
+  config.set_user("nobody");
+  config.clear_group();
+  ASSERT_TRUE(ApplyImageConfig(spec, image, &config).ok());
+  EXPECT_EQ(config.user(), "nobody");
+  EXPECT_EQ(config.group(), "");
+
+  // No WorkingDir: "/"; a relative one is taken from "/".
+  image.clear_working_dir();
+  ASSERT_TRUE(ApplyImageConfig(spec, image, &config).ok());
+  EXPECT_EQ(config.working_dir(), "/");
+  image.set_working_dir("app/../data/");
+  ASSERT_TRUE(ApplyImageConfig(spec, image, &config).ok());
+  EXPECT_EQ(config.working_dir(), "/data");
+
+  // The spec's work_dir (in its task directory) wins over WorkingDir.
+  (*spec.mutable_driver_config()->mutable_fields())["work_dir"]
+      .set_string_value("scratch");
+  config.clear_working_dir();
+  (*config.mutable_driver_config()->mutable_fields())["work_dir"]
+      .set_string_value("scratch");
+  ASSERT_TRUE(ApplyImageConfig(spec, image, &config).ok());
+  EXPECT_EQ(config.working_dir(), "");
+
+  // An image user berth cannot take.
+  spec.clear_user();
+  image.set_user("a:b:c");
+  absl::Status bad = ApplyImageConfig(spec, image, &config);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_THAT(bad.message(),
+              HasSubstr("image \"busybox\" has a User \"a:b:c\""));
+}
+
+TEST(TaskImageTest, StatusShowsTheImageAndTheRoot) {
+  image::v1::Image image;
+  image.set_name("docker.io/library/busybox:latest");
+  image.set_digest("sha256:aa");
+  image.set_manifest_digest("sha256:bb");
+  image.set_config_digest("sha256:cc");
+  v1::TaskImageStatus status = ImageStatusOf(image, "/var/lib/x/rootfs");
+  EXPECT_EQ(status.name(), "docker.io/library/busybox:latest");
+  EXPECT_EQ(status.digest(), "sha256:aa");
+  EXPECT_EQ(status.manifest_digest(), "sha256:bb");
+  EXPECT_EQ(status.config_digest(), "sha256:cc");
+  EXPECT_EQ(status.rootfs(), "/var/lib/x/rootfs");
+}
+
+// The working directory is made in the image's root; the image's links
+// resolve inside it, never on the host.
+TEST(TaskImageTest, MakeDirInRootStaysInTheRoot) {
+  ShortTempDir root;
+  ShortTempDir outside;
+  ASSERT_TRUE(MakeDirInRoot(root.path(), "/srv/app/data").ok());
+  struct stat st;
+  ASSERT_EQ(stat(root.Join("srv/app/data").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0755);
+  // Again: nothing to do.
+  EXPECT_TRUE(MakeDirInRoot(root.path(), "/srv/app/data").ok());
+
+  // An absolute link to a host directory: taken inside the root, where
+  // it leads nowhere.
+  ASSERT_EQ(symlink(outside.path().c_str(), root.Join("link").c_str()), 0);
+  absl::Status dangling = MakeDirInRoot(root.path(), "/link/made");
+  EXPECT_TRUE(absl::IsNotFound(dangling)) << dangling;
+  EXPECT_FALSE(::berth::testing::PathExists(outside.Join("made")));
+  // Once the root has the link's target, inside it.
+  ASSERT_TRUE(MakeDirInRoot(root.path(), outside.path()).ok());
+  ASSERT_TRUE(MakeDirInRoot(root.path(), "/link/made").ok());
+  EXPECT_FALSE(::berth::testing::PathExists(outside.Join("made")));
+  EXPECT_EQ(stat(root.Join(outside.path().substr(1) + "/made").c_str(), &st),
+            0);
+  // A relative one climbing out: stopped at the root.
+  ASSERT_EQ(symlink("../../../../../../..", root.Join("up").c_str()), 0);
+  ASSERT_TRUE(MakeDirInRoot(root.path(), "/up/climbed").ok());
+  EXPECT_EQ(stat(root.Join("climbed").c_str(), &st), 0);
+
+  // A file where a directory goes.
+  ASSERT_EQ(close(creat(root.Join("file").c_str(), 0644)), 0);
+  EXPECT_FALSE(MakeDirInRoot(root.path(), "/file/x").ok());
+}
+
+}  // namespace
+}  // namespace berth::node

@@ -1,0 +1,177 @@
+// TaskManager's image snapshots (task_manager.h): a task with spec.image
+// runs on a snapshot berth-images prepares for it (id = the task id),
+// prepared at its first start, reused by its restarts, released when it is
+// removed or fails to start; at the node's start, snapshots that are no
+// task's are released.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "services/node/task_image.h"
+#include "services/node/task_manager.h"
+
+namespace berth::node {
+namespace {
+
+// The error of a snapshot that could not be prepared, naming the image.
+absl::Status PrepareError(const std::string& reference,
+                          const absl::Status& error) {
+  if (absl::IsNotFound(error)) {
+    return absl::NotFoundError(absl::StrCat(
+        "spec.image: image \"", reference,
+        "\": not found in the image store; pull it first: berth image pull ",
+        reference));
+  }
+  return absl::Status(
+      error.code(),
+      absl::StrCat("spec.image: image \"", reference,
+                   "\": cannot prepare the task's root: ", error.message()));
+}
+
+}  // namespace
+
+absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
+                                       driver::v1::TaskConfig* config) {
+  const std::string& reference = spec.image().reference();
+  if (options_.images == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.image: image \"", reference,
+        "\": this node runs without berth-images (--images_socket=none)"));
+  }
+  std::string id;
+  image::v1::Image image;
+  std::string rootfs;
+  bool had_snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    id = entry.record.task().id();
+    had_snapshot = entry.record.has_image() &&
+                   !entry.record.task().image().rootfs().empty();
+    if (had_snapshot) image = entry.record.image();
+  }
+  if (had_snapshot) {
+    // A restart runs on the same snapshot (what the last run wrote stays,
+    // as in a docker container), of the image it was prepared from.
+    absl::StatusOr<std::vector<image::v1::Snapshot>> snapshots =
+        options_.images->ListSnapshots();
+    if (!snapshots.ok()) return PrepareError(reference, snapshots.status());
+    for (const image::v1::Snapshot& snapshot : *snapshots) {
+      if (snapshot.id() == id) rootfs = snapshot.rootfs();
+    }
+  }
+  if (rootfs.empty()) {
+    absl::StatusOr<image::v1::PrepareSnapshotResponse> prepared =
+        options_.images->PrepareSnapshot(id, reference);
+    if (!prepared.ok()) return PrepareError(reference, prepared.status());
+    if (prepared->rootfs().empty() || prepared->rootfs()[0] != '/') {
+      return absl::InternalError(
+          absl::StrCat("spec.image: image \"", reference,
+                       "\": berth-images gave the root \"", prepared->rootfs(),
+                       "\", not an absolute path"));
+    }
+    rootfs = prepared->rootfs();
+    image = prepared->image();
+  }
+  {
+    // In memory now; stored with the run (or with the failure, and the
+    // snapshot released then).
+    absl::MutexLock lock(&mu_);
+    *entry.record.mutable_image() = image;
+    *entry.record.mutable_task()->mutable_image() =
+        ImageStatusOf(image, rootfs);
+  }
+  if (absl::Status s = ApplyImageConfig(spec, image.config(), config);
+      !s.ok()) {
+    return s;
+  }
+  config->mutable_isolation()->set_rootfs(rootfs);
+  if (!config->working_dir().empty() && config->working_dir() != "/") {
+    if (absl::Status s = MakeDirInRoot(rootfs, config->working_dir());
+        !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("spec.image: image \"", reference,
+                                 "\": cannot make its working directory ",
+                                 config->working_dir(), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskManager::ReleaseImage(Entry& entry) {
+  std::string id;
+  bool had_snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entry.record.task().spec().has_image()) return absl::OkStatus();
+    id = entry.record.task().id();
+    had_snapshot = !entry.record.task().image().rootfs().empty();
+  }
+  if (options_.images == nullptr) return absl::OkStatus();
+  absl::Status s = options_.images->ReleaseSnapshot(id);
+  if (!s.ok() && !had_snapshot && absl::IsUnavailable(s)) {
+    // Never prepared as far as the node knows; one whose answer was lost is
+    // released when the node next starts (ReconcileSnapshots).
+    LOG(WARNING) << "task " << id
+                 << ": cannot make sure it has no snapshot: " << s;
+    return absl::OkStatus();
+  }
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("releasing the snapshot of "
+                                               "image task ",
+                                               id, ": ", s.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entry.record.mutable_task()->mutable_image()->clear_rootfs();
+  }
+  return absl::OkStatus();
+}
+
+void TaskManager::ReconcileSnapshots() {
+  while (!shutting_down()) {
+    // In slices of a second: a node shutting down meanwhile is held no
+    // longer.
+    if (!options_.images->Connect(absl::Seconds(1)).ok()) continue;
+    absl::StatusOr<std::vector<image::v1::Snapshot>> snapshots =
+        options_.images->ListSnapshots();
+    if (!snapshots.ok()) {
+      const bool away = absl::IsUnavailable(snapshots.status());
+      if (!away) {
+        LOG(WARNING) << "cannot list berth-images' snapshots: "
+                     << snapshots.status() << "; trying again";
+      }
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&shutting_down_),
+                           away ? absl::Seconds(1) : absl::Seconds(5));
+      continue;
+    }
+    int released = 0;
+    for (const image::v1::Snapshot& snapshot : *snapshots) {
+      // A task made after the list has no snapshot in it: each task is
+      // known before its snapshot is prepared.
+      if (IsTask(snapshot.id())) continue;
+      if (absl::Status s = options_.images->ReleaseSnapshot(snapshot.id());
+          !s.ok()) {
+        LOG(WARNING) << "cannot release snapshot " << snapshot.id()
+                     << ", which is no task's: " << s;
+        continue;
+      }
+      LOG(INFO) << "released snapshot " << snapshot.id() << " (image "
+                << snapshot.image_name() << "), which is no task's";
+      ++released;
+    }
+    LOG(INFO) << "snapshots reconciled: " << snapshots->size() << " found, "
+              << released << " released";
+    return;
+  }
+}
+
+bool TaskManager::IsTask(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return tasks_.count(id) > 0;
+}
+
+}  // namespace berth::node
