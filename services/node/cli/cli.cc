@@ -71,6 +71,13 @@ int Cli::Dispatch(const CommandInfo& command,
   if (command.name == "stop") return Stop(*parsed);
   if (command.name == "rm") return Remove(*parsed);
   if (command.name == "events") return Events(*parsed);
+  if (command.name == "image pull") return ImagePull(*parsed);
+  if (command.name == "image import") return ImageImport(*parsed);
+  if (command.name == "image ls") return ImageList(*parsed);
+  if (command.name == "image inspect") return ImageInspect(*parsed);
+  if (command.name == "image rm") return ImageRemove(*parsed);
+  if (command.name == "image prune") return ImagePrune(*parsed);
+  if (command.name == "image tag") return ImageTag(*parsed);
   return NodeStatus(*parsed);
 }
 
@@ -105,6 +112,14 @@ int Cli::NodeError(const grpc::Status& status) const {
     absl::StatusOr<SocketPathState> state = ProbeSocketPath(socket_path_);
     if (!state.ok() || *state != SocketPathState::kLive) return Unreachable();
   }
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // An older berth-node (or one that does not forward berth-images).
+    return Fail(absl::StrCat(
+        "berth-node at ", socket_path_, " does not serve this call",
+        status.error_message().empty() ? "" : " (", status.error_message(),
+        status.error_message().empty() ? "" : ")",
+        ": is it older than this berth?"));
+  }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
       status.error_message() == "Deadline Exceeded") {
     // gRPC's own words: our deadline passed before berth-node answered.
@@ -122,6 +137,7 @@ bool Cli::Connect() {
       DialUnix(socket_path_, env_.connect_timeout);
   if (!channel.ok()) return false;
   stub_ = nodepb::NodeService::NewStub(*channel);
+  images_ = image::v1::ImageService::NewStub(*channel);
   return true;
 }
 
@@ -211,14 +227,16 @@ int Cli::Ps(const ParsedArgs& args) {
     }
     return kExitOk;
   }
-  Table table({"ID", "NAME", "DRIVER", "STATE", "CREATED", "EXIT", "COMMAND"});
+  Table table(
+      {"ID", "NAME", "IMAGE", "DRIVER", "STATE", "CREATED", "EXIT", "COMMAND"});
   const absl::Time now = env_.now();
   for (const nodepb::Task& task : response.tasks()) {
     const std::string created =
         task.has_created_at()
             ? HumanAgo(base::FromProtoTimestamp(task.created_at()), now)
             : "-";
-    table.AddRow({ShortId(task.id()), task.spec().name(), task.spec().driver(),
+    table.AddRow({ShortId(task.id()), task.spec().name(),
+                  task.spec().image().reference(), task.spec().driver(),
                   StateText(task.state()), created, ExitText(task),
                   CommandText(task.spec(), kCommandWidth)});
   }

@@ -9,6 +9,9 @@
 //   run_command.cc    run: the task's output until it ends, Ctrl-C
 //   exec_command.cc   exec: stdin, the terminal and its resizes
 //   stats_command.cc  stats: a stream per task and the table
+//   image_command.cc  image pull, import, ls, inspect, rm, prune, tag over
+//                     berth.image.v1.ImageService (forwarded on node.sock),
+//                     and the pull before `run`
 //
 // The command table (names, flags, usage texts) is command_table.h.
 
@@ -19,12 +22,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/driver/v1/driver.pb.h"
+#include "berth/image/v1/image.grpc.pb.h"
+#include "berth/image/v1/image.pb.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/message.h"
@@ -34,6 +40,7 @@
 #include "services/node/cli/cli_args.h"
 #include "services/node/cli/command_table.h"
 #include "services/node/cli/commands.h"
+#include "services/node/cli/task_spec_flags.h"
 #include "services/node/cli/terminal.h"
 
 namespace berth::cli {
@@ -89,8 +96,8 @@ class Cli {
   // node went away.
   int NodeError(const grpc::Status& status) const;
 
-  // Connects to berth-node; false (nothing printed) when it cannot be
-  // reached.
+  // Connects to berth-node (its NodeService and the ImageService it
+  // forwards); false (nothing printed) when it cannot be reached.
   bool Connect();
 
   void SetDeadline(grpc::ClientContext* context,
@@ -149,9 +156,44 @@ class Cli {
 
   int Stats(const ParsedArgs& args);
 
+  // --- image (image_command.cc).
+
+  // How a pull's progress is shown.
+  enum class PullDisplay {
+    // PullProgressPrinter, on a terminal when the fd is one.
+    kAuto,
+    // PullProgressPrinter as on a terminal.
+    kTerminal,
+    // PullProgressPrinter's plain lines.
+    kPlain,
+    // Nothing.
+    kQuiet,
+  };
+
+  // Pulls `reference` and writes its progress and summary to `fd` ("Image
+  // is up to date" when it brings `digest_before`); Ctrl-C (SIGINT,
+  // SIGTERM) cancels the stream. The image stored, or the exit code to
+  // return (the error printed).
+  std::variant<image::v1::Image, int> PullImage(
+      const std::string& reference, const image::v1::Platform* platform, int fd,
+      PullDisplay display, const std::string& digest_before);
+
+  // Before `run`: pulls the task's image as `policy` says (progress to
+  // stderr unless `quiet`); kExitOk or the exit code to return.
+  int EnsureImage(const std::string& reference, PullPolicy policy, bool quiet);
+
+  int ImagePull(const ParsedArgs& args);
+  int ImageImport(const ParsedArgs& args);
+  int ImageList(const ParsedArgs& args);
+  int ImageInspect(const ParsedArgs& args);
+  int ImageRemove(const ParsedArgs& args);
+  int ImagePrune(const ParsedArgs& args);
+  int ImageTag(const ParsedArgs& args);
+
   const CliEnvironment& env_;
   const std::string socket_path_;
   std::unique_ptr<node::v1::NodeService::Stub> stub_;
+  std::unique_ptr<image::v1::ImageService::Stub> images_;
 };
 
 }  // namespace berth::cli

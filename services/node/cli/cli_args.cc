@@ -59,6 +59,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
+      parsed.positional_before_dash_dash = parsed.positional.size();
       parsed.positional.insert(parsed.positional.end(), args.begin() + i + 1,
                                args.end());
       break;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct ParsedArgs {
   // Values by long flag name; a boolean flag has one empty value per use.
   std::map<std::string, std::vector<std::string>, std::less<>> flags;
   std::vector<std::string> positional;
+  // How many of `positional` came before a "--" ending the flags; nullopt
+  // when there was none. `berth run -- CMD` (0: the command follows "--")
+  // runs no image, `berth run IMAGE CMD` does.
+  std::optional<size_t> positional_before_dash_dash;
 
   bool Has(absl::string_view name) const;
   // The last value of the flag; empty if it is not given.

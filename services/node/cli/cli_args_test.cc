@@ -65,6 +65,22 @@ TEST(ParseArgsTest, DoubleDashEndsFlags) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_FALSE(parsed->Has("help"));
   EXPECT_THAT(parsed->positional, ElementsAre("web", "--help", "-x"));
+  EXPECT_EQ(parsed->positional_before_dash_dash, 1u);
+}
+
+// Where "--" was: `berth run -- CMD` (none before it) against
+// `berth run IMAGE CMD` (no "--" ending the flags at all).
+TEST(ParseArgsTest, CountsThePositionalArgumentsBeforeDoubleDash) {
+  absl::StatusOr<ParsedArgs> first = ParseArgs(
+      kSpecs, {"-i", "--", "/bin/sh", "--"}, PositionalMode::kStopAtFirst);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->positional_before_dash_dash, 0u);
+  EXPECT_THAT(first->positional, ElementsAre("/bin/sh", "--"));
+  absl::StatusOr<ParsedArgs> none = ParseArgs(
+      kSpecs, {"-i", "busybox", "--", "ls"}, PositionalMode::kStopAtFirst);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->positional_before_dash_dash, std::nullopt);
+  EXPECT_THAT(none->positional, ElementsAre("busybox", "--", "ls"));
 }
 
 TEST(ParseArgsTest, ErrorsNameTheFlag) {

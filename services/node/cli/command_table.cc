@@ -15,15 +15,38 @@ namespace {
 
 const FlagSpec kHelpFlag = {"help", 'h', "", "Print this help"};
 
+const FlagSpec kPlatformFlag = {
+    "platform", 0, "OS/ARCH[/VARIANT]",
+    "The platform to choose from a multi-platform image (default: the "
+    "node's)"};
+
+// The commands of `berth image`, by subcommand, in the order its help lists
+// them, with one line each.
+const std::vector<std::pair<const char*, const char*>> kImageSummaries = {
+    {"pull", "Pull an image from its registry"},
+    {"import", "Import an OCI layout or archive, or a docker save archive"},
+    {"ls", "List images"},
+    {"inspect", "Show images as JSON"},
+    {"rm", "Remove images"},
+    {"prune", "Remove what no image or task uses"},
+    {"tag", "Give an image another name"},
+};
+
 }  // namespace
 
 const std::vector<CommandInfo>& Commands() {
   static const std::vector<CommandInfo>* const kCommands = new std::vector<
       CommandInfo>{
-      {"run", "[FLAGS] [--] COMMAND [ARGS...]",
-       "Run a command as a new task. Without -d, shows its output (stdout to\n"
-       "stdout, stderr to stderr) and exits with the task's exit code (128+N\n"
-       "when signal N killed it; 125 when it could not be started).",
+      {"run",
+       "[FLAGS] IMAGE [COMMAND [ARGS...]]\n       berth run [FLAGS] -- COMMAND "
+       "[ARGS...]",
+       "Run a command as a new task: in IMAGE's file system (pulled first\n"
+       "when the node does not have it; COMMAND replaces the image's Cmd), "
+       "or,\n"
+       "with the command after --, on the host's binaries without an image.\n"
+       "Without -d, shows its output (stdout to stdout, stderr to stderr) and\n"
+       "exits with the task's exit code (128+N when signal N killed it; 125\n"
+       "when it could not be started).",
        RunFlagSpecs(), PositionalMode::kStopAtFirst},
       {"ps",
        "[FLAGS]",
@@ -88,6 +111,66 @@ const std::vector<CommandInfo>& Commands() {
        "healthy; exits 1 when one is not.",
        {{"json", 0, "", "Print the GetNodeStatusResponse in protobuf JSON"},
         kHelpFlag}},
+      {"image pull",
+       "[FLAGS] REFERENCE",
+       "Pull an image (\"busybox\", \"registry:5000/team/app:1.2\",\n"
+       "\"name@sha256:...\") into the node's store, showing each layer's\n"
+       "progress: redrawn in place on a terminal, a line per change "
+       "otherwise.\n"
+       "Ctrl-C cancels the pull.",
+       {{"quiet", 'q', "", "Print only the image's name once stored"},
+        {"progress", 0, "MODE",
+         "auto (default: tty on a terminal), tty (redrawn in place) or plain "
+         "(a line per change)"},
+        kPlatformFlag,
+        kHelpFlag},
+       PositionalMode::kInterspersed,
+       {"pull"}},
+      {"image import",
+       "[FLAGS] FILE|-",
+       "Import the images of an OCI image layout or archive, or of a\n"
+       "`docker save` archive (a tar, gzip-compressed or not; '-' reads\n"
+       "stdin), and print each image's name and digest.",
+       {{"name", 0, "NAME",
+         "Name for an image the archive leaves unnamed (or for its only "
+         "image)"},
+        kPlatformFlag,
+        kHelpFlag}},
+      {"image ls",
+       "[FLAGS]",
+       "List the node's images: repository, tag, image id (of the image's\n"
+       "configuration), when it was built and the size it takes stored.",
+       {{"quiet", 'q', "", "Print only the image ids"},
+        {"digests", 0, "", "Show each image's digest"},
+        {"no-trunc", 0, "", "Show whole image ids"},
+        {"json", 0, "", "Print the ListImagesResponse in protobuf JSON"},
+        kHelpFlag},
+       PositionalMode::kInterspersed,
+       {"images", "image list"}},
+      {"image inspect",
+       "REFERENCE...",
+       "Print images (name, digest or unique image id prefix) as indented\n"
+       "JSON (protobuf JSON mapping), one object each.",
+       {kHelpFlag}},
+      {"image rm",
+       "[FLAGS] REFERENCE...",
+       "Remove image names; the layers and blobs nothing uses any more are\n"
+       "deleted. Goes on after a failure and exits 1 if any failed.",
+       {{"force", 'f', "", "Remove the name even when a task runs on it"},
+        kHelpFlag},
+       PositionalMode::kInterspersed,
+       {"rmi", "image remove"}},
+      {"image prune",
+       "[FLAGS]",
+       "Delete the blobs and layers no image and no task uses; with -a, also\n"
+       "every image no task uses. Asks first unless -f.",
+       {{"all", 'a', "", "Also remove every image no task uses"},
+        {"force", 'f', "", "Do not ask for confirmation"},
+        kHelpFlag}},
+      {"image tag",
+       "SOURCE TARGET",
+       "Give the image SOURCE the name TARGET as well.",
+       {kHelpFlag}},
   };
   return *kCommands;
 }
@@ -95,13 +178,39 @@ const std::vector<CommandInfo>& Commands() {
 const CommandInfo* FindCommand(absl::string_view name) {
   for (const CommandInfo& command : Commands()) {
     if (command.name == name) return &command;
+    for (const std::string& alias : command.aliases) {
+      if (alias == name) return &command;
+    }
   }
   return nullptr;
 }
 
+bool IsCommandGroup(absl::string_view word) { return word == "image"; }
+
+std::string GroupUsage(absl::string_view group) {
+  std::string usage = absl::StrCat(
+      "usage: berth ", group,
+      " COMMAND [ARGS...]\n"
+      "\n"
+      "Manage the node's images (berth-images, reached through berth-node).\n"
+      "\n"
+      "Commands:\n");
+  for (const auto& [name, summary] : kImageSummaries) {
+    absl::StrAppend(&usage, absl::StrFormat("  %-9s %s\n", name, summary));
+  }
+  absl::StrAppend(&usage, "\nRun 'berth ", group,
+                  " COMMAND --help' for more about a command.\n");
+  return usage;
+}
+
 std::string CommandUsage(const CommandInfo& command) {
+  std::string aliases;
+  for (const std::string& alias : command.aliases) {
+    absl::StrAppend(&aliases, aliases.empty() ? "\n\nAliases: " : ", ",
+                    "berth ", alias);
+  }
   return absl::StrCat("usage: berth ", command.name, " ", command.synopsis,
-                      "\n\n", command.description, "\n\nFlags:\n",
+                      "\n\n", command.description, aliases, "\n\nFlags:\n",
                       FormatFlagHelp(command.flags));
 }
 
@@ -128,6 +237,14 @@ std::string TopUsage() {
   for (const auto& [name, summary] : kSummaries) {
     absl::StrAppend(&usage, absl::StrFormat("  %-13s %s\n", name, summary));
   }
+  absl::StrAppend(&usage, "\nImages (berth image --help):\n");
+  for (const auto& [name, summary] : kImageSummaries) {
+    absl::StrAppend(&usage,
+                    absl::StrFormat("  image %-7s %s\n", name, summary));
+  }
+  absl::StrAppend(&usage,
+                  "  (docker's spellings too: berth images, berth pull, "
+                  "berth rmi)\n");
   absl::StrAppend(
       &usage,
       "\nGlobal flags:\n"

@@ -30,12 +30,37 @@ TEST(CommandTableTest, EveryCommandIsFoundListedAndHasHelp) {
     EXPECT_THAT(usage, HasSubstr(command.description));
     EXPECT_THAT(usage, HasSubstr("-h, --help")) << command.name;
   }
-  EXPECT_EQ(names.size(), 10);
+  EXPECT_EQ(names.size(), 17);
+}
+
+TEST(CommandTableTest, DockerSpellingsAreAliases) {
+  EXPECT_EQ(FindCommand("images"), FindCommand("image ls"));
+  EXPECT_EQ(FindCommand("image list"), FindCommand("image ls"));
+  EXPECT_EQ(FindCommand("pull"), FindCommand("image pull"));
+  EXPECT_EQ(FindCommand("rmi"), FindCommand("image rm"));
+  EXPECT_NE(FindCommand("rmi"), nullptr);
+  EXPECT_THAT(CommandUsage(*FindCommand("rmi")),
+              HasSubstr("Aliases: berth rmi, berth image remove"));
+}
+
+TEST(CommandTableTest, ImageGroupListsItsCommands) {
+  EXPECT_TRUE(IsCommandGroup("image"));
+  EXPECT_FALSE(IsCommandGroup("node"));
+  const std::string usage = GroupUsage("image");
+  EXPECT_THAT(usage, StartsWith("usage: berth image COMMAND"));
+  for (const CommandInfo& command : Commands()) {
+    if (command.name.rfind("image ", 0) != 0) continue;
+    EXPECT_THAT(usage,
+                HasSubstr(absl::StrCat(
+                    "\n  ", command.name.substr(sizeof("image ") - 1), " ")))
+        << command.name;
+  }
 }
 
 TEST(CommandTableTest, UnknownNamesAreNotFound) {
   EXPECT_EQ(FindCommand("frob"), nullptr);
-  EXPECT_EQ(FindCommand("node"), nullptr);  // only "node status" is
+  EXPECT_EQ(FindCommand("node"), nullptr);   // only "node status" is
+  EXPECT_EQ(FindCommand("image"), nullptr);  // a group
   EXPECT_EQ(FindCommand(""), nullptr);
 }
 

@@ -91,10 +91,15 @@ int RunCli(const std::vector<std::string>& args, const CliEnvironment& env) {
       out(TopUsage());
       return kExitOk;
     }
+    if (IsCommandGroup(args[i]) && i + 1 == args.size()) {
+      out(GroupUsage(args[i]));
+      return kExitOk;
+    }
     name = args[i] == "node" ? "node status" : args[i];
+    if (IsCommandGroup(args[i])) name = absl::StrCat(args[i], " ", args[i + 1]);
     const CommandInfo* command = FindCommand(name);
     if (command == nullptr) {
-      err(absl::StrCat("berth: unknown command \"", args[i],
+      err(absl::StrCat("berth: unknown command \"", name,
                        "\"; see 'berth --help'\n"));
       return kExitUsage;
     }
@@ -117,6 +122,24 @@ int RunCli(const std::vector<std::string>& args, const CliEnvironment& env) {
       return kExitUsage;
     }
     name = "node status";
+    ++i;
+  }
+  if (IsCommandGroup(name)) {
+    const std::string group = name;
+    if (i == args.size()) {
+      err(GroupUsage(group));
+      return kExitUsage;
+    }
+    if (args[i] == "-h" || args[i] == "--help") {
+      out(GroupUsage(group));
+      return kExitOk;
+    }
+    name = absl::StrCat(group, " ", args[i]);
+    if (FindCommand(name) == nullptr) {
+      err(absl::StrCat("berth ", group, ": unknown command \"", args[i],
+                       "\"; see 'berth ", group, " --help'\n"));
+      return kExitUsage;
+    }
     ++i;
   }
   const CommandInfo* command = FindCommand(name);

@@ -38,14 +38,17 @@ namespace berth::cli {
 namespace {
 
 namespace driverpb = ::berth::driver::v1;
+namespace imagepb = ::berth::image::v1;
 namespace netpb = ::berth::network::v1;
 namespace nodepb = ::berth::node::v1;
 namespace statspb = ::berth::stats::v1;
+using ::berth::cli::testing::FakeImageService;
 using ::berth::cli::testing::FakeNodeService;
 using ::google::protobuf::util::MessageDifferencer;
 using ::google::protobuf::util::TimeUtil;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kWebId[] = "aaaabbbbccccddddeeeeffff00001111";
@@ -118,7 +121,7 @@ class CommandsTest : public ::testing::Test {
   void SetUp() override {
     UnixGrpcServer::Options options;
     options.socket_path = socket_path_;
-    options.services = {&fake_};
+    options.services = {&fake_, &images_};
     absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
         UnixGrpcServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -165,6 +168,8 @@ class CommandsTest : public ::testing::Test {
   const std::string socket_path_ = dir_.Join("node.sock");
   std::map<std::string, std::string> variables_;
   FakeNodeService fake_;
+  // berth-node forwards the ImageService on its socket.
+  FakeImageService images_;
   std::unique_ptr<UnixGrpcServer> server_;
 };
 
@@ -204,9 +209,22 @@ TEST_F(CommandsTest, SocketResolution) {
 }
 
 TEST_F(CommandsTest, HelpOnEverySubcommand) {
-  const std::vector<std::vector<std::string>> commands = {
-      {"run"},   {"ps"},   {"inspect"}, {"logs"},          {"exec"},
-      {"stats"}, {"stop"}, {"rm"},      {"node", "status"}};
+  const std::vector<std::vector<std::string>> commands = {{"run"},
+                                                          {"ps"},
+                                                          {"inspect"},
+                                                          {"logs"},
+                                                          {"exec"},
+                                                          {"stats"},
+                                                          {"stop"},
+                                                          {"rm"},
+                                                          {"node", "status"},
+                                                          {"image", "pull"},
+                                                          {"image", "import"},
+                                                          {"image", "ls"},
+                                                          {"image", "inspect"},
+                                                          {"image", "rm"},
+                                                          {"image", "prune"},
+                                                          {"image", "tag"}};
   for (const auto& command : commands) {
     for (const char* flag : {"--help", "-h"}) {
       std::vector<std::string> args = command;
@@ -230,6 +248,29 @@ TEST_F(CommandsTest, HelpOnEverySubcommand) {
   EXPECT_THAT(Run({"node", "--help"}).out,
               StartsWith("usage: berth node status"));
   EXPECT_THAT(Run({"help", "logs"}).out, StartsWith("usage: berth logs"));
+  // The image group, and docker's spellings.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"image", "--help"},
+        std::vector<std::string>{"image", "-h"},
+        std::vector<std::string>{"help", "image"}}) {
+    CliResult group = Run(args);
+    EXPECT_EQ(group.code, 0) << absl::StrJoin(args, " ");
+    EXPECT_THAT(group.out, StartsWith("usage: berth image COMMAND"));
+    EXPECT_THAT(group.out, HasSubstr("\n  pull "));
+    EXPECT_THAT(group.out, HasSubstr("\n  prune "));
+  }
+  EXPECT_THAT(Run({"help", "image", "pull"}).out,
+              StartsWith("usage: berth image pull [FLAGS] REFERENCE"));
+  EXPECT_THAT(Run({"images", "--help"}).out,
+              StartsWith("usage: berth image ls"));
+  EXPECT_THAT(Run({"pull", "-h"}).out, StartsWith("usage: berth image pull"));
+  EXPECT_THAT(Run({"rmi", "--help"}).out, StartsWith("usage: berth image rm"));
+  EXPECT_THAT(Run({"help", "rmi"}).out, StartsWith("usage: berth image rm"));
+  EXPECT_THAT(Run({"run", "--help"}).out,
+              StartsWith("usage: berth run [FLAGS] IMAGE [COMMAND [ARGS...]]\n"
+                         "       berth run [FLAGS] -- COMMAND [ARGS...]\n"));
+  EXPECT_THAT(Run({"run", "--help"}).out, HasSubstr("--entrypoint=CMD"));
+  EXPECT_THAT(top.out, HasSubstr("\n  image pull "));
   CliResult version = Run({"--version"});
   EXPECT_EQ(version.code, 0);
   EXPECT_EQ(version.out, absl::StrCat("berth ", kVersion, "\n"));
@@ -250,8 +291,65 @@ TEST_F(CommandsTest, UsageErrorsExit2NamingTheProblem) {
       {{"node", "frob"},
        "berth node: unknown command \"frob\"; see 'berth node --help'\n"},
       {{"run"},
-       "berth run: a command is required: berth run [FLAGS] -- COMMAND "
+       "berth run: an IMAGE or a command is required: berth run [FLAGS] "
+       "IMAGE [COMMAND [ARGS...]], or berth run [FLAGS] -- COMMAND [ARGS...] "
+       "for none; see 'berth run --help'\n"},
+      {{"run", "--"},
+       "berth run: an IMAGE or a command is required: berth run [FLAGS] "
+       "IMAGE [COMMAND [ARGS...]], or berth run [FLAGS] -- COMMAND [ARGS...] "
+       "for none; see 'berth run --help'\n"},
+      {{"run", "/bin/sh", "-c", "true"},
+       "berth run: \"/bin/sh\" is not an image reference: to run a host "
+       "command without an image, put it after --: berth run [FLAGS] -- "
+       "COMMAND [ARGS...]; see 'berth run --help'\n"},
+      {{"run", "--entrypoint", "/bin/echo", "--", "/bin/true"},
+       "berth run: --entrypoint replaces an image's Entrypoint, and this "
+       "task has no image: berth run [FLAGS] --entrypoint CMD IMAGE "
        "[ARGS...]; see 'berth run --help'\n"},
+      {{"run", "--pull", "sometimes", "busybox"},
+       "berth run: --pull \"sometimes\" must be missing, always or never; see "
+       "'berth run --help'\n"},
+      {{"image"}, ""},  // the group's usage, checked below
+      {{"image", "frob"},
+       "berth image: unknown command \"frob\"; see 'berth image --help'\n"},
+      {{"image", "pull"},
+       "berth image pull: takes exactly one REFERENCE; see 'berth image pull "
+       "--help'\n"},
+      {{"pull", "a", "b"},
+       "berth image pull: takes exactly one REFERENCE; see 'berth image pull "
+       "--help'\n"},
+      {{"image", "pull", "--progress", "fancy", "busybox"},
+       "berth image pull: --progress \"fancy\" must be auto, tty or plain; "
+       "see 'berth image pull --help'\n"},
+      {{"image", "pull", "--platform", "linux", "busybox"},
+       "berth image pull: --platform: \"linux\" must be OS/ARCH[/VARIANT], "
+       "e.g. linux/amd64; see 'berth image pull --help'\n"},
+      {{"image", "pull", "--bogus", "busybox"},
+       "berth image pull: unknown flag --bogus; see 'berth image pull "
+       "--help'\n"},
+      {{"image", "import"},
+       "berth image import: takes exactly one FILE (- for stdin); see "
+       "'berth image import --help'\n"},
+      {{"image", "import", "/nonexistent/x.tar"},
+       "berth image import: cannot open /nonexistent/x.tar: No such file or "
+       "directory; see 'berth image import --help'\n"},
+      {{"image", "ls", "busybox"},
+       "berth image ls: unexpected argument \"busybox\"; see 'berth image ls "
+       "--help'\n"},
+      {{"images", "-z"},
+       "berth image ls: unknown flag -z; see 'berth image ls --help'\n"},
+      {{"image", "inspect"},
+       "berth image inspect: at least one REFERENCE is required; see 'berth "
+       "image inspect --help'\n"},
+      {{"rmi"},
+       "berth image rm: at least one REFERENCE is required; see 'berth image "
+       "rm --help'\n"},
+      {{"image", "prune", "x"},
+       "berth image prune: unexpected argument \"x\"; see 'berth image "
+       "prune --help'\n"},
+      {{"image", "tag", "busybox"},
+       "berth image tag: takes exactly a SOURCE and a TARGET; see 'berth "
+       "image tag --help'\n"},
       {{"run", "--memory", "64q", "true"},
        "berth run: --memory: \"64q\" has an unknown unit \"q\": use b, k, m "
        "or g; see 'berth run --help'\n"},
@@ -273,10 +371,16 @@ TEST_F(CommandsTest, UsageErrorsExit2NamingTheProblem) {
   for (const Case& c : cases) {
     CliResult result = Run(c.args);
     EXPECT_EQ(result.code, 2) << absl::StrJoin(c.args, " ");
-    EXPECT_EQ(result.err, c.err);
+    if (c.args == std::vector<std::string>{"image"}) {
+      EXPECT_THAT(result.err, StartsWith("usage: berth image COMMAND"));
+    } else {
+      EXPECT_EQ(result.err, c.err);
+    }
     EXPECT_EQ(result.out, "");
   }
   EXPECT_TRUE(fake_.run_requests().empty());
+  EXPECT_TRUE(images_.pull_requests().empty());
+  EXPECT_TRUE(images_.inspect_requests().empty());
   CliResult bare = Run({});
   EXPECT_EQ(bare.code, 2);
   EXPECT_THAT(bare.err, StartsWith("usage: berth"));
@@ -374,7 +478,7 @@ TEST_F(CommandsTest, RunAttachedCopiesOutputAndExitsWithTheTasksCode) {
   fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDOUT, "out 1\n"),
                          Chunk(nodepb::LOG_STREAM_STDERR, "err 1\n"),
                          Chunk(nodepb::LOG_STREAM_STDOUT, binary)});
-  CliResult result = Run({"run", "/bin/sh", "-c", "exit 3"});
+  CliResult result = Run({"run", "--", "/bin/sh", "-c", "exit 3"});
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.out, "out 1\n" + binary);
   EXPECT_EQ(result.err, "err 1\n");
@@ -428,7 +532,7 @@ TEST_F(CommandsTest, RunThatFailedToStartExits125WithTheError) {
   outcome.set_error(
       "driver_config.command: \"nope\" is not on the task's PATH");
   fake_.SetRunOutcome(outcome);
-  CliResult result = Run({"run", "--name", "web", "nope"});
+  CliResult result = Run({"run", "--name", "web", "--", "nope"});
   EXPECT_EQ(result.code, 125);
   EXPECT_EQ(result.err,
             "berth: task web failed to start: driver_config.command: \"nope\" "
@@ -513,19 +617,22 @@ TEST_F(CommandsTest, PsTable) {
   db.mutable_exit_result()->set_exit_code(2);
   *db.mutable_created_at() = TimeUtil::SecondsToTimestamp(
       absl::ToUnixSeconds(kNow - absl::Minutes(3)));
+  db.mutable_spec()->mutable_image()->set_reference("busybox");
   fake_.AddTask(web);
   fake_.AddTask(db);
 
+  // IMAGE: the task's image as given, empty for one without.
   CliResult running = Run({"ps"});
   EXPECT_EQ(running.code, 0) << running.err;
   EXPECT_EQ(running.out,
-            "ID             NAME   DRIVER   STATE     CREATED         EXIT   "
-            "COMMAND\n"
-            "aaaabbbbcccc   web    exec     running   5 seconds ago   -      "
-            "/bin/sleep 100\n");
+            "ID             NAME   IMAGE   DRIVER   STATE     CREATED         "
+            "EXIT   COMMAND\n"
+            "aaaabbbbcccc   web            exec     running   5 seconds ago   "
+            "-      /bin/sleep 100\n");
   CliResult all = Run({"ps", "-a"});
-  EXPECT_THAT(all.out, HasSubstr("1234567890ab   db     exec     exited    "
-                                 "3 minutes ago   2      /bin/sleep 100\n"));
+  EXPECT_THAT(all.out, HasSubstr("1234567890ab   db     busybox   exec     "
+                                 "exited    3 minutes ago   2      "
+                                 "/bin/sleep 100\n"));
   ASSERT_EQ(fake_.list_requests().size(), 2u);
   EXPECT_FALSE(fake_.list_requests()[0].all());
   EXPECT_TRUE(fake_.list_requests()[1].all());
@@ -905,6 +1012,499 @@ TEST_F(CommandsTest, NodeStatusTableAndUnhealthyExit) {
   ASSERT_TRUE(
       google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok());
   EXPECT_TRUE(MessageDifferencer::Equals(parsed, status));
+}
+
+// --- image
+
+const std::string kBusyboxDigest =
+    absl::StrCat("sha256:", std::string(64, 'd'));
+const std::string kBusyboxConfig =
+    absl::StrCat("sha256:1234567890ab", std::string(52, 'c'));
+const std::string kLayer1 = absl::StrCat("sha256:", std::string(64, '1'));
+const std::string kLayer2 = absl::StrCat("sha256:", std::string(64, '2'));
+
+imagepb::Image MakeImage(const std::string& name, const std::string& digest,
+                         const std::string& config, int64_t size) {
+  imagepb::Image image;
+  image.set_name(name);
+  image.set_digest(digest);
+  image.set_manifest_digest(digest);
+  image.set_config_digest(config);
+  image.set_size(size);
+  image.add_layers()->set_digest(kLayer1);
+  image.mutable_config()->add_cmd("sh");
+  return image;
+}
+
+imagepb::Image Busybox() {
+  imagepb::Image image = MakeImage("docker.io/library/busybox:latest",
+                                   kBusyboxDigest, kBusyboxConfig, 2'200'000);
+  *image.mutable_created() =
+      TimeUtil::SecondsToTimestamp(absl::ToUnixSeconds(kNow - absl::Hours(72)));
+  return image;
+}
+
+imagepb::LayerProgress LayerAt(const std::string& digest,
+                               imagepb::LayerState state, int64_t downloaded) {
+  imagepb::LayerProgress layer;
+  layer.set_digest(digest);
+  layer.set_size(2'000'000);
+  layer.set_downloaded(downloaded);
+  layer.set_state(state);
+  return layer;
+}
+
+// The stream of a pull of busybox: layer 1 downloaded and unpacked, layer 2
+// already stored; the last message carries the image.
+std::vector<imagepb::PullImageProgress> BusyboxPull() {
+  std::vector<imagepb::PullImageProgress> messages;
+  auto add = [&](const std::string& status, imagepb::LayerState state,
+                 int64_t downloaded) {
+    imagepb::PullImageProgress& message = messages.emplace_back();
+    message.set_status(status);
+    *message.add_layers() = LayerAt(kLayer1, state, downloaded);
+    *message.add_layers() =
+        LayerAt(kLayer2, imagepb::LAYER_STATE_ALREADY_EXISTS, 0);
+  };
+  add("resolving docker.io/library/busybox:latest",
+      imagepb::LAYER_STATE_WAITING, 0);
+  add("", imagepb::LAYER_STATE_DOWNLOADING, 0);
+  add("", imagepb::LAYER_STATE_DOWNLOADING, 1'500'000);
+  add("", imagepb::LAYER_STATE_VERIFYING, 2'000'000);
+  add("", imagepb::LAYER_STATE_UNPACKING, 2'000'000);
+  add("", imagepb::LAYER_STATE_COMPLETE, 2'000'000);
+  *messages.back().mutable_image() = Busybox();
+  return messages;
+}
+
+const char kBusyboxPullPlain[] =
+    "resolving docker.io/library/busybox:latest\n"
+    "111111111111: Waiting\n"
+    "222222222222: Already exists\n"
+    "111111111111: Downloading 2MB\n"
+    "111111111111: Verifying Checksum\n"
+    "111111111111: Extracting\n"
+    "111111111111: Pull complete\n";
+
+TEST_F(CommandsTest, ImagePullPrintsPlainLinesWhenNotATerminal) {
+  images_.SetPull("busybox", BusyboxPull());
+  CliResult result = Run({"image", "pull", "busybox"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            absl::StrCat(kBusyboxPullPlain, "Digest: ", kBusyboxDigest,
+                         "\n"
+                         "Status: Downloaded newer image for busybox:latest\n"
+                         "docker.io/library/busybox:latest\n"));
+  EXPECT_EQ(result.err, "");
+  ASSERT_EQ(images_.pull_requests().size(), 1u);
+  EXPECT_EQ(images_.pull_requests()[0].reference(), "busybox");
+  EXPECT_FALSE(images_.pull_requests()[0].has_platform());
+  ASSERT_EQ(images_.images().size(), 1u);  // stored
+
+  // Again: the same digest, "up to date"; docker's `pull` spelling.
+  CliResult again = Run({"pull", "--platform", "linux/arm64/v8", "busybox"});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out,
+              HasSubstr("Status: Image is up to date for busybox:latest\n"));
+  ASSERT_EQ(images_.pull_requests().size(), 2u);
+  EXPECT_EQ(images_.pull_requests()[1].platform().architecture(), "arm64");
+  EXPECT_EQ(images_.pull_requests()[1].platform().variant(), "v8");
+}
+
+TEST_F(CommandsTest, ImagePullQuietAndForcedModes) {
+  images_.SetPull("busybox", BusyboxPull());
+  CliResult quiet = Run({"image", "pull", "-q", "busybox"});
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "docker.io/library/busybox:latest\n");
+
+  CliResult plain = Run({"image", "pull", "--progress=plain", "busybox"});
+  EXPECT_THAT(plain.out, StartsWith(kBusyboxPullPlain));
+
+  // tty on a file: the in-place drawing (no terminal width: with the bar).
+  CliResult tty = Run({"image", "pull", "--progress", "tty", "busybox"});
+  EXPECT_EQ(tty.code, 0) << tty.err;
+  EXPECT_THAT(tty.out, StartsWith("\033[2Kresolving docker.io/library/"
+                                  "busybox:latest\n"
+                                  "\033[2K111111111111: Waiting\n"
+                                  "\033[2K222222222222: Already exists\n"
+                                  "\033[2A\033[2K111111111111: Downloading ["));
+  EXPECT_THAT(tty.out, HasSubstr("\033[2A\033[2K111111111111: Pull complete\n"
+                                 "\033[2K222222222222: Already exists\n"
+                                 "Digest: "));
+}
+
+// On a terminal (a pty 120 columns wide) the layers are redrawn in place,
+// each with its bar.
+TEST_F(CommandsTest, ImagePullRedrawsInPlaceOnATerminal) {
+  images_.SetPull("busybox", BusyboxPull());
+  struct winsize size = {};
+  size.ws_row = 24;
+  size.ws_col = 120;
+  int master = -1;
+  int slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, &size), 0);
+  std::string drawn;
+  std::thread reader([&] {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(master, buffer, sizeof(buffer))) > 0)
+      drawn.append(buffer, n);
+  });
+  const int in = MemFile("stdin");
+  const int err = MemFile("stderr");
+  const int code =
+      RunCli({"image", "pull", "busybox"}, Environment(in, slave, err));
+  close(slave);  // the reader sees the end (EIO) once the output is read
+  reader.join();
+  EXPECT_EQ(code, 0) << ReadBack(err);
+  // The terminal turns "\n" into "\r\n".
+  EXPECT_THAT(drawn, HasSubstr(absl::StrCat(
+                         "\033[2A\033[2K111111111111: Downloading [",
+                         std::string(37, '='), ">", std::string(12, ' '),
+                         "]    1.5MB/2MB\r\n")));
+  EXPECT_THAT(drawn, HasSubstr("\033[2A\033[2K111111111111: Pull complete\r\n"
+                               "\033[2K222222222222: Already exists\r\n"
+                               "Digest: "));
+  EXPECT_THAT(drawn, HasSubstr("docker.io/library/busybox:latest\r\n"));
+  close(in);
+  close(err);
+  close(master);
+}
+
+TEST_F(CommandsTest, ImagePullErrorIsOneLine) {
+  CliResult result = Run({"image", "pull", "nope"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err, "berth: pull nope: manifest unknown\n");
+}
+
+TEST_F(CommandsTest, ImagePullCtrlCCancelsTheStream) {
+  std::vector<imagepb::PullImageProgress> first = BusyboxPull();
+  first.resize(2);
+  images_.SetPull("busybox", first);
+  images_.HoldPullsOpen();
+  CliResult result;
+  std::thread cli([&] { result = Run({"image", "pull", "busybox"}); });
+  ASSERT_TRUE(berth::testing::WaitFor(
+      [&] { return !images_.pull_requests().empty(); }));
+  // The handler is installed before the call is made: the call is there.
+  kill(getpid(), SIGINT);
+  cli.join();
+  EXPECT_EQ(result.code, 130) << result.err;
+  EXPECT_EQ(result.err, "berth: pull of busybox cancelled\n");
+  EXPECT_THAT(result.out, StartsWith("resolving docker.io/library/busybox"));
+  EXPECT_TRUE(
+      berth::testing::WaitFor([&] { return images_.pull_cancelled(); }));
+  EXPECT_TRUE(images_.images().empty());
+}
+
+TEST_F(CommandsTest, ImageImportStreamsTheFileInChunks) {
+  const std::string path = dir_.Join("busybox.tar");
+  std::string archive(2 * (1 << 20) + 3, '\0');
+  for (size_t i = 0; i < archive.size(); ++i) {
+    archive[i] = static_cast<char>((i * 7) % 253);
+  }
+  std::ofstream(path, std::ios::binary) << archive;
+  imagepb::ImportImageResponse response;
+  *response.add_images() = Busybox();
+  *response.add_images() =
+      MakeImage("docker.io/library/alpine:3", kLayer2, kLayer1, 100);
+  images_.SetImportResponse(response);
+
+  CliResult result = Run({"image", "import", "--name", "mine:1", path});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            absl::StrCat(
+                "Imported docker.io/library/busybox:latest ", kBusyboxDigest,
+                "\n", "Imported docker.io/library/alpine:3 ", kLayer2, "\n"));
+  EXPECT_EQ(images_.import_first().options().name(), "mine:1");
+  EXPECT_EQ(images_.import_first().chunk(), "");
+  EXPECT_THAT(images_.import_chunk_sizes(),
+              ElementsAre(1u << 20, 1u << 20, 3u));
+  EXPECT_TRUE(images_.import_data() == archive);
+
+  // From stdin.
+  CliResult piped = Run({"image", "import", "-"}, "small archive");
+  EXPECT_EQ(piped.code, 0) << piped.err;
+  EXPECT_EQ(images_.import_data(), "small archive");
+  EXPECT_EQ(images_.import_first().options().name(), "");
+
+  images_.FailCalls("ImportImage",
+                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "archive: not a tar (at byte 0)"));
+  CliResult bad = Run({"image", "import", "-"}, "junk");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err, "berth: archive: not a tar (at byte 0)\n");
+}
+
+TEST_F(CommandsTest, ImageLsTable) {
+  images_.AddImage(Busybox());
+  images_.AddImage(
+      MakeImage(absl::StrCat("127.0.0.1:5000/team/app@", kLayer2), kLayer2,
+                absl::StrCat("sha256:", std::string(64, 'e')), 1234));
+  const std::string table =
+      "REPOSITORY                TAG      IMAGE ID       CREATED      SIZE\n"
+      "127.0.0.1:5000/team/app   <none>   eeeeeeeeeeee   N/A          "
+      "1.23kB\n"
+      "busybox                   latest   1234567890ab   3 days ago   2.2MB\n";
+  CliResult result = Run({"image", "ls"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, table);
+  EXPECT_EQ(Run({"images"}).out, table);
+  EXPECT_EQ(Run({"image", "list"}).out, table);
+
+  CliResult digests = Run({"images", "--digests", "--no-trunc"});
+  EXPECT_THAT(digests.out,
+              StartsWith("REPOSITORY                TAG      DIGEST"));
+  EXPECT_THAT(digests.out,
+              HasSubstr(absl::StrCat("busybox                   latest   ",
+                                     kBusyboxDigest, "   ", kBusyboxConfig,
+                                     "   3 days ago   2.2MB\n")));
+
+  // -q: each image once, though two names share busybox's.
+  images_.AddImage(MakeImage("docker.io/library/busybox:1", kBusyboxDigest,
+                             kBusyboxConfig, 2'200'000));
+  EXPECT_EQ(Run({"image", "ls", "-q"}).out, "eeeeeeeeeeee\n1234567890ab\n");
+
+  CliResult json = Run({"image", "ls", "--json"});
+  imagepb::ListImagesResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok())
+      << json.out;
+  EXPECT_EQ(parsed.images_size(), 3);
+}
+
+TEST_F(CommandsTest, ImageLsEmpty) {
+  EXPECT_EQ(Run({"image", "ls"}).out,
+            "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n");
+  EXPECT_EQ(Run({"image", "ls", "--json"}).out, "{\n \"images\": []\n}\n");
+  images_.FailCalls("ListImages",
+                    grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "berth-images at /run/berth/images.sock: "
+                                 "connection refused"));
+  CliResult down = Run({"images"});
+  EXPECT_EQ(down.code, 1);
+  // The node answers; the image service behind it does not.
+  EXPECT_EQ(down.err,
+            "berth: berth-images at /run/berth/images.sock: connection "
+            "refused\n");
+  // A node that does not forward the image service.
+  images_.FailCalls("ListImages",
+                    grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+  CliResult old = Run({"images"});
+  EXPECT_EQ(old.code, 1);
+  EXPECT_EQ(old.err, absl::StrCat("berth: berth-node at ", socket_path_,
+                                  " does not serve this call: is it older "
+                                  "than this berth?\n"));
+}
+
+TEST_F(CommandsTest, ImageInspectPrintsEachImageAsJson) {
+  images_.AddImage(Busybox());
+  CliResult result = Run({"image", "inspect", "busybox"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("\n \"name\": \"docker.io/library/"));
+  imagepb::Image parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(result.out, &parsed).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, Busybox()));
+
+  // By image id prefix; a missing one is said and the others printed.
+  CliResult mixed = Run({"image", "inspect", "nope", "1234567890ab"});
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_EQ(mixed.err, "berth: no image \"nope\"\n");
+  EXPECT_THAT(mixed.out, StartsWith("{\n \"name\": \"docker.io/library/"));
+}
+
+TEST_F(CommandsTest, ImageRmPrintsUntaggedAndDeleted) {
+  images_.AddImage(Busybox());
+  images_.AddImage(MakeImage("docker.io/library/busybox:1", kBusyboxDigest,
+                             kBusyboxConfig, 2'200'000));
+  CliResult first = Run({"image", "rm", "busybox:1"});
+  EXPECT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.out, "Untagged: busybox:1\n");  // busybox:latest keeps it
+  CliResult second = Run({"rmi", "-f", "nope", "busybox"});
+  EXPECT_EQ(second.code, 1);
+  EXPECT_EQ(second.err, "berth: no image \"nope\"\n");
+  EXPECT_EQ(second.out,
+            absl::StrCat("Untagged: busybox:latest\nDeleted: ", kBusyboxConfig,
+                         "\nDeleted: ", kLayer1, "\n"));
+  const std::vector<imagepb::RemoveImageRequest> requests =
+      images_.remove_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_FALSE(requests[0].force());
+  EXPECT_EQ(requests[2].reference(), "busybox");
+  EXPECT_TRUE(requests[2].force());
+  EXPECT_TRUE(images_.images().empty());
+}
+
+TEST_F(CommandsTest, ImagePruneAsksUnlessForced) {
+  imagepb::PruneImagesResponse pruned;
+  pruned.add_untagged("docker.io/library/old:1");
+  pruned.add_deleted(kLayer1);
+  pruned.set_reclaimed_bytes(45'600'000);
+  images_.SetPruneResponse(pruned);
+
+  CliResult declined = Run({"image", "prune"}, "n\n");
+  EXPECT_EQ(declined.code, 0);
+  EXPECT_EQ(declined.out,
+            "WARNING! This will remove the blobs and layers no image and no "
+            "task uses.\nAre you sure you want to continue? [y/N] ");
+  EXPECT_TRUE(images_.prune_requests().empty());
+
+  CliResult confirmed = Run({"image", "prune", "-a"}, "y\n");
+  EXPECT_EQ(confirmed.code, 0) << confirmed.err;
+  EXPECT_THAT(confirmed.out, StartsWith("WARNING! This will remove every image "
+                                        "no task uses"));
+  EXPECT_THAT(
+      confirmed.out,
+      HasSubstr(absl::StrCat("[y/N] Deleted Images:\n"
+                             "untagged: old:1\n"
+                             "deleted: ",
+                             kLayer1, "\n\nTotal reclaimed space: 45.6MB\n")));
+  CliResult forced = Run({"image", "prune", "-f"});
+  EXPECT_EQ(forced.code, 0);
+  EXPECT_THAT(forced.out, StartsWith("Deleted Images:\n"));
+  const std::vector<imagepb::PruneImagesRequest> requests =
+      images_.prune_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_TRUE(requests[0].all());
+  EXPECT_FALSE(requests[1].all());
+
+  images_.SetPruneResponse(imagepb::PruneImagesResponse());
+  EXPECT_EQ(Run({"image", "prune", "--force"}).out,
+            "Total reclaimed space: 0B\n");
+}
+
+TEST_F(CommandsTest, ImageTagGivesAnotherName) {
+  images_.AddImage(Busybox());
+  CliResult result = Run({"image", "tag", "busybox", "mine/box:v1"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "");
+  ASSERT_EQ(images_.tag_requests().size(), 1u);
+  EXPECT_EQ(images_.tag_requests()[0].source(), "busybox");
+  EXPECT_EQ(images_.tag_requests()[0].target(), "mine/box:v1");
+  EXPECT_THAT(Run({"images"}).out, HasSubstr("\nmine/box     v1 "));
+  CliResult missing = Run({"image", "tag", "nope", "x"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "berth: no image \"nope\"\n");
+}
+
+// --- run with an image
+
+TEST_F(CommandsTest, RunImageThatIsStoredRunsWithoutPulling) {
+  images_.AddImage(Busybox());
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  fake_.SetRunOutcome(outcome);
+  fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDOUT, "hi\n")});
+  CliResult result = Run({"run", "--rm", "busybox", "echo", "hi"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "hi\n");
+  EXPECT_EQ(result.err, "");
+  EXPECT_TRUE(images_.pull_requests().empty());
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const nodepb::TaskSpec& spec = requests[0].spec();
+  EXPECT_EQ(spec.image().reference(), "busybox");
+  EXPECT_FALSE(spec.image().override_entrypoint());
+  EXPECT_EQ(spec.driver_config().fields().at("command").string_value(), "echo");
+  EXPECT_EQ(spec.driver_config()
+                .fields()
+                .at("args")
+                .list_value()
+                .values(0)
+                .string_value(),
+            "hi");
+}
+
+TEST_F(CommandsTest, RunImageEntrypointReachesTheSpec) {
+  images_.AddImage(Busybox());
+  EXPECT_EQ(
+      Run({"run", "-d", "--entrypoint", "/bin/echo", "busybox", "hi"}).code, 0);
+  EXPECT_EQ(Run({"run", "-d", "--entrypoint", "", "busybox"}).code, 0);
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_TRUE(requests[0].spec().image().override_entrypoint());
+  EXPECT_THAT(requests[0].spec().image().entrypoint(),
+              ElementsAre("/bin/echo"));
+  EXPECT_EQ(
+      requests[0].spec().driver_config().fields().at("command").string_value(),
+      "hi");
+  EXPECT_TRUE(requests[1].spec().image().override_entrypoint());
+  EXPECT_TRUE(requests[1].spec().image().entrypoint().empty());
+  EXPECT_EQ(requests[1].spec().driver_config().fields().count("command"), 0u);
+}
+
+TEST_F(CommandsTest, RunPullsAMissingImageFirstWithProgressOnStderr) {
+  images_.SetPull("busybox", BusyboxPull());
+  nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
+  fake_.SetRunOutcome(outcome);
+  fake_.SetLogs(kWebId, {Chunk(nodepb::LOG_STREAM_STDOUT, "hi\n")});
+  CliResult result = Run({"run", "busybox", "echo", "hi"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "hi\n");
+  EXPECT_EQ(result.err,
+            absl::StrCat("Unable to find image 'busybox' locally\n",
+                         kBusyboxPullPlain, "Digest: ", kBusyboxDigest,
+                         "\nStatus: Downloaded newer image for "
+                         "busybox:latest\n"));
+  ASSERT_EQ(images_.pull_requests().size(), 1u);
+  ASSERT_EQ(fake_.run_requests().size(), 1u);
+
+  // -q: pulled without a word.
+  images_.SetPull("alpine", {BusyboxPull().back()});
+  CliResult quiet = Run({"run", "-q", "-d", "alpine"});
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(images_.pull_requests().size(), 2u);
+}
+
+TEST_F(CommandsTest, RunPullPolicies) {
+  images_.SetPull("busybox", BusyboxPull());
+  CliResult never = Run({"run", "--pull=never", "busybox"});
+  EXPECT_EQ(never.code, 1);
+  EXPECT_EQ(never.err, "berth: no image \"busybox\" (--pull=never)\n");
+  EXPECT_TRUE(images_.pull_requests().empty());
+  EXPECT_TRUE(fake_.run_requests().empty());
+
+  images_.AddImage(Busybox());
+  CliResult always = Run({"run", "-d", "--pull", "always", "busybox"});
+  EXPECT_EQ(always.code, 0) << always.err;
+  EXPECT_EQ(images_.pull_requests().size(), 1u);
+  EXPECT_THAT(always.err,
+              HasSubstr("Status: Image is up to date for busybox:latest\n"));
+  EXPECT_THAT(always.err, Not(HasSubstr("Unable to find")));
+  EXPECT_EQ(Run({"run", "-d", "--pull=never", "busybox"}).code, 0);
+  EXPECT_EQ(fake_.run_requests().size(), 2u);
+}
+
+TEST_F(CommandsTest, RunWhosePullFailsStartsNothing) {
+  CliResult result = Run({"run", "nope:1", "true"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err,
+            "Unable to find image 'nope:1' locally\n"
+            "berth: pull nope:1: manifest unknown\n");
+  EXPECT_TRUE(fake_.run_requests().empty());
+}
+
+TEST_F(CommandsTest, InspectShowsTheTasksImage) {
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  web.mutable_spec()->mutable_image()->set_reference("busybox");
+  nodepb::TaskImageStatus& image = *web.mutable_image();
+  image.set_name("docker.io/library/busybox:latest");
+  image.set_digest(kBusyboxDigest);
+  image.set_manifest_digest(kBusyboxDigest);
+  image.set_config_digest(kBusyboxConfig);
+  image.set_rootfs("/var/lib/berth/images/snapshots/x/rootfs");
+  fake_.AddTask(web);
+  CliResult result = Run({"inspect", "web"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("\"reference\": \"busybox\""));
+  EXPECT_THAT(result.out,
+              HasSubstr("\"name\": \"docker.io/library/busybox:latest\""));
+  EXPECT_THAT(result.out,
+              HasSubstr(absl::StrCat("\"digest\": \"", kBusyboxDigest, "\"")));
+  EXPECT_THAT(result.out, HasSubstr("\"configDigest\": \""));
+  EXPECT_THAT(result.out, HasSubstr("\"rootfs\": \"/var/lib/berth/images/"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "services/node/cli/fake_node_service.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,11 +15,35 @@ namespace berth::cli::testing {
 namespace {
 
 namespace driverpb = ::berth::driver::v1;
+namespace imagepb = ::berth::image::v1;
 namespace nodepb = ::berth::node::v1;
 
 grpc::Status NotFound(const std::string& name) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND,
                       absl::StrCat("no task \"", name, "\""));
+}
+
+grpc::Status NoImage(const std::string& reference) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("no image \"", reference, "\""));
+}
+
+// Enough of docker's normalisation for the tests: "busybox" is
+// "docker.io/library/busybox:latest", "team/app" "docker.io/team/app:latest".
+std::string Normalized(const std::string& reference) {
+  std::string name = reference;
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) {
+    name = absl::StrCat("docker.io/library/", name);
+  } else if (name.find_first_of(".:") > slash && name.rfind("localhost/", 0)) {
+    name = absl::StrCat("docker.io/", name);
+  }
+  const size_t last_slash = name.rfind('/');
+  if (name.find('@') == std::string::npos &&
+      name.find(':', last_slash) == std::string::npos) {
+    absl::StrAppend(&name, ":latest");
+  }
+  return name;
 }
 
 }  // namespace
@@ -362,6 +387,269 @@ grpc::Status FakeNodeService::GetNodeStatus(
   }
   absl::MutexLock lock(&mu_);
   *response = node_status_;
+  return grpc::Status::OK;
+}
+
+}  // namespace berth::cli::testing
+
+namespace berth::cli::testing {
+
+void FakeImageService::AddImage(const imagepb::Image& image) {
+  absl::MutexLock lock(&mu_);
+  Store(image);
+}
+
+void FakeImageService::SetPull(
+    const std::string& reference,
+    std::vector<imagepb::PullImageProgress> messages) {
+  absl::MutexLock lock(&mu_);
+  pulls_[reference] = std::move(messages);
+}
+
+void FakeImageService::HoldPullsOpen() {
+  absl::MutexLock lock(&mu_);
+  hold_pulls_ = true;
+}
+
+void FakeImageService::SetImportResponse(
+    const imagepb::ImportImageResponse& response) {
+  absl::MutexLock lock(&mu_);
+  import_response_ = response;
+}
+
+void FakeImageService::SetPruneResponse(
+    const imagepb::PruneImagesResponse& response) {
+  absl::MutexLock lock(&mu_);
+  prune_response_ = response;
+}
+
+void FakeImageService::FailCalls(const std::string& method,
+                                 const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  failures_[method] = status;
+}
+
+std::vector<imagepb::PullImageRequest> FakeImageService::pull_requests() const {
+  absl::MutexLock lock(&mu_);
+  return pull_requests_;
+}
+bool FakeImageService::pull_cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return pull_cancelled_;
+}
+std::vector<imagepb::InspectImageRequest> FakeImageService::inspect_requests()
+    const {
+  absl::MutexLock lock(&mu_);
+  return inspect_requests_;
+}
+imagepb::ImportImageRequest FakeImageService::import_first() const {
+  absl::MutexLock lock(&mu_);
+  return import_first_;
+}
+std::vector<size_t> FakeImageService::import_chunk_sizes() const {
+  absl::MutexLock lock(&mu_);
+  return import_chunk_sizes_;
+}
+std::string FakeImageService::import_data() const {
+  absl::MutexLock lock(&mu_);
+  return import_data_;
+}
+std::vector<imagepb::RemoveImageRequest> FakeImageService::remove_requests()
+    const {
+  absl::MutexLock lock(&mu_);
+  return remove_requests_;
+}
+std::vector<imagepb::TagImageRequest> FakeImageService::tag_requests() const {
+  absl::MutexLock lock(&mu_);
+  return tag_requests_;
+}
+std::vector<imagepb::PruneImagesRequest> FakeImageService::prune_requests()
+    const {
+  absl::MutexLock lock(&mu_);
+  return prune_requests_;
+}
+std::vector<imagepb::Image> FakeImageService::images() const {
+  absl::MutexLock lock(&mu_);
+  return images_;
+}
+
+grpc::Status FakeImageService::Failure(const std::string& method) const {
+  absl::MutexLock lock(&mu_);
+  auto it = failures_.find(method);
+  return it == failures_.end() ? grpc::Status::OK : it->second;
+}
+
+imagepb::Image* FakeImageService::Find(const std::string& reference) {
+  const std::string name = Normalized(reference);
+  for (imagepb::Image& image : images_) {
+    if (image.name() == reference || image.name() == name ||
+        image.digest() == reference) {
+      return &image;
+    }
+  }
+  for (imagepb::Image& image : images_) {
+    const std::string hex = image.config_digest().substr(
+        std::min(image.config_digest().size(), sizeof("sha256:") - 1));
+    if (reference.size() >= 12 && absl::StartsWith(hex, reference)) {
+      return &image;
+    }
+  }
+  return nullptr;
+}
+
+void FakeImageService::Store(const imagepb::Image& image) {
+  for (imagepb::Image& stored : images_) {
+    if (stored.name() == image.name()) {
+      stored = image;
+      return;
+    }
+  }
+  images_.push_back(image);
+  std::sort(images_.begin(), images_.end(),
+            [](const imagepb::Image& a, const imagepb::Image& b) {
+              return a.name() < b.name();
+            });
+}
+
+grpc::Status FakeImageService::PullImage(
+    grpc::ServerContext* context, const imagepb::PullImageRequest* request,
+    grpc::ServerWriter<imagepb::PullImageProgress>* writer) {
+  if (grpc::Status failure = Failure("PullImage"); !failure.ok()) {
+    return failure;
+  }
+  std::vector<imagepb::PullImageProgress> messages;
+  bool hold = false;
+  {
+    absl::MutexLock lock(&mu_);
+    pull_requests_.push_back(*request);
+    auto it = pulls_.find(request->reference());
+    if (it == pulls_.end()) {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("pull ", request->reference(), ": manifest unknown"));
+    }
+    messages = it->second;
+    hold = hold_pulls_;
+  }
+  for (const imagepb::PullImageProgress& message : messages) {
+    if (!writer->Write(message)) return grpc::Status::CANCELLED;
+  }
+  if (hold) {
+    while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
+    absl::MutexLock lock(&mu_);
+    pull_cancelled_ = true;
+    return grpc::Status::CANCELLED;
+  }
+  if (!messages.empty() && messages.back().has_image()) {
+    absl::MutexLock lock(&mu_);
+    Store(messages.back().image());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::ImportImage(
+    grpc::ServerContext*,
+    grpc::ServerReader<imagepb::ImportImageRequest>* reader,
+    imagepb::ImportImageResponse* response) {
+  if (grpc::Status failure = Failure("ImportImage"); !failure.ok()) {
+    return failure;
+  }
+  imagepb::ImportImageRequest first;
+  if (!reader->Read(&first) || !first.has_options()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message must carry the options");
+  }
+  std::vector<size_t> sizes;
+  std::string data = first.chunk();
+  imagepb::ImportImageRequest chunk;
+  while (reader->Read(&chunk)) {
+    sizes.push_back(chunk.chunk().size());
+    data += chunk.chunk();
+  }
+  absl::MutexLock lock(&mu_);
+  import_first_ = first;
+  import_chunk_sizes_ = std::move(sizes);
+  import_data_ = std::move(data);
+  *response = import_response_;
+  for (const imagepb::Image& image : response->images()) Store(image);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::ListImages(
+    grpc::ServerContext*, const imagepb::ListImagesRequest*,
+    imagepb::ListImagesResponse* response) {
+  if (grpc::Status failure = Failure("ListImages"); !failure.ok()) {
+    return failure;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const imagepb::Image& image : images_) *response->add_images() = image;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::InspectImage(
+    grpc::ServerContext*, const imagepb::InspectImageRequest* request,
+    imagepb::InspectImageResponse* response) {
+  if (grpc::Status failure = Failure("InspectImage"); !failure.ok()) {
+    return failure;
+  }
+  absl::MutexLock lock(&mu_);
+  inspect_requests_.push_back(*request);
+  const imagepb::Image* image = Find(request->reference());
+  if (image == nullptr) return NoImage(request->reference());
+  *response->mutable_image() = *image;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::RemoveImage(
+    grpc::ServerContext*, const imagepb::RemoveImageRequest* request,
+    imagepb::RemoveImageResponse* response) {
+  if (grpc::Status failure = Failure("RemoveImage"); !failure.ok()) {
+    return failure;
+  }
+  absl::MutexLock lock(&mu_);
+  remove_requests_.push_back(*request);
+  const imagepb::Image* found = Find(request->reference());
+  if (found == nullptr) return NoImage(request->reference());
+  const imagepb::Image image = *found;
+  images_.erase(images_.begin() + (found - images_.data()));
+  response->add_untagged(image.name());
+  // The config and layers go when no other name has the same image.
+  for (const imagepb::Image& other : images_) {
+    if (other.digest() == image.digest()) return grpc::Status::OK;
+  }
+  response->add_deleted(image.config_digest());
+  for (const imagepb::Layer& layer : image.layers()) {
+    response->add_deleted(layer.digest());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::TagImage(grpc::ServerContext*,
+                                        const imagepb::TagImageRequest* request,
+                                        imagepb::TagImageResponse* response) {
+  if (grpc::Status failure = Failure("TagImage"); !failure.ok()) {
+    return failure;
+  }
+  absl::MutexLock lock(&mu_);
+  tag_requests_.push_back(*request);
+  const imagepb::Image* source = Find(request->source());
+  if (source == nullptr) return NoImage(request->source());
+  imagepb::Image tagged = *source;
+  tagged.set_name(Normalized(request->target()));
+  Store(tagged);
+  *response->mutable_image() = tagged;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeImageService::PruneImages(
+    grpc::ServerContext*, const imagepb::PruneImagesRequest* request,
+    imagepb::PruneImagesResponse* response) {
+  if (grpc::Status failure = Failure("PruneImages"); !failure.ok()) {
+    return failure;
+  }
+  absl::MutexLock lock(&mu_);
+  prune_requests_.push_back(*request);
+  *response = prune_response_;
   return grpc::Status::OK;
 }
 

@@ -1,6 +1,8 @@
 // A berth.node.v1.NodeService for tests of the command line: it records
 // every request and answers from what the test scripted (tasks, log chunks,
-// stats samples, exec frames, node status, errors).
+// stats samples, exec frames, node status, errors). And a
+// berth.image.v1.ImageService, which berth-node forwards on the same socket:
+// a store of images, scripted pulls, imports and prunes.
 
 #ifndef SERVICES_NODE_CLI_FAKE_NODE_SERVICE_H_
 #define SERVICES_NODE_CLI_FAKE_NODE_SERVICE_H_
@@ -13,6 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "berth/driver/v1/driver.pb.h"
+#include "berth/image/v1/image.grpc.pb.h"
+#include "berth/image/v1/image.pb.h"
 #include "berth/node/v1/node.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "grpcpp/server_context.h"
@@ -164,6 +168,110 @@ class FakeNodeService final : public node::v1::NodeService::Service {
       ABSL_GUARDED_BY(mu_);
   bool exec_half_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool end_held_streams_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class FakeImageService final : public image::v1::ImageService::Service {
+ public:
+  // --- Script.
+
+  // An image in the store, found by its name, by a short name that
+  // normalises to it ("busybox" for docker.io/library/busybox:latest), by
+  // its digest or by a prefix of its config digest's hex.
+  void AddImage(const image::v1::Image& image) ABSL_LOCKS_EXCLUDED(mu_);
+  // What PullImage of `reference` sends; the image of the last message is
+  // stored then. A reference without a script is NOT_FOUND.
+  void SetPull(const std::string& reference,
+               std::vector<image::v1::PullImageProgress> messages)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // After its messages PullImage waits until the caller cancels.
+  void HoldPullsOpen() ABSL_LOCKS_EXCLUDED(mu_);
+  // What ImportImage answers (its images are stored).
+  void SetImportResponse(const image::v1::ImportImageResponse& response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // What PruneImages answers.
+  void SetPruneResponse(const image::v1::PruneImagesResponse& response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Every call of `method` ("PullImage", "RemoveImage", ...) fails with
+  // `status`.
+  void FailCalls(const std::string& method, const grpc::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- What was asked.
+
+  std::vector<image::v1::PullImageRequest> pull_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A held pull ended because the caller cancelled it.
+  bool pull_cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<image::v1::InspectImageRequest> inspect_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The first message of the last import, and the sizes of its chunks.
+  image::v1::ImportImageRequest import_first() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<size_t> import_chunk_sizes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes the last import sent.
+  std::string import_data() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<image::v1::RemoveImageRequest> remove_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<image::v1::TagImageRequest> tag_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<image::v1::PruneImagesRequest> prune_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<image::v1::Image> images() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- ImageService.
+
+  grpc::Status PullImage(
+      grpc::ServerContext* context, const image::v1::PullImageRequest* request,
+      grpc::ServerWriter<image::v1::PullImageProgress>* writer) override;
+  grpc::Status ImportImage(
+      grpc::ServerContext* context,
+      grpc::ServerReader<image::v1::ImportImageRequest>* reader,
+      image::v1::ImportImageResponse* response) override;
+  grpc::Status ListImages(grpc::ServerContext* context,
+                          const image::v1::ListImagesRequest* request,
+                          image::v1::ListImagesResponse* response) override;
+  grpc::Status InspectImage(grpc::ServerContext* context,
+                            const image::v1::InspectImageRequest* request,
+                            image::v1::InspectImageResponse* response) override;
+  grpc::Status RemoveImage(grpc::ServerContext* context,
+                           const image::v1::RemoveImageRequest* request,
+                           image::v1::RemoveImageResponse* response) override;
+  grpc::Status TagImage(grpc::ServerContext* context,
+                        const image::v1::TagImageRequest* request,
+                        image::v1::TagImageResponse* response) override;
+  grpc::Status PruneImages(grpc::ServerContext* context,
+                           const image::v1::PruneImagesRequest* request,
+                           image::v1::PruneImagesResponse* response) override;
+
+ private:
+  grpc::Status Failure(const std::string& method) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The stored image `reference` names; nullptr if none.
+  image::v1::Image* Find(const std::string& reference)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `image`, replacing one of the same name.
+  void Store(const image::v1::Image& image) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::vector<image::v1::Image> images_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<image::v1::PullImageProgress>> pulls_
+      ABSL_GUARDED_BY(mu_);
+  bool hold_pulls_ ABSL_GUARDED_BY(mu_) = false;
+  bool pull_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  image::v1::ImportImageResponse import_response_ ABSL_GUARDED_BY(mu_);
+  image::v1::PruneImagesResponse prune_response_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<image::v1::PullImageRequest> pull_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<image::v1::InspectImageRequest> inspect_requests_
+      ABSL_GUARDED_BY(mu_);
+  image::v1::ImportImageRequest import_first_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> import_chunk_sizes_ ABSL_GUARDED_BY(mu_);
+  std::string import_data_ ABSL_GUARDED_BY(mu_);
+  std::vector<image::v1::RemoveImageRequest> remove_requests_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<image::v1::TagImageRequest> tag_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<image::v1::PruneImagesRequest> prune_requests_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace berth::cli::testing

@@ -1,5 +1,6 @@
-// `berth run`: starts the task, then (without -d) shows its output until it
-// ends and exits with its exit code (cli.h).
+// `berth run`: pulls the task's image when the node lacks it, starts the
+// task, then (without -d) shows its output until it ends and exits with its
+// exit code (cli.h).
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +85,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
 }  // namespace
 
 int Cli::Run(const ParsedArgs& args) {
+  absl::StatusOr<RunTarget> target = RunTargetFromArgs(args);
+  if (!target.ok()) return UsageError("run", target.status().message());
   nodepb::TaskSpec base;
   if (args.Has("json-spec")) {
     const std::string path = args.Value("json-spec");
@@ -103,20 +106,41 @@ int Cli::Run(const ParsedArgs& args) {
     }
   } else if (args.positional.empty()) {
     return UsageError("run",
-                      "a command is required: berth run [FLAGS] -- COMMAND "
-                      "[ARGS...]");
+                      "an IMAGE or a command is required: berth run [FLAGS] "
+                      "IMAGE [COMMAND [ARGS...]], or berth run [FLAGS] -- "
+                      "COMMAND [ARGS...] for none");
   }
   if (args.Has("detach") && args.Has("rm")) {
     return UsageError("run", "--rm cannot be used with -d");
   }
+  PullPolicy pull = PullPolicy::kMissing;
+  if (args.Has("pull")) {
+    absl::StatusOr<PullPolicy> policy = ParsePullPolicy(args.Value("pull"));
+    if (!policy.ok()) {
+      return UsageError("run",
+                        absl::StrCat("--pull ", policy.status().message()));
+    }
+    pull = *policy;
+  }
   absl::StatusOr<nodepb::TaskSpec> spec =
-      TaskSpecFromRunFlags(args, args.positional, std::move(base), env_.getenv,
+      TaskSpecFromRunFlags(args, target->command, std::move(base), env_.getenv,
                            [this](const std::string& path) {
                              return ReadFile(path, env_.stdin_fd);
                            });
   if (!spec.ok()) return UsageError("run", spec.status().message());
+  if (absl::Status image = ApplyRunImage(args, target->image, &*spec);
+      !image.ok()) {
+    return UsageError("run", image.message());
+  }
 
   if (!Connect()) return Unreachable();
+  if (!spec->image().reference().empty()) {
+    if (int code =
+            EnsureImage(spec->image().reference(), pull, args.Has("quiet"));
+        code != kExitOk) {
+      return code;
+    }
+  }
   grpc::ClientContext context;
   SetDeadline(&context);
   nodepb::RunTaskRequest request;

@@ -124,6 +124,11 @@ std::string ShortId(const std::string& task_id) {
 std::string CommandText(const nodepb::TaskSpec& spec, size_t max_width) {
   const auto& fields = spec.driver_config().fields();
   std::vector<std::string> words;
+  if (spec.image().override_entrypoint()) {
+    for (const std::string& word : spec.image().entrypoint()) {
+      words.push_back(ShellWord(word));
+    }
+  }
   if (auto it = fields.find("command"); it != fields.end()) {
     words.push_back(ShellWord(it->second.string_value()));
   }

@@ -42,7 +42,8 @@ std::string HumanBytes(uint64_t bytes);
 std::string ShortId(const std::string& task_id);
 
 // The task's command as the user typed it, from driver_config's "command" and
-// "args"; cut to `max_width` characters with "…" when longer (0: never cut).
+// "args", after --entrypoint when it replaced the image's; cut to
+// `max_width` characters with "…" when longer (0: never cut).
 std::string CommandText(const node::v1::TaskSpec& spec, size_t max_width);
 
 // "running", "exited", "failed", ... for a TaskState.

@@ -333,6 +333,11 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
       {"userns", 0, "MODE",
        "auto: a user namespace of the task's own; host: the host's"},
       {"workdir", 'w', "DIR", "Working directory inside the task directory"},
+      {"entrypoint", 0, "CMD",
+       "Replace the image's Entrypoint with CMD ('': clear it)"},
+      {"pull", 0, "POLICY",
+       "Pull the image: missing (default), always or never"},
+      {"quiet", 'q', "", "Do not print the image's pull progress"},
       {"detach", 'd', "", "Print the task id and return at once"},
       {"rm", 0, "", "Remove the task when it ends (not with -d)"},
       {"json-spec", 0, "FILE",
@@ -340,6 +345,58 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
       {"help", 'h', "", "Print this help"},
   };
   return *kSpecs;
+}
+
+absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args) {
+  RunTarget target;
+  const std::vector<std::string>& positional = args.positional;
+  if (positional.empty()) return target;
+  if (args.positional_before_dash_dash == 0u) {
+    target.command = positional;
+    return target;
+  }
+  target.image = positional[0];
+  if (target.image.empty()) {
+    return absl::InvalidArgumentError("the IMAGE (first argument) is empty");
+  }
+  if (target.image[0] == '/' || target.image[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", target.image,
+        "\" is not an image reference: to run a host command without an "
+        "image, put it after --: berth run [FLAGS] -- COMMAND [ARGS...]"));
+  }
+  size_t first = 1;
+  // `berth run busybox -- ls -l`: nobody means a program called "--".
+  if (positional.size() > 1 && positional[1] == "--") first = 2;
+  target.command.assign(positional.begin() + first, positional.end());
+  return target;
+}
+
+absl::Status ApplyRunImage(const ParsedArgs& flags, const std::string& image,
+                           nodepb::TaskSpec* spec) {
+  if (!image.empty()) spec->mutable_image()->set_reference(image);
+  if (!flags.Has("entrypoint")) return absl::OkStatus();
+  if (spec->image().reference().empty()) {
+    return absl::InvalidArgumentError(
+        "--entrypoint replaces an image's Entrypoint, and this task has no "
+        "image: berth run [FLAGS] --entrypoint CMD IMAGE [ARGS...]");
+  }
+  nodepb::TaskImage& task_image = *spec->mutable_image();
+  task_image.set_override_entrypoint(true);
+  task_image.clear_entrypoint();
+  if (const std::string entrypoint = flags.Value("entrypoint");
+      !entrypoint.empty()) {
+    task_image.add_entrypoint(entrypoint);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PullPolicy> ParsePullPolicy(absl::string_view text) {
+  if (text == "missing") return PullPolicy::kMissing;
+  if (text == "always") return PullPolicy::kAlways;
+  if (text == "never") return PullPolicy::kNever;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\" must be missing, always or never"));
 }
 
 namespace {

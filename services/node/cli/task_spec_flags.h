@@ -80,6 +80,42 @@ absl::StatusOr<node::v1::TaskSpec> TaskSpecFromRunFlags(
     const ParsedArgs& flags, const std::vector<std::string>& command,
     node::v1::TaskSpec base, const EnvLookup& env, const FileReader& read_file);
 
+// What `berth run`'s positional arguments name: docker's grammar, the image
+// first and then its command (`berth run busybox echo hi`; a "--" right
+// after the image is dropped), or, when the arguments follow "--" at once
+// (`berth run -- /bin/sh -c 'echo hi'`), a command and no image.
+struct RunTarget {
+  // The image reference as given; empty for none.
+  std::string image;
+  // The command and its arguments; empty for the image's own.
+  std::vector<std::string> command;
+};
+
+// Splits `args.positional` of `berth run`. INVALID_ARGUMENT for an empty
+// image or a path where the image goes ("/bin/sh": the hint says to put a
+// host command after "--").
+absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args);
+
+// Sets spec.image from `image` (when not empty; the base's image otherwise
+// stays) and --entrypoint: the image's Entrypoint replaced by the flag's
+// value, cleared by an empty one (`--entrypoint ''`). INVALID_ARGUMENT when
+// --entrypoint is given for a task without an image.
+absl::Status ApplyRunImage(const ParsedArgs& flags, const std::string& image,
+                           node::v1::TaskSpec* spec);
+
+// When `berth run` pulls its image (--pull).
+enum class PullPolicy {
+  // When it is not in the node's store (the default).
+  kMissing,
+  // Every time.
+  kAlways,
+  // Never: a missing image is an error.
+  kNever,
+};
+
+// "missing", "always" or "never".
+absl::StatusOr<PullPolicy> ParsePullPolicy(absl::string_view text);
+
 // The flags of `berth run`.
 const std::vector<FlagSpec>& RunFlagSpecs();
 

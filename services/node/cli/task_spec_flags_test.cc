@@ -339,5 +339,126 @@ TEST(TaskSpecFromRunFlagsTest, BadIsolationFlagsNameTheFlagAndValue) {
   EXPECT_THAT(ErrorOf({"-u", "a:b:c", "x"}), HasSubstr("--user: \"a:b:c\""));
 }
 
+// `berth run`'s positional arguments and --entrypoint as a TaskSpec.
+absl::StatusOr<nodepb::TaskSpec> ImageSpecOf(
+    const std::vector<std::string>& args, nodepb::TaskSpec base = {}) {
+  absl::StatusOr<ParsedArgs> parsed =
+      ParseArgs(RunFlagSpecs(), args, PositionalMode::kStopAtFirst);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<RunTarget> target = RunTargetFromArgs(*parsed);
+  if (!target.ok()) return target.status();
+  absl::StatusOr<nodepb::TaskSpec> spec = TaskSpecFromRunFlags(
+      *parsed, target->command, std::move(base), FakeEnv, FakeFile);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = ApplyRunImage(*parsed, target->image, &*spec); !s.ok()) {
+    return s;
+  }
+  return spec;
+}
+
+std::vector<std::string> CommandOf(const nodepb::TaskSpec& spec) {
+  std::vector<std::string> words;
+  const auto& fields = spec.driver_config().fields();
+  if (auto it = fields.find("command"); it != fields.end()) {
+    words.push_back(it->second.string_value());
+  }
+  if (auto it = fields.find("args"); it != fields.end()) {
+    for (const auto& value : it->second.list_value().values()) {
+      words.push_back(value.string_value());
+    }
+  }
+  return words;
+}
+
+TEST(RunTargetTest, ImageThenItsCommandAsDockerHasIt) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      ImageSpecOf({"-d", "busybox", "echo", "hi", "-n"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image().reference(), "busybox");
+  EXPECT_FALSE(spec->image().override_entrypoint());
+  EXPECT_THAT(CommandOf(*spec), ElementsAre("echo", "hi", "-n"));
+
+  // The image alone: its own Cmd (no command in the driver config).
+  spec = ImageSpecOf({"registry:5000/team/app:1.2"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image().reference(), "registry:5000/team/app:1.2");
+  EXPECT_TRUE(CommandOf(*spec).empty());
+
+  // A "--" right after the image is dropped.
+  spec = ImageSpecOf({"busybox", "--", "ls", "-l"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(CommandOf(*spec), ElementsAre("ls", "-l"));
+}
+
+TEST(RunTargetTest, DashDashFirstRunsNoImage) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      ImageSpecOf({"-d", "--", "/bin/sh", "-c", "echo hi"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->has_image());
+  EXPECT_THAT(CommandOf(*spec), ElementsAre("/bin/sh", "-c", "echo hi"));
+  // Whatever follows "--" at once is the command, not an image.
+  spec = ImageSpecOf({"--name", "x", "--", "busybox", "true"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->has_image());
+  EXPECT_THAT(CommandOf(*spec), ElementsAre("busybox", "true"));
+}
+
+TEST(RunTargetTest, EntrypointReplacesOrClearsTheImages) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      ImageSpecOf({"--entrypoint", "/bin/echo", "busybox", "hi"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->image().override_entrypoint());
+  EXPECT_THAT(spec->image().entrypoint(), ElementsAre("/bin/echo"));
+  EXPECT_THAT(CommandOf(*spec), ElementsAre("hi"));
+
+  spec = ImageSpecOf({"--entrypoint", "", "busybox", "ls"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->image().override_entrypoint());
+  EXPECT_TRUE(spec->image().entrypoint().empty());
+
+  spec = ImageSpecOf({"--entrypoint=", "busybox"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->image().override_entrypoint());
+
+  // A --json-spec's image takes --entrypoint too; the command line's image
+  // replaces the base's reference.
+  nodepb::TaskSpec base;
+  base.mutable_image()->set_reference("alpine");
+  spec = ImageSpecOf({"--entrypoint", "/bin/sh", "--", "-c", "true"}, base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image().reference(), "alpine");
+  EXPECT_THAT(spec->image().entrypoint(), ElementsAre("/bin/sh"));
+  spec = ImageSpecOf({"busybox"}, base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image().reference(), "busybox");
+}
+
+TEST(RunTargetTest, ErrorsNameTheArgument) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      ImageSpecOf({"--entrypoint", "/bin/echo", "--", "/bin/true"});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("--entrypoint replaces an image's Entrypoint, and "
+                        "this task has no image"));
+  spec = ImageSpecOf({"/bin/sh", "-c", "true"});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("\"/bin/sh\" is not an image reference: to run a host "
+                        "command without an image, put it after --"));
+  spec = ImageSpecOf({"", "true"});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("IMAGE"));
+}
+
+TEST(ParsePullPolicyTest, Values) {
+  EXPECT_EQ(*ParsePullPolicy("missing"), PullPolicy::kMissing);
+  EXPECT_EQ(*ParsePullPolicy("always"), PullPolicy::kAlways);
+  EXPECT_EQ(*ParsePullPolicy("never"), PullPolicy::kNever);
+  absl::StatusOr<PullPolicy> bad = ParsePullPolicy("sometimes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "\"sometimes\" must be missing, always or never");
+}
+
 }  // namespace
 }  // namespace berth::cli
