@@ -324,6 +324,12 @@ TEST_F(CommandsTest, UsageErrorsExit2NamingTheProblem) {
       {{"image", "pull", "--platform", "linux", "busybox"},
        "berth image pull: --platform: \"linux\" must be OS/ARCH[/VARIANT], "
        "e.g. linux/amd64; see 'berth image pull --help'\n"},
+      {{"image", "pull", "Busybox"},
+       "berth image pull: invalid reference \"Busybox\": repository name "
+       "must be lowercase; see 'berth image pull --help'\n"},
+      {{"run", "Busybox", "true"},
+       "berth run: invalid reference \"Busybox\": repository name must be "
+       "lowercase; see 'berth run --help'\n"},
       {{"image", "pull", "--bogus", "busybox"},
        "berth image pull: unknown flag --bogus; see 'berth image pull "
        "--help'\n"},

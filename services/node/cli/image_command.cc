@@ -30,6 +30,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
+#include "services/images/oci/reference.h"
 #include "services/node/cli/cli.h"
 #include "services/node/cli/cli_args.h"
 #include "services/node/cli/commands.h"
@@ -224,8 +225,13 @@ int Cli::ImagePull(const ParsedArgs& args) {
     }
     platform = *std::move(parsed);
   }
-  if (!Connect()) return Unreachable();
   const std::string& reference = args.positional[0];
+  if (absl::StatusOr<images::Reference> parsed =
+          images::ParseReference(reference);
+      !parsed.ok()) {
+    return UsageError("image pull", parsed.status().message());
+  }
+  if (!Connect()) return Unreachable();
   // What the name pointed to before: "up to date" when the pull brings the
   // same.
   std::string digest_before;

@@ -7,12 +7,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "services/images/oci/reference.h"
 
 namespace berth::cli {
 namespace {
@@ -76,25 +76,20 @@ std::string DecimalBytes(int64_t bytes) {
 }
 
 std::string FamiliarName(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, "docker.io/")) return std::string(name);
-  absl::string_view path = name.substr(0, name.find_first_of(":@"));
-  if (absl::StartsWith(path, "library/") &&
-      path.find('/', std::string("library/").size()) == path.npos) {
-    name.remove_prefix(std::string("library/").size());
-  }
-  return std::string(name);
+  absl::StatusOr<images::Reference> reference = images::ParseReference(name);
+  if (!reference.ok()) return std::string(name);
+  return images::FamiliarString(*reference);
 }
 
 RepositoryTag SplitImageName(absl::string_view name) {
-  name = name.substr(0, name.find('@'));
-  RepositoryTag split{std::string(name), "<none>"};
-  const size_t colon = name.rfind(':');
-  const size_t slash = name.rfind('/');
-  if (colon != name.npos && (slash == name.npos || colon > slash)) {
-    split.repository = std::string(name.substr(0, colon));
-    split.tag = std::string(name.substr(colon + 1));
-  }
-  split.repository = FamiliarName(split.repository);
+  absl::StatusOr<images::Reference> reference = images::ParseReference(name);
+  if (!reference.ok()) return {std::string(name), "<none>"};
+  // A name given by digest alone has no tag (ParseReference adds "latest"
+  // only when neither is given).
+  RepositoryTag split{"", reference->tag.empty() ? "<none>" : reference->tag};
+  reference->tag.clear();
+  reference->digest.clear();
+  split.repository = images::FamiliarString(*reference);
   return split;
 }
 

@@ -34,17 +34,18 @@ TEST(FamiliarNameTest, DockerHubNamesShortened) {
   EXPECT_EQ(FamiliarName("docker.io/library/a/b:1"), "library/a/b:1");
   EXPECT_EQ(FamiliarName("127.0.0.1:5000/busybox:latest"),
             "127.0.0.1:5000/busybox:latest");
-  EXPECT_EQ(FamiliarName("docker.io/library/busybox@sha256:00"),
-            "busybox@sha256:00");
+  EXPECT_EQ(FamiliarName(absl::StrCat("docker.io/library/busybox@", kLayerA)),
+            absl::StrCat("busybox@", kLayerA));
+  EXPECT_EQ(FamiliarName("not a name"), "not a name");
 }
 
 TEST(SplitImageNameTest, RepositoryAndTag) {
   RepositoryTag split = SplitImageName("docker.io/library/busybox:1.36");
   EXPECT_EQ(split.repository, "busybox");
   EXPECT_EQ(split.tag, "1.36");
-  split = SplitImageName("127.0.0.1:5000/team/app");
+  split = SplitImageName("127.0.0.1:5000/team/app:v2");
   EXPECT_EQ(split.repository, "127.0.0.1:5000/team/app");
-  EXPECT_EQ(split.tag, "<none>");
+  EXPECT_EQ(split.tag, "v2");
   split = SplitImageName(absl::StrCat("registry:5000/app@", kLayerA));
   EXPECT_EQ(split.repository, "registry:5000/app");
   EXPECT_EQ(split.tag, "<none>");

@@ -18,6 +18,7 @@
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/struct.pb.h"
+#include "services/images/oci/reference.h"
 #include "services/node/task_isolation.h"
 
 namespace berth::cli {
@@ -364,6 +365,11 @@ absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args) {
         "\"", target.image,
         "\" is not an image reference: to run a host command without an "
         "image, put it after --: berth run [FLAGS] -- COMMAND [ARGS...]"));
+  }
+  if (absl::StatusOr<images::Reference> reference =
+          images::ParseReference(target.image);
+      !reference.ok()) {
+    return reference.status();
   }
   size_t first = 1;
   // `berth run busybox -- ls -l`: nobody means a program called "--".

@@ -92,8 +92,9 @@ struct RunTarget {
 };
 
 // Splits `args.positional` of `berth run`. INVALID_ARGUMENT for an empty
-// image or a path where the image goes ("/bin/sh": the hint says to put a
-// host command after "--").
+// image, a path where the image goes ("/bin/sh": the hint says to put a
+// host command after "--") or an image that is no reference (the parser's
+// words: `invalid reference "Busybox": ...`).
 absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args);
 
 // Sets spec.image from `image` (when not empty; the base's image otherwise
