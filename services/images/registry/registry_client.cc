@@ -1084,9 +1084,18 @@ absl::Status RegistryClientImpl::PerformOnce(
               endpoint.settings_key, " in the registries configuration")),
           false};
       return failure->status;
+    case CURLE_SSL_CONNECT_ERROR:
+      // Also what a plain-HTTP server answers to a TLS handshake; a
+      // connection reset during one is worth another try.
+      *failure = {absl::UnavailableError(absl::StrCat(
+                      request.what, ": TLS handshake with ", url.Origin(),
+                      " failed (", detail,
+                      "); a registry speaking plain HTTP must be marked "
+                      "insecure in the registries configuration")),
+                  true};
+      return failure->status;
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_URL_MALFORMAT:
-    case CURLE_SSL_CONNECT_ERROR:
       *failure = {absl::UnavailableError(absl::StrCat(
                       request.what, ": ", url.String(), ": ", detail)),
                   false};

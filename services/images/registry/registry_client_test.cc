@@ -28,12 +28,19 @@
 #include "services/common/test_util.h"
 #include "services/images/oci/manifest.h"
 #include "services/images/oci/reference.h"
+#include "services/images/registry/registry_test_util.h"
 #include "services/images/registry/test_http_server.h"
 #include "services/images/store/content_store.h"
 
 namespace berth::images {
 namespace {
 
+using ::berth::images::testing::FetchIntoStore;
+using ::berth::images::testing::InsecureConfig;
+using ::berth::images::testing::LeavePrefix;
+using ::berth::images::testing::MakeClient;
+using ::berth::images::testing::OpenStore;
+using ::berth::images::testing::Ref;
 using ::berth::images::testing::TestHttpRequest;
 using ::berth::images::testing::TestHttpResponse;
 using ::berth::images::testing::TestHttpServer;
@@ -144,57 +151,16 @@ int DeadPort() {
 class RegistryClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<ContentStore>> store =
-        ContentStore::Open(dir_.Join("store"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-  }
-
-  // A client whose configuration is `json` ("{}" when empty); retries are
-  // quick.
-  std::unique_ptr<RegistryClient> Client(const std::string& json) {
-    absl::StatusOr<RegistriesConfig> config = RegistriesConfig::Parse(json);
-    EXPECT_TRUE(config.ok()) << config.status();
-    RegistryClientOptions options;
-    options.config = *std::move(config);
-    options.attempts = 3;
-    options.retry_backoff = absl::Milliseconds(1);
-    options.stall_timeout = absl::Seconds(20);
-    absl::StatusOr<std::unique_ptr<RegistryClient>> client =
-        RegistryClient::Create(std::move(options));
-    EXPECT_TRUE(client.ok()) << client.status();
-    return *std::move(client);
-  }
-
-  // The configuration of a plain-HTTP registry at `host`, plus `extra`
-  // fields of its entry.
-  static std::string InsecureConfig(const std::string& host,
-                                    const std::string& extra = "") {
-    return absl::StrCat(R"({"registries": {")", host, R"(": {"insecure": true)",
-                        extra, "}}}");
-  }
-
-  static Reference Ref(const std::string& text) {
-    absl::StatusOr<Reference> reference = ParseReference(text);
-    EXPECT_TRUE(reference.ok()) << reference.status();
-    return *reference;
+    store_ = OpenStore(dir_.Join("store"));
+    ASSERT_NE(store_, nullptr);
   }
 
   // Fetches `blob` by its digest into the store.
   absl::Status Fetch(RegistryClient& client, const Reference& reference,
                      const std::string& blob,
                      std::vector<int64_t>* progress = nullptr) {
-    const std::string digest = DigestOf(blob);
-    absl::StatusOr<std::unique_ptr<BlobWriter>> writer =
-        store_->Writer(digest, static_cast<int64_t>(blob.size()));
-    if (!writer.ok()) return writer.status();
-    absl::Status status =
-        client.FetchBlob(reference, digest, static_cast<int64_t>(blob.size()),
-                         writer->get(), [progress](int64_t held) {
-                           if (progress != nullptr) progress->push_back(held);
-                         });
-    if (!status.ok()) (*writer)->Abort(/*remove=*/false);
-    return status;
+    return FetchIntoStore(client, *store_, reference, DigestOf(blob),
+                          static_cast<int64_t>(blob.size()), progress);
   }
 
   // The stored blob's bytes.
@@ -202,17 +168,6 @@ class RegistryClientTest : public ::testing::Test {
     absl::StatusOr<std::string> bytes = store_->ReadBlob(digest, 64 << 20);
     EXPECT_TRUE(bytes.ok()) << bytes.status();
     return bytes.ok() ? *bytes : "";
-  }
-
-  // Leaves `prefix` in the store's ingest file of `digest`, as an
-  // interrupted download would.
-  void LeavePrefix(const std::string& digest, int64_t size,
-                   absl::string_view prefix) {
-    absl::StatusOr<std::unique_ptr<BlobWriter>> writer =
-        store_->Writer(digest, size);
-    ASSERT_TRUE(writer.ok()) << writer.status();
-    ASSERT_TRUE((*writer)->Write(prefix).ok());
-    (*writer)->Abort(/*remove=*/false);
   }
 
   berth::testing::ShortTempDir dir_;
@@ -224,7 +179,7 @@ TEST_F(RegistryClientTest, AnonymousManifestByTag) {
     if (request.path == ManifestPath("1.0")) return ManifestAnswer();
     return ErrorAnswer(404, "NAME_UNKNOWN", "repository name not known");
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::StatusOr<FetchedManifest> manifest =
       client->FetchManifest(Ref(server.host() + "/team/app:1.0"));
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -250,7 +205,7 @@ TEST_F(RegistryClientTest, MediaTypeFromTheDocumentWithoutContentType) {
     response.headers = {{"Content-Type", "application/json; charset=utf-8"}};
     return response;
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::StatusOr<FetchedManifest> manifest =
       client->FetchManifest(Ref(server.host() + "/team/app:1.0"));
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -283,7 +238,7 @@ TEST_F(RegistryClientTest, BearerTokenFlowWithCredentialsAndCache) {
     return ManifestAnswer();
   });
   realm = server.url() + "/token";
-  auto client = Client(InsecureConfig(
+  auto client = MakeClient(InsecureConfig(
       server.host(), R"(, "username": "alice", "password": "s3cret")"));
   const Reference reference = Ref(server.host() + "/team/app:1.0");
   absl::StatusOr<FetchedManifest> manifest = client->FetchManifest(reference);
@@ -322,7 +277,7 @@ TEST_F(RegistryClientTest, AnonymousBearerTokenAsAccessToken) {
     return ManifestAnswer();
   });
   realm = server.url() + "/auth/token?client=berth";
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::StatusOr<FetchedManifest> manifest =
       client->FetchManifest(Ref(server.host() + "/team/app:1.0"));
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -346,7 +301,7 @@ TEST_F(RegistryClientTest, TokenRefusedIsUnauthenticated) {
     return response;
   });
   realm = server.url() + "/token";
-  auto client = Client(InsecureConfig(
+  auto client = MakeClient(InsecureConfig(
       server.host(), R"(, "username": "alice", "password": "wrong")"));
   absl::StatusOr<FetchedManifest> manifest =
       client->FetchManifest(Ref(server.host() + "/team/app:1.0"));
@@ -372,7 +327,7 @@ TEST_F(RegistryClientTest, StillUnauthorizedWithTheToken) {
     return response;
   });
   realm = server.url() + "/token";
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::StatusOr<FetchedManifest> manifest =
       client->FetchManifest(Ref(server.host() + "/team/app:1.0"));
   ASSERT_FALSE(manifest.ok());
@@ -396,7 +351,7 @@ TEST_F(RegistryClientTest, BasicChallenge) {
   });
   const Reference reference = Ref(server.host() + "/team/app:1.0");
 
-  auto anonymous = Client(InsecureConfig(server.host()));
+  auto anonymous = MakeClient(InsecureConfig(server.host()));
   absl::StatusOr<FetchedManifest> refused = anonymous->FetchManifest(reference);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
@@ -405,14 +360,14 @@ TEST_F(RegistryClientTest, BasicChallenge) {
                                      " requires credentials for team/app")));
   EXPECT_THAT(refused.status().message(), HasSubstr("Registry Realm"));
 
-  auto wrong = Client(
+  auto wrong = MakeClient(
       InsecureConfig(server.host(), R"(, "username": "bob", "password": "x")"));
   absl::StatusOr<FetchedManifest> denied = wrong->FetchManifest(reference);
   ASSERT_FALSE(denied.ok());
   EXPECT_EQ(denied.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(denied.status().message(), HasSubstr("credentials of bob"));
 
-  auto client = Client(InsecureConfig(
+  auto client = MakeClient(InsecureConfig(
       server.host(), R"(, "username": "bob", "password": "pw")"));
   ASSERT_TRUE(client->FetchManifest(reference).ok());
   const size_t before = server.requests().size();
@@ -438,7 +393,7 @@ TEST_F(RegistryClientTest, AnswersMapToCodes) {
     }
     return ErrorAnswer(404, "MANIFEST_UNKNOWN", "manifest unknown");
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   const std::string base = server.host() + "/team/app:";
 
   absl::Status status = client->FetchManifest(Ref(base + "forbidden")).status();
@@ -472,7 +427,7 @@ TEST_F(RegistryClientTest, RetriesAfterAServerError) {
     if (++calls == 1) return ErrorAnswer(503, "UNAVAILABLE", "busy");
     return ManifestAnswer();
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   ASSERT_TRUE(client->FetchManifest(Ref(server.host() + "/team/app:1.0")).ok());
   EXPECT_EQ(calls.load(), 2);
 }
@@ -488,7 +443,7 @@ TEST_F(RegistryClientTest, ManifestDigestMismatchIsDataLoss) {
     // Whatever digest is asked for, the same bytes come back.
     return ManifestAnswer(other);
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   const std::string wanted = DigestOf(ManifestBody());
 
   absl::StatusOr<FetchedManifest> manifest =
@@ -522,7 +477,7 @@ TEST_F(RegistryClientTest, ManifestDigestMismatchIsDataLoss) {
 TEST_F(RegistryClientTest, ManifestByDigest) {
   TestHttpServer server(
       [](const TestHttpRequest&) { return ManifestAnswer(); });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   const std::string digest = DigestOf(ManifestBody());
   absl::StatusOr<FetchedManifest> manifest = client->FetchManifestByDigest(
       Ref(server.host() + "/team/app:1.0"), digest, kOciManifest);
@@ -556,7 +511,7 @@ TEST_F(RegistryClientTest, BlobIntoTheStore) {
     if (request.path == BlobPath(digest)) return BlobAnswer(request, blob);
     return ErrorAnswer(404, "BLOB_UNKNOWN", "blob unknown to registry");
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   std::vector<int64_t> progress;
   ASSERT_TRUE(
       Fetch(*client, Ref(server.host() + "/team/app:1"), blob, &progress).ok());
@@ -605,7 +560,7 @@ TEST_F(RegistryClientTest, RedirectToStorageWithoutTheToken) {
     return response;
   });
   realm = registry.url() + "/token";
-  auto client = Client(InsecureConfig(registry.host()));
+  auto client = MakeClient(InsecureConfig(registry.host()));
   ASSERT_TRUE(Fetch(*client, Ref(registry.host() + "/team/app:1"), blob).ok());
   EXPECT_EQ(Stored(digest), blob);
   ASSERT_EQ(storage.requests().size(), 1u);
@@ -622,7 +577,7 @@ TEST_F(RegistryClientTest, RedirectToAnotherSchemeIsRefused) {
       response.headers.push_back({"Location", location});
       return response;
     });
-    auto client = Client(InsecureConfig(server.host()));
+    auto client = MakeClient(InsecureConfig(server.host()));
     absl::Status status =
         Fetch(*client, Ref(server.host() + "/team/app:1"), blob);
     EXPECT_FALSE(status.ok()) << location;
@@ -637,11 +592,13 @@ TEST_F(RegistryClientTest, RedirectToAnotherSchemeIsRefused) {
 TEST_F(RegistryClientTest, ResumesAPartialDownloadWithRange) {
   const std::string blob = Bytes(200000);
   const std::string digest = DigestOf(blob);
-  LeavePrefix(digest, blob.size(), absl::string_view(blob).substr(0, 123456));
+  ASSERT_TRUE(LeavePrefix(*store_, digest, blob.size(),
+                          absl::string_view(blob).substr(0, 123456))
+                  .ok());
   TestHttpServer server([&](const TestHttpRequest& request) {
     return BlobAnswer(request, blob);
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   std::vector<int64_t> progress;
   ASSERT_TRUE(
       Fetch(*client, Ref(server.host() + "/team/app:1"), blob, &progress).ok());
@@ -656,13 +613,13 @@ TEST_F(RegistryClientTest, RangeIgnoredStartsOver) {
   const std::string blob = Bytes(50000);
   const std::string digest = DigestOf(blob);
   // A prefix that is not the blob's: only a full download can fix it.
-  LeavePrefix(digest, blob.size(), Bytes(1000, 'x'));
+  ASSERT_TRUE(LeavePrefix(*store_, digest, blob.size(), Bytes(1000, 'x')).ok());
   TestHttpServer server([&](const TestHttpRequest&) {
     TestHttpResponse response;
     response.body = blob;
     return response;
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   ASSERT_TRUE(Fetch(*client, Ref(server.host() + "/team/app:1"), blob).ok());
   EXPECT_EQ(Stored(digest), blob);
   EXPECT_EQ(server.requests().size(), 1u);
@@ -671,11 +628,12 @@ TEST_F(RegistryClientTest, RangeIgnoredStartsOver) {
 TEST_F(RegistryClientTest, UnsatisfiableRangeStartsOver) {
   const std::string blob = Bytes(5000);
   const std::string digest = DigestOf(blob);
-  LeavePrefix(digest, -1, Bytes(6000, 'y'));  // longer than the blob
+  // Longer than the blob.
+  ASSERT_TRUE(LeavePrefix(*store_, digest, -1, Bytes(6000, 'y')).ok());
   TestHttpServer server([&](const TestHttpRequest& request) {
     return BlobAnswer(request, blob);
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   // Unknown size: the 416 tells.
   absl::StatusOr<std::unique_ptr<BlobWriter>> writer =
       store_->Writer(digest, -1);
@@ -701,7 +659,7 @@ TEST_F(RegistryClientTest, BrokenTransferIsResumed) {
     if (++calls == 1) response.cut_after = 150000;
     return response;
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   ASSERT_TRUE(Fetch(*client, Ref(server.host() + "/team/app:1"), blob).ok());
   EXPECT_EQ(Stored(digest), blob);
   std::vector<TestHttpRequest> requests = server.requests();
@@ -718,7 +676,7 @@ TEST_F(RegistryClientTest, CorruptBlobStoresNothing) {
   TestHttpServer server([&](const TestHttpRequest& request) {
     return BlobAnswer(request, corrupt);
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::Status status =
       Fetch(*client, Ref(server.host() + "/team/app:1"), blob);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
@@ -740,7 +698,7 @@ TEST_F(RegistryClientTest, LongerBlobStoresNothing) {
     response.body = blob + "trailing bytes";
     return response;
   });
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   absl::Status status =
       Fetch(*client, Ref(server.host() + "/team/app:1"), blob);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
@@ -757,7 +715,7 @@ TEST_F(RegistryClientTest, MirrorsFirstThenTheHost) {
   });
   TestHttpServer host([](const TestHttpRequest&) { return ManifestAnswer(); });
   const int dead = DeadPort();
-  auto client = Client(
+  auto client = MakeClient(
       absl::StrCat(R"({"registries": {")", host.host(),
                    R"(": {"insecure": true, "mirrors": ["http://127.0.0.1:)",
                    dead, R"(", ")", mirror.url(), R"("]}}})"));
@@ -781,9 +739,9 @@ TEST_F(RegistryClientTest, EveryEndpointFailing) {
   TestHttpServer host([](const TestHttpRequest&) {
     return ErrorAnswer(404, "MANIFEST_UNKNOWN", "not here either");
   });
-  auto client = Client(absl::StrCat(R"({"registries": {")", host.host(),
-                                    R"(": {"insecure": true, "mirrors": [")",
-                                    mirror.url(), R"("]}}})"));
+  auto client = MakeClient(absl::StrCat(
+      R"({"registries": {")", host.host(),
+      R"(": {"insecure": true, "mirrors": [")", mirror.url(), R"("]}}})"));
   absl::Status status =
       client->FetchManifest(Ref(host.host() + "/team/app:x")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
@@ -806,8 +764,8 @@ TEST_F(RegistryClientTest, DockerHubMirror) {
     return ErrorAnswer(404, "NAME_UNKNOWN", "unexpected " + request.path);
   });
   auto client =
-      Client(absl::StrCat(R"({"registries": {"docker.io": {"mirrors": [")",
-                          mirror.url(), R"("]}}})"));
+      MakeClient(absl::StrCat(R"({"registries": {"docker.io": {"mirrors": [")",
+                              mirror.url(), R"("]}}})"));
   const Reference busybox = Ref("busybox");
   absl::StatusOr<FetchedManifest> manifest = client->FetchManifest(busybox);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -819,7 +777,7 @@ TEST_F(RegistryClientTest, DockerHubMirror) {
 TEST_F(RegistryClientTest, UnreadableCaFileNamesIt) {
   const std::string ca = dir_.Join("missing-ca.pem");
   // Requests to that host fail before any connection is made.
-  auto client = Client(absl::StrCat(
+  auto client = MakeClient(absl::StrCat(
       R"({"registries": {"r.example": {"ca_file": ")", ca, R"("}}})"));
   absl::Status status =
       client->FetchManifest(Ref("r.example/team/app:1")).status();
@@ -856,7 +814,7 @@ TEST_F(RegistryClientTest, ParallelBlobs) {
     return ErrorAnswer(404, "BLOB_UNKNOWN", "no");
   });
   realm = server.url() + "/token";
-  auto client = Client(InsecureConfig(server.host()));
+  auto client = MakeClient(InsecureConfig(server.host()));
   const Reference reference = Ref(server.host() + "/team/app:1");
   std::vector<absl::Status> results(kBlobs);
   std::vector<std::thread> threads;
