@@ -1,0 +1,798 @@
+// berth-node's image tasks in-process: a NodeServer with the real exec
+// driver and a fake berth-images (an in-process ImageService on a socket of
+// the test's) whose snapshots are directories holding a static busybox. A
+// task runs in the snapshot prepared for it (its id, its reference) with the
+// image's command, environment, working directory and user under the
+// spec's; Task.image shows the image; the snapshot is released at removal
+// and when the start fails, reused by a restart, and released at the node's
+// start when it is no task's; berth-images away fails image tasks only.
+// And berth.image.v1.ImageService forwarded on node.sock: every call, the
+// pull's and the import's streams, cancellation both ways.
+//
+// Root (the exec driver's namespaces, cgroups and mounts), outside Bazel's
+// sandbox.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/image/v1/image.grpc.pb.h"
+#include "berth/node/v1/node.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "services/common/grpc_server.h"
+#include "services/common/test_util.h"
+#include "services/node/node_server.h"
+
+namespace berth::node {
+namespace {
+
+namespace imagepb = ::berth::image::v1;
+using ::berth::testing::PathExists;
+using ::berth::testing::ReadFileOrEmpty;
+using ::berth::testing::RunfilePath;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kBusybox[] = "/bin/busybox";
+
+// berth-images as the node sees it. Images are registered by the test;
+// a snapshot is <dir>/snapshots/<id>/rootfs, a root holding busybox and a
+// file /snapshot naming its id.
+class FakeImages final : public imagepb::ImageService::Service {
+ public:
+  explicit FakeImages(std::string dir) : dir_(std::move(dir)) {}
+
+  void AddImage(const std::string& reference, imagepb::Image image) {
+    absl::MutexLock lock(&mu_);
+    images_[reference] = std::move(image);
+  }
+  // A snapshot berth-images has without the node asking.
+  void AddSnapshot(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    imagepb::Snapshot& snapshot = snapshots_[id];
+    snapshot.set_id(id);
+    snapshot.set_rootfs(absl::StrCat(dir_, "/snapshots/", id, "/rootfs"));
+    snapshot.set_image_name("docker.io/library/left:behind");
+  }
+
+  std::vector<std::pair<std::string, std::string>> prepared() const {
+    absl::MutexLock lock(&mu_);
+    return prepared_;
+  }
+  std::vector<std::string> released() const {
+    absl::MutexLock lock(&mu_);
+    return released_;
+  }
+  std::set<std::string> snapshot_ids() const {
+    absl::MutexLock lock(&mu_);
+    std::set<std::string> ids;
+    for (const auto& [id, snapshot] : snapshots_) ids.insert(id);
+    return ids;
+  }
+  bool pull_cancelled() const {
+    absl::MutexLock lock(&mu_);
+    return pull_cancelled_;
+  }
+  bool import_cancelled() const {
+    absl::MutexLock lock(&mu_);
+    return import_cancelled_;
+  }
+
+  grpc::Status PrepareSnapshot(
+      grpc::ServerContext*, const imagepb::PrepareSnapshotRequest* request,
+      imagepb::PrepareSnapshotResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    prepared_.emplace_back(request->id(), request->reference());
+    auto image = images_.find(request->reference());
+    if (image == images_.end()) {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("no image ", request->reference(), " in the store"));
+    }
+    const std::string rootfs =
+        absl::StrCat(dir_, "/snapshots/", request->id(), "/rootfs");
+    if (!MakeRoot(rootfs, request->id())) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot make " + rootfs);
+    }
+    imagepb::Snapshot& snapshot = snapshots_[request->id()];
+    snapshot.set_id(request->id());
+    snapshot.set_rootfs(rootfs);
+    snapshot.set_image_name(image->second.name());
+    response->set_rootfs(rootfs);
+    *response->mutable_image() = image->second;
+    return grpc::Status::OK;
+  }
+  grpc::Status ReleaseSnapshot(grpc::ServerContext*,
+                               const imagepb::ReleaseSnapshotRequest* request,
+                               imagepb::ReleaseSnapshotResponse*) override {
+    absl::MutexLock lock(&mu_);
+    released_.push_back(request->id());
+    snapshots_.erase(request->id());
+    const std::string dir = absl::StrCat(dir_, "/snapshots/", request->id());
+    if (PathExists(dir)) {
+      std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status ListSnapshots(
+      grpc::ServerContext*, const imagepb::ListSnapshotsRequest*,
+      imagepb::ListSnapshotsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, snapshot] : snapshots_) {
+      *response->add_snapshots() = snapshot;
+    }
+    return grpc::Status::OK;
+  }
+
+  // "slow": one message, then waits for the caller to go away. "fail": one
+  // message, then ABORTED. Else three messages, the image on the last.
+  grpc::Status PullImage(
+      grpc::ServerContext* context, const imagepb::PullImageRequest* request,
+      grpc::ServerWriter<imagepb::PullImageProgress>* writer) override {
+    imagepb::PullImageProgress progress;
+    progress.set_status(absl::StrCat("resolving ", request->reference()));
+    writer->Write(progress);
+    if (request->reference() == "slow") {
+      while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(10));
+      absl::MutexLock lock(&mu_);
+      pull_cancelled_ = true;
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    }
+    if (request->reference() == "fail") {
+      return grpc::Status(grpc::StatusCode::ABORTED, "the registry went away");
+    }
+    for (int i = 1; i <= 2; ++i) {
+      progress.Clear();
+      imagepb::LayerProgress* layer = progress.add_layers();
+      layer->set_digest("sha256:layer");
+      layer->set_size(2);
+      layer->set_downloaded(i);
+      if (i == 2) progress.mutable_image()->set_name(request->reference());
+      writer->Write(progress);
+    }
+    return grpc::Status::OK;
+  }
+
+  // Counts the bytes; "wait" as the name: waits for the caller to go away
+  // after the first chunk.
+  grpc::Status ImportImage(
+      grpc::ServerContext* context,
+      grpc::ServerReader<imagepb::ImportImageRequest>* reader,
+      imagepb::ImportImageResponse* response) override {
+    imagepb::ImportImageRequest message;
+    std::string name;
+    int64_t bytes = 0;
+    while (reader->Read(&message)) {
+      if (message.has_options()) name = message.options().name();
+      bytes += static_cast<int64_t>(message.chunk().size());
+    }
+    if (context->IsCancelled()) {
+      absl::MutexLock lock(&mu_);
+      import_cancelled_ = true;
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    }
+    imagepb::Image* image = response->add_images();
+    image->set_name(name);
+    image->set_size(bytes);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListImages(grpc::ServerContext*,
+                          const imagepb::ListImagesRequest* request,
+                          imagepb::ListImagesResponse* response) override {
+    response->add_images()->set_name(request->name_prefix() + "listed");
+    return grpc::Status::OK;
+  }
+  grpc::Status InspectImage(grpc::ServerContext*,
+                            const imagepb::InspectImageRequest* request,
+                            imagepb::InspectImageResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto image = images_.find(request->reference());
+    if (image == images_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no image ", request->reference()));
+    }
+    *response->mutable_image() = image->second;
+    return grpc::Status::OK;
+  }
+  grpc::Status RemoveImage(grpc::ServerContext*,
+                           const imagepb::RemoveImageRequest* request,
+                           imagepb::RemoveImageResponse* response) override {
+    response->add_untagged(absl::StrCat(request->reference(),
+                                        request->force() ? " (forced)" : ""));
+    return grpc::Status::OK;
+  }
+  grpc::Status TagImage(grpc::ServerContext*,
+                        const imagepb::TagImageRequest* request,
+                        imagepb::TagImageResponse* response) override {
+    response->mutable_image()->set_name(request->target());
+    response->mutable_image()->add_other_names(request->source());
+    return grpc::Status::OK;
+  }
+  grpc::Status PruneImages(grpc::ServerContext*,
+                           const imagepb::PruneImagesRequest* request,
+                           imagepb::PruneImagesResponse* response) override {
+    response->set_reclaimed_bytes(request->all() ? 2048 : 1024);
+    return grpc::Status::OK;
+  }
+
+ private:
+  // A root with busybox, its applets, and /snapshot naming `id`.
+  static bool MakeRoot(const std::string& rootfs, const std::string& id) {
+    if (PathExists(rootfs)) return true;
+    const std::string command = absl::StrCat(
+        "set -e; mkdir -p '", rootfs, "/bin' '", rootfs, "/etc'; cp ", kBusybox,
+        " '", rootfs, "/bin/busybox'; for a in sh cat id wc ls ",
+        "true sleep env pwd; do ln -s busybox '", rootfs, "/bin/'$a; done; ",
+        "echo 'snapshot ", id, "' > '", rootfs, "/snapshot'");
+    return std::system(command.c_str()) == 0;
+  }
+
+  const std::string dir_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, imagepb::Image> images_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, imagepb::Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> prepared_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
+  bool pull_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool import_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+imagepb::Image Image(const std::string& name,
+                     std::vector<std::string> entrypoint,
+                     std::vector<std::string> cmd) {
+  imagepb::Image image;
+  image.set_name(name);
+  image.set_digest("sha256:" + std::string(64, 'a'));
+  image.set_manifest_digest("sha256:" + std::string(64, 'b'));
+  image.set_config_digest("sha256:" + std::string(64, 'c'));
+  for (const std::string& part : entrypoint) {
+    image.mutable_config()->add_entrypoint(part);
+  }
+  for (const std::string& part : cmd) image.mutable_config()->add_cmd(part);
+  image.mutable_config()->add_env("PATH=/bin");
+  return image;
+}
+
+class NodeImageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      GTEST_SKIP() << "needs root (the exec driver's namespaces and cgroups)";
+    }
+    if (!PathExists(kBusybox)) {
+      GTEST_SKIP() << kBusybox << " is missing (Debian's busybox-static)";
+    }
+    UnixGrpcServer::Options options;
+    options.socket_path = dir_.Join("images.sock");
+    options.services = {&images_};
+    auto server = UnixGrpcServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    images_server_ = *std::move(server);
+  }
+
+  void TearDown() override {
+    if (node_ != nullptr) {
+      for (const v1::Task& task : List()) (void)Remove(task.id(), true);
+    }
+    StopNode();
+    if (images_server_ != nullptr) images_server_->Shutdown(absl::Seconds(1));
+    for (const char* hierarchy :
+         {"cpu", "cpuacct", "memory", "pids", "freezer", "devices",
+          "cpu,cpuacct", "blkio", "cpuset", "unified", ""}) {
+      rmdir(absl::StrCat("/sys/fs/cgroup/", hierarchy, "/", cgroup_parent_)
+                .c_str());
+    }
+  }
+
+  void StartNode(std::string images_socket = "") {
+    NodeServer::Options options;
+    options.runtime_dir = dir_.Join("run");
+    options.state_dir = dir_.Join("state");
+    PluginSpec exec;
+    exec.name = "exec";
+    exec.binary = RunfilePath("services/driver/exec/berth-driver-exec");
+    // berth-task-init is found in the test's runfiles (TEST_SRCDIR).
+    exec.args = {absl::StrCat("--cgroup_parent=/", cgroup_parent_)};
+    options.plugins = {exec};
+    options.images_socket =
+        images_socket.empty() ? dir_.Join("images.sock") : images_socket;
+    options.images_connect_wait = absl::Milliseconds(500);
+    options.node_id = "test";
+    options.version = "test";
+    options.plugin_options.min_backoff = absl::Milliseconds(50);
+    options.grace = absl::Seconds(1);
+    auto node = NodeServer::BuildAndStart(std::move(options));
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("unix:", node_->socket_path()),
+                            grpc::InsecureChannelCredentials());
+    stub_ = v1::NodeService::NewStub(channel);
+    image_stub_ = imagepb::ImageService::NewStub(channel);
+    ASSERT_TRUE(WaitFor([this] {
+      for (const v1::ComponentStatus& status : node_->plugins().Status()) {
+        if (status.name() == "exec" && status.healthy()) return true;
+      }
+      return false;
+    })) << "the exec driver did not come up";
+  }
+
+  void StopNode() {
+    stub_.reset();
+    image_stub_.reset();
+    if (node_ != nullptr) node_->Shutdown();
+    node_.reset();
+  }
+
+  static v1::TaskSpec ImageSpec(const std::string& reference,
+                                const std::string& script = "") {
+    v1::TaskSpec spec;
+    spec.set_driver("exec");
+    spec.mutable_image()->set_reference(reference);
+    spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_HOST);
+    if (!script.empty()) {
+      auto& fields = *spec.mutable_driver_config()->mutable_fields();
+      fields["command"].set_string_value("/bin/sh");
+      auto* args = fields["args"].mutable_list_value();
+      args->add_values()->set_string_value("-c");
+      args->add_values()->set_string_value(script);
+    }
+    return spec;
+  }
+
+  absl::StatusOr<v1::Task> Run(const v1::TaskSpec& spec) {
+    v1::RunTaskRequest request;
+    *request.mutable_spec() = spec;
+    v1::RunTaskResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    grpc::Status status = stub_->RunTask(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response.task();
+  }
+
+  v1::Task Inspect(const std::string& id) {
+    v1::InspectTaskRequest request;
+    request.set_task_id(id);
+    v1::InspectTaskResponse response;
+    grpc::ClientContext context;
+    grpc::Status status = stub_->InspectTask(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.task();
+  }
+
+  std::vector<v1::Task> List() {
+    v1::ListTasksRequest request;
+    request.set_all(true);
+    v1::ListTasksResponse response;
+    grpc::ClientContext context;
+    if (!stub_->ListTasks(&context, request, &response).ok()) return {};
+    return {response.tasks().begin(), response.tasks().end()};
+  }
+
+  grpc::Status Remove(const std::string& id, bool force) {
+    v1::RemoveTaskRequest request;
+    request.set_task_id(id);
+    request.set_force(force);
+    v1::RemoveTaskResponse response;
+    grpc::ClientContext context;
+    return stub_->RemoveTask(&context, request, &response);
+  }
+
+  // The task's output once it has exited.
+  std::string Output(const std::string& id) {
+    EXPECT_TRUE(WaitFor([&] {
+      return Inspect(id).state() == v1::TASK_STATE_EXITED;
+    })) << v1::TaskState_Name(Inspect(id).state());
+    return ReadFileOrEmpty(node_->tasks().LogDir(id) + "/stdout.log");
+  }
+
+  std::string TaskCgroup(const std::string& id) const {
+    return absl::StrCat("/sys/fs/cgroup/pids/", cgroup_parent_, "/", id);
+  }
+
+  const std::string cgroup_parent_ = absl::StrCat("berth-imgtest-", getpid());
+  ShortTempDir dir_;
+  FakeImages images_{dir_.path()};
+  std::unique_ptr<UnixGrpcServer> images_server_;
+  std::unique_ptr<NodeServer> node_;
+  std::unique_ptr<v1::NodeService::Stub> stub_;
+  std::unique_ptr<imagepb::ImageService::Stub> image_stub_;
+};
+
+TEST_F(NodeImageTest, ATaskRunsOnItsSnapshotWithTheImagesConfiguration) {
+  imagepb::Image image = Image("docker.io/library/demo:1", {"/bin/sh", "-c"},
+                               {"echo default command"});
+  image.mutable_config()->add_env("MODE=image");
+  image.mutable_config()->add_env("FROM_IMAGE=yes");
+  image.mutable_config()->set_working_dir("/work/dir");
+  images_.AddImage("demo:1", image);
+  StartNode();
+
+  // The spec's command after the image's entrypoint; its env on top.
+  v1::TaskSpec spec = ImageSpec("demo:1");
+  (*spec.mutable_driver_config()->mutable_fields())["command"].set_string_value(
+      "echo $MODE $FROM_IMAGE $(pwd) $(id -u); cat /snapshot");
+  (*spec.mutable_env())["MODE"] = "spec";
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  const std::string id = task->id();
+  EXPECT_EQ(Output(id),
+            absl::StrCat("spec yes /work/dir 0\nsnapshot ", id, "\n"));
+  EXPECT_THAT(images_.prepared(), ElementsAre(std::pair(id, "demo:1")));
+  const std::string rootfs =
+      dir_.Join(absl::StrCat("snapshots/", id, "/rootfs"));
+  const v1::Task shown = Inspect(id);
+  EXPECT_EQ(shown.image().name(), "docker.io/library/demo:1");
+  EXPECT_EQ(shown.image().digest(), image.digest());
+  EXPECT_EQ(shown.image().manifest_digest(), image.manifest_digest());
+  EXPECT_EQ(shown.image().config_digest(), image.config_digest());
+  EXPECT_EQ(shown.image().rootfs(), rootfs);
+  EXPECT_TRUE(PathExists(rootfs + "/work/dir"));
+
+  // Without a command of its own: the image's Cmd.
+  absl::StatusOr<v1::Task> plain = Run(ImageSpec("demo:1"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Output(plain->id()), "default command\n");
+
+  // Removed: its snapshot is released; the other's stays.
+  ASSERT_TRUE(Remove(id, false).ok());
+  EXPECT_THAT(images_.released(), ElementsAre(id));
+  EXPECT_FALSE(PathExists(rootfs));
+  EXPECT_THAT(images_.snapshot_ids(), ElementsAre(plain->id()));
+}
+
+TEST_F(NodeImageTest, TheImagesUserUnlessTheSpecGivesOne) {
+  imagepb::Image image = Image("docker.io/library/user:1", {}, {});
+  image.mutable_config()->set_user("1234:2345");
+  images_.AddImage("user:1", image);
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("user:1", "id -u; id -g"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(Output(task->id()), "1234\n2345\n");
+
+  v1::TaskSpec spec = ImageSpec("user:1", "id -u; id -g");
+  spec.set_user("4321:5432");
+  task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(Output(task->id()), "4321\n5432\n");
+}
+
+TEST_F(NodeImageTest, AnImageWithoutACommandIsRefusedAndReleased) {
+  images_.AddImage("empty:1", Image("docker.io/library/empty:1", {}, {}));
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("empty:1"));
+  ASSERT_FALSE(task.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(task.status())) << task.status();
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("spec.image: image \"empty:1\" has no command: give "
+                        "one"));
+  ASSERT_EQ(images_.prepared().size(), 1u);
+  EXPECT_THAT(images_.released(), ElementsAre(images_.prepared()[0].first));
+  EXPECT_TRUE(images_.snapshot_ids().empty());
+}
+
+TEST_F(NodeImageTest, AnImageNotInTheStoreFailsTheStartLeavingNothing) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("nosuch:1", "true"));
+  ASSERT_FALSE(task.ok());
+  EXPECT_TRUE(absl::IsNotFound(task.status())) << task.status();
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("image \"nosuch:1\": not found in the image store; "
+                        "pull it first: berth image pull nosuch:1"));
+  ASSERT_EQ(images_.prepared().size(), 1u);
+  const std::string id = images_.prepared()[0].first;
+  const v1::Task failed = Inspect(id);
+  EXPECT_EQ(failed.state(), v1::TASK_STATE_FAILED);
+  EXPECT_THAT(failed.error(), HasSubstr("nosuch:1"));
+  EXPECT_TRUE(images_.snapshot_ids().empty());
+  EXPECT_FALSE(PathExists(TaskCgroup(id)));
+  EXPECT_FALSE(PathExists(node_->tasks().LogDir(id)));
+}
+
+TEST_F(NodeImageTest, AStartTheDriverRefusesReleasesTheSnapshot) {
+  images_.AddImage("broken:1", Image("docker.io/library/broken:1",
+                                     {"/no/such/program"}, {}));
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("broken:1"));
+  ASSERT_FALSE(task.ok());
+  EXPECT_THAT(task.status().message(), HasSubstr("/no/such/program"));
+  ASSERT_EQ(images_.prepared().size(), 1u);
+  const std::string id = images_.prepared()[0].first;
+  EXPECT_THAT(images_.released(), ElementsAre(id));
+  EXPECT_TRUE(images_.snapshot_ids().empty());
+  EXPECT_FALSE(PathExists(TaskCgroup(id)));
+  // The record keeps which image it was, not a root that is gone.
+  EXPECT_EQ(Inspect(id).image().name(), "docker.io/library/broken:1");
+  EXPECT_EQ(Inspect(id).image().rootfs(), "");
+  // Removing it asks berth-images again, which does not mind.
+  EXPECT_TRUE(Remove(id, false).ok());
+}
+
+// A restart keeps the container's writable layer, as docker does: the runs
+// write to the same snapshot, prepared once.
+TEST_F(NodeImageTest, ARestartReusesTheSnapshot) {
+  images_.AddImage("count:1", Image("docker.io/library/count:1", {}, {}));
+  StartNode();
+  v1::TaskSpec spec =
+      ImageSpec("count:1", "echo run >> /runs; wc -l < /runs; exit 1");
+  spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
+  spec.mutable_restart()->set_attempts(2);
+  spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::Task now = Inspect(task->id());
+    return now.restarts() == 2 && now.state() == v1::TASK_STATE_EXITED;
+  }));
+  EXPECT_EQ(absl::StripAsciiWhitespace(Output(task->id())), "3");
+  EXPECT_EQ(images_.prepared().size(), 1u);
+  EXPECT_TRUE(images_.released().empty());
+}
+
+// At its start the node releases the snapshots that are no task's (a node
+// killed between a prepare and its record, a task removed while berth-images
+// was away), and only those.
+TEST_F(NodeImageTest, TheNodesStartReleasesSnapshotsOfNoTask) {
+  images_.AddImage("keep:1", Image("docker.io/library/keep:1", {}, {"true"}));
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("keep:1"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  Output(task->id());
+  StopNode();
+  images_.AddSnapshot("orphan-1");
+  StartNode();
+  ASSERT_TRUE(WaitFor([&] {
+    return images_.snapshot_ids() == std::set<std::string>{task->id()};
+  })) << "snapshots left: "
+      << images_.snapshot_ids().size();
+  EXPECT_THAT(images_.released(), ElementsAre("orphan-1"));
+}
+
+TEST_F(NodeImageTest, WithoutBerthImagesOnlyImageTasksFail) {
+  const std::string absent = dir_.Join("absent.sock");
+  StartNode(absent);
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("demo:1", "true"));
+  ASSERT_FALSE(task.ok());
+  EXPECT_TRUE(absl::IsUnavailable(task.status())) << task.status();
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("berth-images is not reachable at " + absent));
+  EXPECT_THAT(task.status().message(), HasSubstr("image \"demo:1\""));
+
+  // A task without an image runs (the host's directories as its root).
+  v1::TaskSpec plain = ImageSpec("x", "echo imageless");
+  plain.clear_image();
+  absl::StatusOr<v1::Task> ran = Run(plain);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(Output(ran->id()), "imageless\n");
+
+  // Removing the image task does not need berth-images: it never had a
+  // snapshot.
+  for (const v1::Task& listed : List()) {
+    if (listed.spec().has_image()) {
+      EXPECT_TRUE(Remove(listed.id(), false).ok());
+    }
+  }
+
+  v1::GetNodeStatusResponse status;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->GetNodeStatus(&context, {}, &status).ok());
+  ASSERT_EQ(status.services_size(), 1);
+  EXPECT_EQ(status.services(0).name(), "berth-images");
+  EXPECT_EQ(status.services(0).socket(), absent);
+  EXPECT_FALSE(status.services(0).healthy());
+  EXPECT_THAT(status.services(0).message(),
+              HasSubstr("berth-images is not reachable"));
+
+  // The forwarded service says so too.
+  imagepb::ListImagesResponse images;
+  grpc::ClientContext list_context;
+  grpc::Status listed = image_stub_->ListImages(&list_context, {}, &images);
+  EXPECT_EQ(listed.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(listed.error_message(),
+              HasSubstr("berth-images is not reachable at " + absent));
+}
+
+TEST_F(NodeImageTest, NodeStatusShowsBerthImagesHealthy) {
+  StartNode();
+  v1::GetNodeStatusResponse status;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->GetNodeStatus(&context, {}, &status).ok());
+  ASSERT_EQ(status.services_size(), 1);
+  EXPECT_EQ(status.services(0).name(), "berth-images");
+  EXPECT_EQ(status.services(0).socket(), dir_.Join("images.sock"));
+  EXPECT_TRUE(status.services(0).healthy()) << status.services(0).message();
+}
+
+TEST_F(NodeImageTest, EveryUnaryCallIsForwarded) {
+  images_.AddImage("demo:1", Image("docker.io/library/demo:1", {}, {"true"}));
+  StartNode();
+  {
+    imagepb::ListImagesRequest request;
+    request.set_name_prefix("docker.io/");
+    imagepb::ListImagesResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(image_stub_->ListImages(&context, request, &response).ok());
+    ASSERT_EQ(response.images_size(), 1);
+    EXPECT_EQ(response.images(0).name(), "docker.io/listed");
+  }
+  {
+    imagepb::InspectImageRequest request;
+    request.set_reference("demo:1");
+    imagepb::InspectImageResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(image_stub_->InspectImage(&context, request, &response).ok());
+    EXPECT_EQ(response.image().name(), "docker.io/library/demo:1");
+    EXPECT_EQ(response.image().config().cmd(0), "true");
+    // berth-images' own errors come through as they are.
+    request.set_reference("missing");
+    grpc::ClientContext missing;
+    grpc::Status s = image_stub_->InspectImage(&missing, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(s.error_message(), "no image missing");
+  }
+  {
+    imagepb::RemoveImageRequest request;
+    request.set_reference("demo:1");
+    request.set_force(true);
+    imagepb::RemoveImageResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(image_stub_->RemoveImage(&context, request, &response).ok());
+    EXPECT_THAT(response.untagged(), ElementsAre("demo:1 (forced)"));
+  }
+  {
+    imagepb::TagImageRequest request;
+    request.set_source("demo:1");
+    request.set_target("demo:2");
+    imagepb::TagImageResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(image_stub_->TagImage(&context, request, &response).ok());
+    EXPECT_EQ(response.image().name(), "demo:2");
+    EXPECT_THAT(response.image().other_names(), ElementsAre("demo:1"));
+  }
+  {
+    imagepb::PruneImagesRequest request;
+    request.set_all(true);
+    imagepb::PruneImagesResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(image_stub_->PruneImages(&context, request, &response).ok());
+    EXPECT_EQ(response.reclaimed_bytes(), 2048);
+  }
+  {
+    imagepb::PrepareSnapshotRequest request;
+    request.set_id("by-hand");
+    request.set_reference("demo:1");
+    imagepb::PrepareSnapshotResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        image_stub_->PrepareSnapshot(&context, request, &response).ok());
+    EXPECT_EQ(response.rootfs(), dir_.Join("snapshots/by-hand/rootfs"));
+    imagepb::ListSnapshotsResponse listed;
+    grpc::ClientContext list_context;
+    ASSERT_TRUE(image_stub_->ListSnapshots(&list_context, {}, &listed).ok());
+    ASSERT_EQ(listed.snapshots_size(), 1);
+    EXPECT_EQ(listed.snapshots(0).id(), "by-hand");
+    imagepb::ReleaseSnapshotRequest release;
+    release.set_id("by-hand");
+    imagepb::ReleaseSnapshotResponse released;
+    grpc::ClientContext release_context;
+    ASSERT_TRUE(
+        image_stub_->ReleaseSnapshot(&release_context, release, &released)
+            .ok());
+    EXPECT_THAT(images_.released(), ElementsAre("by-hand"));
+  }
+  // A task's snapshot is the node's.
+  absl::StatusOr<v1::Task> task = Run(ImageSpec("demo:1"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  imagepb::ReleaseSnapshotRequest release;
+  release.set_id(task->id());
+  imagepb::ReleaseSnapshotResponse released;
+  grpc::ClientContext context;
+  grpc::Status s = image_stub_->ReleaseSnapshot(&context, release, &released);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("is the root of task"));
+  EXPECT_THAT(images_.released(), Not(Contains(task->id())));
+}
+
+TEST_F(NodeImageTest, APullIsRelayedMessageByMessage) {
+  StartNode();
+  imagepb::PullImageRequest request;
+  request.set_reference("busybox");
+  grpc::ClientContext context;
+  auto reader = image_stub_->PullImage(&context, request);
+  std::vector<imagepb::PullImageProgress> messages;
+  imagepb::PullImageProgress progress;
+  while (reader->Read(&progress)) messages.push_back(progress);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[0].status(), "resolving busybox");
+  EXPECT_EQ(messages[1].layers(0).downloaded(), 1);
+  EXPECT_EQ(messages[2].layers(0).downloaded(), 2);
+  EXPECT_EQ(messages[2].image().name(), "busybox");
+
+  // berth-images ending the stream with an error ends the caller's.
+  request.set_reference("fail");
+  grpc::ClientContext failing;
+  reader = image_stub_->PullImage(&failing, request);
+  EXPECT_TRUE(reader->Read(&progress));
+  EXPECT_FALSE(reader->Read(&progress));
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(s.error_message(), "the registry went away");
+}
+
+TEST_F(NodeImageTest, ACallerCancellingAPullCancelsBerthImagesPull) {
+  StartNode();
+  imagepb::PullImageRequest request;
+  request.set_reference("slow");
+  grpc::ClientContext context;
+  auto reader = image_stub_->PullImage(&context, request);
+  imagepb::PullImageProgress progress;
+  ASSERT_TRUE(reader->Read(&progress));
+  EXPECT_EQ(progress.status(), "resolving slow");
+  EXPECT_FALSE(images_.pull_cancelled());
+  context.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return images_.pull_cancelled(); }))
+      << "berth-images' pull went on after the caller cancelled";
+}
+
+TEST_F(NodeImageTest, AnImportIsRelayedChunkByChunk) {
+  StartNode();
+  imagepb::ImportImageResponse response;
+  grpc::ClientContext context;
+  auto writer = image_stub_->ImportImage(&context, &response);
+  imagepb::ImportImageRequest first;
+  first.mutable_options()->set_name("imported:1");
+  first.set_chunk(std::string(1000, 'a'));
+  ASSERT_TRUE(writer->Write(first));
+  for (int i = 0; i < 3; ++i) {
+    imagepb::ImportImageRequest chunk;
+    chunk.set_chunk(std::string(100'000, 'b'));
+    ASSERT_TRUE(writer->Write(chunk));
+  }
+  ASSERT_TRUE(writer->WritesDone());
+  grpc::Status s = writer->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.images_size(), 1);
+  EXPECT_EQ(response.images(0).name(), "imported:1");
+  EXPECT_EQ(response.images(0).size(), 301'000);
+
+  // Cancelled mid-archive: berth-images sees the cancellation, not an end.
+  grpc::ClientContext cancelled;
+  writer = image_stub_->ImportImage(&cancelled, &response);
+  ASSERT_TRUE(writer->Write(first));
+  cancelled.TryCancel();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return images_.import_cancelled(); }))
+      << "berth-images took a cancelled import for a whole archive";
+}
+
+}  // namespace
+}  // namespace berth::node
