@@ -27,6 +27,7 @@ namespace {
 
 using ::berth::images::testing::FetchIntoStore;
 using ::berth::images::testing::InsecureConfig;
+using ::berth::images::testing::LeavePrefix;
 using ::berth::images::testing::MakeClient;
 using ::berth::images::testing::OpenStore;
 using ::berth::images::testing::Ref;
@@ -276,32 +277,23 @@ TEST_F(RegistryIntegrationTest, DockerHubMirror) {
 TEST_F(RegistryIntegrationTest, ResumesAPartialLayer) {
   auto registry = StartRegistry({});
   ASSERT_NE(registry, nullptr);
-  auto client = InsecureClient(*registry);
   const std::string digest = BusyboxLayerDigest();
   const int64_t size = BusyboxLayerSize();
-  const std::string data_path = LayerDataPath(*registry);
-  const std::string bytes = berth::testing::ReadFileOrEmpty(data_path);
-  ASSERT_EQ(static_cast<int64_t>(bytes.size()), size) << data_path;
-
+  const std::string bytes =
+      berth::testing::ReadFileOrEmpty(LayerDataPath(*registry));
+  ASSERT_EQ(static_cast<int64_t>(bytes.size()), size);
   // An interrupted download left the first 400000 bytes.
-  {
-    absl::StatusOr<std::unique_ptr<BlobWriter>> writer =
-        store_->Writer(digest, size);
-    ASSERT_TRUE(writer.ok()) << writer.status();
-    ASSERT_TRUE((*writer)->Write(bytes.substr(0, 400000)).ok());
-    (*writer)->Abort(/*remove=*/false);
-  }
-  absl::StatusOr<std::unique_ptr<BlobWriter>> writer =
-      store_->Writer(digest, size);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  ASSERT_EQ((*writer)->offset(), 400000);
+  ASSERT_TRUE(LeavePrefix(*store_, digest, size, bytes.substr(0, 400000)).ok());
+
   std::vector<int64_t> progress;
-  absl::Status status = client->FetchBlob(
-      Ref(registry->endpoint() + "/library/busybox:1"), digest, size,
-      writer->get(), [&progress](int64_t held) { progress.push_back(held); });
+  absl::Status status =
+      FetchIntoStore(*InsecureClient(*registry), *store_,
+                     Ref(registry->endpoint() + "/library/busybox:1"), digest,
+                     size, &progress);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_TRUE(store_->Has(digest));
   ASSERT_FALSE(progress.empty());
+  // It started at the bytes held, not at 0.
   EXPECT_EQ(progress.front(), 400000);
   EXPECT_EQ(progress.back(), size);
   absl::StatusOr<std::string> stored = store_->ReadBlob(digest, size);
