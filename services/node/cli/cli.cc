@@ -97,6 +97,12 @@ int Cli::UsageError(absl::string_view command,
   return kExitUsage;
 }
 
+int Cli::NoArguments(absl::string_view command, const ParsedArgs& args) const {
+  if (args.positional.empty()) return kExitOk;
+  return UsageError(command, absl::StrCat("unexpected argument \"",
+                                          args.positional[0], "\""));
+}
+
 int Cli::Fail(absl::string_view message) const {
   Err(absl::StrCat("berth: ", message, "\n"));
   return kExitError;
@@ -166,6 +172,17 @@ int Cli::PrintJson(const google::protobuf::Message& message,
   return kExitOk;
 }
 
+int Cli::ForEachName(
+    const std::vector<std::string>& names,
+    const std::function<grpc::Status(const std::string&)>& call) const {
+  int code = kExitOk;
+  for (const std::string& name : names) {
+    if (grpc::Status status = call(name); !status.ok())
+      code = NodeError(status);
+  }
+  return code;
+}
+
 grpc::Status Cli::CopyLogs(const std::string& task, bool follow,
                            uint64_t tail_lines, LogPosition* position) {
   grpc::ClientContext context;
@@ -201,10 +218,7 @@ grpc::Status Cli::CopyLogs(const std::string& task, bool follow,
 // --- ps, inspect, logs
 
 int Cli::Ps(const ParsedArgs& args) {
-  if (!args.positional.empty()) {
-    return UsageError(
-        "ps", absl::StrCat("unexpected argument \"", args.positional[0], "\""));
-  }
+  if (int code = NoArguments("ps", args); code != kExitOk) return code;
   if (!Connect()) return Unreachable();
   grpc::ClientContext context;
   SetDeadline(&context);
@@ -295,20 +309,15 @@ int Cli::Stop(const ParsedArgs& args) {
   }
   if (args.Has("signal")) request.set_signal(args.Value("signal"));
   if (!Connect()) return Unreachable();
-  int code = kExitOk;
-  for (const std::string& task : args.positional) {
+  return ForEachName(args.positional, [&](const std::string& task) {
     grpc::ClientContext context;
     SetDeadline(&context, timeout);
     request.set_task_id(task);
     nodepb::StopTaskResponse response;
     grpc::Status status = stub_->StopTask(&context, request, &response);
-    if (status.ok()) {
-      Out(absl::StrCat(task, "\n"));
-    } else {
-      code = NodeError(status);
-    }
-  }
-  return code;
+    if (status.ok()) Out(absl::StrCat(task, "\n"));
+    return status;
+  });
 }
 
 int Cli::Remove(const ParsedArgs& args) {
@@ -316,8 +325,7 @@ int Cli::Remove(const ParsedArgs& args) {
     return UsageError("rm", "at least one TASK is required");
   }
   if (!Connect()) return Unreachable();
-  int code = kExitOk;
-  for (const std::string& task : args.positional) {
+  return ForEachName(args.positional, [&](const std::string& task) {
     grpc::ClientContext context;
     SetDeadline(&context,
                 args.Has("force") ? absl::Seconds(10) : absl::ZeroDuration());
@@ -326,13 +334,9 @@ int Cli::Remove(const ParsedArgs& args) {
     request.set_force(args.Has("force"));
     nodepb::RemoveTaskResponse response;
     grpc::Status status = stub_->RemoveTask(&context, request, &response);
-    if (status.ok()) {
-      Out(absl::StrCat(task, "\n"));
-    } else {
-      code = NodeError(status);
-    }
-  }
-  return code;
+    if (status.ok()) Out(absl::StrCat(task, "\n"));
+    return status;
+  });
 }
 
 // --- events, node status
@@ -370,9 +374,8 @@ int Cli::Events(const ParsedArgs& args) {
 }
 
 int Cli::NodeStatus(const ParsedArgs& args) {
-  if (!args.positional.empty()) {
-    return UsageError("node status", absl::StrCat("unexpected argument \"",
-                                                  args.positional[0], "\""));
+  if (int code = NoArguments("node status", args); code != kExitOk) {
+    return code;
   }
   if (!Connect()) return Unreachable();
   grpc::ClientContext context;

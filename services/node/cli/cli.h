@@ -19,6 +19,7 @@
 #define SERVICES_NODE_CLI_CLI_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,9 @@ class Cli {
   void Err(absl::string_view text) const;
 
   int UsageError(absl::string_view command, absl::string_view message) const;
+  // For a command that takes no arguments: the usage error naming the first
+  // one given, or kExitOk.
+  int NoArguments(absl::string_view command, const ParsedArgs& args) const;
   int Fail(absl::string_view message) const;
   int Unreachable() const;
 
@@ -106,6 +110,12 @@ class Cli {
   grpc::Status Inspect(const std::string& task, node::v1::Task* result) const;
 
   int PrintJson(const google::protobuf::Message& message, bool pretty) const;
+
+  // Calls `call` with each of `names` (tasks, images), going on after a
+  // failure (said by NodeError); kExitOk, or the code of a failure.
+  int ForEachName(
+      const std::vector<std::string>& names,
+      const std::function<grpc::Status(const std::string&)>& call) const;
 
   // Copies a task's output to stdout and stderr until the stream ends. With
   // `position`, skips the bytes it counts as copied and counts the new ones.

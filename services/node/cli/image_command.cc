@@ -312,10 +312,7 @@ int Cli::ImageImport(const ParsedArgs& args) {
 }
 
 int Cli::ImageList(const ParsedArgs& args) {
-  if (!args.positional.empty()) {
-    return UsageError("image ls", absl::StrCat("unexpected argument \"",
-                                               args.positional[0], "\""));
-  }
+  if (int code = NoArguments("image ls", args); code != kExitOk) return code;
   if (!Connect()) return Unreachable();
   grpc::ClientContext context;
   SetDeadline(&context);
@@ -375,23 +372,24 @@ int Cli::ImageInspect(const ParsedArgs& args) {
   }
   if (!Connect()) return Unreachable();
   int code = kExitOk;
-  for (const std::string& reference : args.positional) {
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    imagepb::InspectImageRequest request;
-    request.set_reference(reference);
-    imagepb::InspectImageResponse response;
-    grpc::Status status = images_->InspectImage(&context, request, &response);
-    if (status.ok()) {
-      if (int printed = PrintJson(response.image(), /*pretty=*/true);
-          printed != kExitOk) {
-        code = printed;
-      }
-    } else {
-      code = NodeError(status);
-    }
-  }
-  return code;
+  const int failed =
+      ForEachName(args.positional, [&](const std::string& reference) {
+        grpc::ClientContext context;
+        SetDeadline(&context);
+        imagepb::InspectImageRequest request;
+        request.set_reference(reference);
+        imagepb::InspectImageResponse response;
+        grpc::Status status =
+            images_->InspectImage(&context, request, &response);
+        if (status.ok()) {
+          if (int printed = PrintJson(response.image(), /*pretty=*/true);
+              printed != kExitOk) {
+            code = printed;
+          }
+        }
+        return status;
+      });
+  return failed != kExitOk ? failed : code;
 }
 
 int Cli::ImageRemove(const ParsedArgs& args) {
@@ -399,8 +397,7 @@ int Cli::ImageRemove(const ParsedArgs& args) {
     return UsageError("image rm", "at least one REFERENCE is required");
   }
   if (!Connect()) return Unreachable();
-  int code = kExitOk;
-  for (const std::string& reference : args.positional) {
+  return ForEachName(args.positional, [&](const std::string& reference) {
     grpc::ClientContext context;
     SetDeadline(&context, absl::Minutes(1));
     imagepb::RemoveImageRequest request;
@@ -408,24 +405,19 @@ int Cli::ImageRemove(const ParsedArgs& args) {
     request.set_force(args.Has("force"));
     imagepb::RemoveImageResponse response;
     grpc::Status status = images_->RemoveImage(&context, request, &response);
-    if (!status.ok()) {
-      code = NodeError(status);
-      continue;
-    }
     for (const std::string& name : response.untagged()) {
       Out(absl::StrCat("Untagged: ", FamiliarName(name), "\n"));
     }
     for (const std::string& digest : response.deleted()) {
       Out(absl::StrCat("Deleted: ", digest, "\n"));
     }
-  }
-  return code;
+    return status;
+  });
 }
 
 int Cli::ImagePrune(const ParsedArgs& args) {
-  if (!args.positional.empty()) {
-    return UsageError("image prune", absl::StrCat("unexpected argument \"",
-                                                  args.positional[0], "\""));
+  if (int code = NoArguments("image prune", args); code != kExitOk) {
+    return code;
   }
   if (!Connect()) return Unreachable();
   const bool all = args.Has("all");

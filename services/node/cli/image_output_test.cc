@@ -1,6 +1,7 @@
 #include "services/node/cli/image_output.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -92,29 +93,23 @@ imagepb::PullImageProgress Message(const std::string& status,
 std::vector<imagepb::PullImageProgress> Pull() {
   const imagepb::LayerProgress b =
       Layer(kLayerB, imagepb::LAYER_STATE_ALREADY_EXISTS, 0, 500);
-  return {
-      Message("resolving docker.io/library/busybox:latest", {}),
-      Message("",
-              {Layer(kLayerA, imagepb::LAYER_STATE_WAITING, 0, 2'000'000), b}),
-      Message(
-          "",
-          {Layer(kLayerA, imagepb::LAYER_STATE_DOWNLOADING, 0, 2'000'000), b}),
-      Message("", {Layer(kLayerA, imagepb::LAYER_STATE_DOWNLOADING, 1'000'000,
-                         2'000'000),
-                   b}),
-      Message("", {Layer(kLayerA, imagepb::LAYER_STATE_VERIFYING, 2'000'000,
-                         2'000'000),
-                   b}),
-      Message("", {Layer(kLayerA, imagepb::LAYER_STATE_DOWNLOADED, 2'000'000,
-                         2'000'000),
-                   b}),
-      Message("", {Layer(kLayerA, imagepb::LAYER_STATE_UNPACKING, 2'000'000,
-                         2'000'000),
-                   b}),
-      Message("", {Layer(kLayerA, imagepb::LAYER_STATE_COMPLETE, 2'000'000,
-                         2'000'000),
-                   b}),
+  std::vector<imagepb::PullImageProgress> pull = {
+      Message("resolving docker.io/library/busybox:latest", {})};
+  // Layer A's states, with the bytes downloaded in each.
+  const std::vector<std::pair<imagepb::LayerState, int64_t>> states = {
+      {imagepb::LAYER_STATE_WAITING, 0},
+      {imagepb::LAYER_STATE_DOWNLOADING, 0},
+      {imagepb::LAYER_STATE_DOWNLOADING, 1'000'000},
+      {imagepb::LAYER_STATE_VERIFYING, 2'000'000},
+      {imagepb::LAYER_STATE_DOWNLOADED, 2'000'000},
+      {imagepb::LAYER_STATE_UNPACKING, 2'000'000},
+      {imagepb::LAYER_STATE_COMPLETE, 2'000'000},
   };
+  for (const auto& [state, downloaded] : states) {
+    pull.push_back(
+        Message("", {Layer(kLayerA, state, downloaded, 2'000'000), b}));
+  }
+  return pull;
 }
 
 TEST(PullProgressPrinterTest, PlainLinesOnePerStateChange) {
