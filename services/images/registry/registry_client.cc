@@ -395,11 +395,14 @@ class RegistryClientImpl : public RegistryClient {
       absl::string_view media_type);
   // One endpoint's try (with retries) at a blob; leaves the writer holding
   // the whole blob on success. `held` is the number of bytes the writer
-  // holds, kept up to date.
+  // holds, kept up to date. `writer_failed` is set when the writer refused
+  // a write or truncation (a full disk, a cancelled pull): no other endpoint
+  // is tried then.
   absl::Status FetchBlobFrom(const Endpoint& endpoint,
                              const Reference& reference,
                              absl::string_view digest, int64_t size,
                              BlobWriter* writer, int64_t* held,
+                             bool* writer_failed,
                              const std::function<void(int64_t)>& progress);
 
   // Performs `request` with the endpoint's credentials: a cached token (or
@@ -623,8 +626,11 @@ absl::Status RegistryClientImpl::FetchBlob(
   // What the writer holds: its offset when opened, then counted here.
   int64_t held = writer->offset();
   for (const Endpoint& endpoint : *endpoints) {
-    absl::Status status = FetchBlobFrom(endpoint, reference, digest, size,
-                                        writer, &held, progress);
+    bool writer_failed = false;
+    absl::Status status =
+        FetchBlobFrom(endpoint, reference, digest, size, writer, &held,
+                      &writer_failed, progress);
+    if (writer_failed) return status;
     if (status.ok()) {
       absl::Status committed = writer->Commit();
       if (!committed.ok()) {
@@ -644,7 +650,7 @@ absl::Status RegistryClientImpl::FetchBlob(
 absl::Status RegistryClientImpl::FetchBlobFrom(
     const Endpoint& endpoint, const Reference& reference,
     absl::string_view digest, int64_t size, BlobWriter* writer, int64_t* held,
-    const std::function<void(int64_t)>& progress) {
+    bool* writer_failed, const std::function<void(int64_t)>& progress) {
   const std::string name = absl::StrCat(
       "blob ", digest, " of ", reference.Name(), " at ", endpoint.Host());
   absl::StatusOr<HttpUrl> url =
@@ -654,7 +660,9 @@ absl::Status RegistryClientImpl::FetchBlobFrom(
   if (!url.ok()) return url.status();
   auto truncate = [&]() {
     *held = 0;
-    return writer->Truncate();
+    absl::Status status = writer->Truncate();
+    if (!status.ok()) *writer_failed = true;
+    return status;
   };
   bool restarted = false;  // after a 416
   for (int attempt = 1;; ++attempt) {
@@ -706,7 +714,10 @@ absl::Status RegistryClientImpl::FetchBlobFrom(
             absl::StrCat(name, ": more than its ", size, " bytes"));
       }
       absl::Status written = writer->Write(data);
-      if (!written.ok()) return written;
+      if (!written.ok()) {
+        *writer_failed = true;
+        return written;
+      }
       *held += static_cast<int64_t>(data.size());
       if (progress) progress(*held);
       return absl::OkStatus();
@@ -715,6 +726,7 @@ absl::Status RegistryClientImpl::FetchBlobFrom(
     Failure failure;
     absl::StatusOr<HttpResponse> response =
         PerformAuthorized(endpoint, reference.repository, request, &failure);
+    if (*writer_failed) return response.status();
     if (discard) {
       absl::Status truncated = truncate();
       if (!truncated.ok()) return truncated;

@@ -260,6 +260,36 @@ TEST_F(RegistryClientTest, BearerTokenFlowWithCredentialsAndCache) {
   EXPECT_EQ(manifests[2].Header("authorization"), "Bearer tok-123");
 }
 
+// A token that has expired (expires_in 0) is not reused.
+TEST_F(RegistryClientTest, ExpiredTokenIsFetchedAgain) {
+  std::string realm;
+  std::atomic<int> tokens{0};
+  TestHttpServer server([&](const TestHttpRequest& request) {
+    if (request.path == "/token") {
+      TestHttpResponse response;
+      response.body =
+          absl::StrCat(R"({"token":"t)", ++tokens, R"(","expires_in":0})");
+      return response;
+    }
+    if (!absl::StartsWith(request.Header("authorization"), "Bearer t")) {
+      TestHttpResponse response = ErrorAnswer(401, "UNAUTHORIZED", "no");
+      response.headers.push_back(
+          {"WWW-Authenticate", absl::StrCat("Bearer realm=\"", realm, "\"")});
+      return response;
+    }
+    return ManifestAnswer();
+  });
+  realm = server.url() + "/token";
+  auto client = MakeClient(InsecureConfig(server.host()));
+  const Reference reference = Ref(server.host() + "/team/app:1.0");
+  ASSERT_TRUE(client->FetchManifest(reference).ok());
+  ASSERT_TRUE(client->FetchManifest(reference).ok());
+  EXPECT_EQ(tokens.load(), 2);
+  std::vector<TestHttpRequest> manifests = server.requests(ManifestPath("1.0"));
+  ASSERT_EQ(manifests.size(), 4u);
+  EXPECT_EQ(manifests[3].Header("authorization"), "Bearer t2");
+}
+
 TEST_F(RegistryClientTest, AnonymousBearerTokenAsAccessToken) {
   std::string realm;
   TestHttpServer server([&realm](const TestHttpRequest& request) {
@@ -668,6 +698,46 @@ TEST_F(RegistryClientTest, BrokenTransferIsResumed) {
   EXPECT_EQ(requests[1].Header("range"), "bytes=150000-");
 }
 
+// A transfer that stops moving is abandoned after the stall timeout and
+// resumed.
+TEST_F(RegistryClientTest, StalledTransferIsResumed) {
+  const std::string blob = Bytes(200000);
+  const std::string digest = DigestOf(blob);
+  std::atomic<int> calls{0};
+  TestHttpServer server([&](const TestHttpRequest& request) {
+    TestHttpResponse response = BlobAnswer(request, blob);
+    if (++calls == 1) response.stall_after = 1000;
+    return response;
+  });
+  absl::StatusOr<RegistriesConfig> config =
+      RegistriesConfig::Parse(InsecureConfig(server.host()));
+  ASSERT_TRUE(config.ok());
+  RegistryClientOptions options;
+  options.config = *config;
+  options.stall_timeout = absl::Seconds(1);
+  options.retry_backoff = absl::Milliseconds(1);
+  absl::StatusOr<std::unique_ptr<RegistryClient>> client =
+      RegistryClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  absl::Status status =
+      FetchIntoStore(**client, *store_, Ref(server.host() + "/team/app:1"),
+                     digest, static_cast<int64_t>(blob.size()));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(Stored(digest), blob);
+  std::vector<TestHttpRequest> requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  // Resumed where the stalled transfer stopped (curl may have received
+  // less than was sent).
+  const std::string range = requests[1].Header("range");
+  ASSERT_TRUE(absl::StartsWith(range, "bytes=")) << range;
+  int64_t resumed_at = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      absl::string_view(range).substr(6, range.size() - 7), &resumed_at))
+      << range;
+  EXPECT_GT(resumed_at, 0);
+  EXPECT_LE(resumed_at, 1000);
+}
+
 TEST_F(RegistryClientTest, CorruptBlobStoresNothing) {
   const std::string blob = Bytes(80000);
   const std::string digest = DigestOf(blob);
@@ -748,6 +818,43 @@ TEST_F(RegistryClientTest, EveryEndpointFailing) {
   EXPECT_THAT(status.message(), HasSubstr("not here either"));
   EXPECT_THAT(status.message(), HasSubstr("mirror " + mirror.url()));
   EXPECT_THAT(status.message(), HasSubstr("not on the mirror"));
+}
+
+// A writer that refuses to take more (a pull cancelled, a full disk).
+class RefusingWriter : public BlobWriter {
+ public:
+  int64_t offset() const override { return 0; }
+  absl::Status Write(absl::string_view) override {
+    return absl::CancelledError("pull cancelled");
+  }
+  absl::Status Truncate() override { return absl::OkStatus(); }
+  absl::Status Commit() override {
+    ADD_FAILURE() << "Commit after a refused write";
+    return absl::OkStatus();
+  }
+  void Abort(bool) override {}
+};
+
+// The writer's error ends the download: no retry, no other endpoint.
+TEST_F(RegistryClientTest, WriterErrorEndsTheDownload) {
+  const std::string blob = Bytes(100000);
+  TestHttpServer mirror([&](const TestHttpRequest& request) {
+    return BlobAnswer(request, blob);
+  });
+  TestHttpServer host([&](const TestHttpRequest& request) {
+    return BlobAnswer(request, blob);
+  });
+  auto client = MakeClient(absl::StrCat(
+      R"({"registries": {")", host.host(),
+      R"(": {"insecure": true, "mirrors": [")", mirror.url(), R"("]}}})"));
+  RefusingWriter writer;
+  absl::Status status =
+      client->FetchBlob(Ref(host.host() + "/team/app:1"), DigestOf(blob),
+                        static_cast<int64_t>(blob.size()), &writer, {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(status.message(), HasSubstr("pull cancelled"));
+  EXPECT_EQ(mirror.requests().size(), 1u);
+  EXPECT_THAT(host.requests(), IsEmpty());
 }
 
 // An air-gapped node points docker.io at its own registry: the repository

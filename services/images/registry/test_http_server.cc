@@ -187,6 +187,19 @@ void TestHttpServer::Answer(int fd) {
       static_cast<size_t>(response.cut_after) < body.size()) {
     body = body.substr(0, static_cast<size_t>(response.cut_after));
   }
+  if (response.stall_after >= 0 &&
+      static_cast<size_t>(response.stall_after) < body.size()) {
+    if (!SendAll(fd,
+                 body.substr(0, static_cast<size_t>(response.stall_after)))) {
+      return;
+    }
+    // Wait for the client to close (or the server to stop).
+    for (;;) {
+      pollfd fds[2] = {{fd, POLLIN | POLLRDHUP, 0}, {stop_fd_, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+      if (fds[0].revents != 0 || fds[1].revents != 0) return;
+    }
+  }
   SendAll(fd, body);
   shutdown(fd, SHUT_WR);
 }

@@ -36,6 +36,10 @@ struct TestHttpResponse {
   // When >= 0, the connection is closed after this many bytes of the body
   // (Content-Length still says the whole body).
   int64_t cut_after = -1;
+  // When >= 0, after this many bytes of the body nothing more is sent
+  // until the client gives up and closes the connection (a stalled
+  // transfer).
+  int64_t stall_after = -1;
 };
 
 class TestHttpServer {
