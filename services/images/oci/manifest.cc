@@ -264,34 +264,41 @@ class Document {
     return absl::OkStatus();
   }
 
-  // An object member; nullptr when absent or null (an error if required).
-  absl::StatusOr<const Json*> Object(const Json& object,
-                                     absl::string_view parent,
-                                     absl::string_view key,
-                                     bool required) const {
+  // A member of the JSON type `is` checks (`want` names it); nullptr when
+  // absent or null (an error if required).
+  absl::StatusOr<const Json*> TypedMember(const Json& object,
+                                          absl::string_view parent,
+                                          absl::string_view key, bool required,
+                                          bool (Json::*is)() const noexcept,
+                                          absl::string_view want) const {
     const std::string field = FieldPath(parent, key);
     const Json* value = Member(object, key);
     if (value == nullptr) {
       if (required) return Missing(field);
       return nullptr;
     }
-    if (!value->is_object()) return WrongType(field, "an object", *value);
+    if (!(value->*is)()) return WrongType(field, want, *value);
     return value;
+  }
+
+  absl::StatusOr<const Json*> Object(const Json& object,
+                                     absl::string_view parent,
+                                     absl::string_view key,
+                                     bool required) const {
+    return TypedMember(object, parent, key, required, &Json::is_object,
+                       "an object");
   }
 
   absl::StatusOr<const Json*> Array(const Json& object,
                                     absl::string_view parent,
                                     absl::string_view key, size_t max_size,
                                     bool required) const {
+    absl::StatusOr<const Json*> value =
+        TypedMember(object, parent, key, required, &Json::is_array, "an array");
+    if (!value.ok() || *value == nullptr) return value;
     const std::string field = FieldPath(parent, key);
-    const Json* value = Member(object, key);
-    if (value == nullptr) {
-      if (required) return Missing(field);
-      return nullptr;
-    }
-    if (!value->is_array()) return WrongType(field, "an array", *value);
-    if (value->size() > max_size) {
-      return Error(absl::StrCat("field \"", field, "\" has ", value->size(),
+    if ((*value)->size() > max_size) {
+      return Error(absl::StrCat("field \"", field, "\" has ", (*value)->size(),
                                 " entries, more than the limit of ", max_size));
     }
     return value;
@@ -388,6 +395,42 @@ class Document {
     return descriptor;
   }
 
+  // Parses `json`, checks its schemaVersion is 2 and sets `media_type` from
+  // the one given and its own (`fallback` when neither says), refused
+  // unless `accepted`, which `kind` describes.
+  absl::StatusOr<Json> ParseVersioned(absl::string_view json,
+                                      absl::string_view given,
+                                      absl::string_view fallback,
+                                      bool (*accepted)(absl::string_view),
+                                      absl::string_view kind,
+                                      std::string* media_type) const {
+    absl::StatusOr<Json> root = Parse(json, kMaxManifestSize);
+    if (!root.ok()) return root.status();
+    if (absl::Status s = SchemaVersion2(*root); !s.ok()) return s;
+    absl::StatusOr<std::string> type = MediaType(*root, given, fallback);
+    if (!type.ok()) return type.status();
+    if (!accepted(*type)) {
+      return Error(absl::StrCat("media type ", Quote(*type), " is not ", kind));
+    }
+    *media_type = *std::move(type);
+    return root;
+  }
+
+  // The array of descriptors `key` (required), at most `max_size` of them.
+  absl::Status Descriptors(const Json& root, absl::string_view key,
+                           size_t max_size, bool with_platform,
+                           std::vector<Descriptor>* out) const {
+    absl::StatusOr<const Json*> array = Array(root, "", key, max_size, true);
+    if (!array.ok()) return array.status();
+    for (size_t i = 0; i < (*array)->size(); ++i) {
+      absl::StatusOr<Descriptor> descriptor =
+          ParseDescriptor((**array)[i], ElementPath(key, i), with_platform);
+      if (!descriptor.ok()) return descriptor.status();
+      out->push_back(*std::move(descriptor));
+    }
+    return absl::OkStatus();
+  }
+
   // The document's media type from the one given (a Content-Type, maybe
   // with parameters) and its own mediaType field.
   absl::StatusOr<std::string> MediaType(const Json& object,
@@ -476,54 +519,30 @@ bool IsLayerMediaType(absl::string_view media_type) {
 absl::StatusOr<Index> ParseIndex(absl::string_view json,
                                  absl::string_view media_type) {
   const Document document("image index");
-  absl::StatusOr<Json> parsed = document.Parse(json, kMaxManifestSize);
-  if (!parsed.ok()) return parsed.status();
-  const Json& root = *parsed;
-  if (absl::Status s = document.SchemaVersion2(root); !s.ok()) return s;
   Index index;
-  absl::StatusOr<std::string> type =
-      document.MediaType(root, media_type, kOciIndex);
-  if (!type.ok()) return type.status();
-  if (!IsIndexMediaType(*type)) {
-    return document.Error(absl::StrCat("media type ", Quote(*type),
-                                       " is not an index or manifest list"));
-  }
-  index.media_type = *std::move(type);
-  absl::StatusOr<const Json*> manifests =
-      document.Array(root, "", "manifests", kMaxIndexEntries, true);
-  if (!manifests.ok()) return manifests.status();
-  for (size_t i = 0; i < (*manifests)->size(); ++i) {
-    absl::StatusOr<Descriptor> descriptor = document.ParseDescriptor(
-        (**manifests)[i], ElementPath("manifests", i), /*with_platform=*/true);
-    if (!descriptor.ok()) return descriptor.status();
-    index.manifests.push_back(*std::move(descriptor));
-  }
-  if (absl::Status s =
-          document.StringMap(root, "", "annotations", &index.annotations);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<Json> root =
+      document.ParseVersioned(json, media_type, kOciIndex, &IsIndexMediaType,
+                              "an index or manifest list", &index.media_type);
+  if (!root.ok()) return root.status();
+  absl::Status s =
+      document.Descriptors(*root, "manifests", kMaxIndexEntries,
+                           /*with_platform=*/true, &index.manifests);
+  if (s.ok())
+    s = document.StringMap(*root, "", "annotations", &index.annotations);
+  if (!s.ok()) return s;
   return index;
 }
 
 absl::StatusOr<Manifest> ParseManifest(absl::string_view json,
                                        absl::string_view media_type) {
   const Document document("image manifest");
-  absl::StatusOr<Json> parsed = document.Parse(json, kMaxManifestSize);
-  if (!parsed.ok()) return parsed.status();
-  const Json& root = *parsed;
-  if (absl::Status s = document.SchemaVersion2(root); !s.ok()) return s;
   Manifest manifest;
-  absl::StatusOr<std::string> type =
-      document.MediaType(root, media_type, kOciManifest);
-  if (!type.ok()) return type.status();
-  if (!IsManifestMediaType(*type)) {
-    return document.Error(
-        absl::StrCat("media type ", Quote(*type), " is not an image manifest"));
-  }
-  manifest.media_type = *std::move(type);
+  absl::StatusOr<Json> root = document.ParseVersioned(
+      json, media_type, kOciManifest, &IsManifestMediaType, "an image manifest",
+      &manifest.media_type);
+  if (!root.ok()) return root.status();
   absl::StatusOr<const Json*> config =
-      document.Object(root, "", "config", true);
+      document.Object(*root, "", "config", true);
   if (!config.ok()) return config.status();
   absl::StatusOr<Descriptor> config_descriptor =
       document.ParseDescriptor(**config, "config", /*with_platform=*/false);
@@ -534,20 +553,13 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view json,
                      " bytes, more than the limit of ", kMaxConfigSize));
   }
   manifest.config = *std::move(config_descriptor);
-  absl::StatusOr<const Json*> layers =
-      document.Array(root, "", "layers", kMaxLayers, true);
-  if (!layers.ok()) return layers.status();
-  for (size_t i = 0; i < (*layers)->size(); ++i) {
-    absl::StatusOr<Descriptor> layer = document.ParseDescriptor(
-        (**layers)[i], ElementPath("layers", i), /*with_platform=*/false);
-    if (!layer.ok()) return layer.status();
-    manifest.layers.push_back(*std::move(layer));
+  absl::Status s =
+      document.Descriptors(*root, "layers", kMaxLayers,
+                           /*with_platform=*/false, &manifest.layers);
+  if (s.ok()) {
+    s = document.StringMap(*root, "", "annotations", &manifest.annotations);
   }
-  if (absl::Status s =
-          document.StringMap(root, "", "annotations", &manifest.annotations);
-      !s.ok()) {
-    return s;
-  }
+  if (!s.ok()) return s;
   return manifest;
 }
 
