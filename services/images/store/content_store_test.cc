@@ -1,9 +1,7 @@
 #include "services/images/store/content_store.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
 #include "services/images/oci/digest.h"
+#include "services/images/store/store_test_util.h"
 
 namespace berth::images {
 namespace {
@@ -239,30 +238,17 @@ TEST_F(ContentStoreTest, OpenRemovesStrayIngestEntries) {
 TEST_F(ContentStoreTest, KilledWriterLeavesNothingListed) {
   const std::string data(8 << 20, 'k');
   const std::string digest = DigestOf(data);
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(ready[0]);
-    auto writer = store_->Writer(digest, data.size());
-    if (!writer.ok()) _exit(1);
-    (void)(*writer)->Write(data.substr(0, 1 << 20));
-    (void)!write(ready[1], "x", 1);
-    for (;;) {
-      // Writes slowly, forever (never the whole blob).
-      (void)(*writer)->Write("k");
-      usleep(1000);
-    }
-  }
-  close(ready[1]);
-  char byte;
-  ASSERT_EQ(read(ready[0], &byte, 1), 1);
-  close(ready[0]);
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  int wstatus;
-  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(wstatus));
+  ASSERT_TRUE(store_testing::KillChildWhenReady([&](const auto& ready) {
+                auto writer = store_->Writer(digest, data.size());
+                if (!writer.ok()) return;
+                (void)(*writer)->Write(data.substr(0, 1 << 20));
+                ready();
+                for (;;) {
+                  // Writes slowly, forever (never the whole blob).
+                  (void)(*writer)->Write("k");
+                  usleep(1000);
+                }
+              }).ok());
 
   store_.reset();
   store_ = *ContentStore::Open(root_);

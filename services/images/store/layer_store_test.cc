@@ -1,12 +1,9 @@
 #include "services/images/store/layer_store.h"
 
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -19,6 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "services/common/test_util.h"
 #include "services/images/oci/digest.h"
+#include "services/images/store/fs_util.h"
+#include "services/images/store/store_test_util.h"
 
 namespace berth::images {
 namespace {
@@ -26,26 +25,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-
-// The blobs and digests of tools/testimages.
-class TestImages {
- public:
-  TestImages()
-      : dir_(testing::RunfilePath("tools/testimages/images")),
-        index_(nlohmann::json::parse(
-            testing::ReadFileOrEmpty(absl::StrCat(dir_, "/images.json")))) {}
-  const nlohmann::json& image(const std::string& name) const {
-    return index_.at(name);
-  }
-  std::string Blob(const std::string& image, const std::string& digest) const {
-    return testing::ReadFileOrEmpty(
-        absl::StrCat(dir_, "/", image, "/blobs/sha256/", DigestHex(digest)));
-  }
-
- private:
-  std::string dir_;
-  nlohmann::json index_;
-};
 
 class LayerStoreTest : public ::testing::Test {
  protected:
@@ -72,29 +51,16 @@ class LayerStoreTest : public ::testing::Test {
   std::string layers_dir_;
 };
 
-// An unpacker that writes `file` with `content` and says diff_id.
-LayerStore::UnpackFunction FakeUnpack(std::string diff_id,
-                                      std::atomic<int>* calls = nullptr) {
-  return
-      [diff_id, calls](int, const std::string& dest,
-                       const UnpackOptions&) -> absl::StatusOr<UnpackResult> {
-        if (calls != nullptr) ++*calls;
-        std::ofstream(absl::StrCat(dest, "/file")) << "content";
-        UnpackResult result;
-        result.diff_id = diff_id;
-        result.unpacked_size = 7;
-        result.entries = 1;
-        return result;
-      };
-}
-
 TEST_F(LayerStoreTest, UnpacksARealLayerOnceAndDeletesIt) {
   if (geteuid() != 0) GTEST_SKIP() << "unpacking owners and devices needs root";
-  TestImages images;
-  const nlohmann::json& layer = images.image("busybox")["layers"][0];
+  const nlohmann::json& layer =
+      store_testing::TestImage("busybox")["layers"][0];
   const std::string digest = layer["digest"];
   const std::string diff_id = layer["diff_id"];
-  ASSERT_TRUE(content_->WriteBlob(digest, images.Blob("busybox", digest)).ok());
+  ASSERT_TRUE(
+      content_
+          ->WriteBlob(digest, store_testing::TestImageBlob("busybox", digest))
+          .ok());
   auto store = Open(UnpackLayer);
   EXPECT_FALSE(store->Has(diff_id));
   auto info = store->Unpack(digest, diff_id);
@@ -128,11 +94,14 @@ TEST_F(LayerStoreTest, UnpacksARealLayerOnceAndDeletesIt) {
 
 TEST_F(LayerStoreTest, WrongDiffIdStoresNothing) {
   if (geteuid() != 0) GTEST_SKIP() << "unpacking owners and devices needs root";
-  TestImages images;
-  const nlohmann::json& layer = images.image("busybox")["layers"][0];
+  const nlohmann::json& layer =
+      store_testing::TestImage("busybox")["layers"][0];
   const std::string digest = layer["digest"];
   const std::string wrong = DigestOf("not this layer");
-  ASSERT_TRUE(content_->WriteBlob(digest, images.Blob("busybox", digest)).ok());
+  ASSERT_TRUE(
+      content_
+          ->WriteBlob(digest, store_testing::TestImageBlob("busybox", digest))
+          .ok());
   auto store = Open(UnpackLayer);
   absl::Status status = store->Unpack(digest, wrong).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
@@ -141,15 +110,11 @@ TEST_F(LayerStoreTest, WrongDiffIdStoresNothing) {
   EXPECT_THAT(status.message(), HasSubstr(layer["diff_id"].get<std::string>()));
   EXPECT_FALSE(store->Has(wrong));
   EXPECT_THAT(*store->List(), IsEmpty());
-  auto names = std::vector<std::string>();
-  for (const auto& entry : std::filesystem::directory_iterator(layers_dir_)) {
-    names.push_back(entry.path().filename());
-  }
-  EXPECT_THAT(names, IsEmpty());
+  EXPECT_THAT(*store_internal::ListDir(layers_dir_), IsEmpty());
 }
 
 TEST_F(LayerStoreTest, MissingBlobAndBadDigestsAreErrors) {
-  auto store = Open(FakeUnpack(DigestOf("x")));
+  auto store = Open(store_testing::FakeUnpack(DigestOf("x")));
   absl::Status status =
       store->Unpack(DigestOf("absent blob"), DigestOf("x")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
@@ -167,11 +132,7 @@ TEST_F(LayerStoreTest, ConcurrentRequestsForALayerUnpackItOnce) {
   absl::Notification entered;
   absl::Notification release;
   auto store =
-      Open([&](int fd, const std::string& dest, const UnpackOptions& options) {
-        entered.Notify();
-        release.WaitForNotification();
-        return FakeUnpack(diff_id, &calls)(fd, dest, options);
-      });
+      Open(store_testing::FakeUnpack(diff_id, &calls, &entered, &release));
   std::vector<absl::StatusOr<LayerInfo>> results(6, absl::UnknownError(""));
   std::vector<std::thread> threads;
   threads.emplace_back([&] { results[0] = store->Unpack(blob, diff_id); });
@@ -201,7 +162,7 @@ TEST_F(LayerStoreTest, AFailedUnpackLeavesNothingAndTheNextTries) {
           std::ofstream(absl::StrCat(dest, "/half")) << "half";
           return absl::DataLossError("entry \"half\": truncated gzip stream");
         }
-        return FakeUnpack(diff_id)(fd, dest, options);
+        return store_testing::FakeUnpack(diff_id)(fd, dest, options);
       });
   absl::Status status = store->Unpack(blob, diff_id).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
@@ -215,7 +176,7 @@ TEST_F(LayerStoreTest, AFailedUnpackLeavesNothingAndTheNextTries) {
 TEST_F(LayerStoreTest, OpenRemovesHalfMadeLayers) {
   const std::string blob = PutBlob("layer blob");
   const std::string diff_id = DigestOf("layer");
-  auto store = Open(FakeUnpack(diff_id));
+  auto store = Open(store_testing::FakeUnpack(diff_id));
   ASSERT_TRUE(store->Unpack(blob, diff_id).ok());
   const std::string hex_a(64, 'a'), hex_b(64, 'b');
   // tmp-* (an unpack cut short), a directory without metadata (a crash
@@ -226,7 +187,7 @@ TEST_F(LayerStoreTest, OpenRemovesHalfMadeLayers) {
   ASSERT_EQ(mkdir((layers_dir_ + "/" + hex_a).c_str(), 0755), 0);
   std::ofstream(layers_dir_ + "/" + hex_b + ".json") << "{}";
   std::ofstream(layers_dir_ + "/" + hex_a + ".json.tmp-77") << "{";
-  store = Open(FakeUnpack(diff_id));
+  store = Open(store_testing::FakeUnpack(diff_id));
   EXPECT_FALSE(testing::PathExists(layers_dir_ + "/tmp-0123456789abcdef"));
   EXPECT_FALSE(testing::PathExists(layers_dir_ + "/" + hex_a));
   EXPECT_FALSE(testing::PathExists(layers_dir_ + "/" + hex_b + ".json"));
@@ -239,40 +200,26 @@ TEST_F(LayerStoreTest, OpenRemovesHalfMadeLayers) {
 TEST_F(LayerStoreTest, KilledUnpackLeavesNothingListed) {
   const std::string blob = PutBlob("layer blob");
   const std::string diff_id = DigestOf("layer");
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(ready[0]);
-    auto store = LayerStore::Open(
-        layers_dir_, content_.get(),
-        [&](int, const std::string& dest,
-            const UnpackOptions&) -> absl::StatusOr<UnpackResult> {
-          for (int i = 0; i < 100; ++i) {
-            std::ofstream(absl::StrCat(dest, "/file", i)) << "partial";
-          }
-          (void)!write(ready[1], "x", 1);
-          for (;;) pause();
-        });
-    if (store.ok()) (void)(*store)->Unpack(blob, diff_id);
-    _exit(1);
-  }
-  close(ready[1]);
-  char byte;
-  ASSERT_EQ(read(ready[0], &byte, 1), 1);
-  close(ready[0]);
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  ASSERT_TRUE(store_testing::KillChildWhenReady([&](const auto& ready) {
+                auto store = LayerStore::Open(
+                    layers_dir_, content_.get(),
+                    [&](int, const std::string& dest,
+                        const UnpackOptions&) -> absl::StatusOr<UnpackResult> {
+                      for (int i = 0; i < 100; ++i) {
+                        std::ofstream(absl::StrCat(dest, "/file", i))
+                            << "partial";
+                      }
+                      ready();
+                      for (;;) pause();
+                    });
+                if (store.ok()) (void)(*store)->Unpack(blob, diff_id);
+              }).ok());
 
-  std::vector<std::string> before;
-  for (const auto& entry : std::filesystem::directory_iterator(layers_dir_)) {
-    before.push_back(entry.path().filename());
-  }
+  const std::vector<std::string> before = *store_internal::ListDir(layers_dir_);
   ASSERT_EQ(before.size(), 1u);
   EXPECT_THAT(before[0], StartsWith("tmp-"));
 
-  auto store = Open(FakeUnpack(diff_id));
+  auto store = Open(store_testing::FakeUnpack(diff_id));
   EXPECT_FALSE(store->Has(diff_id));
   EXPECT_THAT(*store->List(), IsEmpty());
   EXPECT_FALSE(testing::PathExists(absl::StrCat(layers_dir_, "/", before[0])));
@@ -286,11 +233,7 @@ TEST_F(LayerStoreTest, CleanTmpSparesUnpacksInProgress) {
   absl::Notification entered;
   absl::Notification release;
   auto store =
-      Open([&](int fd, const std::string& dest, const UnpackOptions& options) {
-        entered.Notify();
-        release.WaitForNotification();
-        return FakeUnpack(diff_id)(fd, dest, options);
-      });
+      Open(store_testing::FakeUnpack(diff_id, nullptr, &entered, &release));
   std::thread unpacking(
       [&] { EXPECT_TRUE(store->Unpack(blob, diff_id).ok()); });
   entered.WaitForNotification();

@@ -1,6 +1,5 @@
 #include "services/images/store/snapshot_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -16,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
+#include "services/images/store/fs_util.h"
 
 namespace berth::images {
 namespace {
@@ -73,14 +73,8 @@ class SnapshotStoreTest : public ::testing::Test {
 
   void TearDown() override {
     // Nothing stays mounted in the temporary directory.
-    std::vector<std::string> ids;
-    DIR* dir = opendir(root_.c_str());
-    while (dir != nullptr) {
-      const dirent* entry = readdir(dir);
-      if (entry == nullptr) break;
-      ids.push_back(entry->d_name);
-    }
-    if (dir != nullptr) closedir(dir);
+    const std::vector<std::string> ids =
+        store_internal::ListDir(root_).value_or(std::vector<std::string>());
     for (const std::string& id : ids) {
       const std::string rootfs = absl::StrCat(root_, "/", id, "/rootfs");
       while (umount2(rootfs.c_str(), MNT_DETACH) == 0) {

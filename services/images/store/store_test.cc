@@ -1,10 +1,7 @@
 #include "services/images/store/store.h"
 
-#include <dirent.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +17,8 @@
 #include "nlohmann/json.hpp"
 #include "services/common/test_util.h"
 #include "services/images/oci/digest.h"
+#include "services/images/store/fs_util.h"
+#include "services/images/store/store_test_util.h"
 
 namespace berth::images {
 namespace {
@@ -29,27 +28,9 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
-std::string FixtureDir() {
-  return testing::RunfilePath("tools/testimages/images");
-}
-
-const nlohmann::json& Fixtures() {
-  static const nlohmann::json* const index =
-      new nlohmann::json(nlohmann::json::parse(testing::ReadFileOrEmpty(
-          absl::StrCat(FixtureDir(), "/images.json"))));
-  return *index;
-}
-
 std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* listing = opendir(dir.c_str());
-  while (listing != nullptr) {
-    const dirent* entry = readdir(listing);
-    if (entry == nullptr) break;
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  if (listing != nullptr) closedir(listing);
+  std::vector<std::string> names =
+      store_internal::ListDir(dir).value_or(std::vector<std::string>());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -58,7 +39,7 @@ std::vector<std::string> Names(const std::string& dir) {
 // lease, layers unpacked, then the record.
 absl::StatusOr<Image> Import(Store* store, const std::string& fixture,
                              const std::string& name) {
-  const nlohmann::json& info = Fixtures().at(fixture);
+  const nlohmann::json& info = store_testing::TestImage(fixture);
   Image image;
   image.set_name(name);
   image.set_digest(info["manifest_digest"].get<std::string>());
@@ -79,8 +60,7 @@ absl::StatusOr<Image> Import(Store* store, const std::string& fixture,
                                     image.config_digest()};
   for (const auto& layer : image.layers()) blobs.push_back(layer.digest());
   for (const std::string& digest : blobs) {
-    const std::string data = testing::ReadFileOrEmpty(absl::StrCat(
-        FixtureDir(), "/", fixture, "/blobs/sha256/", DigestHex(digest)));
+    const std::string data = store_testing::TestImageBlob(fixture, digest);
     absl::Status status = store->content()->WriteBlob(digest, data);
     if (!status.ok()) return status;
   }
@@ -97,7 +77,7 @@ absl::StatusOr<Image> Import(Store* store, const std::string& fixture,
 
 std::vector<std::string> LayerDigests(const std::string& fixture) {
   std::vector<std::string> digests;
-  for (const auto& layer : Fixtures().at(fixture)["layers"]) {
+  for (const auto& layer : store_testing::TestImage(fixture)["layers"]) {
     digests.push_back(layer["digest"].get<std::string>());
   }
   return digests;
@@ -105,7 +85,7 @@ std::vector<std::string> LayerDigests(const std::string& fixture) {
 
 std::vector<std::string> DiffIds(const std::string& fixture) {
   std::vector<std::string> ids;
-  for (const auto& layer : Fixtures().at(fixture)["layers"]) {
+  for (const auto& layer : store_testing::TestImage(fixture)["layers"]) {
     ids.push_back(layer["diff_id"].get<std::string>());
   }
   return ids;
@@ -391,28 +371,20 @@ TEST_F(StoreTest, KillNineDuringAnImportLeavesNothingPartial) {
   // moments and checks what a new Open shows.
   for (int round = 0; round < 8; ++round) {
     store_.reset();
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      close(ready[0]);
-      auto store = Store::Open(root_);
-      if (!store.ok()) _exit(1);
-      (void)!write(ready[1], "x", 1);
-      for (int i = 0;; ++i) {
-        (void)Import(store->get(), "multilayer", absl::StrCat("multi:", i));
-        (void)(*store)->images()->Delete(absl::StrCat("multi:", i));
-        (void)(*store)->CollectGarbage(false);
-      }
-    }
-    close(ready[1]);
-    char byte;
-    ASSERT_EQ(read(ready[0], &byte, 1), 1);
-    close(ready[0]);
-    absl::SleepFor(absl::Milliseconds(17 * round));
-    ASSERT_EQ(kill(child, SIGKILL), 0);
-    ASSERT_EQ(waitpid(child, nullptr, 0), child);
+    ASSERT_TRUE(store_testing::KillChildWhenReady(
+                    [&](const auto& ready) {
+                      auto store = Store::Open(root_);
+                      if (!store.ok()) return;
+                      ready();
+                      for (int i = 0;; ++i) {
+                        const std::string name = absl::StrCat("multi:", i);
+                        (void)Import(store->get(), "multilayer", name);
+                        (void)(*store)->images()->Delete(name);
+                        (void)(*store)->CollectGarbage(false);
+                      }
+                    },
+                    absl::Milliseconds(17 * round))
+                    .ok());
     Reopen();
     ExpectConsistent(store_.get(), root_);
     // What the child left is collectable: a collection empties the store.
