@@ -28,8 +28,9 @@
 #   --unpack_runs      timed unpacks of the layer per side and round
 #   --snapshot_cycles  timed prepare + release cycles per round (2 untimed
 #                      first)
-#   --runs             timed `berth run --rm` and `ctr run --rm` per round
-#                      (one more, untimed, first)
+#   --runs             timed `berth run --rm` (with the image, and without
+#                      one) and `ctr run --rm` per round (one more, untimed,
+#                      first)
 #   --skip_containerd  leave containerd out (its rows say "not measured";
 #                      tar is still measured)
 #   --cgroup_parent    the exec driver's --cgroup_parent (/NAME); removed at
@@ -526,11 +527,22 @@ import_busybox() {
 }
 
 # --- the figures -------------------------------------------------------------------
+# The berth store's unpacked layers (layers/<diff_id hex>/, not tmp-*) and
+# blobs; a directory's disk use.
+layer_dirs() {
+  find "$store/layers" -mindepth 1 -maxdepth 1 -type d ! -name 'tmp-*' 2>/dev/null | wc -l
+}
+blob_count() { find "$store/blobs/sha256" -type f 2>/dev/null | wc -l; }
+kib() { du -sk "$1" 2>/dev/null | awk '{ print $1 }'; }
 berth_pull() {
   sync
   timed "berth image pull" "${berth[@]}" image pull "$big_ref"
   sample_ms berth_pull "$elapsed"
   must "berth image inspect after the pull" "${berth[@]}" image inspect "$big_ref"
+  [[ $(layer_dirs) == "$big_layers" ]] ||
+    die "round $round: berth image pull left $(layer_dirs) layer directories, not $big_layers (not unpacked?)"
+  (($(blob_count) >= big_layers + 2)) ||
+    die "round $round: berth image pull left $(blob_count) blobs, fewer than $((big_layers + 2)) (layers, config, manifest)"
   say "  berth_pull   $(last_ms berth_pull) ms"
 }
 ctr_pull() {
@@ -591,6 +603,11 @@ berth_run() {
   time_runs berth_run "berth run --rm busybox /bin/true" \
     "${berth[@]}" run --rm --net host -e "$tag" busybox /bin/true
   say "  berth_run    $(run_median berth_run) ms (median of the round)"
+  # No target: the same task without an image (the host's root), which says
+  # what the image's snapshot adds.
+  time_runs berth_run_noimage "berth run --rm -- /bin/true" \
+    "${berth[@]}" run --rm --net host -e "$tag" -- /bin/true
+  say "  berth_run_noimage $(run_median berth_run_noimage) ms (median of the round)"
 }
 ctr_run() {
   ((skip_containerd)) && return 0
@@ -632,11 +649,6 @@ say "disk: pulling busybox, then shared, into emptied stores"
 empty_stores
 disk=$tmp/disk
 : >"$disk"
-kib() { du -sk "$1" 2>/dev/null | awk '{ print $1 }'; }
-layer_dirs() {
-  find "$store/layers" -mindepth 1 -maxdepth 1 -type d ! -name 'tmp-*' 2>/dev/null | wc -l
-}
-blob_count() { find "$store/blobs/sha256" -type f 2>/dev/null | wc -l; }
 for name in busybox shared; do
   must "berth image pull $name" "${berth[@]}" image pull "$endpoint/bench/$name:latest"
   ctr_kib="-"
@@ -706,11 +718,15 @@ sort -k2,2 -k3,3g "$samples" | awk -v rounds="$rounds" -v big_mb="$big_mb" \
     row("snapshot_prepare", "PrepareSnapshot alone")
     row("snapshot_release", "ReleaseSnapshot alone")
     row("berth_run", "berth run --rm --net host busybox /bin/true")
+    row("berth_run_noimage", "berth run --rm --net host -- /bin/true (no image)")
     row("ctr_run", "ctr run --rm busybox /bin/true")
     printf "\nratios of medians\n"
     ratio("pull", "berth_pull", "ctr_pull", 1.0)
     ratio("unpack", "berth_unpack", "tar_unpack", 1.2)
     ratio("run", "berth_run", "ctr_run", 0.25)
+    if (("berth_run" in n) && ("berth_run_noimage" in n))
+      printf "%-9s berth_run - berth_run_noimage = %.3f ms   no target: what the image adds\n",
+        "image", median("berth_run") - median("berth_run_noimage")
     if ("snapshot_prepare_release" in n)
       printf "%-9s %-26s = %6.3f ms target <= 5 ms: %s\n", "snapshot",
         "snapshot_prepare_release", median("snapshot_prepare_release"),

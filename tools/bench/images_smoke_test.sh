@@ -107,7 +107,9 @@ done
 for figure in snapshot_prepare_release snapshot_prepare snapshot_release; do
   grep -qE "^$figure +.* ms +[0-9.]+ +[0-9.]+ +3$" "$out" || missing+=" $figure"
 done
-grep -qE "^berth_run +.* ms +[0-9.]+ +[0-9.]+ +2$" "$out" || missing+=" berth_run"
+for figure in berth_run berth_run_noimage; do
+  grep -qE "^$figure +.* ms +[0-9.]+ +[0-9.]+ +2$" "$out" || missing+=" $figure"
+done
 for figure in ctr_pull ctr_run; do
   grep -qE "^$figure .*not measured" "$out" || missing+=" '$figure not measured'"
 done
