@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -443,9 +445,8 @@ class Unpacker {
       case AE_IFIFO:
         return Node(entry, *dir, *name, base, *metadata);
       default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("unsupported file type 0",
-                         absl::Hex(archive_entry_filetype(entry))));
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "unsupported file type 0%o", archive_entry_filetype(entry)));
     }
   }
 
@@ -760,7 +761,10 @@ class Unpacker {
                        target.status().message()));
     }
     if (*target == path) return absl::OkStatus();  // itself: nothing to do
-    const auto [target_parent, target_base] = SplitParent(*target);
+    // (Named strings, not a structured binding: the lambda below takes
+    // them.)
+    std::string target_parent, target_base;
+    std::tie(target_parent, target_base) = SplitParent(*target);
     const std::string missing =
         absl::StrCat("hard link target ", Quoted(raw_target),
                      " is not an entry unpacked before it in this layer");
@@ -785,7 +789,8 @@ class Unpacker {
       return absl::InvalidArgumentError(absl::StrCat(
           "hard link target ", Quoted(raw_target), " is a directory"));
     }
-    const auto [parent, base] = SplitParent(path);
+    std::string parent, base;
+    std::tie(parent, base) = SplitParent(path);
     absl::StatusOr<int> dir = Parent(parent);
     if (!dir.ok()) return dir.status();
     // No AT_SYMLINK_FOLLOW: a link to a symbolic link links the link.

@@ -30,10 +30,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/remove_tree.h"
+#include "services/common/test_util.h"
 
 namespace berth::images {
 namespace {
 
+using ::berth::testing::PathExists;
+using ::berth::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
@@ -47,8 +50,7 @@ class TarBuilder {
  public:
   using Configure = std::function<void(struct archive_entry*)>;
 
-  explicit TarBuilder(Compression compression = Compression::kNone,
-                      bool unblocked = false) {
+  explicit TarBuilder(Compression compression = Compression::kNone) {
     archive_ = archive_write_new();
     archive_write_set_format_pax(archive_);
     if (compression == Compression::kGzip) {
@@ -56,10 +58,9 @@ class TarBuilder {
     } else if (compression == Compression::kZstd) {
       archive_write_add_filter_zstd(archive_);
     }
-    // The last block unpadded (a zstd frame followed by zeros is not a zstd
-    // stream); unblocked, each write reaches `out_` at once (for Cut).
+    // The last block unpadded: a zstd frame followed by zeros is not a zstd
+    // stream.
     archive_write_set_bytes_in_last_block(archive_, 1);
-    if (unblocked) archive_write_set_bytes_per_block(archive_, 0);
     EXPECT_EQ(archive_write_open(archive_, &out_, nullptr, &Write, nullptr),
               ARCHIVE_OK)
         << archive_error_string(archive_);
@@ -116,13 +117,6 @@ class TarBuilder {
     archive_ = nullptr;
     return out_;
   }
-  // What was written so far, the last entry's data cut short.
-  std::string Cut() {
-    archive_write_fail(archive_);
-    archive_write_free(archive_);
-    archive_ = nullptr;
-    return out_;
-  }
 
  private:
   static la_ssize_t Write(struct archive*, void* out, const void* data,
@@ -140,22 +134,6 @@ struct stat Lstat(const std::string& path) {
   struct stat st = {};
   EXPECT_EQ(lstat(path.c_str(), &st), 0) << path << ": " << strerror(errno);
   return st;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0;
-}
-
-std::string ReadFile(const std::string& path) {
-  const base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  std::string content;
-  char buffer[4096];
-  ssize_t n;
-  while (fd.valid() && (n = read(fd.get(), buffer, sizeof(buffer))) > 0) {
-    content.append(buffer, n);
-  }
-  return content;
 }
 
 void WriteFile(const std::string& path, const std::string& content) {
@@ -234,7 +212,7 @@ class UnpackTest : public ::testing::Test {
   void ExpectNothingOutside() {
     EXPECT_THAT(Names(work_), UnorderedElementsAre("dest", "canary"));
     EXPECT_THAT(Names(canary_), UnorderedElementsAre("file"));
-    EXPECT_EQ(ReadFile(canary_ + "/file"), "untouched");
+    EXPECT_EQ(ReadFileOrEmpty(canary_ + "/file"), "untouched");
     const struct stat dir = Lstat(canary_);
     EXPECT_EQ(dir.st_mtim.tv_sec, canary_dir_.st_mtim.tv_sec);
     EXPECT_EQ(dir.st_mtim.tv_nsec, canary_dir_.st_mtim.tv_nsec);
@@ -367,7 +345,7 @@ TEST_P(RegularTreeTest, KeepsEverything) {
   const std::string d = dest_ + "/";
 
   struct stat st = Lstat(d + "dir/file");
-  EXPECT_EQ(ReadFile(d + "dir/file"), "hello\n");
+  EXPECT_EQ(ReadFileOrEmpty(d + "dir/file"), "hello\n");
   EXPECT_EQ(st.st_mode, S_IFREG | 0640);
   EXPECT_EQ(st.st_uid, 1234u);
   EXPECT_EQ(st.st_gid, 5678u);
@@ -417,12 +395,12 @@ TEST_P(RegularTreeTest, KeepsEverything) {
   EXPECT_EQ(Lstat(d + "fifo").st_mode, S_IFIFO | 0620);
   EXPECT_EQ(Xattr(d + "fifo", "user.berth"), "<absent>");
 
-  EXPECT_EQ(ReadFile(d + "deep/er/file"), "implicit parents");
+  EXPECT_EQ(ReadFileOrEmpty(d + "deep/er/file"), "implicit parents");
   EXPECT_EQ(Lstat(d + "deep/er").st_mode, S_IFDIR | 0755);
-  EXPECT_EQ(ReadFile(d + "again"), "second");
-  EXPECT_EQ(ReadFile(d + "keptdir/inside"), "kept");
+  EXPECT_EQ(ReadFileOrEmpty(d + "again"), "second");
+  EXPECT_EQ(ReadFileOrEmpty(d + "keptdir/inside"), "kept");
   EXPECT_EQ(Lstat(d + "keptdir").st_mode, S_IFDIR | 0711);
-  EXPECT_EQ(ReadFile(d + "gonedir"), "a file now");
+  EXPECT_EQ(ReadFileOrEmpty(d + "gonedir"), "a file now");
   EXPECT_TRUE(S_ISLNK(Lstat(d + "wasfile").st_mode));
   EXPECT_EQ(Lstat(d + "large").st_size, 3 << 20);
   // The root entry "./" leaves the directory's own mode alone.
@@ -474,7 +452,7 @@ TEST_F(UnpackTest, SparseFiles) {
   absl::StatusOr<UnpackResult> result = Unpack(blob);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->unpacked_size, 8192);
-  EXPECT_TRUE(ReadFile(dest_ + "/sparse") == content)
+  EXPECT_TRUE(ReadFileOrEmpty(dest_ + "/sparse") == content)
       << "the sparse file's content differs";
   // The hole stays a hole.
   EXPECT_LT(Lstat(dest_ + "/sparse").st_blocks * 512, 64 * 1024);
@@ -514,7 +492,22 @@ TEST_F(UnpackTest, ManyEntries) {
   EXPECT_EQ(result->entries, 100 + 100 * 200);
   EXPECT_EQ(Names(dest_).size(), 100u);
   EXPECT_EQ(Names(dest_ + "/d99").size(), 200u);
-  EXPECT_EQ(ReadFile(dest_ + "/d42/f199"), "42.199");
+  EXPECT_EQ(ReadFileOrEmpty(dest_ + "/d42/f199"), "42.199");
+}
+
+// Edits the ustar header at `offset` in `tar` with `edit`, then sets its
+// checksum again (its bytes summed, the checksum field itself as spaces).
+void EditHeader(std::string* tar, size_t offset,
+                const std::function<void(char* header)>& edit) {
+  ASSERT_LE(offset + 512, tar->size());
+  char* header = tar->data() + offset;
+  edit(header);
+  memset(header + 148, ' ', 8);
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(header[i]);
+  char field[8];
+  snprintf(field, sizeof(field), "%06o", sum);
+  memcpy(header + 148, field, 7);  // six digits and a NUL; the space stays
 }
 
 // A ustar archive of one file `name` holding `data`, whatever bytes the
@@ -523,14 +516,9 @@ std::string UstarWithName(const std::string& name, const std::string& data) {
   std::string tar = TarBuilder().File("x", data).Finish();
   EXPECT_EQ(tar.find("PaxHeader"), std::string::npos);
   EXPECT_LT(name.size(), 100u);
-  tar.replace(0, name.size() + 1, name + std::string(1, '\0'));
-  // The header's checksum: its bytes summed, the field itself as spaces.
-  std::fill(tar.begin() + 148, tar.begin() + 156, ' ');
-  unsigned sum = 0;
-  for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(tar[i]);
-  char field[8];
-  snprintf(field, sizeof(field), "%06o", sum);
-  tar.replace(148, 7, field, 7);  // six digits and a NUL; the space stays
+  EditHeader(&tar, 0, [&](char* header) {
+    memcpy(header, name.c_str(), name.size() + 1);
+  });
   return tar;
 }
 
@@ -554,8 +542,8 @@ TEST_F(UnpackTest, NonAsciiNamesAreKeptAsBytes) {
       pax.substr(0, pax.size() - 1024) + UstarWithName(latin1, "latin-1"));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->entries, 2);
-  EXPECT_EQ(ReadFile(dest_ + "/" + utf8), "utf-8");
-  EXPECT_EQ(ReadFile(dest_ + "/" + latin1), "latin-1");
+  EXPECT_EQ(ReadFileOrEmpty(dest_ + "/" + utf8), "utf-8");
+  EXPECT_EQ(ReadFileOrEmpty(dest_ + "/" + latin1), "latin-1");
 }
 
 // Whiteouts become overlayfs' own, and overlayfs honours them.
@@ -589,9 +577,9 @@ TEST_F(UnpackTest, WhiteoutsWorkInAnOverlay) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
   EXPECT_EQ(st.st_rdev, makedev(0, 0));
   EXPECT_TRUE(S_ISCHR(Lstat(upper + "/top").st_mode));
-  EXPECT_FALSE(Exists(upper + "/a/.wh.gone"));
-  EXPECT_FALSE(Exists(upper + "/o/.wh..wh..opq"));
-  EXPECT_FALSE(Exists(upper + "/.wh..wh.plnk"));
+  EXPECT_FALSE(PathExists(upper + "/a/.wh.gone"));
+  EXPECT_FALSE(PathExists(upper + "/o/.wh..wh..opq"));
+  EXPECT_FALSE(PathExists(upper + "/.wh..wh.plnk"));
   EXPECT_EQ(Xattr(upper + "/o", "trusted.overlay.opaque"), "y");
 
   // A mount namespace of the test's own, so that nothing stays mounted.
@@ -607,11 +595,11 @@ TEST_F(UnpackTest, WhiteoutsWorkInAnOverlay) {
       mount("overlay", merged.c_str(), "overlay", MS_RDONLY, options.c_str()),
       0)
       << options << ": " << strerror(errno);
-  EXPECT_EQ(ReadFile(merged + "/a/keep"), "kept");
-  EXPECT_FALSE(Exists(merged + "/a/gone"));
-  EXPECT_FALSE(Exists(merged + "/top"));
-  EXPECT_FALSE(Exists(merged + "/o/old"));
-  EXPECT_EQ(ReadFile(merged + "/o/new"), "new");
+  EXPECT_EQ(ReadFileOrEmpty(merged + "/a/keep"), "kept");
+  EXPECT_FALSE(PathExists(merged + "/a/gone"));
+  EXPECT_FALSE(PathExists(merged + "/top"));
+  EXPECT_FALSE(PathExists(merged + "/o/old"));
+  EXPECT_EQ(ReadFileOrEmpty(merged + "/o/new"), "new");
   EXPECT_EQ(umount2(merged.c_str(), MNT_DETACH), 0) << strerror(errno);
 }
 
@@ -635,7 +623,7 @@ TEST_F(UnpackTest, RefusesDotDot) {
 TEST_F(UnpackTest, RefusesAWhiteoutOfDotDot) {
   ExpectRefused(TarBuilder().Dir("a").File("a/.wh...", "").Finish(),
                 "a/.wh...");
-  EXPECT_TRUE(Exists(dest_ + "/a"));
+  EXPECT_TRUE(PathExists(dest_ + "/a"));
 }
 
 TEST_F(UnpackTest, RefusesASymlinkAsAParent) {
@@ -712,15 +700,23 @@ TEST_F(UnpackTest, RefusesATruncatedGzipStream) {
   ExpectNothingOutside();
 }
 
-// An archive whose last entry claims `size` bytes and carries 1000.
+// An archive whose last entry, "huge", claims `size` bytes and carries
+// 1000: the stream ends there.
 std::string ClaimingMoreThanItCarries(int64_t size) {
-  TarBuilder tar(Compression::kNone, /*unblocked=*/true);
-  tar.File("small", "x");
-  tar.Add("huge", AE_IFREG, 0644, std::string(1000, 'h'),
-          [&](struct archive_entry* entry) {
-            archive_entry_set_size(entry, size);
-          });
-  return tar.Cut();
+  std::string tar = TarBuilder()
+                        .File("small", "x")
+                        .File("huge", std::string(1000, 'h'))
+                        .Finish();
+  const size_t header = 1024;  // after small's header and data block
+  EXPECT_EQ(tar.compare(header, 5, std::string("huge\0", 5)), 0);
+  EditHeader(&tar, header, [&](char* h) {
+    // The size field in base 256 (as GNU tar writes large sizes).
+    h[124] = static_cast<char>(0x80);
+    for (int i = 0; i < 11; ++i) {
+      h[135 - i] = static_cast<char>((size >> (8 * i)) & 0xff);
+    }
+  });
+  return tar.substr(0, header + 512 + 1000);
 }
 
 TEST_F(UnpackTest, RefusesAnEntryClaimingMoreThanItsData) {
@@ -732,7 +728,7 @@ TEST_F(UnpackTest, RefusesAnEntryClaimingMoreThanTheLimit) {
   // 1 TiB: over the default limit (64 GiB), refused before any byte.
   ExpectRefused(ClaimingMoreThanItCarries(int64_t{1} << 40), "huge",
                 absl::StatusCode::kOutOfRange);
-  EXPECT_FALSE(Exists(dest_ + "/huge"));
+  EXPECT_FALSE(PathExists(dest_ + "/huge"));
 }
 
 TEST_F(UnpackTest, RefusesAnEntryOverTheSizeLimit) {
@@ -743,7 +739,7 @@ TEST_F(UnpackTest, RefusesAnEntryOverTheSizeLimit) {
                     .File("toobig", std::string(1001, 'b'))
                     .Finish(),
                 "toobig", absl::StatusCode::kOutOfRange, options);
-  EXPECT_FALSE(Exists(dest_ + "/toobig"));
+  EXPECT_FALSE(PathExists(dest_ + "/toobig"));
 }
 
 TEST_F(UnpackTest, RefusesALayerOverTheTotalLimit) {
