@@ -10,6 +10,7 @@
 #include "base/sha256.h"
 #include "nlohmann/json.hpp"
 #include "services/common/test_util.h"
+#include "services/images/oci/digest.h"
 #include "services/images/oci/manifest.h"
 #include "services/images/oci/reference.h"
 
@@ -92,6 +93,22 @@ void FakeRegistry::set_chunk_size(int64_t bytes) {
   chunk_size_ = bytes;
 }
 
+void FakeRegistry::Hold(absl::string_view digest, int64_t offset) {
+  absl::MutexLock lock(&mu_);
+  hold_digest_ = std::string(digest);
+  hold_offset_ = offset;
+}
+
+void FakeRegistry::Release() {
+  absl::MutexLock lock(&mu_);
+  hold_digest_.clear();
+}
+
+int FakeRegistry::held() const {
+  absl::MutexLock lock(&mu_);
+  return held_;
+}
+
 int FakeRegistry::fetches(absl::string_view digest) const {
   absl::MutexLock lock(&mu_);
   auto it = fetches_.find(std::string(digest));
@@ -112,6 +129,33 @@ int FakeRegistry::running_fetches() const {
 int FakeRegistry::max_concurrent_fetches() const {
   absl::MutexLock lock(&mu_);
   return max_running_;
+}
+
+absl::Status FakeRegistry::WaitWhileHeld(const std::string& digest,
+                                         int64_t offset, BlobWriter* writer) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (hold_digest_ != digest || offset < hold_offset_) {
+      return absl::OkStatus();
+    }
+    ++held_;
+  }
+  absl::Status status;
+  for (;;) {
+    status = writer->Write("");
+    if (!status.ok()) break;
+    absl::MutexLock lock(&mu_);
+    auto released = [this, &digest]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return hold_digest_ != digest;
+    };
+    if (mu_.AwaitWithTimeout(absl::Condition(&released),
+                             absl::Milliseconds(10))) {
+      break;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  --held_;
+  return status;
 }
 
 absl::StatusOr<FetchedManifest> FakeRegistry::FetchManifest(
@@ -180,6 +224,8 @@ absl::Status FakeRegistry::FetchBlob(
   int64_t offset = std::min<int64_t>(writer->offset(), bytes.size());
   while (status.ok() && offset < static_cast<int64_t>(bytes.size())) {
     if (hook) hook(digest, offset);
+    status = WaitWhileHeld(digest, offset, writer);
+    if (!status.ok()) break;
     const int64_t n =
         std::min<int64_t>(chunk, static_cast<int64_t>(bytes.size()) - offset);
     status = writer->Write(absl::string_view(bytes).substr(offset, n));

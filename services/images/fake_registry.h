@@ -39,6 +39,13 @@ class FakeRegistry : public RegistryClient {
       std::function<void(const std::string& digest, int64_t offset)> hook)
       ABSL_LOCKS_EXCLUDED(mu_);
   void set_chunk_size(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Holds downloads of `digest` once `offset` bytes are written, until
+  // Release() or until the writer refuses bytes (its pull was stopped: an
+  // empty Write fails), which ends the download with the writer's error.
+  void Hold(absl::string_view digest, int64_t offset) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release() ABSL_LOCKS_EXCLUDED(mu_);
+  // Downloads being held now.
+  int held() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // FetchBlob calls for `digest`.
   int fetches(absl::string_view digest) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -65,6 +72,9 @@ class FakeRegistry : public RegistryClient {
     std::string media_type;  // for manifests and indexes
   };
 
+  absl::Status WaitWhileHeld(const std::string& digest, int64_t offset,
+                             BlobWriter* writer) ABSL_LOCKS_EXCLUDED(mu_);
+
   mutable absl::Mutex mu_;
   std::map<std::string, Blob> blobs_ ABSL_GUARDED_BY(mu_);
   // Normalised reference -> digest.
@@ -72,6 +82,9 @@ class FakeRegistry : public RegistryClient {
   std::function<void(const std::string&, int64_t)> before_chunk_
       ABSL_GUARDED_BY(mu_);
   int64_t chunk_size_ ABSL_GUARDED_BY(mu_) = 64 << 10;
+  std::string hold_digest_ ABSL_GUARDED_BY(mu_);
+  int64_t hold_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> fetches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> start_offsets_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;

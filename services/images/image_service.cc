@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "base/io.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -59,6 +61,66 @@ absl::StatusOr<std::string> NormalizedName(absl::string_view text,
   }
   return reference->String();
 }
+
+// A name an archive gives that is only a tag ("latest", as OCI layouts'
+// org.opencontainers.image.ref.name usually is): no '/', ':' or '@'.
+bool IsBareTag(absl::string_view name) {
+  return !name.empty() && name.find_first_of("/:@") == absl::string_view::npos;
+}
+
+// Whether a name as a user wrote it has a tag or digest of its own.
+bool HasTagOrDigest(absl::string_view name) {
+  const size_t slash = name.rfind('/');
+  const absl::string_view last =
+      slash == absl::string_view::npos ? name : name.substr(slash + 1);
+  return last.find_first_of(":@") != absl::string_view::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ImportNames(
+    const std::vector<ImportedImage>& images, absl::string_view option_name) {
+  std::vector<std::string> names;
+  std::map<std::string, std::string> digest_of_name;
+  for (const ImportedImage& image : images) {
+    const bool bare = image.name.empty() || IsBareTag(image.name);
+    std::string text;
+    std::string field;
+    if (!option_name.empty() && (images.size() == 1 || bare)) {
+      // The caller's name; a bare tag of the archive completes a name
+      // given without one.
+      text = std::string(option_name);
+      if (IsBareTag(image.name) && !HasTagOrDigest(option_name)) {
+        absl::StrAppend(&text, ":", image.name);
+      }
+      field = "ImportOptions.name";
+    } else if (bare) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "image ", image.digest, " in the archive has no name",
+          image.name.empty()
+              ? ""
+              : absl::StrCat(" (only the tag \"", image.name, "\")"),
+          ": pass one (ImportOptions.name, berth image import --name)"));
+    } else {
+      text = image.name;
+      field = absl::StrCat("the archive's name of image ", image.digest);
+    }
+    absl::StatusOr<std::string> name = NormalizedName(text, field);
+    if (!name.ok()) return name.status();
+    auto [it, inserted] = digest_of_name.emplace(*name, image.digest);
+    if (!inserted && it->second != image.digest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "images ", it->second, " and ", image.digest,
+          " of the archive would both be named ", *name,
+          "; ImportOptions.name names one image, or the images of bare "
+          "tags"));
+    }
+    names.push_back(*std::move(name));
+  }
+  return names;
+}
+
+namespace {
 
 // Empties `dir` (creating it 0700 if missing).
 absl::Status PrepareImportDir(const std::string& dir) {
@@ -153,6 +215,10 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::FindImages(
     }
     if (!found.empty()) return found;
   }
+  if (ValidateDigest(text).ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no image has digest ", text, " (as its index, manifest or config)"));
+  }
   if (reference.ok()) {
     return absl::NotFoundError(
         absl::StrCat("image ", reference->String(), " not found"));
@@ -231,12 +297,10 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::Import(
     const std::string& archive_path, const pb::ImportOptions& options) {
   const pb::Platform& platform =
       options.has_platform() ? options.platform() : options_.platform;
-  std::string option_name;
   if (!options.name().empty()) {
     absl::StatusOr<std::string> name =
         NormalizedName(options.name(), "ImportOptions.name");
     if (!name.ok()) return name.status();
-    option_name = *std::move(name);
   }
   // Pinned before the archive's blobs are written: a collection meanwhile
   // keeps them.
@@ -252,33 +316,9 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::Import(
     return absl::InvalidArgumentError("the archive holds no image");
   }
   // Names first: an archive that cannot be named stores no record.
-  std::vector<std::string> names;
-  int unnamed = 0;
-  for (const ImportedImage& image : *imported) {
-    if (image.name.empty()) ++unnamed;
-  }
-  for (const ImportedImage& image : *imported) {
-    std::string name;
-    if (!option_name.empty() && (imported->size() == 1 || image.name.empty())) {
-      if (unnamed > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the archive holds ", unnamed,
-            " images without a name; ImportOptions.name can name only one"));
-      }
-      name = option_name;
-    } else if (image.name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "image ", image.digest,
-          " in the archive has no name: pass one (ImportOptions.name, "
-          "berth image import --name)"));
-    } else {
-      absl::StatusOr<std::string> normalized = NormalizedName(
-          image.name, absl::StrCat("the name of image ", image.digest));
-      if (!normalized.ok()) return normalized.status();
-      name = *std::move(normalized);
-    }
-    names.push_back(std::move(name));
-  }
+  absl::StatusOr<std::vector<std::string>> names =
+      ImportNames(*imported, options.name());
+  if (!names.ok()) return names.status();
   std::vector<pb::Image> records;
   for (size_t i = 0; i < imported->size(); ++i) {
     const ImportedImage& image = (*imported)[i];
@@ -287,7 +327,7 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::Import(
         *store_->content(), image.digest, image.media_type, platform);
     if (!resolved.ok()) {
       return absl::Status(resolved.status().code(),
-                          absl::StrCat("importing ", names[i], ": ",
+                          absl::StrCat("importing ", (*names)[i], ": ",
                                        resolved.status().message()));
     }
     lease->AddBlob(resolved->manifest_digest);
@@ -302,12 +342,12 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::Import(
       if (!layer.ok()) {
         return absl::Status(
             layer.status().code(),
-            absl::StrCat("importing ", names[i], ": layer ", l + 1, " ", blob,
-                         ": ", layer.status().message()));
+            absl::StrCat("importing ", (*names)[i], ": layer ", l + 1, " ",
+                         blob, ": ", layer.status().message()));
       }
       unpacked_sizes.push_back(layer->unpacked_size);
     }
-    records.push_back(MakeImageRecord(names[i], *resolved, unpacked_sizes));
+    records.push_back(MakeImageRecord((*names)[i], *resolved, unpacked_sizes));
   }
   std::vector<pb::Image> stored;
   for (const pb::Image& record : records) {

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "berth/image/v1/image.grpc.pb.h"
+#include "services/images/importer/importer.h"
 #include "services/images/pull.h"
 #include "services/images/registry/registry_client.h"
 #include "services/images/store/store.h"
@@ -38,6 +39,17 @@ struct ImageServiceOptions {
   // what is in it is removed at start). Required.
   std::string import_dir;
 };
+
+// The names an import gives the images `images` of an archive: the
+// archive's own names (normalised), except that `option_name`
+// (ImportOptions.name) names the image of an archive of one, and every
+// image whose archive name is empty or only a tag ("latest", as OCI layouts
+// usually have), such a tag completing an option_name without one
+// ("busybox" and "latest": "docker.io/library/busybox:latest").
+// INVALID_ARGUMENT, saying to pass a name, for an image left without one,
+// and when two images would get the same name.
+absl::StatusOr<std::vector<std::string>> ImportNames(
+    const std::vector<ImportedImage>& images, absl::string_view option_name);
 
 class ImageServiceImpl final : public image::v1::ImageService::Service {
  public:

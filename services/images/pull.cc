@@ -366,15 +366,8 @@ absl::Status Puller::Operation::FetchConfig() {
   if (!body.ok()) return Annotate(body.status(), what);
   absl::StatusOr<ImageConfigFile> parsed = ParseImageConfig(*body);
   if (!parsed.ok()) return Annotate(parsed.status(), what);
-  config_ = *std::move(parsed);
-  if (image_.config.diff_ids.size() != image_.manifest.layers.size()) {
-    return Annotate(absl::InvalidArgumentError(
-                        absl::StrCat("it lists ", image_.config.diff_ids.size(),
-                                     " diff_ids for the manifest's ",
-                                     image_.manifest.layers.size(), " layers")),
-                    what);
-  }
-  return absl::OkStatus();
+  image_.config = *std::move(parsed);
+  return Annotate(CheckLayers(image_), "");
 }
 
 absl::Status Puller::Operation::PlanLayers() {

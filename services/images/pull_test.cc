@@ -4,11 +4,13 @@
 
 #include "services/images/pull.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "services/common/test_util.h"
 #include "services/images/fake_registry.h"
 #include "services/images/oci/digest.h"
+#include "services/images/oci/manifest.h"
 #include "services/images/store/store.h"
 
 namespace berth::images {
