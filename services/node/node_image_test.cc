@@ -39,6 +39,7 @@
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 #include "services/node/node_server.h"
+#include "services/node/node_test_client.h"
 
 namespace berth::node {
 namespace {
@@ -349,60 +350,22 @@ class NodeImageTest : public ::testing::Test {
 
   static v1::TaskSpec ImageSpec(const std::string& reference,
                                 const std::string& script = "") {
-    v1::TaskSpec spec;
-    spec.set_driver("exec");
+    v1::TaskSpec spec = testing::ShellSpec("exec", script);
     spec.mutable_image()->set_reference(reference);
-    spec.mutable_network()->set_mode(network::v1::NETWORK_MODE_HOST);
-    if (!script.empty()) {
-      auto& fields = *spec.mutable_driver_config()->mutable_fields();
-      fields["command"].set_string_value("/bin/sh");
-      auto* args = fields["args"].mutable_list_value();
-      args->add_values()->set_string_value("-c");
-      args->add_values()->set_string_value(script);
-    }
+    // Without a script: the image's command.
+    if (script.empty()) spec.clear_driver_config();
     return spec;
   }
 
   absl::StatusOr<v1::Task> Run(const v1::TaskSpec& spec) {
-    v1::RunTaskRequest request;
-    *request.mutable_spec() = spec;
-    v1::RunTaskResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    grpc::Status status = stub_->RunTask(&context, request, &response);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
-    return response.task();
+    return testing::RunTask(*stub_, spec);
   }
-
   v1::Task Inspect(const std::string& id) {
-    v1::InspectTaskRequest request;
-    request.set_task_id(id);
-    v1::InspectTaskResponse response;
-    grpc::ClientContext context;
-    grpc::Status status = stub_->InspectTask(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.task();
+    return testing::InspectTask(*stub_, id);
   }
-
-  std::vector<v1::Task> List() {
-    v1::ListTasksRequest request;
-    request.set_all(true);
-    v1::ListTasksResponse response;
-    grpc::ClientContext context;
-    if (!stub_->ListTasks(&context, request, &response).ok()) return {};
-    return {response.tasks().begin(), response.tasks().end()};
-  }
-
+  std::vector<v1::Task> List() { return testing::ListTasks(*stub_, true); }
   grpc::Status Remove(const std::string& id, bool force) {
-    v1::RemoveTaskRequest request;
-    request.set_task_id(id);
-    request.set_force(force);
-    v1::RemoveTaskResponse response;
-    grpc::ClientContext context;
-    return stub_->RemoveTask(&context, request, &response);
+    return testing::RemoveTask(*stub_, id, force);
   }
 
   // The task's output once it has exited.

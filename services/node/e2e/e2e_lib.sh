@@ -37,3 +37,31 @@ start_netns() {
 task_field() {
   berth inspect "$1" | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); print($2)"
 }
+
+# Stops the process $1 (a pid, or empty for none) and reaps it.
+stop_pid() {
+  [[ -n ${1:-} ]] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null
+  return 0
+}
+
+# Removes the cgroups of the test's drivers (--cgroup_parent=/berth-$tag...)
+# on every hierarchy.
+remove_test_cgroups() {
+  for c in /sys/fs/cgroup/*/"berth-$tag"* /sys/fs/cgroup/"berth-$tag"*; do
+    [[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+  return 0
+}
+
+# Writes $dir/plugins.json: the exec driver ($driver_bin) and the sandbox
+# driver ($sandbox_bin, with $agent_bin, $shim_bin, $init_bin), their
+# cgroups below /berth-$tag, their state in $state.
+write_exec_and_sandbox_plugins() {
+  cat >"$dir/plugins.json" <<JSON
+{"plugins": [{"name": "exec", "binary": "$driver_bin",
+  "args": ["--cgroup_parent=/berth-$tag", "--state_dir=$state/exec"]},
+ {"name": "sandbox", "binary": "$sandbox_bin",
+  "args": ["--cgroup_parent=/berth-$tag-sandbox", "--state_dir=$state/sandbox",
+           "--agent_path=$agent_bin", "--shim_path=$shim_bin", "--init_path=$init_bin"]}]}
+JSON
+}
