@@ -74,32 +74,67 @@ std::string ContextLog(int fs) {
   return log;
 }
 
+// A detached copy of the directory `dir` idmapped through `userns_fd`.
+absl::StatusOr<base::UniqueFd> IdmappedTree(const std::string& dir,
+                                            int userns_fd) {
+  base::UniqueFd tree(
+      open_tree(AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  struct mount_attr attr = {};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<uint64_t>(userns_fd);
+  if (!tree ||
+      mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("idmapping layer ", dir));
+  }
+  return tree;
+}
+
 // Mounts the overlay with the new mount API, one "lowerdir+" per layer (no
 // length limit on the layer list; Linux 6.8 and later), or with mount(2)
-// and a "lowerdir=a:b" option where the kernel lacks that.
+// and a "lowerdir=a:b" option where the kernel lacks that. With
+// `userns_fd`, each layer is a detached copy idmapped through it, given by
+// descriptor.
 absl::Status MountOverlay(const std::vector<std::string>& lower,
                           const std::string& upper, const std::string& work,
-                          const std::string& target) {
+                          const std::string& target, int userns_fd) {
   base::UniqueFd fs(fsopen("overlay", FSOPEN_CLOEXEC));
-  bool lowerdir_plus = fs.valid();
   auto set = [&](const char* key, const std::string& value) {
     return fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0;
   };
-  if (lowerdir_plus && !set("lowerdir+", lower[0])) {
-    if (errno != EINVAL) {
+  std::vector<base::UniqueFd> trees;
+  auto add_lower = [&](const std::string& dir) -> absl::Status {
+    if (userns_fd < 0) {
+      if (set("lowerdir+", dir)) return absl::OkStatus();
       return absl::ErrnoToStatus(
-          errno,
-          absl::StrCat("overlay lowerdir ", lower[0], ContextLog(fs.get())));
+          errno, absl::StrCat("overlay lowerdir ", dir, ContextLog(fs.get())));
     }
-    lowerdir_plus = false;
+    absl::StatusOr<base::UniqueFd> tree = IdmappedTree(dir, userns_fd);
+    if (!tree.ok()) return tree.status();
+    // Kept open until the overlay is made: a detached tree whose last
+    // descriptor is closed is unmounted (the create then fails, ENODATA).
+    trees.push_back(*std::move(tree));
+    if (fsconfig(fs.get(), FSCONFIG_SET_FD, "lowerdir+", nullptr,
+                 trees.back().get()) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("overlay lowerdir ", dir, " by descriptor",
+                              ContextLog(fs.get())));
+    }
+    return absl::OkStatus();
+  };
+  bool lowerdir_plus = fs.valid();
+  if (lowerdir_plus) {
+    absl::Status first = add_lower(lower[0]);
+    if (!first.ok()) {
+      if (!absl::IsInvalidArgument(first) || userns_fd >= 0) return first;
+      lowerdir_plus = false;
+    }
+  } else if (userns_fd >= 0) {
+    return absl::ErrnoToStatus(errno, "fsopen overlay (idmapped layers)");
   }
   if (lowerdir_plus) {
     for (size_t i = 1; i < lower.size(); ++i) {
-      if (!set("lowerdir+", lower[i])) {
-        return absl::ErrnoToStatus(
-            errno,
-            absl::StrCat("overlay lowerdir ", lower[i], ContextLog(fs.get())));
-      }
+      absl::Status added = add_lower(lower[i]);
+      if (!added.ok()) return added;
     }
     if (!set("upperdir", upper) || !set("workdir", work) ||
         !set("index", "off") || !set("metacopy", "off") ||
@@ -279,7 +314,8 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Prepare(absl::string_view id,
         status = absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", work));
       }
       if (status.ok()) {
-        status = MountOverlay(spec.layer_dirs, upper, work, rootfs);
+        status = MountOverlay(spec.layer_dirs, upper, work, rootfs,
+                              spec.idmap_userns_fd);
       }
       if (!status.ok()) {
         return absl::Status(
@@ -304,9 +340,15 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Prepare(absl::string_view id,
     return fail(absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", dir)));
   }
   // The root of the overlay takes the upper's owner and mode: those of the
-  // top layer's root.
+  // top layer's root (as the idmapped layer shows it).
   struct stat top;
-  if (stat(spec.layer_dirs[0].c_str(), &top) != 0) {
+  absl::StatusOr<base::UniqueFd> top_tree =
+      spec.idmap_userns_fd < 0
+          ? base::UniqueFd(open(spec.layer_dirs[0].c_str(),
+                                O_PATH | O_DIRECTORY | O_CLOEXEC))
+          : IdmappedTree(spec.layer_dirs[0], spec.idmap_userns_fd);
+  if (!top_tree.ok()) return fail(top_tree.status());
+  if (!top_tree->valid() || fstat(top_tree->get(), &top) != 0) {
     return fail(absl::ErrnoToStatus(
         errno, absl::StrCat("layer ", spec.layer_diff_ids[0], " at ",
                             spec.layer_dirs[0])));
@@ -317,7 +359,8 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Prepare(absl::string_view id,
       mkdir(work.c_str(), 0700) != 0 || mkdir(rootfs.c_str(), 0755) != 0) {
     return fail(absl::ErrnoToStatus(errno, absl::StrCat("making ", dir)));
   }
-  if (absl::Status status = MountOverlay(spec.layer_dirs, upper, work, rootfs);
+  if (absl::Status status = MountOverlay(spec.layer_dirs, upper, work, rootfs,
+                                         spec.idmap_userns_fd);
       !status.ok()) {
     return fail(status);
   }

@@ -43,6 +43,16 @@ struct SnapshotSpec {
   std::string manifest_digest;
   std::vector<std::string> layer_diff_ids;
   std::vector<std::string> layer_dirs;
+  // For a task in a user namespace: an open /proc/PID/ns/user (or a
+  // namespace with the task's maps) through which the layers are idmapped
+  // (each a detached idmapped copy handed to overlayfs by descriptor; Linux
+  // 6.13 and later), so that files root owns on disk show as the task's
+  // root. An overlay mount itself cannot be idmapped (mount_setattr fails
+  // with EINVAL on Linux 6.18). The upper is not idmapped: what the task
+  // writes is stored with its mapped ids. -1: no idmapping. Not kept: a
+  // remount (after a reboot) idmaps with what the Prepare that remounts
+  // passes.
+  int idmap_userns_fd = -1;
 };
 
 class SnapshotStore {

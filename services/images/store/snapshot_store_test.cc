@@ -1,6 +1,7 @@
 #include "services/images/store/snapshot_store.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -285,6 +287,75 @@ TEST_F(SnapshotStoreTest, OpenRemovesHalfMadeSnapshots) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].id, "whole");
   ASSERT_TRUE(store_->Release("whole").ok());
+}
+
+// A user namespace mapping 0..65535 to 200000..265535, held by a child.
+class UserNamespace {
+ public:
+  UserNamespace() {
+    int go[2];
+    if (pipe(go) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(go[1]);
+      char byte;
+      if (unshare(CLONE_NEWUSER) != 0) _exit(1);
+      (void)!read(go[0], &byte, 1);
+      _exit(0);
+    }
+    close(go[0]);
+    hold_ = go[1];
+    const std::string proc = absl::StrCat("/proc/", pid_);
+    // Until the child has unshared, its namespace is ours.
+    const std::string own = ReadLink("/proc/self/ns/user");
+    if (!testing::WaitFor([&] { return ReadLink(proc + "/ns/user") != own; })) {
+      return;
+    }
+    for (const char* map : {"/uid_map", "/gid_map"}) {
+      std::ofstream(proc + map) << "0 200000 65536\n";
+    }
+    fd_ = open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  ~UserNamespace() {
+    if (fd_ >= 0) close(fd_);
+    if (hold_ >= 0) close(hold_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  int fd() const { return fd_; }
+
+ private:
+  static std::string ReadLink(const std::string& path) {
+    char target[256] = {};
+    return readlink(path.c_str(), target, sizeof(target) - 1) > 0 ? target : "";
+  }
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  int fd_ = -1;
+};
+
+TEST_F(SnapshotStoreTest, IdmappedLayersShowRootFilesAsTheNamespacesRoot) {
+  UserNamespace userns;
+  ASSERT_GE(userns.fd(), 0) << "making a user namespace";
+  SnapshotSpec spec = spec_;
+  spec.idmap_userns_fd = userns.fd();
+  auto snapshot = store_->Prepare("mapped", spec);
+  if (absl::IsInvalidArgument(snapshot.status())) {
+    GTEST_SKIP() << snapshot.status()
+                 << " (this kernel cannot give overlayfs idmapped layers)";
+  }
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  struct stat st;
+  // Owned by 0 on disk; shown as 200000, the namespace's root.
+  ASSERT_EQ(stat((snapshot->rootfs + "/etc/os").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 200000u);
+  EXPECT_EQ(st.st_gid, 200000u);
+  ASSERT_EQ(stat(snapshot->rootfs.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 200000u);
+  EXPECT_EQ(ReadOrEmpty(snapshot->rootfs + "/etc/os"), "middle");
+  // The layers on disk are untouched.
+  ASSERT_EQ(stat(dir_.Join("layer1/etc/os").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_TRUE(store_->Release("mapped").ok());
 }
 
 }  // namespace

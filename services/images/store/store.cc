@@ -100,12 +100,14 @@ void Store::Unpin(uint64_t lease) {
 }
 
 absl::StatusOr<SnapshotInfo> Store::PrepareSnapshot(absl::string_view id,
-                                                    const Image& image) {
+                                                    const Image& image,
+                                                    int idmap_userns_fd) {
   std::unique_ptr<Lease> lease = NewLease();
   lease->AddImage(image);
   SnapshotSpec spec;
   spec.image_name = image.name();
   spec.manifest_digest = image.manifest_digest();
+  spec.idmap_userns_fd = idmap_userns_fd;
   if (image.layers().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "preparing snapshot ", id, ": image ", image.name(), " has no layers"));

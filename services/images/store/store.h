@@ -99,9 +99,10 @@ class Store {
 
   // Prepares snapshot `id` of the stored `image`: its layers (unpacked again
   // from their blobs if a layer is missing) below, top layer first. Errors
-  // name the image.
+  // name the image. `idmap_userns_fd`: see SnapshotSpec.
   absl::StatusOr<SnapshotInfo> PrepareSnapshot(
-      absl::string_view id, const ::berth::image::v1::Image& image);
+      absl::string_view id, const ::berth::image::v1::Image& image,
+      int idmap_userns_fd = -1);
 
   // The ids of the snapshots of `image` (by manifest digest), sorted.
   std::vector<std::string> SnapshotsOf(
