@@ -192,7 +192,8 @@ absl::StatusOr<SnapshotInfo> ParseRecord(const std::string& dir,
 }  // namespace
 
 absl::Status SnapshotStore::ValidateId(absl::string_view id) {
-  bool ok = !id.empty() && id.size() <= 128 && id != "." && id != "..";
+  bool ok = !id.empty() && id.size() <= 128 && id != "." &&
+            !absl::StrContains(id, "..");
   for (char c : id) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
           (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
@@ -202,7 +203,7 @@ absl::Status SnapshotStore::ValidateId(absl::string_view id) {
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "snapshot id \"", absl::CHexEscape(id.substr(0, 200)),
-      "\" is not 1 to 128 of [A-Za-z0-9_.-] (and not \".\" or \"..\")"));
+      "\" is not 1 to 128 of [A-Za-z0-9_.-] (not \".\", without \"..\")"));
 }
 
 absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(
@@ -230,7 +231,7 @@ absl::Status SnapshotStore::Recover() {
       unlink(path.c_str());
       continue;
     }
-    if (access(absl::StrCat(path, "/", kRecord).c_str(), F_OK) == 0) {
+    if (Get(name).ok()) {
       // Whole; perhaps a task runs on it. Only temporary files go.
       absl::StatusOr<std::vector<std::string>> entries =
           store_internal::ListDir(path);

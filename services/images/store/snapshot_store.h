@@ -3,10 +3,10 @@
 // the snapshot's own, mounted at rootfs/ (overlayfs, index=off). A
 // single-layer image is an overlay too, so the task always has a writable
 // upper. The record snapshots/<id>/snapshot.json is written last: a
-// snapshot directory without it is half-made and removed at Open (unmounted
-// first). Snapshots with a record are left as they are at Open (a task may
-// run on one); Prepare of such an id remounts it if the mount is gone (after
-// a reboot). Thread-safe.
+// snapshot directory without a readable one is half-made and removed at
+// Open (unmounted first). Snapshots with a record are left as they are at Open
+// (a task may run on one); Prepare of such an id remounts it if the mount is
+// gone (after a reboot). Thread-safe.
 
 #ifndef SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
 #define SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
@@ -63,7 +63,8 @@ class SnapshotStore {
   static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(
       const std::string& dir);
 
-  // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." or "..").
+  // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." and without
+  // "..").
   // An existing snapshot of the same manifest digest is returned (remounted
   // if its mount is gone); of another image, ALREADY_EXISTS names both.
   // On error nothing is left behind.

@@ -234,8 +234,8 @@ TEST_F(SnapshotStoreTest, ReleaseOfABusySnapshotDetachesIt) {
 TEST_F(SnapshotStoreTest, ValidatesIds) {
   for (const std::string& bad :
        {std::string(""), std::string("."), std::string(".."),
-        std::string("a/b"), std::string("../x"), std::string(129, 'a'),
-        std::string("a b"), std::string("a\0b", 3)}) {
+        std::string("a/b"), std::string("../x"), std::string("a..b"),
+        std::string(129, 'a'), std::string("a b"), std::string("a\0b", 3)}) {
     absl::Status status = store_->Prepare(bad, spec_).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(store_->Release(bad).code(), absl::StatusCode::kInvalidArgument);
@@ -273,12 +273,17 @@ TEST_F(SnapshotStoreTest, OpenRemovesHalfMadeSnapshots) {
   ASSERT_EQ(mkdir(absl::StrCat(root_, "/early/upper").c_str(), 0755), 0);
   // A record being written.
   WriteFile(absl::StrCat(root_, "/whole/snapshot.json.tmp-1234"), "{");
+  // A record cut short (a crash of the machine before it reached the disk).
+  auto cut = store_->Prepare("cut", spec_);
+  ASSERT_TRUE(cut.ok());
+  WriteFile(absl::StrCat(root_, "/cut/snapshot.json"), "");
   EXPECT_THAT(*store_->List(), ::testing::SizeIs(1));
 
   store_.reset();
   store_ = *SnapshotStore::Open(root_);
   EXPECT_FALSE(testing::PathExists(absl::StrCat(root_, "/half")));
   EXPECT_FALSE(testing::PathExists(absl::StrCat(root_, "/early")));
+  EXPECT_FALSE(testing::PathExists(absl::StrCat(root_, "/cut")));
   EXPECT_FALSE(testing::PathExists(
       absl::StrCat(root_, "/whole/snapshot.json.tmp-1234")));
   EXPECT_TRUE(store_->IsMounted("whole"));
