@@ -153,9 +153,18 @@ ImageServiceImpl::ImageServiceImpl(Store* store, RegistryClient* registry,
                                    ImageServiceOptions options)
     : store_(store),
       options_(std::move(options)),
-      puller_(
-          store, registry,
-          PullerOptions{options_.max_concurrent_downloads, options_.platform}) {
+      puller_(store, registry, [this] {
+        PullerOptions options;
+        options.max_concurrent_downloads = options_.max_concurrent_downloads;
+        options.platform = options_.platform;
+        options.collect_garbage = [this] { return CollectGarbage(false); };
+        return options;
+      }()) {}
+
+absl::StatusOr<GcResult> ImageServiceImpl::CollectGarbage(
+    bool all_unused_images) {
+  absl::WriterMutexLock lock(&import_mu_);
+  return store_->CollectGarbage(all_unused_images);
 }
 
 absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::FindImages(
@@ -302,8 +311,9 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::Import(
         NormalizedName(options.name(), "ImportOptions.name");
     if (!name.ok()) return name.status();
   }
-  // Pinned before the archive's blobs are written: a collection meanwhile
-  // keeps them.
+  // No collection from the first blob written to the records: the lease
+  // can name the blobs only once the archive has said what they are.
+  absl::ReaderMutexLock no_collection(&import_mu_);
   std::unique_ptr<Store::Lease> lease = store_->NewLease();
   absl::StatusOr<std::vector<ImportedImage>> imported =
       ImportArchive(archive_path, platform, store_->content());
@@ -419,7 +429,7 @@ grpc::Status ImageServiceImpl::RemoveImage(
     }
     response->add_untagged(name);
   }
-  absl::StatusOr<GcResult> collected = store_->CollectGarbage(false);
+  absl::StatusOr<GcResult> collected = CollectGarbage(false);
   if (!collected.ok()) {
     return ToGrpcStatus(absl::Status(
         collected.status().code(),
@@ -461,7 +471,7 @@ grpc::Status ImageServiceImpl::PruneImages(
     grpc::ServerContext*, const pb::PruneImagesRequest* request,
     pb::PruneImagesResponse* response) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<GcResult> collected = store_->CollectGarbage(request->all());
+  absl::StatusOr<GcResult> collected = CollectGarbage(request->all());
   if (!collected.ok()) return ToGrpcStatus(collected.status());
   for (const std::string& name : collected->untagged) {
     response->add_untagged(name);
@@ -527,7 +537,7 @@ grpc::Status ImageServiceImpl::ReleaseSnapshot(
     }
   }
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<GcResult> collected = store_->CollectGarbage(false);
+  absl::StatusOr<GcResult> collected = CollectGarbage(false);
   if (!collected.ok()) {
     LOG(WARNING) << "after releasing snapshot " << request->id()
                  << " of removed image " << snapshot->image_name << ": "

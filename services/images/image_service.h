@@ -114,10 +114,18 @@ class ImageServiceImpl final : public image::v1::ImageService::Service {
   const ImageServiceOptions options_;
   Puller puller_;
 
+  // Garbage collection, with imports kept out: an import's blobs are
+  // written before its lease can name them.
+  absl::StatusOr<GcResult> CollectGarbage(bool all_unused_images)
+      ABSL_LOCKS_EXCLUDED(import_mu_);
+
   // Serialises what looks at image records and snapshots together: removal
   // (which checks the snapshots of what it removes), tagging, pruning and
   // preparing.
   absl::Mutex mu_;
+  // Held shared by every import from its first blob to its records, and
+  // exclusively by every garbage collection.
+  absl::Mutex import_mu_;
 };
 
 }  // namespace berth::images

@@ -254,7 +254,10 @@ absl::StatusOr<pb::Image> Puller::Operation::Run() {
       // Bytes that did not match their digest: what this pull stored
       // besides is not kept either.
       lease_.reset();
-      absl::StatusOr<GcResult> collected = store_->CollectGarbage(false);
+      absl::StatusOr<GcResult> collected =
+          puller_->options_.collect_garbage
+              ? puller_->options_.collect_garbage()
+              : store_->CollectGarbage(false);
       if (!collected.ok()) {
         LOG(WARNING) << "after a failed pull of " << reference_.String() << ": "
                      << collected.status();

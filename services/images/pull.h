@@ -44,6 +44,9 @@ struct PullerOptions {
   absl::Duration progress_interval = absl::Milliseconds(100);
   // The largest image configuration accepted.
   int64_t max_config_size = 8 << 20;
+  // Collects garbage after a pull failed on bytes not matching their
+  // digest; empty for Store::CollectGarbage(false).
+  std::function<absl::StatusOr<GcResult>()> collect_garbage;
 };
 
 // What a pull's caller provides: where progress goes and whether the caller

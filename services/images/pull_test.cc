@@ -92,8 +92,10 @@ class PullTest : public ::testing::Test {
     if (platform != nullptr) *request.mutable_platform() = *platform;
     PullOutcome outcome;
     PullCallbacks callbacks;
-    callbacks.progress = [&outcome](const pb::PullImageProgress& message) {
+    callbacks.progress = [this,
+                          &outcome](const pb::PullImageProgress& message) {
       outcome.messages.push_back(message);
+      if (on_progress_) on_progress_(message);
       return true;
     };
     callbacks.cancelled = cancelled;
@@ -128,6 +130,8 @@ class PullTest : public ::testing::Test {
   ShortTempDir dir_;
   std::unique_ptr<Store> store_;
   FakeRegistry registry_;
+  // Sees each progress message too.
+  std::function<void(const pb::PullImageProgress&)> on_progress_;
   std::unique_ptr<Puller> puller_;
   const nlohmann::json expected_ = Expected();
 };
@@ -136,6 +140,18 @@ TEST_F(PullTest, PullsAnImageAndStoresItWhole) {
   const nlohmann::json& want = expected_["busybox"];
   const std::string layer = want["layers"][0]["digest"];
   const std::string diff_id = want["layers"][0]["diff_id"];
+  // The layer's download is held until the progress has shown it.
+  registry_.Hold(layer, 64 << 10);
+  bool saw_downloading = false;
+  on_progress_ = [&](const pb::PullImageProgress& message) {
+    for (const pb::LayerProgress& progress : message.layers()) {
+      if (progress.state() == pb::LAYER_STATE_DOWNLOADING &&
+          progress.downloaded() >= 64 << 10) {
+        saw_downloading = true;
+        registry_.Release();
+      }
+    }
+  };
   PullOutcome outcome = Pull("registry.test/library/busybox:1");
   ASSERT_TRUE(outcome.image.ok()) << outcome.image.status();
   const pb::Image& image = *outcome.image;
@@ -180,14 +196,6 @@ TEST_F(PullTest, PullsAnImageAndStoresItWhole) {
   EXPECT_EQ(last.layers(0).downloaded(), last.layers(0).size());
   for (size_t i = 0; i + 1 < outcome.messages.size(); ++i) {
     EXPECT_FALSE(outcome.messages[i].has_image()) << i;
-  }
-  bool saw_downloading = false;
-  for (const pb::PullImageProgress& message : outcome.messages) {
-    for (const pb::LayerProgress& progress : message.layers()) {
-      if (progress.state() == pb::LAYER_STATE_DOWNLOADING) {
-        saw_downloading = true;
-      }
-    }
   }
   EXPECT_TRUE(saw_downloading);
 }
