@@ -64,9 +64,13 @@ cgroup_parent="berth-bench-images"
 bin_dir=""
 test_images=""
 
-# say, die, usage, require_positive_integers.
+# say, die, usage, require_positive_integers; install_missing, tagged_pids,
+# our_cgroups, cgroup_pids, our_mounts, remove_stale_cgroup_parent, stop_pid,
+# start_containerd, stop_containerd.
 # shellcheck source=tools/bench/script_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_lib.sh"
+# shellcheck source=tools/bench/run_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/run_lib.sh"
 
 for arg in "$@"; do
   case $arg in
@@ -118,17 +122,7 @@ make_images=$root/tools/testimages/make_test_images.py
 # --- Debian packages -------------------------------------------------------
 wanted=(docker-registry skopeo busybox-static)
 ((skip_containerd)) || wanted+=(containerd runc)
-missing=()
-for package in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
-    missing+=("$package")
-done
-if ((${#missing[@]})); then
-  say "installing from Debian: ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+install_missing "${wanted[@]}"
 for tool in /usr/bin/docker-registry /usr/bin/skopeo /usr/bin/python3 /bin/busybox; do
   [[ -x $tool ]] || die "$tool missing"
 done
@@ -197,50 +191,6 @@ ctr=("$ctr_bin" -a "$ctr_sock" -n "$prefix")
 run_containerd=0 # /run/containerd made here (ctr's fifos, the shims' sockets)
 [[ -e /run/containerd ]] || run_containerd=1
 
-# Processes (but this shell and the subshell running this) whose environment
-# has $tag.
-tagged_pids() {
-  local p pid
-  for p in /proc/[0-9]*; do
-    pid=${p#/proc/}
-    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
-    grep -qzx -- "$tag" "$p/environ" 2>/dev/null && echo "$pid"
-  done
-  return 0
-}
-# Cgroups of this run (the driver's parent, containerd's namespace), deepest
-# first.
-our_cgroups() {
-  local dir
-  if [[ -n $cgroup_parent ]]; then
-    for dir in /sys/fs/cgroup/*/"$cgroup_parent" /sys/fs/cgroup/"$cgroup_parent"; do
-      [[ -d $dir ]] && find "$dir" -depth -type d
-    done
-  fi
-  find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -depth -type d -name "*$prefix*" 2>/dev/null
-  return 0
-}
-cgroup_pids() {
-  local cgroup
-  for cgroup in $(our_cgroups); do cat "$cgroup/cgroup.procs" 2>/dev/null; done | sort -un
-  return 0
-}
-# Mounts under the temporary directory (berth's and containerd's snapshots,
-# the tasks' roots), deepest first.
-our_mounts() {
-  awk -v t="$tmp/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r
-}
-# SIGTERM, then up to 10 s for it to go.
-stop_pid() { # PID
-  local i
-  [[ -n $1 ]] && kill -0 "$1" 2>/dev/null || return 0
-  kill -TERM "$1"
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$1" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
 remove_all_tasks() {
   local ids
   ids=$("${berth[@]}" ps -a -q 2>/dev/null) || return 1
@@ -249,7 +199,7 @@ remove_all_tasks() {
 }
 
 cleanup() {
-  local status=$? leftovers=() pids=() cgroups cgroup mounts mount cid i
+  local status=$? leftovers=() pids=() cgroups cgroup mounts mount i
   trap - EXIT INT TERM
   set +e
   # berth's tasks, then berth-node (it stops its driver), then berth-images
@@ -260,15 +210,7 @@ cleanup() {
   fi
   stop_pid "$node_pid" || say "WARNING: berth-node ($node_pid) ignored SIGTERM for 10 s"
   stop_pid "$images_pid" || say "WARNING: berth-images ($images_pid) ignored SIGTERM for 10 s"
-  # containerd's containers (normally none: --rm), then containerd.
-  if [[ -n $containerd_pid ]] && kill -0 "$containerd_pid" 2>/dev/null; then
-    for cid in $("${ctr[@]}" containers list -q 2>/dev/null); do
-      "${ctr[@]}" tasks kill -s KILL "$cid" >/dev/null 2>&1
-      "${ctr[@]}" tasks delete -f "$cid" >/dev/null 2>&1
-      "${ctr[@]}" containers delete "$cid" >/dev/null 2>&1
-    done
-    stop_pid "$containerd_pid" || say "WARNING: containerd ($containerd_pid) ignored SIGTERM for 10 s"
-  fi
+  stop_containerd || say "WARNING: containerd ($containerd_pid) ignored SIGTERM for 10 s"
   [[ -d $BERTH_REGISTRY_DIR ]] && "$registry_sh" stop >/dev/null 2>&1
   mapfile -t pids < <(tagged_pids; cgroup_pids)
   [[ -n $registry_pid ]] && kill -0 "$registry_pid" 2>/dev/null && pids+=("$registry_pid")
@@ -314,14 +256,7 @@ trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
 # A previous run killed before its clean-up, or one running now.
-for dir in /sys/fs/cgroup/*/"$cgroup_parent" /sys/fs/cgroup/"$cgroup_parent"; do
-  [[ -d $dir ]] || continue
-  find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null
-  [[ ! -d $dir ]] || {
-    cgroup_parent="" # not ours: leave it alone in the clean-up
-    die "$dir exists with processes in it (another images.sh running?)"
-  }
-done
+remove_stale_cgroup_parent
 
 samples=$tmp/samples
 : >"$samples"
@@ -446,38 +381,7 @@ say "berth-images $images_pid, berth-node $node_pid, socket $sock"
 
 # --- containerd ------------------------------------------------------------------
 if ((!skip_containerd)); then
-  # A private containerd: its root, state and sockets in the temporary
-  # directory, nothing of it but the overlayfs snapshotter and the runc shim
-  # v2 (no CRI, no /opt plugins).
-  mkdir -p "$tmp/ctr"
-  cat >"$tmp/ctr/config.toml" <<EOF
-version = 2
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$ctr_sock"
-[ttrpc]
-  address = "$ctr_sock.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-EOF
-  "$containerd_bin" --root "$tmp/ctr/root" --state "$tmp/ctr/state" \
-    --address "$ctr_sock" --config "$tmp/ctr/config.toml" </dev/null \
-    >"$tmp/ctr/containerd.log" 2>&1 &
-  containerd_pid=$!
-  for ((i = 0; i < 300; i++)); do # up to 30 s
-    kill -0 "$containerd_pid" 2>/dev/null || {
-      tail -n 20 "$tmp/ctr/containerd.log" >&2
-      die "containerd exited at start (its log above)"
-    }
-    "$ctr_bin" -a "$ctr_sock" version >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  "$ctr_bin" -a "$ctr_sock" version >/dev/null 2>&1 || die "containerd did not answer within 30 s"
+  start_containerd
   say "containerd $containerd_pid ($("$containerd_bin" --version | awk '{ print $3 }'), runc $(runc --version | awk 'NR == 1 { print $3 }')), namespace $prefix"
 fi
 
