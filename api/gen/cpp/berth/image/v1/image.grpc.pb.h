@@ -115,7 +115,9 @@ class ImageService final {
     }
     // Mounts an overlay snapshot of an image for one task (the image's layers
     // read-only below, a writable upper directory of its own). Preparing the
-    // same id again returns the existing snapshot if it is of the same image.
+    // same id again returns the existing snapshot if it is of the same image
+    // (ALREADY_EXISTS otherwise) and has the same id mappings
+    // (FAILED_PRECONDITION naming the id otherwise).
     virtual ::grpc::Status PrepareSnapshot(::grpc::ClientContext* context, const ::berth::image::v1::PrepareSnapshotRequest& request, ::berth::image::v1::PrepareSnapshotResponse* response) = 0;
     std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::image::v1::PrepareSnapshotResponse>> AsyncPrepareSnapshot(::grpc::ClientContext* context, const ::berth::image::v1::PrepareSnapshotRequest& request, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::image::v1::PrepareSnapshotResponse>>(AsyncPrepareSnapshotRaw(context, request, cq));
@@ -169,7 +171,9 @@ class ImageService final {
       virtual void PruneImages(::grpc::ClientContext* context, const ::berth::image::v1::PruneImagesRequest* request, ::berth::image::v1::PruneImagesResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
       // Mounts an overlay snapshot of an image for one task (the image's layers
       // read-only below, a writable upper directory of its own). Preparing the
-      // same id again returns the existing snapshot if it is of the same image.
+      // same id again returns the existing snapshot if it is of the same image
+      // (ALREADY_EXISTS otherwise) and has the same id mappings
+      // (FAILED_PRECONDITION naming the id otherwise).
       virtual void PrepareSnapshot(::grpc::ClientContext* context, const ::berth::image::v1::PrepareSnapshotRequest* request, ::berth::image::v1::PrepareSnapshotResponse* response, std::function<void(::grpc::Status)>) = 0;
       virtual void PrepareSnapshot(::grpc::ClientContext* context, const ::berth::image::v1::PrepareSnapshotRequest* request, ::berth::image::v1::PrepareSnapshotResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
       // Unmounts and deletes a task's snapshot. An unknown id succeeds.
@@ -376,7 +380,9 @@ class ImageService final {
     virtual ::grpc::Status PruneImages(::grpc::ServerContext* context, const ::berth::image::v1::PruneImagesRequest* request, ::berth::image::v1::PruneImagesResponse* response);
     // Mounts an overlay snapshot of an image for one task (the image's layers
     // read-only below, a writable upper directory of its own). Preparing the
-    // same id again returns the existing snapshot if it is of the same image.
+    // same id again returns the existing snapshot if it is of the same image
+    // (ALREADY_EXISTS otherwise) and has the same id mappings
+    // (FAILED_PRECONDITION naming the id otherwise).
     virtual ::grpc::Status PrepareSnapshot(::grpc::ServerContext* context, const ::berth::image::v1::PrepareSnapshotRequest* request, ::berth::image::v1::PrepareSnapshotResponse* response);
     // Unmounts and deletes a task's snapshot. An unknown id succeeds.
     virtual ::grpc::Status ReleaseSnapshot(::grpc::ServerContext* context, const ::berth::image::v1::ReleaseSnapshotRequest* request, ::berth::image::v1::ReleaseSnapshotResponse* response);

@@ -352,7 +352,9 @@ struct PruneImagesResponseDefaultTypeInternal {
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 PruneImagesResponseDefaultTypeInternal _PruneImagesResponse_default_instance_;
 PROTOBUF_CONSTEXPR PrepareSnapshotRequest::PrepareSnapshotRequest(
     ::_pbi::ConstantInitialized): _impl_{
-    /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+    /*decltype(_impl_.uid_mappings_)*/{}
+  , /*decltype(_impl_.gid_mappings_)*/{}
+  , /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.reference_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct PrepareSnapshotRequestDefaultTypeInternal {
@@ -364,6 +366,21 @@ struct PrepareSnapshotRequestDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 PrepareSnapshotRequestDefaultTypeInternal _PrepareSnapshotRequest_default_instance_;
+PROTOBUF_CONSTEXPR IdMapping::IdMapping(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.container_id_)*/0u
+  , /*decltype(_impl_.host_id_)*/0u
+  , /*decltype(_impl_.size_)*/0u
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct IdMappingDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR IdMappingDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~IdMappingDefaultTypeInternal() {}
+  union {
+    IdMapping _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 IdMappingDefaultTypeInternal _IdMapping_default_instance_;
 PROTOBUF_CONSTEXPR PrepareSnapshotResponse::PrepareSnapshotResponse(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.rootfs_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -415,7 +432,9 @@ struct ListSnapshotsRequestDefaultTypeInternal {
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ListSnapshotsRequestDefaultTypeInternal _ListSnapshotsRequest_default_instance_;
 PROTOBUF_CONSTEXPR Snapshot::Snapshot(
     ::_pbi::ConstantInitialized): _impl_{
-    /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+    /*decltype(_impl_.uid_mappings_)*/{}
+  , /*decltype(_impl_.gid_mappings_)*/{}
+  , /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.rootfs_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.image_name_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.manifest_digest_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -446,7 +465,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace image
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[29];
+static ::_pb::Metadata file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[30];
 static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fimage_2fv1_2fimage_2eproto[1];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fimage_2fv1_2fimage_2eproto = nullptr;
 
@@ -659,6 +678,17 @@ const uint32_t TableStruct_berth_2fimage_2fv1_2fimage_2eproto::offsets[] PROTOBU
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::PrepareSnapshotRequest, _impl_.id_),
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::PrepareSnapshotRequest, _impl_.reference_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::PrepareSnapshotRequest, _impl_.uid_mappings_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::PrepareSnapshotRequest, _impl_.gid_mappings_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::IdMapping, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::IdMapping, _impl_.container_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::IdMapping, _impl_.host_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::IdMapping, _impl_.size_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::PrepareSnapshotResponse, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -697,6 +727,8 @@ const uint32_t TableStruct_berth_2fimage_2fv1_2fimage_2eproto::offsets[] PROTOBU
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::Snapshot, _impl_.image_name_),
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::Snapshot, _impl_.manifest_digest_),
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::Snapshot, _impl_.created_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::Snapshot, _impl_.uid_mappings_),
+  PROTOBUF_FIELD_OFFSET(::berth::image::v1::Snapshot, _impl_.gid_mappings_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::image::v1::ListSnapshotsResponse, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -729,12 +761,13 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 184, -1, -1, sizeof(::berth::image::v1::PruneImagesRequest)},
   { 191, -1, -1, sizeof(::berth::image::v1::PruneImagesResponse)},
   { 200, -1, -1, sizeof(::berth::image::v1::PrepareSnapshotRequest)},
-  { 208, -1, -1, sizeof(::berth::image::v1::PrepareSnapshotResponse)},
-  { 216, -1, -1, sizeof(::berth::image::v1::ReleaseSnapshotRequest)},
-  { 223, -1, -1, sizeof(::berth::image::v1::ReleaseSnapshotResponse)},
-  { 229, -1, -1, sizeof(::berth::image::v1::ListSnapshotsRequest)},
-  { 235, -1, -1, sizeof(::berth::image::v1::Snapshot)},
-  { 246, -1, -1, sizeof(::berth::image::v1::ListSnapshotsResponse)},
+  { 210, -1, -1, sizeof(::berth::image::v1::IdMapping)},
+  { 219, -1, -1, sizeof(::berth::image::v1::PrepareSnapshotResponse)},
+  { 227, -1, -1, sizeof(::berth::image::v1::ReleaseSnapshotRequest)},
+  { 234, -1, -1, sizeof(::berth::image::v1::ReleaseSnapshotResponse)},
+  { 240, -1, -1, sizeof(::berth::image::v1::ListSnapshotsRequest)},
+  { 246, -1, -1, sizeof(::berth::image::v1::Snapshot)},
+  { 259, -1, -1, sizeof(::berth::image::v1::ListSnapshotsResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -761,6 +794,7 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::image::v1::_PruneImagesRequest_default_instance_._instance,
   &::berth::image::v1::_PruneImagesResponse_default_instance_._instance,
   &::berth::image::v1::_PrepareSnapshotRequest_default_instance_._instance,
+  &::berth::image::v1::_IdMapping_default_instance_._instance,
   &::berth::image::v1::_PrepareSnapshotResponse_default_instance_._instance,
   &::berth::image::v1::_ReleaseSnapshotRequest_default_instance_._instance,
   &::berth::image::v1::_ReleaseSnapshotResponse_default_instance_._instance,
@@ -825,48 +859,55 @@ const char descriptor_table_protodef_berth_2fimage_2fv1_2fimage_2eproto[] PROTOB
   "rth.image.v1.Image\"!\n\022PruneImagesRequest"
   "\022\013\n\003all\030\001 \001(\010\"Q\n\023PruneImagesResponse\022\020\n\010"
   "untagged\030\001 \003(\t\022\017\n\007deleted\030\002 \003(\t\022\027\n\017recla"
-  "imed_bytes\030\003 \001(\003\"7\n\026PrepareSnapshotReque"
-  "st\022\n\n\002id\030\001 \001(\t\022\021\n\treference\030\002 \001(\t\"O\n\027Pre"
-  "pareSnapshotResponse\022\016\n\006rootfs\030\001 \001(\t\022$\n\005"
-  "image\030\002 \001(\0132\025.berth.image.v1.Image\"$\n\026Re"
-  "leaseSnapshotRequest\022\n\n\002id\030\001 \001(\t\"\031\n\027Rele"
-  "aseSnapshotResponse\"\026\n\024ListSnapshotsRequ"
-  "est\"\200\001\n\010Snapshot\022\n\n\002id\030\001 \001(\t\022\016\n\006rootfs\030\002"
-  " \001(\t\022\022\n\nimage_name\030\003 \001(\t\022\027\n\017manifest_dig"
-  "est\030\004 \001(\t\022+\n\007created\030\005 \001(\0132\032.google.prot"
-  "obuf.Timestamp\"D\n\025ListSnapshotsResponse\022"
-  "+\n\tsnapshots\030\001 \003(\0132\030.berth.image.v1.Snap"
-  "shot*\235\002\n\nLayerState\022\033\n\027LAYER_STATE_UNSPE"
-  "CIFIED\020\000\022\027\n\023LAYER_STATE_WAITING\020\001\022\033\n\027LAY"
-  "ER_STATE_DOWNLOADING\020\002\022\031\n\025LAYER_STATE_VE"
-  "RIFYING\020\003\022\032\n\026LAYER_STATE_DOWNLOADED\020\004\022\031\n"
-  "\025LAYER_STATE_UNPACKING\020\005\022\030\n\024LAYER_STATE_"
-  "COMPLETE\020\006\022\036\n\032LAYER_STATE_ALREADY_EXISTS"
-  "\020\007\022\026\n\022LAYER_STATE_FAILED\020\010\022\030\n\024LAYER_STAT"
-  "E_RETRYING\020\t2\221\007\n\014ImageService\022R\n\tPullIma"
-  "ge\022 .berth.image.v1.PullImageRequest\032!.b"
-  "erth.image.v1.PullImageProgress0\001\022X\n\013Imp"
-  "ortImage\022\".berth.image.v1.ImportImageReq"
-  "uest\032#.berth.image.v1.ImportImageRespons"
-  "e(\001\022S\n\nListImages\022!.berth.image.v1.ListI"
-  "magesRequest\032\".berth.image.v1.ListImages"
-  "Response\022Y\n\014InspectImage\022#.berth.image.v"
-  "1.InspectImageRequest\032$.berth.image.v1.I"
-  "nspectImageResponse\022V\n\013RemoveImage\022\".ber"
-  "th.image.v1.RemoveImageRequest\032#.berth.i"
-  "mage.v1.RemoveImageResponse\022M\n\010TagImage\022"
-  "\037.berth.image.v1.TagImageRequest\032 .berth"
-  ".image.v1.TagImageResponse\022V\n\013PruneImage"
-  "s\022\".berth.image.v1.PruneImagesRequest\032#."
-  "berth.image.v1.PruneImagesResponse\022b\n\017Pr"
-  "epareSnapshot\022&.berth.image.v1.PrepareSn"
-  "apshotRequest\032\'.berth.image.v1.PrepareSn"
-  "apshotResponse\022b\n\017ReleaseSnapshot\022&.bert"
-  "h.image.v1.ReleaseSnapshotRequest\032\'.bert"
-  "h.image.v1.ReleaseSnapshotResponse\022\\\n\rLi"
-  "stSnapshots\022$.berth.image.v1.ListSnapsho"
-  "tsRequest\032%.berth.image.v1.ListSnapshots"
-  "ResponseB\003\370\001\001b\006proto3"
+  "imed_bytes\030\003 \001(\003\"\231\001\n\026PrepareSnapshotRequ"
+  "est\022\n\n\002id\030\001 \001(\t\022\021\n\treference\030\002 \001(\t\022/\n\014ui"
+  "d_mappings\030\003 \003(\0132\031.berth.image.v1.IdMapp"
+  "ing\022/\n\014gid_mappings\030\004 \003(\0132\031.berth.image."
+  "v1.IdMapping\"@\n\tIdMapping\022\024\n\014container_i"
+  "d\030\001 \001(\r\022\017\n\007host_id\030\002 \001(\r\022\014\n\004size\030\003 \001(\r\"O"
+  "\n\027PrepareSnapshotResponse\022\016\n\006rootfs\030\001 \001("
+  "\t\022$\n\005image\030\002 \001(\0132\025.berth.image.v1.Image\""
+  "$\n\026ReleaseSnapshotRequest\022\n\n\002id\030\001 \001(\t\"\031\n"
+  "\027ReleaseSnapshotResponse\"\026\n\024ListSnapshot"
+  "sRequest\"\342\001\n\010Snapshot\022\n\n\002id\030\001 \001(\t\022\016\n\006roo"
+  "tfs\030\002 \001(\t\022\022\n\nimage_name\030\003 \001(\t\022\027\n\017manifes"
+  "t_digest\030\004 \001(\t\022+\n\007created\030\005 \001(\0132\032.google"
+  ".protobuf.Timestamp\022/\n\014uid_mappings\030\006 \003("
+  "\0132\031.berth.image.v1.IdMapping\022/\n\014gid_mapp"
+  "ings\030\007 \003(\0132\031.berth.image.v1.IdMapping\"D\n"
+  "\025ListSnapshotsResponse\022+\n\tsnapshots\030\001 \003("
+  "\0132\030.berth.image.v1.Snapshot*\235\002\n\nLayerSta"
+  "te\022\033\n\027LAYER_STATE_UNSPECIFIED\020\000\022\027\n\023LAYER"
+  "_STATE_WAITING\020\001\022\033\n\027LAYER_STATE_DOWNLOAD"
+  "ING\020\002\022\031\n\025LAYER_STATE_VERIFYING\020\003\022\032\n\026LAYE"
+  "R_STATE_DOWNLOADED\020\004\022\031\n\025LAYER_STATE_UNPA"
+  "CKING\020\005\022\030\n\024LAYER_STATE_COMPLETE\020\006\022\036\n\032LAY"
+  "ER_STATE_ALREADY_EXISTS\020\007\022\026\n\022LAYER_STATE"
+  "_FAILED\020\010\022\030\n\024LAYER_STATE_RETRYING\020\t2\221\007\n\014"
+  "ImageService\022R\n\tPullImage\022 .berth.image."
+  "v1.PullImageRequest\032!.berth.image.v1.Pul"
+  "lImageProgress0\001\022X\n\013ImportImage\022\".berth."
+  "image.v1.ImportImageRequest\032#.berth.imag"
+  "e.v1.ImportImageResponse(\001\022S\n\nListImages"
+  "\022!.berth.image.v1.ListImagesRequest\032\".be"
+  "rth.image.v1.ListImagesResponse\022Y\n\014Inspe"
+  "ctImage\022#.berth.image.v1.InspectImageReq"
+  "uest\032$.berth.image.v1.InspectImageRespon"
+  "se\022V\n\013RemoveImage\022\".berth.image.v1.Remov"
+  "eImageRequest\032#.berth.image.v1.RemoveIma"
+  "geResponse\022M\n\010TagImage\022\037.berth.image.v1."
+  "TagImageRequest\032 .berth.image.v1.TagImag"
+  "eResponse\022V\n\013PruneImages\022\".berth.image.v"
+  "1.PruneImagesRequest\032#.berth.image.v1.Pr"
+  "uneImagesResponse\022b\n\017PrepareSnapshot\022&.b"
+  "erth.image.v1.PrepareSnapshotRequest\032\'.b"
+  "erth.image.v1.PrepareSnapshotResponse\022b\n"
+  "\017ReleaseSnapshot\022&.berth.image.v1.Releas"
+  "eSnapshotRequest\032\'.berth.image.v1.Releas"
+  "eSnapshotResponse\022\\\n\rListSnapshots\022$.ber"
+  "th.image.v1.ListSnapshotsRequest\032%.berth"
+  ".image.v1.ListSnapshotsResponseB\003\370\001\001b\006pr"
+  "oto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -874,9 +915,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fimage_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fimage_2fv1_2fimage_2eproto = {
-    false, false, 3861, descriptor_table_protodef_berth_2fimage_2fv1_2fimage_2eproto,
+    false, false, 4124, descriptor_table_protodef_berth_2fimage_2fv1_2fimage_2eproto,
     "berth/image/v1/image.proto",
-    &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once, descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_deps, 2, 29,
+    &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once, descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_deps, 2, 30,
     schemas, file_default_instances, TableStruct_berth_2fimage_2fv1_2fimage_2eproto::offsets,
     file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto, file_level_enum_descriptors_berth_2fimage_2fv1_2fimage_2eproto,
     file_level_service_descriptors_berth_2fimage_2fv1_2fimage_2eproto,
@@ -6871,7 +6912,9 @@ PrepareSnapshotRequest::PrepareSnapshotRequest(const PrepareSnapshotRequest& fro
   : ::PROTOBUF_NAMESPACE_ID::Message() {
   PrepareSnapshotRequest* const _this = this; (void)_this;
   new (&_impl_) Impl_{
-      decltype(_impl_.id_){}
+      decltype(_impl_.uid_mappings_){from._impl_.uid_mappings_}
+    , decltype(_impl_.gid_mappings_){from._impl_.gid_mappings_}
+    , decltype(_impl_.id_){}
     , decltype(_impl_.reference_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
@@ -6900,7 +6943,9 @@ inline void PrepareSnapshotRequest::SharedCtor(
   (void)arena;
   (void)is_message_owned;
   new (&_impl_) Impl_{
-      decltype(_impl_.id_){}
+      decltype(_impl_.uid_mappings_){arena}
+    , decltype(_impl_.gid_mappings_){arena}
+    , decltype(_impl_.id_){}
     , decltype(_impl_.reference_){}
     , /*decltype(_impl_._cached_size_)*/{}
   };
@@ -6925,6 +6970,8 @@ PrepareSnapshotRequest::~PrepareSnapshotRequest() {
 
 inline void PrepareSnapshotRequest::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.uid_mappings_.~RepeatedPtrField();
+  _impl_.gid_mappings_.~RepeatedPtrField();
   _impl_.id_.Destroy();
   _impl_.reference_.Destroy();
 }
@@ -6939,6 +6986,8 @@ void PrepareSnapshotRequest::Clear() {
   // Prevent compiler warnings about cached_has_bits being unused
   (void) cached_has_bits;
 
+  _impl_.uid_mappings_.Clear();
+  _impl_.gid_mappings_.Clear();
   _impl_.id_.ClearToEmpty();
   _impl_.reference_.ClearToEmpty();
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
@@ -6967,6 +7016,32 @@ const char* PrepareSnapshotRequest::_InternalParse(const char* ptr, ::_pbi::Pars
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.image.v1.PrepareSnapshotRequest.reference"));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.image.v1.IdMapping uid_mappings = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_uid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<26>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.image.v1.IdMapping gid_mappings = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_gid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<34>(ptr));
         } else
           goto handle_unusual;
         continue;
@@ -7019,6 +7094,22 @@ uint8_t* PrepareSnapshotRequest::_InternalSerialize(
         2, this->_internal_reference(), target);
   }
 
+  // repeated .berth.image.v1.IdMapping uid_mappings = 3;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_uid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_uid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(3, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 4;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_gid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_gid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(4, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -7034,6 +7125,20 @@ size_t PrepareSnapshotRequest::ByteSizeLong() const {
   uint32_t cached_has_bits = 0;
   // Prevent compiler warnings about cached_has_bits being unused
   (void) cached_has_bits;
+
+  // repeated .berth.image.v1.IdMapping uid_mappings = 3;
+  total_size += 1UL * this->_internal_uid_mappings_size();
+  for (const auto& msg : this->_impl_.uid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 4;
+  total_size += 1UL * this->_internal_gid_mappings_size();
+  for (const auto& msg : this->_impl_.gid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
 
   // string id = 1;
   if (!this->_internal_id().empty()) {
@@ -7067,6 +7172,8 @@ void PrepareSnapshotRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg,
   uint32_t cached_has_bits = 0;
   (void) cached_has_bits;
 
+  _this->_impl_.uid_mappings_.MergeFrom(from._impl_.uid_mappings_);
+  _this->_impl_.gid_mappings_.MergeFrom(from._impl_.gid_mappings_);
   if (!from._internal_id().empty()) {
     _this->_internal_set_id(from._internal_id());
   }
@@ -7092,6 +7199,8 @@ void PrepareSnapshotRequest::InternalSwap(PrepareSnapshotRequest* other) {
   auto* lhs_arena = GetArenaForAllocation();
   auto* rhs_arena = other->GetArenaForAllocation();
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.uid_mappings_.InternalSwap(&other->_impl_.uid_mappings_);
+  _impl_.gid_mappings_.InternalSwap(&other->_impl_.gid_mappings_);
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.id_, lhs_arena,
       &other->_impl_.id_, rhs_arena
@@ -7106,6 +7215,241 @@ void PrepareSnapshotRequest::InternalSwap(PrepareSnapshotRequest* other) {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
       file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[22]);
+}
+
+// ===================================================================
+
+class IdMapping::_Internal {
+ public:
+};
+
+IdMapping::IdMapping(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.image.v1.IdMapping)
+}
+IdMapping::IdMapping(const IdMapping& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  IdMapping* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , decltype(_impl_.host_id_){}
+    , decltype(_impl_.size_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.container_id_, &from._impl_.container_id_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.size_) -
+    reinterpret_cast<char*>(&_impl_.container_id_)) + sizeof(_impl_.size_));
+  // @@protoc_insertion_point(copy_constructor:berth.image.v1.IdMapping)
+}
+
+inline void IdMapping::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){0u}
+    , decltype(_impl_.host_id_){0u}
+    , decltype(_impl_.size_){0u}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+IdMapping::~IdMapping() {
+  // @@protoc_insertion_point(destructor:berth.image.v1.IdMapping)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void IdMapping::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+}
+
+void IdMapping::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void IdMapping::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.image.v1.IdMapping)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  ::memset(&_impl_.container_id_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.size_) -
+      reinterpret_cast<char*>(&_impl_.container_id_)) + sizeof(_impl_.size_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* IdMapping::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // uint32 container_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.container_id_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 host_id = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.host_id_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 size = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.size_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* IdMapping::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.image.v1.IdMapping)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // uint32 container_id = 1;
+  if (this->_internal_container_id() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(1, this->_internal_container_id(), target);
+  }
+
+  // uint32 host_id = 2;
+  if (this->_internal_host_id() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(2, this->_internal_host_id(), target);
+  }
+
+  // uint32 size = 3;
+  if (this->_internal_size() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(3, this->_internal_size(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.image.v1.IdMapping)
+  return target;
+}
+
+size_t IdMapping::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.image.v1.IdMapping)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // uint32 container_id = 1;
+  if (this->_internal_container_id() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_container_id());
+  }
+
+  // uint32 host_id = 2;
+  if (this->_internal_host_id() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_host_id());
+  }
+
+  // uint32 size = 3;
+  if (this->_internal_size() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_size());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData IdMapping::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    IdMapping::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*IdMapping::GetClassData() const { return &_class_data_; }
+
+
+void IdMapping::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<IdMapping*>(&to_msg);
+  auto& from = static_cast<const IdMapping&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.image.v1.IdMapping)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (from._internal_container_id() != 0) {
+    _this->_internal_set_container_id(from._internal_container_id());
+  }
+  if (from._internal_host_id() != 0) {
+    _this->_internal_set_host_id(from._internal_host_id());
+  }
+  if (from._internal_size() != 0) {
+    _this->_internal_set_size(from._internal_size());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void IdMapping::CopyFrom(const IdMapping& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.image.v1.IdMapping)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool IdMapping::IsInitialized() const {
+  return true;
+}
+
+void IdMapping::InternalSwap(IdMapping* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(IdMapping, _impl_.size_)
+      + sizeof(IdMapping::_impl_.size_)
+      - PROTOBUF_FIELD_OFFSET(IdMapping, _impl_.container_id_)>(
+          reinterpret_cast<char*>(&_impl_.container_id_),
+          reinterpret_cast<char*>(&other->_impl_.container_id_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata IdMapping::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[23]);
 }
 
 // ===================================================================
@@ -7350,7 +7694,7 @@ void PrepareSnapshotResponse::InternalSwap(PrepareSnapshotResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata PrepareSnapshotResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[23]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[24]);
 }
 
 // ===================================================================
@@ -7553,7 +7897,7 @@ void ReleaseSnapshotRequest::InternalSwap(ReleaseSnapshotRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ReleaseSnapshotRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[24]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[25]);
 }
 
 // ===================================================================
@@ -7593,7 +7937,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*ReleaseSnapshotResponse::GetCl
 ::PROTOBUF_NAMESPACE_ID::Metadata ReleaseSnapshotResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[25]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[26]);
 }
 
 // ===================================================================
@@ -7633,7 +7977,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*ListSnapshotsRequest::GetClass
 ::PROTOBUF_NAMESPACE_ID::Metadata ListSnapshotsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[26]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[27]);
 }
 
 // ===================================================================
@@ -7663,7 +8007,9 @@ Snapshot::Snapshot(const Snapshot& from)
   : ::PROTOBUF_NAMESPACE_ID::Message() {
   Snapshot* const _this = this; (void)_this;
   new (&_impl_) Impl_{
-      decltype(_impl_.id_){}
+      decltype(_impl_.uid_mappings_){from._impl_.uid_mappings_}
+    , decltype(_impl_.gid_mappings_){from._impl_.gid_mappings_}
+    , decltype(_impl_.id_){}
     , decltype(_impl_.rootfs_){}
     , decltype(_impl_.image_name_){}
     , decltype(_impl_.manifest_digest_){}
@@ -7714,7 +8060,9 @@ inline void Snapshot::SharedCtor(
   (void)arena;
   (void)is_message_owned;
   new (&_impl_) Impl_{
-      decltype(_impl_.id_){}
+      decltype(_impl_.uid_mappings_){arena}
+    , decltype(_impl_.gid_mappings_){arena}
+    , decltype(_impl_.id_){}
     , decltype(_impl_.rootfs_){}
     , decltype(_impl_.image_name_){}
     , decltype(_impl_.manifest_digest_){}
@@ -7750,6 +8098,8 @@ Snapshot::~Snapshot() {
 
 inline void Snapshot::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.uid_mappings_.~RepeatedPtrField();
+  _impl_.gid_mappings_.~RepeatedPtrField();
   _impl_.id_.Destroy();
   _impl_.rootfs_.Destroy();
   _impl_.image_name_.Destroy();
@@ -7767,6 +8117,8 @@ void Snapshot::Clear() {
   // Prevent compiler warnings about cached_has_bits being unused
   (void) cached_has_bits;
 
+  _impl_.uid_mappings_.Clear();
+  _impl_.gid_mappings_.Clear();
   _impl_.id_.ClearToEmpty();
   _impl_.rootfs_.ClearToEmpty();
   _impl_.image_name_.ClearToEmpty();
@@ -7829,6 +8181,32 @@ const char* Snapshot::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx)
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 42)) {
           ptr = ctx->ParseMessage(_internal_mutable_created(), ptr);
           CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.image.v1.IdMapping uid_mappings = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 50)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_uid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<50>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.image.v1.IdMapping gid_mappings = 7;
+      case 7:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 58)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_gid_mappings(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<58>(ptr));
         } else
           goto handle_unusual;
         continue;
@@ -7908,6 +8286,22 @@ uint8_t* Snapshot::_InternalSerialize(
         _Internal::created(this).GetCachedSize(), target, stream);
   }
 
+  // repeated .berth.image.v1.IdMapping uid_mappings = 6;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_uid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_uid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(6, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 7;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_gid_mappings_size()); i < n; i++) {
+    const auto& repfield = this->_internal_gid_mappings(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(7, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -7923,6 +8317,20 @@ size_t Snapshot::ByteSizeLong() const {
   uint32_t cached_has_bits = 0;
   // Prevent compiler warnings about cached_has_bits being unused
   (void) cached_has_bits;
+
+  // repeated .berth.image.v1.IdMapping uid_mappings = 6;
+  total_size += 1UL * this->_internal_uid_mappings_size();
+  for (const auto& msg : this->_impl_.uid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 7;
+  total_size += 1UL * this->_internal_gid_mappings_size();
+  for (const auto& msg : this->_impl_.gid_mappings_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
 
   // string id = 1;
   if (!this->_internal_id().empty()) {
@@ -7977,6 +8385,8 @@ void Snapshot::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
   uint32_t cached_has_bits = 0;
   (void) cached_has_bits;
 
+  _this->_impl_.uid_mappings_.MergeFrom(from._impl_.uid_mappings_);
+  _this->_impl_.gid_mappings_.MergeFrom(from._impl_.gid_mappings_);
   if (!from._internal_id().empty()) {
     _this->_internal_set_id(from._internal_id());
   }
@@ -8012,6 +8422,8 @@ void Snapshot::InternalSwap(Snapshot* other) {
   auto* lhs_arena = GetArenaForAllocation();
   auto* rhs_arena = other->GetArenaForAllocation();
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.uid_mappings_.InternalSwap(&other->_impl_.uid_mappings_);
+  _impl_.gid_mappings_.InternalSwap(&other->_impl_.gid_mappings_);
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.id_, lhs_arena,
       &other->_impl_.id_, rhs_arena
@@ -8034,7 +8446,7 @@ void Snapshot::InternalSwap(Snapshot* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Snapshot::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[27]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[28]);
 }
 
 // ===================================================================
@@ -8219,7 +8631,7 @@ void ListSnapshotsResponse::InternalSwap(ListSnapshotsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ListSnapshotsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_getter, &descriptor_table_berth_2fimage_2fv1_2fimage_2eproto_once,
-      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[28]);
+      file_level_metadata_berth_2fimage_2fv1_2fimage_2eproto[29]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -8318,6 +8730,10 @@ Arena::CreateMaybeMessage< ::berth::image::v1::PruneImagesResponse >(Arena* aren
 template<> PROTOBUF_NOINLINE ::berth::image::v1::PrepareSnapshotRequest*
 Arena::CreateMaybeMessage< ::berth::image::v1::PrepareSnapshotRequest >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::image::v1::PrepareSnapshotRequest >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::image::v1::IdMapping*
+Arena::CreateMaybeMessage< ::berth::image::v1::IdMapping >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::image::v1::IdMapping >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::image::v1::PrepareSnapshotResponse*
 Arena::CreateMaybeMessage< ::berth::image::v1::PrepareSnapshotResponse >(Arena* arena) {

@@ -57,6 +57,9 @@ namespace v1 {
 class HealthCheck;
 struct HealthCheckDefaultTypeInternal;
 extern HealthCheckDefaultTypeInternal _HealthCheck_default_instance_;
+class IdMapping;
+struct IdMappingDefaultTypeInternal;
+extern IdMappingDefaultTypeInternal _IdMapping_default_instance_;
 class Image;
 struct ImageDefaultTypeInternal;
 extern ImageDefaultTypeInternal _Image_default_instance_;
@@ -146,6 +149,7 @@ extern TagImageResponseDefaultTypeInternal _TagImageResponse_default_instance_;
 }  // namespace berth
 PROTOBUF_NAMESPACE_OPEN
 template<> ::berth::image::v1::HealthCheck* Arena::CreateMaybeMessage<::berth::image::v1::HealthCheck>(Arena*);
+template<> ::berth::image::v1::IdMapping* Arena::CreateMaybeMessage<::berth::image::v1::IdMapping>(Arena*);
 template<> ::berth::image::v1::Image* Arena::CreateMaybeMessage<::berth::image::v1::Image>(Arena*);
 template<> ::berth::image::v1::ImageConfig* Arena::CreateMaybeMessage<::berth::image::v1::ImageConfig>(Arena*);
 template<> ::berth::image::v1::ImageConfig_LabelsEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::image::v1::ImageConfig_LabelsEntry_DoNotUse>(Arena*);
@@ -4406,9 +4410,47 @@ class PrepareSnapshotRequest final :
   // accessors -------------------------------------------------------
 
   enum : int {
+    kUidMappingsFieldNumber = 3,
+    kGidMappingsFieldNumber = 4,
     kIdFieldNumber = 1,
     kReferenceFieldNumber = 2,
   };
+  // repeated .berth.image.v1.IdMapping uid_mappings = 3;
+  int uid_mappings_size() const;
+  private:
+  int _internal_uid_mappings_size() const;
+  public:
+  void clear_uid_mappings();
+  ::berth::image::v1::IdMapping* mutable_uid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+      mutable_uid_mappings();
+  private:
+  const ::berth::image::v1::IdMapping& _internal_uid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* _internal_add_uid_mappings();
+  public:
+  const ::berth::image::v1::IdMapping& uid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* add_uid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+      uid_mappings() const;
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 4;
+  int gid_mappings_size() const;
+  private:
+  int _internal_gid_mappings_size() const;
+  public:
+  void clear_gid_mappings();
+  ::berth::image::v1::IdMapping* mutable_gid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+      mutable_gid_mappings();
+  private:
+  const ::berth::image::v1::IdMapping& _internal_gid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* _internal_add_gid_mappings();
+  public:
+  const ::berth::image::v1::IdMapping& gid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* add_gid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+      gid_mappings() const;
+
   // string id = 1;
   void clear_id();
   const std::string& id() const;
@@ -4445,8 +4487,180 @@ class PrepareSnapshotRequest final :
   typedef void InternalArenaConstructable_;
   typedef void DestructorSkippable_;
   struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping > uid_mappings_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping > gid_mappings_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr id_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr reference_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fimage_2fv1_2fimage_2eproto;
+};
+// -------------------------------------------------------------------
+
+class IdMapping final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.image.v1.IdMapping) */ {
+ public:
+  inline IdMapping() : IdMapping(nullptr) {}
+  ~IdMapping() override;
+  explicit PROTOBUF_CONSTEXPR IdMapping(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  IdMapping(const IdMapping& from);
+  IdMapping(IdMapping&& from) noexcept
+    : IdMapping() {
+    *this = ::std::move(from);
+  }
+
+  inline IdMapping& operator=(const IdMapping& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline IdMapping& operator=(IdMapping&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const IdMapping& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const IdMapping* internal_default_instance() {
+    return reinterpret_cast<const IdMapping*>(
+               &_IdMapping_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    23;
+
+  friend void swap(IdMapping& a, IdMapping& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(IdMapping* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(IdMapping* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  IdMapping* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<IdMapping>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const IdMapping& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const IdMapping& from) {
+    IdMapping::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(IdMapping* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.image.v1.IdMapping";
+  }
+  protected:
+  explicit IdMapping(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kContainerIdFieldNumber = 1,
+    kHostIdFieldNumber = 2,
+    kSizeFieldNumber = 3,
+  };
+  // uint32 container_id = 1;
+  void clear_container_id();
+  uint32_t container_id() const;
+  void set_container_id(uint32_t value);
+  private:
+  uint32_t _internal_container_id() const;
+  void _internal_set_container_id(uint32_t value);
+  public:
+
+  // uint32 host_id = 2;
+  void clear_host_id();
+  uint32_t host_id() const;
+  void set_host_id(uint32_t value);
+  private:
+  uint32_t _internal_host_id() const;
+  void _internal_set_host_id(uint32_t value);
+  public:
+
+  // uint32 size = 3;
+  void clear_size();
+  uint32_t size() const;
+  void set_size(uint32_t value);
+  private:
+  uint32_t _internal_size() const;
+  void _internal_set_size(uint32_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.image.v1.IdMapping)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    uint32_t container_id_;
+    uint32_t host_id_;
+    uint32_t size_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -4502,7 +4716,7 @@ class PrepareSnapshotResponse final :
                &_PrepareSnapshotResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    24;
 
   friend void swap(PrepareSnapshotResponse& a, PrepareSnapshotResponse& b) {
     a.Swap(&b);
@@ -4675,7 +4889,7 @@ class ReleaseSnapshotRequest final :
                &_ReleaseSnapshotRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    25;
 
   friend void swap(ReleaseSnapshotRequest& a, ReleaseSnapshotRequest& b) {
     a.Swap(&b);
@@ -4827,7 +5041,7 @@ class ReleaseSnapshotResponse final :
                &_ReleaseSnapshotResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    26;
 
   friend void swap(ReleaseSnapshotResponse& a, ReleaseSnapshotResponse& b) {
     a.Swap(&b);
@@ -4945,7 +5159,7 @@ class ListSnapshotsRequest final :
                &_ListSnapshotsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    27;
 
   friend void swap(ListSnapshotsRequest& a, ListSnapshotsRequest& b) {
     a.Swap(&b);
@@ -5064,7 +5278,7 @@ class Snapshot final :
                &_Snapshot_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    27;
+    28;
 
   friend void swap(Snapshot& a, Snapshot& b) {
     a.Swap(&b);
@@ -5137,12 +5351,50 @@ class Snapshot final :
   // accessors -------------------------------------------------------
 
   enum : int {
+    kUidMappingsFieldNumber = 6,
+    kGidMappingsFieldNumber = 7,
     kIdFieldNumber = 1,
     kRootfsFieldNumber = 2,
     kImageNameFieldNumber = 3,
     kManifestDigestFieldNumber = 4,
     kCreatedFieldNumber = 5,
   };
+  // repeated .berth.image.v1.IdMapping uid_mappings = 6;
+  int uid_mappings_size() const;
+  private:
+  int _internal_uid_mappings_size() const;
+  public:
+  void clear_uid_mappings();
+  ::berth::image::v1::IdMapping* mutable_uid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+      mutable_uid_mappings();
+  private:
+  const ::berth::image::v1::IdMapping& _internal_uid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* _internal_add_uid_mappings();
+  public:
+  const ::berth::image::v1::IdMapping& uid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* add_uid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+      uid_mappings() const;
+
+  // repeated .berth.image.v1.IdMapping gid_mappings = 7;
+  int gid_mappings_size() const;
+  private:
+  int _internal_gid_mappings_size() const;
+  public:
+  void clear_gid_mappings();
+  ::berth::image::v1::IdMapping* mutable_gid_mappings(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+      mutable_gid_mappings();
+  private:
+  const ::berth::image::v1::IdMapping& _internal_gid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* _internal_add_gid_mappings();
+  public:
+  const ::berth::image::v1::IdMapping& gid_mappings(int index) const;
+  ::berth::image::v1::IdMapping* add_gid_mappings();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+      gid_mappings() const;
+
   // string id = 1;
   void clear_id();
   const std::string& id() const;
@@ -5225,6 +5477,8 @@ class Snapshot final :
   typedef void InternalArenaConstructable_;
   typedef void DestructorSkippable_;
   struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping > uid_mappings_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping > gid_mappings_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr id_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr rootfs_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr image_name_;
@@ -5285,7 +5539,7 @@ class ListSnapshotsResponse final :
                &_ListSnapshotsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    28;
+    29;
 
   friend void swap(ListSnapshotsResponse& a, ListSnapshotsResponse& b) {
     a.Swap(&b);
@@ -9238,6 +9492,150 @@ inline void PrepareSnapshotRequest::set_allocated_reference(std::string* referen
   // @@protoc_insertion_point(field_set_allocated:berth.image.v1.PrepareSnapshotRequest.reference)
 }
 
+// repeated .berth.image.v1.IdMapping uid_mappings = 3;
+inline int PrepareSnapshotRequest::_internal_uid_mappings_size() const {
+  return _impl_.uid_mappings_.size();
+}
+inline int PrepareSnapshotRequest::uid_mappings_size() const {
+  return _internal_uid_mappings_size();
+}
+inline void PrepareSnapshotRequest::clear_uid_mappings() {
+  _impl_.uid_mappings_.Clear();
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::mutable_uid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.image.v1.PrepareSnapshotRequest.uid_mappings)
+  return _impl_.uid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+PrepareSnapshotRequest::mutable_uid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.image.v1.PrepareSnapshotRequest.uid_mappings)
+  return &_impl_.uid_mappings_;
+}
+inline const ::berth::image::v1::IdMapping& PrepareSnapshotRequest::_internal_uid_mappings(int index) const {
+  return _impl_.uid_mappings_.Get(index);
+}
+inline const ::berth::image::v1::IdMapping& PrepareSnapshotRequest::uid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.PrepareSnapshotRequest.uid_mappings)
+  return _internal_uid_mappings(index);
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::_internal_add_uid_mappings() {
+  return _impl_.uid_mappings_.Add();
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::add_uid_mappings() {
+  ::berth::image::v1::IdMapping* _add = _internal_add_uid_mappings();
+  // @@protoc_insertion_point(field_add:berth.image.v1.PrepareSnapshotRequest.uid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+PrepareSnapshotRequest::uid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.image.v1.PrepareSnapshotRequest.uid_mappings)
+  return _impl_.uid_mappings_;
+}
+
+// repeated .berth.image.v1.IdMapping gid_mappings = 4;
+inline int PrepareSnapshotRequest::_internal_gid_mappings_size() const {
+  return _impl_.gid_mappings_.size();
+}
+inline int PrepareSnapshotRequest::gid_mappings_size() const {
+  return _internal_gid_mappings_size();
+}
+inline void PrepareSnapshotRequest::clear_gid_mappings() {
+  _impl_.gid_mappings_.Clear();
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::mutable_gid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.image.v1.PrepareSnapshotRequest.gid_mappings)
+  return _impl_.gid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+PrepareSnapshotRequest::mutable_gid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.image.v1.PrepareSnapshotRequest.gid_mappings)
+  return &_impl_.gid_mappings_;
+}
+inline const ::berth::image::v1::IdMapping& PrepareSnapshotRequest::_internal_gid_mappings(int index) const {
+  return _impl_.gid_mappings_.Get(index);
+}
+inline const ::berth::image::v1::IdMapping& PrepareSnapshotRequest::gid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.PrepareSnapshotRequest.gid_mappings)
+  return _internal_gid_mappings(index);
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::_internal_add_gid_mappings() {
+  return _impl_.gid_mappings_.Add();
+}
+inline ::berth::image::v1::IdMapping* PrepareSnapshotRequest::add_gid_mappings() {
+  ::berth::image::v1::IdMapping* _add = _internal_add_gid_mappings();
+  // @@protoc_insertion_point(field_add:berth.image.v1.PrepareSnapshotRequest.gid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+PrepareSnapshotRequest::gid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.image.v1.PrepareSnapshotRequest.gid_mappings)
+  return _impl_.gid_mappings_;
+}
+
+// -------------------------------------------------------------------
+
+// IdMapping
+
+// uint32 container_id = 1;
+inline void IdMapping::clear_container_id() {
+  _impl_.container_id_ = 0u;
+}
+inline uint32_t IdMapping::_internal_container_id() const {
+  return _impl_.container_id_;
+}
+inline uint32_t IdMapping::container_id() const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.IdMapping.container_id)
+  return _internal_container_id();
+}
+inline void IdMapping::_internal_set_container_id(uint32_t value) {
+  
+  _impl_.container_id_ = value;
+}
+inline void IdMapping::set_container_id(uint32_t value) {
+  _internal_set_container_id(value);
+  // @@protoc_insertion_point(field_set:berth.image.v1.IdMapping.container_id)
+}
+
+// uint32 host_id = 2;
+inline void IdMapping::clear_host_id() {
+  _impl_.host_id_ = 0u;
+}
+inline uint32_t IdMapping::_internal_host_id() const {
+  return _impl_.host_id_;
+}
+inline uint32_t IdMapping::host_id() const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.IdMapping.host_id)
+  return _internal_host_id();
+}
+inline void IdMapping::_internal_set_host_id(uint32_t value) {
+  
+  _impl_.host_id_ = value;
+}
+inline void IdMapping::set_host_id(uint32_t value) {
+  _internal_set_host_id(value);
+  // @@protoc_insertion_point(field_set:berth.image.v1.IdMapping.host_id)
+}
+
+// uint32 size = 3;
+inline void IdMapping::clear_size() {
+  _impl_.size_ = 0u;
+}
+inline uint32_t IdMapping::_internal_size() const {
+  return _impl_.size_;
+}
+inline uint32_t IdMapping::size() const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.IdMapping.size)
+  return _internal_size();
+}
+inline void IdMapping::_internal_set_size(uint32_t value) {
+  
+  _impl_.size_ = value;
+}
+inline void IdMapping::set_size(uint32_t value) {
+  _internal_set_size(value);
+  // @@protoc_insertion_point(field_set:berth.image.v1.IdMapping.size)
+}
+
 // -------------------------------------------------------------------
 
 // PrepareSnapshotResponse
@@ -9733,6 +10131,86 @@ inline void Snapshot::set_allocated_created(::PROTOBUF_NAMESPACE_ID::Timestamp* 
   // @@protoc_insertion_point(field_set_allocated:berth.image.v1.Snapshot.created)
 }
 
+// repeated .berth.image.v1.IdMapping uid_mappings = 6;
+inline int Snapshot::_internal_uid_mappings_size() const {
+  return _impl_.uid_mappings_.size();
+}
+inline int Snapshot::uid_mappings_size() const {
+  return _internal_uid_mappings_size();
+}
+inline void Snapshot::clear_uid_mappings() {
+  _impl_.uid_mappings_.Clear();
+}
+inline ::berth::image::v1::IdMapping* Snapshot::mutable_uid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.image.v1.Snapshot.uid_mappings)
+  return _impl_.uid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+Snapshot::mutable_uid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.image.v1.Snapshot.uid_mappings)
+  return &_impl_.uid_mappings_;
+}
+inline const ::berth::image::v1::IdMapping& Snapshot::_internal_uid_mappings(int index) const {
+  return _impl_.uid_mappings_.Get(index);
+}
+inline const ::berth::image::v1::IdMapping& Snapshot::uid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.Snapshot.uid_mappings)
+  return _internal_uid_mappings(index);
+}
+inline ::berth::image::v1::IdMapping* Snapshot::_internal_add_uid_mappings() {
+  return _impl_.uid_mappings_.Add();
+}
+inline ::berth::image::v1::IdMapping* Snapshot::add_uid_mappings() {
+  ::berth::image::v1::IdMapping* _add = _internal_add_uid_mappings();
+  // @@protoc_insertion_point(field_add:berth.image.v1.Snapshot.uid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+Snapshot::uid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.image.v1.Snapshot.uid_mappings)
+  return _impl_.uid_mappings_;
+}
+
+// repeated .berth.image.v1.IdMapping gid_mappings = 7;
+inline int Snapshot::_internal_gid_mappings_size() const {
+  return _impl_.gid_mappings_.size();
+}
+inline int Snapshot::gid_mappings_size() const {
+  return _internal_gid_mappings_size();
+}
+inline void Snapshot::clear_gid_mappings() {
+  _impl_.gid_mappings_.Clear();
+}
+inline ::berth::image::v1::IdMapping* Snapshot::mutable_gid_mappings(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.image.v1.Snapshot.gid_mappings)
+  return _impl_.gid_mappings_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >*
+Snapshot::mutable_gid_mappings() {
+  // @@protoc_insertion_point(field_mutable_list:berth.image.v1.Snapshot.gid_mappings)
+  return &_impl_.gid_mappings_;
+}
+inline const ::berth::image::v1::IdMapping& Snapshot::_internal_gid_mappings(int index) const {
+  return _impl_.gid_mappings_.Get(index);
+}
+inline const ::berth::image::v1::IdMapping& Snapshot::gid_mappings(int index) const {
+  // @@protoc_insertion_point(field_get:berth.image.v1.Snapshot.gid_mappings)
+  return _internal_gid_mappings(index);
+}
+inline ::berth::image::v1::IdMapping* Snapshot::_internal_add_gid_mappings() {
+  return _impl_.gid_mappings_.Add();
+}
+inline ::berth::image::v1::IdMapping* Snapshot::add_gid_mappings() {
+  ::berth::image::v1::IdMapping* _add = _internal_add_gid_mappings();
+  // @@protoc_insertion_point(field_add:berth.image.v1.Snapshot.gid_mappings)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::image::v1::IdMapping >&
+Snapshot::gid_mappings() const {
+  // @@protoc_insertion_point(field_list:berth.image.v1.Snapshot.gid_mappings)
+  return _impl_.gid_mappings_;
+}
+
 // -------------------------------------------------------------------
 
 // ListSnapshotsResponse
@@ -9780,6 +10258,8 @@ ListSnapshotsResponse::snapshots() const {
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

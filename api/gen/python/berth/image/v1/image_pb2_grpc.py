@@ -131,7 +131,9 @@ class ImageServiceServicer(object):
     def PrepareSnapshot(self, request, context):
         """Mounts an overlay snapshot of an image for one task (the image's layers
         read-only below, a writable upper directory of its own). Preparing the
-        same id again returns the existing snapshot if it is of the same image.
+        same id again returns the existing snapshot if it is of the same image
+        (ALREADY_EXISTS otherwise) and has the same id mappings
+        (FAILED_PRECONDITION naming the id otherwise).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
