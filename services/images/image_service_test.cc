@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/image/v1/image.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "grpc/grpc.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -29,12 +30,17 @@
 #include "services/images/fake_registry.h"
 #include "services/images/oci/digest.h"
 #include "services/images/store/store.h"
+#include "services/images/test_util.h"
 #include "services/images/testing/registry_fixture.h"
 
 namespace berth::images {
 namespace {
 
 namespace pb = ::berth::image::v1;
+using ::berth::images::testing::DirEntries;
+using ::berth::images::testing::ExpectedImages;
+using ::berth::images::testing::FileBytes;
+using ::berth::images::testing::LinuxAmd64;
 using ::berth::testing::CapturingLogSink;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
@@ -45,40 +51,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
-
-nlohmann::json Expected() {
-  return nlohmann::json::parse(ReadFileOrEmpty(TestImagePath("images.json")));
-}
-
-pb::Platform LinuxAmd64() {
-  pb::Platform platform;
-  platform.set_os("linux");
-  platform.set_architecture("amd64");
-  return platform;
-}
-
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (struct dirent* entry = readdir(d)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  return names;
-}
-
-int64_t FileBytes(const std::string& dir) {
-  int64_t total = 0;
-  for (const std::string& name : Entries(dir)) {
-    struct stat st;
-    if (lstat(absl::StrCat(dir, "/", name).c_str(), &st) == 0) {
-      total += st.st_size;
-    }
-  }
-  return total;
-}
 
 bool CanMountOverlay() { return geteuid() == 0; }
 
@@ -93,6 +65,10 @@ RegistryFixture* shared_registry = nullptr;
 class ImageServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // Held for the whole run: each test's server would otherwise drop the
+    // last reference on gRPC's library, and grpc_shutdown (gRPC 1.51) can
+    // wait 10 s for an executor thread parked in epoll_wait.
+    grpc_init();
     absl::StatusOr<std::unique_ptr<RegistryFixture>> registry =
         RegistryFixture::Start();
     ASSERT_TRUE(registry.ok()) << registry.status();
@@ -316,7 +292,7 @@ class ImageServiceTest : public ::testing::Test {
   std::unique_ptr<ImageServiceImpl> service_;
   std::unique_ptr<UnixGrpcServer> server_;
   std::unique_ptr<pb::ImageService::Stub> stub_;
-  const nlohmann::json expected_ = Expected();
+  const nlohmann::json expected_ = ExpectedImages();
 };
 
 TEST_F(ImageServiceTest, PullsAnImageFromTheRegistryWithProgress) {
@@ -486,7 +462,7 @@ TEST_F(ImageServiceTest, ADigestMismatchFailsNamingTheBlobAndStoresNothing) {
   EXPECT_THAT(ListNames(), IsEmpty());
   EXPECT_EQ(BlobCount(), 0u);
   EXPECT_EQ(LayerCount(), 0u);
-  EXPECT_THAT(Entries(dir_.Join("images/ingest")), IsEmpty());
+  EXPECT_THAT(DirEntries(dir_.Join("images/ingest")), IsEmpty());
 }
 
 TEST_F(ImageServiceTest, TwoPullsOfOneImageAtOnceBothSucceed) {
@@ -569,7 +545,7 @@ TEST_F(ImageServiceTest, ImportsAnOciArchiveUnderTheNameGiven) {
   EXPECT_THAT(ListNames(),
               ElementsAre("docker.io/library/multilayer:imported"));
   // Nothing left of the upload.
-  EXPECT_THAT(Entries(dir_.Join("images/import")), IsEmpty());
+  EXPECT_THAT(DirEntries(dir_.Join("images/import")), IsEmpty());
 }
 
 TEST_F(ImageServiceTest, ImportsADockerSaveArchiveUnderItsRepoTag) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "berth/image/v1/image.pb.h"
 #include "glog/logging.h"
+#include "grpc/grpc.h"
 #include "services/common/grpc_server.h"
 #include "services/common/service_main.h"
 #include "services/images/image_service.h"
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
                << registries.status().message();
     return 2;
   }
+
+  // A reference on gRPC's library held until the process exits: otherwise
+  // the server's destructor drops the last one, and grpc_shutdown then waits
+  // (gRPC 1.51) up to 10 s for an executor thread parked in epoll_wait.
+  grpc_init();
 
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string root = absl::StrCat(state_dir, "/images");

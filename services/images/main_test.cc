@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
 #include "services/common/test_util.h"
+#include "services/images/test_util.h"
 #include "services/images/testing/registry_fixture.h"
 
 extern char** environ;
@@ -38,6 +39,7 @@ namespace berth::images {
 namespace {
 
 namespace pb = ::berth::image::v1;
+using ::berth::images::testing::DirEntries;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
@@ -114,19 +116,6 @@ class Child {
   bool exited_ = false;
   int status_ = 0;
 };
-
-// The names in `dir`.
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (struct dirent* entry = readdir(d)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  return names;
-}
 
 // Whether `path` is a mount point (in /proc/self/mountinfo).
 bool Mounted(const std::string& path) {
@@ -311,7 +300,7 @@ TEST_F(MainTest, AfterKill9TheSnapshotIsStillMountedAndNoPartialImageIsListed) {
     // Arrived: the import file holds it.
     ASSERT_TRUE(WaitFor([&] {
       for (const std::string& name :
-           Entries(dir_.Join("state/images/import"))) {
+           DirEntries(dir_.Join("state/images/import"))) {
         struct stat st;
         if (stat(dir_.Join("state/images/import/" + name).c_str(), &st) == 0 &&
             st.st_size > 0) {
@@ -331,7 +320,7 @@ TEST_F(MainTest, AfterKill9TheSnapshotIsStillMountedAndNoPartialImageIsListed) {
   std::vector<pb::Image> images = List(stub.get());
   ASSERT_THAT(images, SizeIs(1));
   EXPECT_EQ(images[0].name(), "docker.io/library/busybox:latest");
-  EXPECT_THAT(Entries(dir_.Join("state/images/import")), IsEmpty());
+  EXPECT_THAT(DirEntries(dir_.Join("state/images/import")), IsEmpty());
   if (root) {
     grpc::ClientContext context;
     pb::ListSnapshotsResponse snapshots;
@@ -406,7 +395,7 @@ TEST_F(MainTest, AfterKill9InThePullOfAnImageItIsListedWholeOrNotAtAll) {
                                : "the pull had finished before the kill")
             << "\n";
   // No half-unpacked layer left.
-  for (const std::string& name : Entries(dir_.Join("state/images/layers"))) {
+  for (const std::string& name : DirEntries(dir_.Join("state/images/layers"))) {
     EXPECT_FALSE(absl::StartsWith(name, "tmp-")) << name;
   }
   // And the pull completes now.

@@ -27,12 +27,16 @@
 #include "services/images/oci/digest.h"
 #include "services/images/oci/manifest.h"
 #include "services/images/store/store.h"
+#include "services/images/test_util.h"
 
 namespace berth::images {
 namespace {
 
 namespace pb = ::berth::image::v1;
-using ::berth::testing::ReadFileOrEmpty;
+using ::berth::images::testing::DirEntries;
+using ::berth::images::testing::ExpectedImages;
+using ::berth::images::testing::FileBytes;
+using ::berth::images::testing::LinuxAmd64;
 using ::berth::testing::ShortTempDir;
 using ::berth::testing::WaitFor;
 using ::testing::ElementsAre;
@@ -40,18 +44,6 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
 constexpr char kBusybox[] = "registry.test/library/busybox:1";
-
-nlohmann::json Expected() {
-  return nlohmann::json::parse(
-      ReadFileOrEmpty(FakeRegistry::TestImage("images.json")));
-}
-
-pb::Platform LinuxAmd64() {
-  pb::Platform platform;
-  platform.set_os("linux");
-  platform.set_architecture("amd64");
-  return platform;
-}
 
 struct PullOutcome {
   absl::StatusOr<pb::Image> image;
@@ -103,37 +95,13 @@ class PullTest : public ::testing::Test {
     return outcome;
   }
 
-  // Bytes of the files directly in `dir`.
-  static int64_t FileBytes(const std::string& dir) {
-    int64_t total = 0;
-    for (const std::string& blob : ListNames(dir)) {
-      struct stat st;
-      if (stat(absl::StrCat(dir, "/", blob).c_str(), &st) == 0) {
-        total += st.st_size;
-      }
-    }
-    return total;
-  }
-
-  static std::vector<std::string> ListNames(const std::string& dir) {
-    std::vector<std::string> names;
-    if (DIR* d = opendir(dir.c_str())) {
-      while (struct dirent* entry = readdir(d)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != "..") names.push_back(name);
-      }
-      closedir(d);
-    }
-    return names;
-  }
-
   ShortTempDir dir_;
   std::unique_ptr<Store> store_;
   FakeRegistry registry_;
   // Sees each progress message too.
   std::function<void(const pb::PullImageProgress&)> on_progress_;
   std::unique_ptr<Puller> puller_;
-  const nlohmann::json expected_ = Expected();
+  const nlohmann::json expected_ = ExpectedImages();
 };
 
 TEST_F(PullTest, PullsAnImageAndStoresItWhole) {
@@ -307,7 +275,7 @@ TEST_F(PullTest, ABlobNotMatchingItsDigestFailsAndStoresNothing) {
   absl::StatusOr<std::vector<std::string>> blobs = store_->content()->List();
   ASSERT_TRUE(blobs.ok());
   EXPECT_THAT(*blobs, SizeIs(0));
-  EXPECT_THAT(ListNames(dir_.Join("images/ingest")), SizeIs(0));
+  EXPECT_THAT(DirEntries(dir_.Join("images/ingest")), SizeIs(0));
   EXPECT_EQ(outcome.messages.back().layers_size(), 1);
 }
 
@@ -407,8 +375,8 @@ TEST_F(PullTest, DownloadsRunInParallelUpToTheBound) {
     if (offset != 0 || layers.count(digest) == 0 || gated.fetch_add(1) >= 2) {
       return;
     }
-    // The first two downloads wait for each other: both run at once.
-    WaitFor([&] { return registry_.running_fetches() >= 2; },
+    // The first two downloads wait until two have run at once.
+    WaitFor([&] { return registry_.max_concurrent_fetches() >= 2; },
             absl::Seconds(10));
   });
   PullOutcome outcome = Pull("registry.test/team/multilayer:1");
