@@ -56,6 +56,7 @@ PROTOBUF_CONSTEXPR IsolationCapabilities::IsolationCapabilities(
   , /*decltype(_impl_.seccomp_)*/false
   , /*decltype(_impl_.user_namespaces_)*/false
   , /*decltype(_impl_.masked_paths_)*/false
+  , /*decltype(_impl_.rootfs_idmapped_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct IsolationCapabilitiesDefaultTypeInternal {
   PROTOBUF_CONSTEXPR IsolationCapabilitiesDefaultTypeInternal()
@@ -218,6 +219,7 @@ PROTOBUF_CONSTEXPR Isolation::Isolation(
   , /*decltype(_impl_.readonly_rootfs_)*/false
   , /*decltype(_impl_.privileged_)*/false
   , /*decltype(_impl_.allow_privilege_escalation_)*/false
+  , /*decltype(_impl_.rootfs_idmapped_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct IsolationDefaultTypeInternal {
   PROTOBUF_CONSTEXPR IsolationDefaultTypeInternal()
@@ -785,6 +787,7 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.seccomp_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.user_namespaces_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.masked_paths_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _impl_.rootfs_idmapped_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::GetCapabilitiesRequest, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -893,6 +896,7 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.allow_privilege_escalation_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.seccomp_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.user_namespace_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _impl_.rootfs_idmapped_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Mount, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -1209,55 +1213,55 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::driver::v1::DriverCapabilities)},
   { 16, -1, -1, sizeof(::berth::driver::v1::IsolationCapabilities)},
-  { 30, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
-  { 36, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
-  { 43, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
-  { 49, 57, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
-  { 59, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
-  { 68, -1, -1, sizeof(::berth::driver::v1::Resources)},
-  { 78, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
-  { 86, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
-  { 94, 102, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
-  { 104, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
-  { 123, -1, -1, sizeof(::berth::driver::v1::Isolation)},
-  { 138, -1, -1, sizeof(::berth::driver::v1::Mount)},
-  { 148, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
-  { 156, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
-  { 164, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
-  { 173, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
-  { 183, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
-  { 193, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
-  { 200, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
-  { 208, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
-  { 215, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
-  { 222, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
-  { 231, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
-  { 237, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
-  { 245, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
-  { 251, 259, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
-  { 261, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
-  { 274, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
-  { 281, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
-  { 288, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
-  { 295, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
-  { 302, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
-  { 310, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
-  { 316, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
-  { 322, 330, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
-  { 332, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
-  { 343, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
-  { 351, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
-  { 358, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
-  { 367, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
-  { 376, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
-  { 384, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
-  { 394, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
-  { 400, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
-  { 411, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
-  { 421, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
-  { 429, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
-  { 437, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
-  { 444, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
+  { 31, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
+  { 37, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
+  { 44, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
+  { 50, 58, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
+  { 60, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
+  { 69, -1, -1, sizeof(::berth::driver::v1::Resources)},
+  { 79, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
+  { 87, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
+  { 95, 103, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
+  { 105, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
+  { 124, -1, -1, sizeof(::berth::driver::v1::Isolation)},
+  { 140, -1, -1, sizeof(::berth::driver::v1::Mount)},
+  { 150, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
+  { 158, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
+  { 166, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
+  { 175, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
+  { 185, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
+  { 195, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
+  { 202, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
+  { 210, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
+  { 217, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
+  { 224, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
+  { 233, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
+  { 239, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
+  { 247, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
+  { 253, 261, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
+  { 263, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
+  { 276, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
+  { 283, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
+  { 290, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
+  { 297, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
+  { 304, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
+  { 312, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
+  { 318, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
+  { 324, 332, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
+  { 334, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
+  { 345, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
+  { 353, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
+  { 360, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
+  { 369, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
+  { 378, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
+  { 386, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
+  { 396, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
+  { 402, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
+  { 413, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
+  { 423, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
+  { 431, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
+  { 439, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
+  { 446, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -1328,179 +1332,180 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "ver.v1.NetworkIsolationMode\022\033\n\023must_crea"
   "te_network\030\007 \001(\010\022\017\n\007recover\030\010 \001(\010\022\r\n\005sta"
   "ts\030\t \001(\010\0229\n\tisolation\030\n \001(\0132&.berth.driv"
-  "er.v1.IsolationCapabilities\"\300\001\n\025Isolatio"
+  "er.v1.IsolationCapabilities\"\331\001\n\025Isolatio"
   "nCapabilities\022\020\n\010own_root\030\001 \001(\010\022\024\n\014image"
   "_rootfs\030\002 \001(\010\022\016\n\006mounts\030\003 \001(\010\022\024\n\014capabil"
   "ities\030\004 \001(\010\022\031\n\021no_new_privileges\030\005 \001(\010\022\017"
   "\n\007seccomp\030\006 \001(\010\022\027\n\017user_namespaces\030\007 \001(\010"
-  "\022\024\n\014masked_paths\030\010 \001(\010\"\030\n\026GetCapabilitie"
-  "sRequest\"T\n\027GetCapabilitiesResponse\0229\n\014c"
-  "apabilities\030\001 \001(\0132#.berth.driver.v1.Driv"
-  "erCapabilities\"\024\n\022FingerprintRequest\"\334\001\n"
-  "\023FingerprintResponse\022,\n\006health\030\001 \001(\0162\034.b"
-  "erth.driver.v1.HealthState\022\032\n\022health_des"
-  "cription\030\002 \001(\t\022H\n\nattributes\030\003 \003(\01324.ber"
-  "th.driver.v1.FingerprintResponse.Attribu"
-  "tesEntry\0321\n\017AttributesEntry\022\013\n\003key\030\001 \001(\t"
-  "\022\r\n\005value\030\002 \001(\t:\0028\001\"a\n\tResources\022\022\n\ncpu_"
-  "shares\030\001 \001(\004\022\026\n\016cpu_millicores\030\002 \001(\004\022\024\n\014"
-  "memory_bytes\030\003 \001(\004\022\022\n\npids_limit\030\004 \001(\004\"6"
-  "\n\tLogConfig\022\026\n\016max_file_bytes\030\001 \001(\004\022\021\n\tm"
-  "ax_files\030\002 \001(\r\"_\n\020NetworkIsolation\0223\n\004mo"
-  "de\030\001 \001(\0162%.berth.driver.v1.NetworkIsolat"
-  "ionMode\022\026\n\016namespace_path\030\002 \001(\t\"\314\003\n\nTask"
-  "Config\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallo"
-  "cation_id\030\003 \001(\t\022.\n\rdriver_config\030\004 \001(\0132\027"
-  ".google.protobuf.Struct\0221\n\003env\030\005 \003(\0132$.b"
-  "erth.driver.v1.TaskConfig.EnvEntry\022\014\n\004us"
-  "er\030\006 \001(\t\022\r\n\005group\030\007 \001(\t\022-\n\tresources\030\010 \001"
-  "(\0132\032.berth.driver.v1.Resources\0222\n\007networ"
-  "k\030\t \001(\0132!.berth.driver.v1.NetworkIsolati"
-  "on\022(\n\004logs\030\n \001(\0132\032.berth.driver.v1.LogCo"
-  "nfig\022\020\n\010task_dir\030\013 \001(\t\022-\n\tisolation\030\014 \001("
-  "\0132\032.berth.driver.v1.Isolation\022\023\n\013working"
-  "_dir\030\r \001(\t\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005v"
-  "alue\030\002 \001(\t:\0028\001\"\241\002\n\tIsolation\022\016\n\006rootfs\030\001"
-  " \001(\t\022\027\n\017readonly_rootfs\030\002 \001(\010\022&\n\006mounts\030"
-  "\003 \003(\0132\026.berth.driver.v1.Mount\022\017\n\007cap_add"
-  "\030\004 \003(\t\022\020\n\010cap_drop\030\005 \003(\t\022\022\n\nprivileged\030\006"
-  " \001(\010\022\"\n\032allow_privilege_escalation\030\007 \001(\010"
-  "\0220\n\007seccomp\030\010 \001(\0132\037.berth.driver.v1.Secc"
-  "ompProfile\0226\n\016user_namespace\030\t \001(\0132\036.ber"
-  "th.driver.v1.UserNamespace\"i\n\005Mount\022(\n\004t"
-  "ype\030\001 \001(\0162\032.berth.driver.v1.MountType\022\016\n"
-  "\006source\030\002 \001(\t\022\023\n\013destination\030\003 \001(\t\022\021\n\tre"
-  "ad_only\030\004 \001(\010\"`\n\016SeccompProfile\0221\n\004type\030"
-  "\001 \001(\0162#.berth.driver.v1.SeccompProfileTy"
-  "pe\022\033\n\023custom_profile_json\030\002 \001(\t\"s\n\rUserN"
-  "amespace\0220\n\014uid_mappings\030\001 \003(\0132\032.berth.d"
-  "river.v1.IdMapping\0220\n\014gid_mappings\030\002 \003(\013"
-  "2\032.berth.driver.v1.IdMapping\"@\n\tIdMappin"
-  "g\022\024\n\014container_id\030\001 \001(\r\022\017\n\007host_id\030\002 \001(\r"
-  "\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTaskHandle\022\017\n\007version"
-  "\030\001 \001(\r\022+\n\006config\030\002 \001(\0132\033.berth.driver.v1"
-  ".TaskConfig\022)\n\005state\030\003 \001(\0162\032.berth.drive"
-  "r.v1.TaskState\022\024\n\014driver_state\030\004 \001(\014\"r\n\n"
-  "ExitResult\022\021\n\texit_code\030\001 \001(\005\022\016\n\006signal\030"
-  "\002 \001(\005\022\022\n\noom_killed\030\003 \001(\010\022-\n\texited_at\030\004"
-  " \001(\0132\032.google.protobuf.Timestamp\"=\n\020Star"
-  "tTaskRequest\022)\n\004task\030\001 \001(\0132\033.berth.drive"
-  "r.v1.TaskConfig\"r\n\021StartTaskResponse\022+\n\006"
-  "handle\030\001 \001(\0132\033.berth.driver.v1.TaskHandl"
-  "e\0220\n\007network\030\002 \001(\0132\037.berth.network.v1.Ne"
-  "tworkStatus\"\"\n\017WaitTaskRequest\022\017\n\007task_i"
-  "d\030\001 \001(\t\"\?\n\020WaitTaskResponse\022+\n\006result\030\001 "
-  "\001(\0132\033.berth.driver.v1.ExitResult\"^\n\017Stop"
-  "TaskRequest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030"
-  "\002 \001(\0132\031.google.protobuf.Duration\022\016\n\006sign"
-  "al\030\003 \001(\t\"\022\n\020StopTaskResponse\"4\n\022DestroyT"
-  "askRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001"
-  "(\010\"\025\n\023DestroyTaskResponse\"\354\002\n\nTaskStatus"
-  "\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022)\n\005state\030\003 \001("
-  "\0162\032.berth.driver.v1.TaskState\022.\n\nstarted"
-  "_at\030\004 \001(\0132\032.google.protobuf.Timestamp\0220\n"
-  "\014completed_at\030\005 \001(\0132\032.google.protobuf.Ti"
-  "mestamp\0220\n\013exit_result\030\006 \001(\0132\033.berth.dri"
-  "ver.v1.ExitResult\022L\n\021driver_attributes\030\007"
-  " \003(\01321.berth.driver.v1.TaskStatus.Driver"
-  "AttributesEntry\0327\n\025DriverAttributesEntry"
-  "\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"%\n\022Insp"
-  "ectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"B\n\023Inspe"
-  "ctTaskResponse\022+\n\006status\030\001 \001(\0132\033.berth.d"
-  "river.v1.TaskStatus\"A\n\022RecoverTaskReques"
-  "t\022+\n\006handle\030\001 \001(\0132\033.berth.driver.v1.Task"
-  "Handle\"B\n\023RecoverTaskResponse\022+\n\006status\030"
-  "\001 \001(\0132\033.berth.driver.v1.TaskStatus\"4\n\021Si"
-  "gnalTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\016\n\006sign"
-  "al\030\002 \001(\t\"\024\n\022SignalTaskResponse\"\023\n\021TaskEv"
-  "entsRequest\"\373\001\n\022TaskEventsResponse\022\017\n\007ta"
-  "sk_id\030\001 \001(\t\022\025\n\rallocation_id\030\002 \001(\t\022-\n\tti"
-  "mestamp\030\003 \001(\0132\032.google.protobuf.Timestam"
-  "p\022\017\n\007message\030\004 \001(\t\022I\n\013annotations\030\005 \003(\0132"
-  "4.berth.driver.v1.TaskEventsResponse.Ann"
-  "otationsEntry\0322\n\020AnnotationsEntry\022\013\n\003key"
-  "\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRe"
-  "quest\022\017\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\013"
-  "2\031.google.protobuf.Duration\"E\n\021TaskStats"
-  "Response\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1"
-  ".TaskResourceUsage\"_\n\017ExecTaskRequest\022\017\n"
-  "\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeo"
-  "ut\030\003 \001(\0132\031.google.protobuf.Duration\"_\n\020E"
-  "xecTaskResponse\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stder"
-  "r\030\002 \001(\014\022+\n\006result\030\003 \001(\0132\033.berth.driver.v"
-  "1.ExitResult\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001"
-  "(\r\022\017\n\007columns\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task"
-  "_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\022"
-  "4\n\rterminal_size\030\004 \001(\0132\035.berth.driver.v1"
-  ".TerminalSize\"\014\n\nStdinClose\"\306\001\n\030ExecTask"
-  "StreamingRequest\022+\n\005setup\030\001 \001(\0132\032.berth."
-  "driver.v1.ExecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222"
-  "\n\013stdin_close\030\003 \001(\0132\033.berth.driver.v1.St"
-  "dinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.berth.drive"
-  "r.v1.TerminalSizeH\000B\007\n\005frame\"u\n\031ExecTask"
-  "StreamingResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006s"
-  "tderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driv"
-  "er.v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateNet"
-  "workRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010ho"
-  "stname\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022/\n"
-  "\006status\030\001 \001(\0132\037.berth.network.v1.Network"
-  "Status\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetwor"
-  "kRequest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026Destr"
-  "oyNetworkResponse*s\n\013FsIsolation\022\034\n\030FS_I"
-  "SOLATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION_N"
-  "ONE\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_ISO"
-  "LATION_IMAGE\020\003*\242\001\n\024NetworkIsolationMode\022"
-  "&\n\"NETWORK_ISOLATION_MODE_UNSPECIFIED\020\000\022"
-  "\037\n\033NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NETW"
-  "ORK_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_IS"
-  "OLATION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030HE"
-  "ALTH_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STATE"
-  "_UNDETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020\002\022"
-  "\032\n\026HEALTH_STATE_UNHEALTHY\020\003*R\n\tMountType"
-  "\022\032\n\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023\n\017MOUNT_TY"
-  "PE_BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020\002*\252\001\n\022Secc"
-  "ompProfileType\022$\n SECCOMP_PROFILE_TYPE_U"
-  "NSPECIFIED\020\000\022(\n$SECCOMP_PROFILE_TYPE_RUN"
-  "TIME_DEFAULT\020\001\022#\n\037SECCOMP_PROFILE_TYPE_U"
-  "NCONFINED\020\002\022\037\n\033SECCOMP_PROFILE_TYPE_CUST"
-  "OM\020\003*n\n\tTaskState\022\032\n\026TASK_STATE_UNSPECIF"
-  "IED\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022\026\n\022TASK_ST"
-  "ATE_RUNNING\020\002\022\025\n\021TASK_STATE_EXITED\020\0032\337\n\n"
-  "\rDriverService\022d\n\017GetCapabilities\022\'.bert"
-  "h.driver.v1.GetCapabilitiesRequest\032(.ber"
-  "th.driver.v1.GetCapabilitiesResponse\022Z\n\013"
-  "Fingerprint\022#.berth.driver.v1.Fingerprin"
-  "tRequest\032$.berth.driver.v1.FingerprintRe"
-  "sponse0\001\022R\n\tStartTask\022!.berth.driver.v1."
-  "StartTaskRequest\032\".berth.driver.v1.Start"
-  "TaskResponse\022O\n\010WaitTask\022 .berth.driver."
-  "v1.WaitTaskRequest\032!.berth.driver.v1.Wai"
-  "tTaskResponse\022O\n\010StopTask\022 .berth.driver"
-  ".v1.StopTaskRequest\032!.berth.driver.v1.St"
-  "opTaskResponse\022X\n\013DestroyTask\022#.berth.dr"
-  "iver.v1.DestroyTaskRequest\032$.berth.drive"
-  "r.v1.DestroyTaskResponse\022X\n\013InspectTask\022"
-  "#.berth.driver.v1.InspectTaskRequest\032$.b"
-  "erth.driver.v1.InspectTaskResponse\022X\n\013Re"
-  "coverTask\022#.berth.driver.v1.RecoverTaskR"
-  "equest\032$.berth.driver.v1.RecoverTaskResp"
-  "onse\022U\n\nSignalTask\022\".berth.driver.v1.Sig"
-  "nalTaskRequest\032#.berth.driver.v1.SignalT"
-  "askResponse\022W\n\nTaskEvents\022\".berth.driver"
-  ".v1.TaskEventsRequest\032#.berth.driver.v1."
-  "TaskEventsResponse0\001\022T\n\tTaskStats\022!.bert"
-  "h.driver.v1.TaskStatsRequest\032\".berth.dri"
-  "ver.v1.TaskStatsResponse0\001\022O\n\010ExecTask\022 "
-  ".berth.driver.v1.ExecTaskRequest\032!.berth"
-  ".driver.v1.ExecTaskResponse\022n\n\021ExecTaskS"
-  "treaming\022).berth.driver.v1.ExecTaskStrea"
-  "mingRequest\032*.berth.driver.v1.ExecTaskSt"
-  "reamingResponse(\0010\001\022^\n\rCreateNetwork\022%.b"
-  "erth.driver.v1.CreateNetworkRequest\032&.be"
-  "rth.driver.v1.CreateNetworkResponse\022a\n\016D"
-  "estroyNetwork\022&.berth.driver.v1.DestroyN"
-  "etworkRequest\032\'.berth.driver.v1.DestroyN"
-  "etworkResponseB\003\370\001\001b\006proto3"
+  "\022\024\n\014masked_paths\030\010 \001(\010\022\027\n\017rootfs_idmappe"
+  "d\030\t \001(\010\"\030\n\026GetCapabilitiesRequest\"T\n\027Get"
+  "CapabilitiesResponse\0229\n\014capabilities\030\001 \001"
+  "(\0132#.berth.driver.v1.DriverCapabilities\""
+  "\024\n\022FingerprintRequest\"\334\001\n\023FingerprintRes"
+  "ponse\022,\n\006health\030\001 \001(\0162\034.berth.driver.v1."
+  "HealthState\022\032\n\022health_description\030\002 \001(\t\022"
+  "H\n\nattributes\030\003 \003(\01324.berth.driver.v1.Fi"
+  "ngerprintResponse.AttributesEntry\0321\n\017Att"
+  "ributesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
+  ":\0028\001\"a\n\tResources\022\022\n\ncpu_shares\030\001 \001(\004\022\026\n"
+  "\016cpu_millicores\030\002 \001(\004\022\024\n\014memory_bytes\030\003 "
+  "\001(\004\022\022\n\npids_limit\030\004 \001(\004\"6\n\tLogConfig\022\026\n\016"
+  "max_file_bytes\030\001 \001(\004\022\021\n\tmax_files\030\002 \001(\r\""
+  "_\n\020NetworkIsolation\0223\n\004mode\030\001 \001(\0162%.bert"
+  "h.driver.v1.NetworkIsolationMode\022\026\n\016name"
+  "space_path\030\002 \001(\t\"\314\003\n\nTaskConfig\022\n\n\002id\030\001 "
+  "\001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallocation_id\030\003 \001(\t"
+  "\022.\n\rdriver_config\030\004 \001(\0132\027.google.protobu"
+  "f.Struct\0221\n\003env\030\005 \003(\0132$.berth.driver.v1."
+  "TaskConfig.EnvEntry\022\014\n\004user\030\006 \001(\t\022\r\n\005gro"
+  "up\030\007 \001(\t\022-\n\tresources\030\010 \001(\0132\032.berth.driv"
+  "er.v1.Resources\0222\n\007network\030\t \001(\0132!.berth"
+  ".driver.v1.NetworkIsolation\022(\n\004logs\030\n \001("
+  "\0132\032.berth.driver.v1.LogConfig\022\020\n\010task_di"
+  "r\030\013 \001(\t\022-\n\tisolation\030\014 \001(\0132\032.berth.drive"
+  "r.v1.Isolation\022\023\n\013working_dir\030\r \001(\t\032*\n\010E"
+  "nvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\""
+  "\272\002\n\tIsolation\022\016\n\006rootfs\030\001 \001(\t\022\027\n\017readonl"
+  "y_rootfs\030\002 \001(\010\022&\n\006mounts\030\003 \003(\0132\026.berth.d"
+  "river.v1.Mount\022\017\n\007cap_add\030\004 \003(\t\022\020\n\010cap_d"
+  "rop\030\005 \003(\t\022\022\n\nprivileged\030\006 \001(\010\022\"\n\032allow_p"
+  "rivilege_escalation\030\007 \001(\010\0220\n\007seccomp\030\010 \001"
+  "(\0132\037.berth.driver.v1.SeccompProfile\0226\n\016u"
+  "ser_namespace\030\t \001(\0132\036.berth.driver.v1.Us"
+  "erNamespace\022\027\n\017rootfs_idmapped\030\n \001(\010\"i\n\005"
+  "Mount\022(\n\004type\030\001 \001(\0162\032.berth.driver.v1.Mo"
+  "untType\022\016\n\006source\030\002 \001(\t\022\023\n\013destination\030\003"
+  " \001(\t\022\021\n\tread_only\030\004 \001(\010\"`\n\016SeccompProfil"
+  "e\0221\n\004type\030\001 \001(\0162#.berth.driver.v1.Seccom"
+  "pProfileType\022\033\n\023custom_profile_json\030\002 \001("
+  "\t\"s\n\rUserNamespace\0220\n\014uid_mappings\030\001 \003(\013"
+  "2\032.berth.driver.v1.IdMapping\0220\n\014gid_mapp"
+  "ings\030\002 \003(\0132\032.berth.driver.v1.IdMapping\"@"
+  "\n\tIdMapping\022\024\n\014container_id\030\001 \001(\r\022\017\n\007hos"
+  "t_id\030\002 \001(\r\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTaskHandle\022"
+  "\017\n\007version\030\001 \001(\r\022+\n\006config\030\002 \001(\0132\033.berth"
+  ".driver.v1.TaskConfig\022)\n\005state\030\003 \001(\0162\032.b"
+  "erth.driver.v1.TaskState\022\024\n\014driver_state"
+  "\030\004 \001(\014\"r\n\nExitResult\022\021\n\texit_code\030\001 \001(\005\022"
+  "\016\n\006signal\030\002 \001(\005\022\022\n\noom_killed\030\003 \001(\010\022-\n\te"
+  "xited_at\030\004 \001(\0132\032.google.protobuf.Timesta"
+  "mp\"=\n\020StartTaskRequest\022)\n\004task\030\001 \001(\0132\033.b"
+  "erth.driver.v1.TaskConfig\"r\n\021StartTaskRe"
+  "sponse\022+\n\006handle\030\001 \001(\0132\033.berth.driver.v1"
+  ".TaskHandle\0220\n\007network\030\002 \001(\0132\037.berth.net"
+  "work.v1.NetworkStatus\"\"\n\017WaitTaskRequest"
+  "\022\017\n\007task_id\030\001 \001(\t\"\?\n\020WaitTaskResponse\022+\n"
+  "\006result\030\001 \001(\0132\033.berth.driver.v1.ExitResu"
+  "lt\"^\n\017StopTaskRequest\022\017\n\007task_id\030\001 \001(\t\022*"
+  "\n\007timeout\030\002 \001(\0132\031.google.protobuf.Durati"
+  "on\022\016\n\006signal\030\003 \001(\t\"\022\n\020StopTaskResponse\"4"
+  "\n\022DestroyTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n"
+  "\005force\030\002 \001(\010\"\025\n\023DestroyTaskResponse\"\354\002\n\n"
+  "TaskStatus\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022)\n\005"
+  "state\030\003 \001(\0162\032.berth.driver.v1.TaskState\022"
+  ".\n\nstarted_at\030\004 \001(\0132\032.google.protobuf.Ti"
+  "mestamp\0220\n\014completed_at\030\005 \001(\0132\032.google.p"
+  "rotobuf.Timestamp\0220\n\013exit_result\030\006 \001(\0132\033"
+  ".berth.driver.v1.ExitResult\022L\n\021driver_at"
+  "tributes\030\007 \003(\01321.berth.driver.v1.TaskSta"
+  "tus.DriverAttributesEntry\0327\n\025DriverAttri"
+  "butesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\002"
+  "8\001\"%\n\022InspectTaskRequest\022\017\n\007task_id\030\001 \001("
+  "\t\"B\n\023InspectTaskResponse\022+\n\006status\030\001 \001(\013"
+  "2\033.berth.driver.v1.TaskStatus\"A\n\022Recover"
+  "TaskRequest\022+\n\006handle\030\001 \001(\0132\033.berth.driv"
+  "er.v1.TaskHandle\"B\n\023RecoverTaskResponse\022"
+  "+\n\006status\030\001 \001(\0132\033.berth.driver.v1.TaskSt"
+  "atus\"4\n\021SignalTaskRequest\022\017\n\007task_id\030\001 \001"
+  "(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022SignalTaskResponse"
+  "\"\023\n\021TaskEventsRequest\"\373\001\n\022TaskEventsResp"
+  "onse\022\017\n\007task_id\030\001 \001(\t\022\025\n\rallocation_id\030\002"
+  " \001(\t\022-\n\ttimestamp\030\003 \001(\0132\032.google.protobu"
+  "f.Timestamp\022\017\n\007message\030\004 \001(\t\022I\n\013annotati"
+  "ons\030\005 \003(\01324.berth.driver.v1.TaskEventsRe"
+  "sponse.AnnotationsEntry\0322\n\020AnnotationsEn"
+  "try\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020T"
+  "askStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010inte"
+  "rval\030\002 \001(\0132\031.google.protobuf.Duration\"E\n"
+  "\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.bert"
+  "h.stats.v1.TaskResourceUsage\"_\n\017ExecTask"
+  "Request\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003("
+  "\t\022*\n\007timeout\030\003 \001(\0132\031.google.protobuf.Dur"
+  "ation\"_\n\020ExecTaskResponse\022\016\n\006stdout\030\001 \001("
+  "\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006result\030\003 \001(\0132\033.bert"
+  "h.driver.v1.ExitResult\"-\n\014TerminalSize\022\014"
+  "\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"p\n\tExecSet"
+  "up\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003"
+  "tty\030\003 \001(\010\0224\n\rterminal_size\030\004 \001(\0132\035.berth"
+  ".driver.v1.TerminalSize\"\014\n\nStdinClose\"\306\001"
+  "\n\030ExecTaskStreamingRequest\022+\n\005setup\030\001 \001("
+  "\0132\032.berth.driver.v1.ExecSetupH\000\022\017\n\005stdin"
+  "\030\002 \001(\014H\000\0222\n\013stdin_close\030\003 \001(\0132\033.berth.dr"
+  "iver.v1.StdinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.b"
+  "erth.driver.v1.TerminalSizeH\000B\007\n\005frame\"u"
+  "\n\031ExecTaskStreamingResponse\022\020\n\006stdout\030\001 "
+  "\001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033."
+  "berth.driver.v1.ExitResultH\000B\007\n\005frame\"\?\n"
+  "\024CreateNetworkRequest\022\025\n\rallocation_id\030\001"
+  " \001(\t\022\020\n\010hostname\030\002 \001(\t\"Y\n\025CreateNetworkR"
+  "esponse\022/\n\006status\030\001 \001(\0132\037.berth.network."
+  "v1.NetworkStatus\022\017\n\007created\030\002 \001(\010\".\n\025Des"
+  "troyNetworkRequest\022\025\n\rallocation_id\030\001 \001("
+  "\t\"\030\n\026DestroyNetworkResponse*s\n\013FsIsolati"
+  "on\022\034\n\030FS_ISOLATION_UNSPECIFIED\020\000\022\025\n\021FS_I"
+  "SOLATION_NONE\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002"
+  "\022\026\n\022FS_ISOLATION_IMAGE\020\003*\242\001\n\024NetworkIsol"
+  "ationMode\022&\n\"NETWORK_ISOLATION_MODE_UNSP"
+  "ECIFIED\020\000\022\037\n\033NETWORK_ISOLATION_MODE_HOST"
+  "\020\001\022 \n\034NETWORK_ISOLATION_MODE_GROUP\020\002\022\037\n\033"
+  "NETWORK_ISOLATION_MODE_TASK\020\003*~\n\013HealthS"
+  "tate\022\034\n\030HEALTH_STATE_UNSPECIFIED\020\000\022\033\n\027HE"
+  "ALTH_STATE_UNDETECTED\020\001\022\030\n\024HEALTH_STATE_"
+  "HEALTHY\020\002\022\032\n\026HEALTH_STATE_UNHEALTHY\020\003*R\n"
+  "\tMountType\022\032\n\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023"
+  "\n\017MOUNT_TYPE_BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020"
+  "\002*\252\001\n\022SeccompProfileType\022$\n SECCOMP_PROF"
+  "ILE_TYPE_UNSPECIFIED\020\000\022(\n$SECCOMP_PROFIL"
+  "E_TYPE_RUNTIME_DEFAULT\020\001\022#\n\037SECCOMP_PROF"
+  "ILE_TYPE_UNCONFINED\020\002\022\037\n\033SECCOMP_PROFILE"
+  "_TYPE_CUSTOM\020\003*n\n\tTaskState\022\032\n\026TASK_STAT"
+  "E_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022"
+  "\026\n\022TASK_STATE_RUNNING\020\002\022\025\n\021TASK_STATE_EX"
+  "ITED\020\0032\337\n\n\rDriverService\022d\n\017GetCapabilit"
+  "ies\022\'.berth.driver.v1.GetCapabilitiesReq"
+  "uest\032(.berth.driver.v1.GetCapabilitiesRe"
+  "sponse\022Z\n\013Fingerprint\022#.berth.driver.v1."
+  "FingerprintRequest\032$.berth.driver.v1.Fin"
+  "gerprintResponse0\001\022R\n\tStartTask\022!.berth."
+  "driver.v1.StartTaskRequest\032\".berth.drive"
+  "r.v1.StartTaskResponse\022O\n\010WaitTask\022 .ber"
+  "th.driver.v1.WaitTaskRequest\032!.berth.dri"
+  "ver.v1.WaitTaskResponse\022O\n\010StopTask\022 .be"
+  "rth.driver.v1.StopTaskRequest\032!.berth.dr"
+  "iver.v1.StopTaskResponse\022X\n\013DestroyTask\022"
+  "#.berth.driver.v1.DestroyTaskRequest\032$.b"
+  "erth.driver.v1.DestroyTaskResponse\022X\n\013In"
+  "spectTask\022#.berth.driver.v1.InspectTaskR"
+  "equest\032$.berth.driver.v1.InspectTaskResp"
+  "onse\022X\n\013RecoverTask\022#.berth.driver.v1.Re"
+  "coverTaskRequest\032$.berth.driver.v1.Recov"
+  "erTaskResponse\022U\n\nSignalTask\022\".berth.dri"
+  "ver.v1.SignalTaskRequest\032#.berth.driver."
+  "v1.SignalTaskResponse\022W\n\nTaskEvents\022\".be"
+  "rth.driver.v1.TaskEventsRequest\032#.berth."
+  "driver.v1.TaskEventsResponse0\001\022T\n\tTaskSt"
+  "ats\022!.berth.driver.v1.TaskStatsRequest\032\""
+  ".berth.driver.v1.TaskStatsResponse0\001\022O\n\010"
+  "ExecTask\022 .berth.driver.v1.ExecTaskReque"
+  "st\032!.berth.driver.v1.ExecTaskResponse\022n\n"
+  "\021ExecTaskStreaming\022).berth.driver.v1.Exe"
+  "cTaskStreamingRequest\032*.berth.driver.v1."
+  "ExecTaskStreamingResponse(\0010\001\022^\n\rCreateN"
+  "etwork\022%.berth.driver.v1.CreateNetworkRe"
+  "quest\032&.berth.driver.v1.CreateNetworkRes"
+  "ponse\022a\n\016DestroyNetwork\022&.berth.driver.v"
+  "1.DestroyNetworkRequest\032\'.berth.driver.v"
+  "1.DestroyNetworkResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps[5] = {
   &::descriptor_table_berth_2fnetwork_2fv1_2fnetwork_2eproto,
@@ -1511,7 +1516,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1
 };
 static ::_pbi::once_flag descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto = {
-    false, false, 7427, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
+    false, false, 7477, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
     "berth/driver/v1/driver.proto",
     &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 51,
     schemas, file_default_instances, TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets,
@@ -2092,12 +2097,13 @@ IsolationCapabilities::IsolationCapabilities(const IsolationCapabilities& from)
     , decltype(_impl_.seccomp_){}
     , decltype(_impl_.user_namespaces_){}
     , decltype(_impl_.masked_paths_){}
+    , decltype(_impl_.rootfs_idmapped_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
   ::memcpy(&_impl_.own_root_, &from._impl_.own_root_,
-    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.masked_paths_) -
-    reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.masked_paths_));
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.rootfs_idmapped_) -
+    reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.rootfs_idmapped_));
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.IsolationCapabilities)
 }
 
@@ -2114,6 +2120,7 @@ inline void IsolationCapabilities::SharedCtor(
     , decltype(_impl_.seccomp_){false}
     , decltype(_impl_.user_namespaces_){false}
     , decltype(_impl_.masked_paths_){false}
+    , decltype(_impl_.rootfs_idmapped_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -2142,8 +2149,8 @@ void IsolationCapabilities::Clear() {
   (void) cached_has_bits;
 
   ::memset(&_impl_.own_root_, 0, static_cast<size_t>(
-      reinterpret_cast<char*>(&_impl_.masked_paths_) -
-      reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.masked_paths_));
+      reinterpret_cast<char*>(&_impl_.rootfs_idmapped_) -
+      reinterpret_cast<char*>(&_impl_.own_root_)) + sizeof(_impl_.rootfs_idmapped_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -2213,6 +2220,14 @@ const char* IsolationCapabilities::_InternalParse(const char* ptr, ::_pbi::Parse
       case 8:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 64)) {
           _impl_.masked_paths_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool rootfs_idmapped = 9;
+      case 9:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 72)) {
+          _impl_.rootfs_idmapped_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -2294,6 +2309,12 @@ uint8_t* IsolationCapabilities::_InternalSerialize(
     target = ::_pbi::WireFormatLite::WriteBoolToArray(8, this->_internal_masked_paths(), target);
   }
 
+  // bool rootfs_idmapped = 9;
+  if (this->_internal_rootfs_idmapped() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(9, this->_internal_rootfs_idmapped(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -2350,6 +2371,11 @@ size_t IsolationCapabilities::ByteSizeLong() const {
     total_size += 1 + 1;
   }
 
+  // bool rootfs_idmapped = 9;
+  if (this->_internal_rootfs_idmapped() != 0) {
+    total_size += 1 + 1;
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -2392,6 +2418,9 @@ void IsolationCapabilities::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, 
   if (from._internal_masked_paths() != 0) {
     _this->_internal_set_masked_paths(from._internal_masked_paths());
   }
+  if (from._internal_rootfs_idmapped() != 0) {
+    _this->_internal_set_rootfs_idmapped(from._internal_rootfs_idmapped());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -2410,8 +2439,8 @@ void IsolationCapabilities::InternalSwap(IsolationCapabilities* other) {
   using std::swap;
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(IsolationCapabilities, _impl_.masked_paths_)
-      + sizeof(IsolationCapabilities::_impl_.masked_paths_)
+      PROTOBUF_FIELD_OFFSET(IsolationCapabilities, _impl_.rootfs_idmapped_)
+      + sizeof(IsolationCapabilities::_impl_.rootfs_idmapped_)
       - PROTOBUF_FIELD_OFFSET(IsolationCapabilities, _impl_.own_root_)>(
           reinterpret_cast<char*>(&_impl_.own_root_),
           reinterpret_cast<char*>(&other->_impl_.own_root_));
@@ -4551,6 +4580,7 @@ Isolation::Isolation(const Isolation& from)
     , decltype(_impl_.readonly_rootfs_){}
     , decltype(_impl_.privileged_){}
     , decltype(_impl_.allow_privilege_escalation_){}
+    , decltype(_impl_.rootfs_idmapped_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -4569,8 +4599,8 @@ Isolation::Isolation(const Isolation& from)
     _this->_impl_.user_namespace_ = new ::berth::driver::v1::UserNamespace(*from._impl_.user_namespace_);
   }
   ::memcpy(&_impl_.readonly_rootfs_, &from._impl_.readonly_rootfs_,
-    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.allow_privilege_escalation_) -
-    reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.allow_privilege_escalation_));
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.rootfs_idmapped_) -
+    reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.rootfs_idmapped_));
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.Isolation)
 }
 
@@ -4588,6 +4618,7 @@ inline void Isolation::SharedCtor(
     , decltype(_impl_.readonly_rootfs_){false}
     , decltype(_impl_.privileged_){false}
     , decltype(_impl_.allow_privilege_escalation_){false}
+    , decltype(_impl_.rootfs_idmapped_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.rootfs_.InitDefault();
@@ -4638,8 +4669,8 @@ void Isolation::Clear() {
   }
   _impl_.user_namespace_ = nullptr;
   ::memset(&_impl_.readonly_rootfs_, 0, static_cast<size_t>(
-      reinterpret_cast<char*>(&_impl_.allow_privilege_escalation_) -
-      reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.allow_privilege_escalation_));
+      reinterpret_cast<char*>(&_impl_.rootfs_idmapped_) -
+      reinterpret_cast<char*>(&_impl_.readonly_rootfs_)) + sizeof(_impl_.rootfs_idmapped_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -4738,6 +4769,14 @@ const char* Isolation::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx
       case 9:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 74)) {
           ptr = ctx->ParseMessage(_internal_mutable_user_namespace(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool rootfs_idmapped = 10;
+      case 10:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 80)) {
+          _impl_.rootfs_idmapped_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -4841,6 +4880,12 @@ uint8_t* Isolation::_InternalSerialize(
         _Internal::user_namespace(this).GetCachedSize(), target, stream);
   }
 
+  // bool rootfs_idmapped = 10;
+  if (this->_internal_rootfs_idmapped() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(10, this->_internal_rootfs_idmapped(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4916,6 +4961,11 @@ size_t Isolation::ByteSizeLong() const {
     total_size += 1 + 1;
   }
 
+  // bool rootfs_idmapped = 10;
+  if (this->_internal_rootfs_idmapped() != 0) {
+    total_size += 1 + 1;
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -4957,6 +5007,9 @@ void Isolation::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROT
   if (from._internal_allow_privilege_escalation() != 0) {
     _this->_internal_set_allow_privilege_escalation(from._internal_allow_privilege_escalation());
   }
+  if (from._internal_rootfs_idmapped() != 0) {
+    _this->_internal_set_rootfs_idmapped(from._internal_rootfs_idmapped());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -4984,8 +5037,8 @@ void Isolation::InternalSwap(Isolation* other) {
       &other->_impl_.rootfs_, rhs_arena
   );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(Isolation, _impl_.allow_privilege_escalation_)
-      + sizeof(Isolation::_impl_.allow_privilege_escalation_)
+      PROTOBUF_FIELD_OFFSET(Isolation, _impl_.rootfs_idmapped_)
+      + sizeof(Isolation::_impl_.rootfs_idmapped_)
       - PROTOBUF_FIELD_OFFSET(Isolation, _impl_.seccomp_)>(
           reinterpret_cast<char*>(&_impl_.seccomp_),
           reinterpret_cast<char*>(&other->_impl_.seccomp_));

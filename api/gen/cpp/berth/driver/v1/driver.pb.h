@@ -827,6 +827,7 @@ class IsolationCapabilities final :
     kSeccompFieldNumber = 6,
     kUserNamespacesFieldNumber = 7,
     kMaskedPathsFieldNumber = 8,
+    kRootfsIdmappedFieldNumber = 9,
   };
   // bool own_root = 1;
   void clear_own_root();
@@ -900,6 +901,15 @@ class IsolationCapabilities final :
   void _internal_set_masked_paths(bool value);
   public:
 
+  // bool rootfs_idmapped = 9;
+  void clear_rootfs_idmapped();
+  bool rootfs_idmapped() const;
+  void set_rootfs_idmapped(bool value);
+  private:
+  bool _internal_rootfs_idmapped() const;
+  void _internal_set_rootfs_idmapped(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.IsolationCapabilities)
  private:
   class _Internal;
@@ -916,6 +926,7 @@ class IsolationCapabilities final :
     bool seccomp_;
     bool user_namespaces_;
     bool masked_paths_;
+    bool rootfs_idmapped_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -2571,6 +2582,7 @@ class Isolation final :
     kReadonlyRootfsFieldNumber = 2,
     kPrivilegedFieldNumber = 6,
     kAllowPrivilegeEscalationFieldNumber = 7,
+    kRootfsIdmappedFieldNumber = 10,
   };
   // repeated .berth.driver.v1.Mount mounts = 3;
   int mounts_size() const;
@@ -2715,6 +2727,15 @@ class Isolation final :
   void _internal_set_allow_privilege_escalation(bool value);
   public:
 
+  // bool rootfs_idmapped = 10;
+  void clear_rootfs_idmapped();
+  bool rootfs_idmapped() const;
+  void set_rootfs_idmapped(bool value);
+  private:
+  bool _internal_rootfs_idmapped() const;
+  void _internal_set_rootfs_idmapped(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.Isolation)
  private:
   class _Internal;
@@ -2732,6 +2753,7 @@ class Isolation final :
     bool readonly_rootfs_;
     bool privileged_;
     bool allow_privilege_escalation_;
+    bool rootfs_idmapped_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -9378,6 +9400,26 @@ inline void IsolationCapabilities::set_masked_paths(bool value) {
   // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.masked_paths)
 }
 
+// bool rootfs_idmapped = 9;
+inline void IsolationCapabilities::clear_rootfs_idmapped() {
+  _impl_.rootfs_idmapped_ = false;
+}
+inline bool IsolationCapabilities::_internal_rootfs_idmapped() const {
+  return _impl_.rootfs_idmapped_;
+}
+inline bool IsolationCapabilities::rootfs_idmapped() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.IsolationCapabilities.rootfs_idmapped)
+  return _internal_rootfs_idmapped();
+}
+inline void IsolationCapabilities::_internal_set_rootfs_idmapped(bool value) {
+  
+  _impl_.rootfs_idmapped_ = value;
+}
+inline void IsolationCapabilities::set_rootfs_idmapped(bool value) {
+  _internal_set_rootfs_idmapped(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.IsolationCapabilities.rootfs_idmapped)
+}
+
 // -------------------------------------------------------------------
 
 // GetCapabilitiesRequest
@@ -11099,6 +11141,26 @@ inline void Isolation::set_allocated_user_namespace(::berth::driver::v1::UserNam
   }
   _impl_.user_namespace_ = user_namespace;
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Isolation.user_namespace)
+}
+
+// bool rootfs_idmapped = 10;
+inline void Isolation::clear_rootfs_idmapped() {
+  _impl_.rootfs_idmapped_ = false;
+}
+inline bool Isolation::_internal_rootfs_idmapped() const {
+  return _impl_.rootfs_idmapped_;
+}
+inline bool Isolation::rootfs_idmapped() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Isolation.rootfs_idmapped)
+  return _internal_rootfs_idmapped();
+}
+inline void Isolation::_internal_set_rootfs_idmapped(bool value) {
+  
+  _impl_.rootfs_idmapped_ = value;
+}
+inline void Isolation::set_rootfs_idmapped(bool value) {
+  _internal_set_rootfs_idmapped(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Isolation.rootfs_idmapped)
 }
 
 // -------------------------------------------------------------------
