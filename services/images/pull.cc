@@ -301,15 +301,23 @@ absl::Status Puller::Operation::Resolve() {
   endpoint_ = top->endpoint;
   image_.digest = top->digest;
   image_.media_type = top->media_type;
+  if (!IsIndexMediaType(top->media_type)) {
+    SendStatus(absl::StrCat("resolved ", reference_.String(), " to ",
+                            top->digest, " at ", endpoint_));
+  }
   if (CallerGone()) return absl::OkStatus();
   if (IsIndexMediaType(top->media_type)) {
     absl::StatusOr<Index> index = ParseIndex(top->body, top->media_type);
     if (!index.ok()) {
       return Annotate(index.status(), absl::StrCat("index ", top->digest));
     }
-    const pb::Platform& platform = request_.has_platform()
-                                       ? request_.platform()
-                                       : puller_->options_.platform;
+    // The request's platform, its os the node's when it names none.
+    pb::Platform platform = puller_->options_.platform;
+    if (request_.has_platform()) {
+      const std::string os = platform.os();
+      platform = request_.platform();
+      if (platform.os().empty()) platform.set_os(os);
+    }
     absl::StatusOr<Descriptor> chosen = ChoosePlatform(*index, platform);
     if (!chosen.ok()) {
       return Annotate(chosen.status(), absl::StrCat("index ", top->digest));
@@ -318,7 +326,8 @@ absl::Status Puller::Operation::Resolve() {
     if (!stored.ok()) return stored;
     image_.index_platform = chosen->platform;
     SendStatus(absl::StrCat("resolved ", reference_.String(), " to index ",
-                            top->digest, "; fetching the manifest for ",
+                            top->digest, " at ", endpoint_,
+                            "; fetching the manifest for ",
                             PlatformString(platform), " ", chosen->digest));
     absl::StatusOr<FetchedManifest> fetched = registry->FetchManifestByDigest(
         reference_, chosen->digest, chosen->media_type);

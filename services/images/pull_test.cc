@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -197,6 +198,21 @@ TEST_F(PullTest, AnIndexIsResolvedForTheNodeOrTheRequestedPlatform) {
   EXPECT_EQ(other.image->manifest_digest(),
             want["manifests"]["arm64"]["manifest_digest"]);
   EXPECT_EQ(other.image->platform().architecture(), "arm64");
+
+  // A platform naming only its architecture: the node's os.
+  pb::Platform arm64_only;
+  arm64_only.set_architecture("arm64");
+  PullOutcome other_os =
+      Pull("registry.test/team/multiarch:1", nullptr, &arm64_only);
+  ASSERT_TRUE(other_os.image.ok()) << other_os.image.status();
+  EXPECT_EQ(other_os.image->manifest_digest(),
+            want["manifests"]["arm64"]["manifest_digest"]);
+  bool said = false;
+  for (const pb::PullImageProgress& message : other_os.messages) {
+    said = said || absl::StrContains(message.status(),
+                                     "fetching the manifest for linux/arm64");
+  }
+  EXPECT_TRUE(said);
 
   pb::Platform s390x = LinuxAmd64();
   s390x.set_architecture("s390x");
