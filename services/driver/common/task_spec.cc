@@ -394,6 +394,7 @@ driver::v1::IsolationCapabilities OwnRootIsolationCapabilities() {
   isolation.set_seccomp(true);
   isolation.set_masked_paths(true);
   isolation.set_user_namespaces(true);
+  isolation.set_rootfs_idmapped(true);
   return isolation;
 }
 
@@ -433,6 +434,20 @@ absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
                        "\" is not an absolute path of a directory"));
     }
   }
+  if (isolation.rootfs_idmapped()) {
+    if (root.rootfs.empty()) {
+      return absl::InvalidArgumentError(
+          "isolation.rootfs_idmapped: set without isolation.rootfs (only an "
+          "image's root can be mapped already)");
+    }
+    if (isolation.user_namespace().uid_mappings().empty() &&
+        isolation.user_namespace().gid_mappings().empty()) {
+      return absl::InvalidArgumentError(
+          "isolation.rootfs_idmapped: set without isolation.user_namespace "
+          "(a root mapped for a user namespace needs the task in one)");
+    }
+  }
+  spec->rootfs_idmapped = isolation.rootfs_idmapped();
   root.host_dirs = defaults.host_dirs;
   root.readonly_rootfs = isolation.readonly_rootfs();
   root.task_dir = spec->task_dir;

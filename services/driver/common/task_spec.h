@@ -65,6 +65,9 @@ struct TaskSpec {
   uint32_t log_max_files = kDefaultLogFiles;
   // TaskConfig.isolation resolved (root.mount_point is the driver's to set).
   RootSpec root;
+  // isolation.rootfs_idmapped: root.rootfs already shows the task's ids (an
+  // image snapshot over idmapped layers); bound as it is, never idmapped.
+  bool rootfs_idmapped = false;
   PrivilegeSpec privileges;
 };
 

@@ -280,6 +280,52 @@ TEST(TaskSpecTest, TheWorkingDirectoryInTheTasksOwnRoot) {
   EXPECT_THAT(spec.status().message(), HasSubstr("working_dir: this driver"));
 }
 
+// isolation.rootfs_idmapped (an image snapshot over idmapped layers) is
+// kept for the driver, and only makes sense for an image root in a user
+// namespace.
+TEST(TaskSpecTest, AnIdmappedRootNeedsARootAndAUserNamespace) {
+  ShortTempDir rootfs;
+  ASSERT_EQ(mkdir(rootfs.Join("bin").c_str(), 0755), 0);
+  std::ofstream(rootfs.Join("bin/run")) << "#!/bin/sh\n";
+  chmod(rootfs.Join("bin/run").c_str(), 0755);
+  IsolationDefaults defaults;
+  defaults.own_root = true;
+  dv1::TaskConfig task = Config("/bin/run");
+  task.set_task_dir("/srv/tasks/t1");
+  dv1::Isolation& isolation = *task.mutable_isolation();
+  isolation.set_rootfs(rootfs.path());
+  isolation.set_rootfs_idmapped(true);
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "", defaults);
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("isolation.rootfs_idmapped: set without "
+                        "isolation.user_namespace"));
+
+  for (auto* map : {isolation.mutable_user_namespace()->add_uid_mappings(),
+                    isolation.mutable_user_namespace()->add_gid_mappings()}) {
+    map->set_host_id(131072);
+    map->set_size(65536);
+  }
+  spec = ResolveTaskSpec(task, "", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->rootfs_idmapped);
+
+  isolation.clear_rootfs();
+  SetField(&task, "command", "/bin/true");
+  spec = ResolveTaskSpec(task, "", defaults);
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("isolation.rootfs_idmapped: set without "
+                        "isolation.rootfs"));
+
+  isolation.set_rootfs(rootfs.path());
+  isolation.set_rootfs_idmapped(false);
+  SetField(&task, "command", "/bin/run");
+  spec = ResolveTaskSpec(task, "", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->rootfs_idmapped);
+}
+
 TEST(TaskSpecTest, UsersAndGroupsAreLookedUp) {
   dv1::TaskConfig task = Config("/bin/true");
   task.set_user("nobody");

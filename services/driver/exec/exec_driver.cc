@@ -151,8 +151,10 @@ bool MayRemount(const InitSpec& init) {
 // systems, and the task's namespace does not exist yet), in `passed`:
 //   - the image (root.rootfs), so that its root owns its files and can
 //     make its mount points and write there, files stored with the image's
-//     own ids; unless its top is owned by the task's mapped root already
-//     (an image shifted on disk to the task's range);
+//     own ids; unless it shows the task's ids already: `rootfs_idmapped`
+//     (isolation.rootfs_idmapped, an image snapshot over idmapped layers:
+//     an overlay cannot be idmapped itself), or its top owned by the task's
+//     mapped root (an image shifted on disk to the task's range);
 //   - each read-only host directory (root.host_dirs, not a link, not in
 //     kHostDirsNotIdmapped), unless the task could remount it writable and
 //     write the host's files as their owner: moved to the front of
@@ -162,12 +164,13 @@ bool MayRemount(const InitSpec& init) {
 // its mapped ids. Costs nothing to a task that has neither.
 absl::Status IdmapRootForUserNamespace(InitSpec* init,
                                        const UserNamespaceMaps& maps,
+                                       bool rootfs_idmapped,
                                        std::vector<base::UniqueFd>* passed) {
   RootSpec& root = init->root;
   if (!root.enabled) return absl::OkStatus();
   const uint32_t root_uid = *MapToHost(maps.uid, 0);
   struct stat st;
-  const bool idmap_image = !root.rootfs.empty() &&
+  const bool idmap_image = !root.rootfs.empty() && !rootfs_idmapped &&
                            stat(root.rootfs.c_str(), &st) == 0 &&
                            st.st_uid != root_uid;
   std::vector<std::string> host_dirs;
@@ -552,7 +555,8 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   if (userns.has_value()) {
     absl::Status opened = OpenForUserNamespace(&init, &passed);
     if (opened.ok())
-      opened = IdmapRootForUserNamespace(&init, *userns, &passed);
+      opened = IdmapRootForUserNamespace(&init, *userns, spec->rootfs_idmapped,
+                                         &passed);
     if (!opened.ok()) {
       return absl::Status(opened.code(),
                           absl::StrCat(prefix, opened.message()));

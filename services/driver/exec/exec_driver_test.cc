@@ -865,6 +865,52 @@ TEST_F(ExecDriverTest, ImageRootRunsWithAndWithoutAUserNamespace) {
   }
 }
 
+// isolation.rootfs_idmapped: the root shows the task's ids already (an
+// image snapshot over idmapped layers, which berth-images makes: an overlay
+// cannot be idmapped itself), so it is bound as it is. Shown on a root the
+// host's root owns: not idmapped, its files are nobody's inside.
+TEST_F(ExecDriverTest, AnIdmappedRootIsBoundAsItIs) {
+  const std::string image = state_.Join("image");
+  const std::string made = MakeImage(image);
+  if (!made.empty()) GTEST_SKIP() << "cannot build a test image: " << made;
+  ASSERT_EQ(mkdir(state_.Join("tasks").c_str(), 0700), 0);
+  // The init's mount points, which the task's root could not make in a
+  // root it does not own.
+  for (const char* dir : {"berth", "berth/task", "proc", "sys", "dev", "tmp"}) {
+    ASSERT_EQ(mkdir(absl::StrCat(image, "/", dir).c_str(), 0755), 0) << dir;
+  }
+  dv1::TaskConfig task =
+      Task("image-idmapped", {"/bin/sh", "-c", "id -u; ls -lnd /usr"});
+  dv1::Isolation& isolation = *task.mutable_isolation();
+  isolation.set_rootfs(image);
+  isolation.set_rootfs_idmapped(true);
+  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
+  uid->set_host_id(3600000);
+  uid->set_size(65536);
+  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
+  gid->set_host_id(3700000);
+  gid->set_size(65536);
+  absl::StatusOr<dv1::StartTaskResponse> started = Start(task);
+  ASSERT_TRUE(started.ok())
+      << started.status() << "\n"
+      << ReadFileOrEmpty(TaskDir("image-idmapped") + "/.berth/init.log");
+  EXPECT_EQ(Wait("image-idmapped").exit_code(), 0)
+      << ReadFileOrEmpty(TaskDir("image-idmapped") + "/logs/stderr.log");
+  // Idmapped (as without rootfs_idmapped), /usr would be 0 0.
+  EXPECT_THAT(
+      Stdout("image-idmapped"),
+      ::testing::ContainsRegex("^0\nd[rwx-]+ +[0-9]+ +65534 +65534 .* /usr\n"));
+
+  // Without a user namespace it means nothing: refused, naming the field.
+  dv1::TaskConfig unmapped = Task("image-unmapped", {"/bin/true"});
+  unmapped.mutable_isolation()->set_rootfs(image);
+  unmapped.mutable_isolation()->set_rootfs_idmapped(true);
+  started = Start(unmapped);
+  EXPECT_TRUE(absl::IsInvalidArgument(started.status())) << started.status();
+  EXPECT_THAT(started.status().message(),
+              HasSubstr("isolation.rootfs_idmapped"));
+}
+
 TEST_F(ExecDriverTest, HostDirsShowAsRootsInAUserNamespaceUnlessItMayRemount) {
   ASSERT_EQ(mkdir(state_.Join("tasks").c_str(), 0700), 0);
   auto mapped = [&](const std::string& id) {
