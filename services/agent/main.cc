@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "services/agent/agent_service.h"
+#include "services/agent/boot.h"
 #include "services/common/grpc_server.h"
 #include "services/common/service_main.h"
 
@@ -35,6 +36,11 @@ ABSL_FLAG(bool, container_namespaces, false,
 ABSL_FLAG(std::string, hide_dir, "",
           "With --container_namespaces: a mount point (the directory of "
           "--socket) unmounted from the containers' view.");
+ABSL_FLAG(int32_t, enter_root_fd, -1,
+          "A descriptor of the directory to make this agent's root before "
+          "anything else (berth-agent-boot passes the task's root this way, "
+          "having started the agent in a root of its own libraries); "
+          "-1: keep the root.");
 
 namespace {
 
@@ -42,13 +48,25 @@ constexpr char kUsage[] =
     "berth-agent: the agent inside a berth sandbox; starts its processes and "
     "carries their I/O\n"
     "usage: berth-agent --socket=PATH [--sandbox_id=ID] "
-    "[--output_window_bytes=N] [--container_namespaces [--hide_dir=DIR]]";
+    "[--output_window_bytes=N] [--container_namespaces [--hide_dir=DIR]] "
+    "[--enter_root_fd=N]";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<char*> args =
       berth::InitService(argc, argv, kUsage, berth::agent::kAgentVersion);
+  // First: until then the root is berth-agent-boot's, which holds nothing
+  // but the agent's loader and libraries (no /proc, no /etc); nothing has
+  // been logged yet (the first log line reads the time zone, which must be
+  // the task root's as before).
+  if (const int root_fd = absl::GetFlag(FLAGS_enter_root_fd); root_fd >= 0) {
+    if (!berth::agent::EnterRootFromDescriptor(root_fd)) {
+      PLOG(ERROR) << "entering the root open as descriptor " << root_fd
+                  << " (--enter_root_fd)";
+      return 1;
+    }
+  }
   if (args.size() > 1) {
     LOG(ERROR) << "unexpected argument " << args[1] << "; see --help";
     return 2;

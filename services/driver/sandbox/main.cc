@@ -19,6 +19,9 @@
 
 ABSL_FLAG(std::string, agent_path, "",
           "berth-agent. Default: next to this binary, else in its runfiles.");
+ABSL_FLAG(std::string, agent_boot_path, "",
+          "berth-agent-boot, which starts berth-agent in a task's own root. "
+          "Default: next to berth-agent.");
 ABSL_FLAG(std::string, shim_path, "",
           "berth-shim. Default: next to this binary, else in its runfiles.");
 ABSL_FLAG(std::string, init_path, "",
@@ -45,7 +48,8 @@ constexpr char kUsage[] =
     "sandbox (berth-agent, berth-proxy, berth-shim)\n"
     "usage: started by a host (berth-node) with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--proxy_socket=PATH] "
-    "[--agent_path=PATH] [--shim_path=PATH] [--init_path=PATH] "
+    "[--agent_path=PATH] [--agent_boot_path=PATH] [--shim_path=PATH] "
+    "[--init_path=PATH] "
     "[--state_dir=DIR] [--cgroup_root=DIR] [--cgroup_parent=/berth-sandbox] "
     "[--stats_socket=PATH]";
 
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
   options.agent_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_agent_path), argv[0], "berth-agent",
       "services/agent/berth-agent");
+  options.agent_boot_path = absl::GetFlag(FLAGS_agent_boot_path);
   options.shim_path = berth::driver_common::FindCompanionBinary(
       absl::GetFlag(FLAGS_shim_path), argv[0], "berth-shim",
       "services/shim/berth-shim");

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/path.h"
 #include "base/process.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -28,6 +29,7 @@
 #include "grpcpp/client_context.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/signals.h"
+#include "services/agent/boot.h"
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
 #include "services/common/stats/host_info.h"
@@ -40,6 +42,7 @@
 #include "services/driver/common/task_spec.h"
 #include "services/driver/common/user_namespace.h"
 #include "services/driver/sandbox/agent_client.h"
+#include "services/driver/sandbox/agent_libraries.h"
 #include "services/driver/sandbox/sandbox_state.pb.h"
 #include "services/driver/sandbox/sandbox_task.h"
 #include "services/driver/sandbox/shim_launcher.h"
@@ -68,11 +71,16 @@ absl::Status WriteExitFile(const std::string& task_dir,
 }
 
 // Inside a sandbox's own root the agent lives in kAgentDirInRoot: a tmpfs
-// holding its binary (bound read-only: its host path is not in the root) and
-// `sock`, the host's <task_dir>/.berth, where it makes agent.sock for
-// berth-proxy and the driver to dial from the host. The agent unmounts the
-// whole directory from its containers' view (--hide_dir), and their
-// processes are in pid namespaces without it (--container_namespaces).
+// holding its binary and berth-agent-boot (bound read-only: their host paths
+// are not in the root), its loader and the directories of its libraries at
+// the paths the host's loader has them (bound read-only: the root may be an
+// image without them, or with its own), and `sock`, the host's
+// <task_dir>/.berth, where it makes agent.sock for berth-proxy and the
+// driver to dial from the host. berth-agent-boot makes that directory the
+// agent's root while it loads, then the agent enters the task's root
+// (services/agent/boot.h). The agent unmounts the whole directory from its
+// containers' view (--hide_dir), and their processes are in pid namespaces
+// without it (--container_namespaces).
 constexpr char kAgentDirInRoot[] = "/run/berth-agent";
 
 // What berth-agent keeps of root's capabilities besides the task's (a
@@ -92,48 +100,102 @@ constexpr uint64_t kAgentCapabilities =
     driver_common::CapabilityBit(CAP_FOWNER);
 
 // The agent as the program of an init that enters the task's root
-// (init->root, already the task's): its binary and socket directory bound
-// into the root, its flags, and its privileges: the task's capabilities and
-// its own, the task's no_new_privs (inherited by every process it starts),
-// no seccomp filter (it makes namespaces and mounts; each process loads the
-// task's).
+// (init->root, already the task's): its directory (above) bound into the
+// root, berth-agent-boot as the init's program, the agent's flags, and its
+// privileges: the task's capabilities and its own, the task's no_new_privs
+// (inherited by every process it starts), no seccomp filter (it makes
+// namespaces and mounts; each process loads the task's).
 absl::Status PlaceAgentInRoot(const std::string& agent_path,
+                              const std::string& boot_path,
+                              const AgentLibraries& libraries,
                               const std::string& private_dir,
                               const std::string& sandbox_id,
                               const driver_common::PrivilegeSpec& task,
                               driver_common::InitSpec* init) {
-  char* real = realpath(agent_path.c_str(), nullptr);
-  if (real == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "berth-agent ", agent_path, " (--agent_path): ", std::strerror(errno)));
+  std::string binaries[2];
+  for (auto [name, path, flag, real] :
+       {std::tuple{"berth-agent", &agent_path, "--agent_path", &binaries[0]},
+        std::tuple{agent::kAgentBootName, &boot_path, "--agent_boot_path",
+                   &binaries[1]}}) {
+    char* resolved = realpath(path->c_str(), nullptr);
+    if (resolved == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name, " ", *path, " (", flag, "): ", std::strerror(errno)));
+    }
+    *real = resolved;
+    free(resolved);
   }
-  const std::string binary = real;
-  free(real);
   const std::string dir = kAgentDirInRoot;
-  const std::string in_root = absl::StrCat(dir, "/berth-agent");
+  auto bind = [&](const std::string& source, const std::string& in_dir,
+                  bool read_only) {
+    driver_common::MountSpec mount;
+    mount.source = source;
+    mount.destination = absl::StrCat(dir, in_dir);
+    mount.read_only = read_only;
+    init->root.mounts.push_back(std::move(mount));
+  };
+  // Last: no mount the task asks for can cover them.
   driver_common::MountSpec tmpfs;
   tmpfs.kind = driver_common::MountSpec::Kind::kTmpfs;
   tmpfs.destination = dir;
-  driver_common::MountSpec socket_dir;
-  socket_dir.source = private_dir;
-  socket_dir.destination = absl::StrCat(dir, "/sock");
-  driver_common::MountSpec program;
-  program.source = binary;
-  program.destination = in_root;
-  program.read_only = true;
-  // Last: no mount the task asks for can cover them.
-  for (driver_common::MountSpec* mount : {&tmpfs, &socket_dir, &program}) {
-    init->root.mounts.push_back(*mount);
+  init->root.mounts.push_back(tmpfs);
+  bind(private_dir, "/sock", false);
+  bind(binaries[0], "/berth-agent", true);
+  bind(binaries[1], absl::StrCat("/", agent::kAgentBootName), true);
+  std::string library_path;
+  bool interpreter_in_a_dir = false;
+  for (const AgentLibraries::Dir& library_dir : libraries.dirs) {
+    bind(library_dir.host_path, library_dir.path, true);
+    absl::StrAppend(&library_path, library_path.empty() ? "" : ":",
+                    library_dir.path);
+    interpreter_in_a_dir |=
+        base::Dirname(libraries.interpreter) == library_dir.path;
   }
-  init->path = in_root;
-  init->args = {in_root, absl::StrCat("--socket=", dir, "/sock/agent.sock"),
+  if (!libraries.interpreter.empty() && !interpreter_in_a_dir) {
+    bind(libraries.interpreter_host_path, libraries.interpreter, true);
+  }
+  init->path = absl::StrCat(dir, "/", agent::kAgentBootName);
+  init->args = {init->path,
+                dir,
+                "/berth-agent",
+                absl::StrCat("--socket=", dir, "/sock/agent.sock"),
                 absl::StrCat("--sandbox_id=", sandbox_id),
-                "--container_namespaces", absl::StrCat("--hide_dir=", dir)};
+                "--container_namespaces",
+                absl::StrCat("--hide_dir=", dir),
+                absl::StrCat("--enter_root_fd=", agent::kAgentBootRootFd)};
+  // Its root has no ld.so.cache: the loader looks where the host's found
+  // each library.
+  if (!library_path.empty()) {
+    init->env.push_back(absl::StrCat("LD_LIBRARY_PATH=", library_path));
+  }
   init->privileges.enabled = true;
   init->privileges.capabilities = task.capabilities | kAgentCapabilities;
   init->privileges.no_new_privs = task.no_new_privs;
   init->privileges.seccomp_filter.clear();
   return absl::OkStatus();
+}
+
+// berth-agent-boot where options.agent_boot_path says, else next to the
+// agent: in its directory (a runfiles tree), else in that of its real path.
+SandboxDriverOptions WithAgentBootPath(SandboxDriverOptions options) {
+  if (!options.agent_boot_path.empty() || options.agent_path.empty()) {
+    return options;
+  }
+  std::vector<std::string> candidates = {absl::StrCat(
+      base::Dirname(options.agent_path), "/", agent::kAgentBootName)};
+  if (char* real = realpath(options.agent_path.c_str(), nullptr)) {
+    candidates.push_back(
+        absl::StrCat(base::Dirname(real), "/", agent::kAgentBootName));
+    free(real);
+  }
+  options.agent_boot_path = candidates[0];
+  for (const std::string& candidate : candidates) {
+    if (access(candidate.c_str(), X_OK) == 0) {
+      options.agent_boot_path = candidate;
+      break;
+    }
+  }
+  return options;
 }
 
 }  // namespace
@@ -153,7 +215,7 @@ uint64_t StartTicks(pid_t pid) {
 }
 
 SandboxDriver::SandboxDriver(SandboxDriverOptions options)
-    : options_(std::move(options)),
+    : options_(WithAgentBootPath(std::move(options))),
       state_dir_(options_.state_dir),
       proxy_socket_(options_.proxy_socket),
       mounts_([this]() -> stats::CgroupMounts {
@@ -242,6 +304,7 @@ dv1::FingerprintResponse SandboxDriver::Probe() const {
   dv1::FingerprintResponse fingerprint;
   auto& attributes = *fingerprint.mutable_attributes();
   attributes["driver.sandbox.agent"] = options_.agent_path;
+  attributes["driver.sandbox.agent_boot"] = options_.agent_boot_path;
   attributes["driver.sandbox.shim"] = options_.shim_path;
   attributes["driver.sandbox.init"] = options_.init_path;
   std::string proxy_socket;
@@ -259,6 +322,7 @@ dv1::FingerprintResponse SandboxDriver::Probe() const {
   for (const auto& [name, path, flag] :
        {std::tuple<const char*, std::string, const char*>{
             "berth-agent", options_.agent_path, "--agent_path"},
+        {agent::kAgentBootName, options_.agent_boot_path, "--agent_boot_path"},
         {"berth-shim", options_.shim_path, "--shim_path"},
         {"berth-task-init", options_.init_path, "--init_path"}}) {
     if (path.empty() || access(path.c_str(), X_OK) != 0) {
@@ -266,6 +330,18 @@ dv1::FingerprintResponse SandboxDriver::Probe() const {
                  absl::StrCat(name, " not found at \"", path, "\" (", flag,
                               "): ", std::strerror(errno)));
     }
+  }
+  // It runs inside the task's root, which may hold no loader.
+  if (absl::StatusOr<std::string> interpreter =
+          ElfInterpreter(options_.agent_boot_path);
+      !interpreter.ok() || !interpreter->empty()) {
+    return set(
+        dv1::HEALTH_STATE_UNHEALTHY,
+        absl::StrCat(agent::kAgentBootName, " at \"", options_.agent_boot_path,
+                     "\" (--agent_boot_path) is not a static binary: ",
+                     interpreter.ok()
+                         ? absl::StrCat("it names a loader, ", *interpreter)
+                         : interpreter.status().message()));
   }
   if (proxy_socket.empty()) {
     return set(dv1::HEALTH_STATE_UNHEALTHY,
@@ -280,6 +356,25 @@ dv1::FingerprintResponse SandboxDriver::Probe() const {
   return set(
       dv1::HEALTH_STATE_HEALTHY,
       absl::StrCat("agent, shim and init found; proxy at ", proxy_socket));
+}
+
+absl::StatusOr<AgentLibraries> SandboxDriver::Libraries() {
+  struct stat st;
+  if (stat(options_.agent_path.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(std::strerror(errno));
+  }
+  const std::string key =
+      absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":",
+                   st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+  absl::MutexLock lock(&libraries_mu_);
+  if (key != libraries_key_) {
+    absl::StatusOr<AgentLibraries> found =
+        FindAgentLibraries(options_.agent_path);
+    if (!found.ok()) return found.status();
+    libraries_ = *std::move(found);
+    libraries_key_ = key;
+  }
+  return libraries_;
 }
 
 std::string SandboxDriver::state_dir() const {
@@ -441,6 +536,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   init.args = {options_.agent_path,
                absl::StrCat("--socket=", task->agent_socket),
                absl::StrCat("--sandbox_id=", id)};
+  init.env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   if (spec->root.enabled) {
     // One empty directory serves every sandbox: each init assembles its
     // root over it in its own mount namespace.
@@ -451,15 +548,21 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
           absl::StrCat(prefix, made.status().message()));
     }
     init.root = spec->root;
-    absl::Status placed = PlaceAgentInRoot(options_.agent_path, private_dir, id,
-                                           spec->privileges, &init);
+    absl::StatusOr<AgentLibraries> libraries = Libraries();
+    if (!libraries.ok()) {
+      return absl::Status(
+          libraries.status().code(),
+          absl::StrCat(prefix, "berth-agent ", options_.agent_path,
+                       " (--agent_path): ", libraries.status().message()));
+    }
+    absl::Status placed =
+        PlaceAgentInRoot(options_.agent_path, options_.agent_boot_path,
+                         *libraries, private_dir, id, spec->privileges, &init);
     if (!placed.ok()) {
       return absl::Status(placed.code(),
                           absl::StrCat(prefix, placed.message()));
     }
   }
-  init.env = {
-      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   init.cwd = "/";
   init.hostname = spec->hostname;
   init.netns = spec->netns_path;

@@ -52,6 +52,7 @@
 #include "services/driver/common/exit_watcher.h"
 #include "services/driver/common/task_spec.h"
 #include "services/driver/common/task_stats_source.h"
+#include "services/driver/sandbox/agent_libraries.h"
 
 namespace berth::sandbox_driver {
 
@@ -64,8 +65,12 @@ inline constexpr uint64_t kMinSandboxPids = 32;
 
 struct SandboxDriverOptions {
   std::string agent_path;  // berth-agent
-  std::string shim_path;   // berth-shim
-  std::string init_path;   // berth-task-init
+  // berth-agent-boot (static; services/agent/boot.h), which starts the agent
+  // in a task's own root. Empty: next to agent_path (in its directory, else
+  // in the directory of its real path).
+  std::string agent_boot_path;
+  std::string shim_path;  // berth-shim
+  std::string init_path;  // berth-task-init
   // berth-proxy's socket until SetConfig names one (NodeContext.proxy_socket).
   std::string proxy_socket;
   // Task directories (<dir>/tasks/<id>) until SetConfig names the node's
@@ -147,12 +152,21 @@ class SandboxDriver : public plugin::Driver,
   absl::StatusOr<std::shared_ptr<proxy::v1::ProxyService::Stub>> Proxy()
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Where berth-agent's loader and libraries are, listed once per agent
+  // binary (its device, inode, size and modification time) and bound into
+  // every own root.
+  absl::StatusOr<AgentLibraries> Libraries() ABSL_LOCKS_EXCLUDED(libraries_mu_);
+
   const SandboxDriverOptions options_;
   // Every task gets its own root, Docker's default capabilities,
   // no_new_privs and the default seccomp filter unless it asks otherwise.
   driver_common::IsolationDefaults isolation_defaults_;
   // Why there is no default seccomp filter (tasks needing it are refused).
   absl::Status seccomp_status_;
+
+  absl::Mutex libraries_mu_;
+  std::string libraries_key_ ABSL_GUARDED_BY(libraries_mu_);
+  AgentLibraries libraries_ ABSL_GUARDED_BY(libraries_mu_);
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);

@@ -411,5 +411,112 @@ TEST_F(SandboxDriverProxyTest, UserNamespace) {
   Destroy("userns");
 }
 
+// Copies `from` to `to` with `mode`.
+void CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary);
+  out << in.rdbuf();
+  out.close();
+  ASSERT_TRUE(in.good() && out.good()) << from << " -> " << to;
+  ASSERT_EQ(chmod(to.c_str(), mode), 0) << to;
+}
+
+// An image's root (issue 16): busybox (static) and its applets, no loader
+// and no libraries, but an /etc/ld.so.preload naming a library that marks
+// its loading. berth-agent (dynamic) starts from its own directory, where
+// the driver binds the host's loader and the agent's libraries read-only,
+// and reads nothing of the image while it loads (the mark is never made);
+// the task's processes see neither that directory nor any host library. As
+// the host's root and in a user namespace.
+TEST_F(SandboxDriverProxyTest, ImageRootWithoutTheAgentsLibraries) {
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  const std::string probe =
+      "for p in /run/berth-agent/berth-agent /run/berth-agent/sock /lib64 "
+      "/lib/x86_64-linux-gnu /usr; do if [ -e $p ]; then echo \"seen $p\"; "
+      "else echo \"absent $p\"; fi; done; "
+      "echo \"agent dir [$(ls -A /run/berth-agent)]\"; "
+      "echo \"mounts $(grep -c -e berth-agent -e linux-gnu "
+      "/proc/self/mountinfo)\"; "
+      "echo \"holder $(cat /proc/1/comm)\"; ";
+  const auto expect_isolated = [](const std::string& out,
+                                  const std::string& what) {
+    for (const char* path :
+         {"/run/berth-agent/berth-agent", "/run/berth-agent/sock", "/lib64",
+          "/lib/x86_64-linux-gnu", "/usr"}) {
+      EXPECT_THAT(out, HasSubstr(absl::StrCat("absent ", path, "\n"))) << what;
+    }
+    EXPECT_THAT(out, HasSubstr("agent dir []\n")) << what;
+    EXPECT_THAT(out, HasSubstr("mounts 0\n")) << what;
+    EXPECT_THAT(out, HasSubstr("holder berth-holder\n")) << what;
+  };
+  for (const bool userns : {false, true}) {
+    const std::string id = userns ? "image-userns" : "image";
+    SCOPED_TRACE(id);
+    const std::string rootfs = dir_.Join(absl::StrCat(id, "-rootfs"));
+    for (const char* sub : {"", "/bin", "/etc", "/lib"}) {
+      ASSERT_EQ(mkdir(absl::StrCat(rootfs, sub).c_str(), 0755), 0) << sub;
+    }
+    CopyFile("/bin/busybox", rootfs + "/bin/busybox", 0755);
+    for (const char* applet :
+         {"sh", "ls", "cat", "grep", "sleep", "echo", "touch"}) {
+      ASSERT_EQ(
+          symlink("busybox", absl::StrCat(rootfs, "/bin/", applet).c_str()), 0);
+    }
+    CopyFile(
+        RunfilePath("services/driver/sandbox/libpreload_marker_testing.so"),
+        rootfs + "/lib/libpreload_marker.so", 0755);
+    {
+      std::ofstream preload(rootfs + "/etc/ld.so.preload");
+      preload << "/lib/libpreload_marker.so\n";
+    }
+    dv1::TaskConfig config =
+        ShellTask(id, absl::StrCat(probe, "echo done; exec sleep 1000"));
+    config.mutable_isolation()->set_rootfs(rootfs);
+    if (userns) {
+      // The image as an unprivileged runtime leaves it: owned by the ids
+      // the task's root maps to (the root makes its mount points in it).
+      for (const char* path :
+           {"", "/bin", "/etc", "/lib", "/bin/busybox", "/bin/sh", "/bin/ls",
+            "/bin/cat", "/bin/grep", "/bin/sleep", "/bin/echo", "/bin/touch",
+            "/lib/libpreload_marker.so", "/etc/ld.so.preload"}) {
+        ASSERT_EQ(lchown(absl::StrCat(rootfs, path).c_str(), 3500000, 3500000),
+                  0)
+            << path;
+      }
+      dv1::UserNamespace& ns =
+          *config.mutable_isolation()->mutable_user_namespace();
+      for (auto* map : {ns.mutable_uid_mappings(), ns.mutable_gid_mappings()}) {
+        dv1::IdMapping* m = map->Add();
+        m->set_container_id(0);
+        m->set_host_id(3500000);
+        m->set_size(65536);
+      }
+    }
+    absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+    ASSERT_TRUE(started.ok())
+        << started.status() << "\n"
+        << ReadFileOrEmpty(dir_.Join(id + "/.berth/init.log"))
+        << ReadFileOrEmpty(dir_.Join(id + "/.berth/agent-logs/stderr.log"));
+    const std::string log = dir_.Join(id + "/logs/stdout.log");
+    ASSERT_TRUE(WaitFor([&] {
+      return absl::StrContains(ReadFileOrEmpty(log), "done");
+    })) << ReadFileOrEmpty(log);
+    expect_isolated(ReadFileOrEmpty(log), "the task");
+    plugin::CancelToken cancel;
+    absl::StatusOr<dv1::ExecTaskResponse> exec = driver().ExecTask(
+        id, {"/bin/sh", "-c", probe}, absl::Seconds(30), cancel);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    expect_isolated(exec->stdout(), "an exec");
+    EXPECT_FALSE(PathExists(dir_.Join(id + "/preloaded")))
+        << "the image's /etc/ld.so.preload was read";
+    const std::string agent_log =
+        ReadFileOrEmpty(dir_.Join(id + "/.berth/agent-logs/stderr.log"));
+    EXPECT_THAT(agent_log, Not(HasSubstr("ld.so"))) << agent_log;
+    ASSERT_TRUE(driver().StopTask(id, absl::Seconds(5), SIGTERM).ok());
+    EXPECT_EQ(Wait(id).signal(), SIGTERM);
+    Destroy(id);
+  }
+}
+
 }  // namespace
 }  // namespace berth::sandbox_driver
