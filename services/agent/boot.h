@@ -3,8 +3,9 @@
 // (an image). The driver binds them read-only, with the agent's binary and
 // socket directory, into one tmpfs in the root (kAgentDirInRoot in its code,
 // /run/berth-agent); berth-task-init executes the static berth-agent-boot
-// from there, which keeps the task's root open as kAgentBootRootFd, makes
-// that tmpfs its root (chroot) and executes the agent in it. The dynamic
+// from there, which keeps the task's root open as kAgentBootRootFd, binds
+// the root's /proc (the sandbox's) at DIR/proc, makes that tmpfs its root
+// (chroot) and executes the agent in it. The dynamic
 // loader and every library the agent maps then come from the host's files,
 // and nothing of the task's root (an image's /etc/ld.so.preload,
 // ld.so.cache, nsswitch.conf, libraries) is read while it loads. The agent,

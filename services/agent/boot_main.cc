@@ -3,6 +3,9 @@
 // statically: it runs inside a task's root, which may have no loader.
 
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +44,19 @@ int main(int argc, char** argv) {
       Fail("keeping open", "/");
     }
     close(root);
+  }
+  // The root's /proc (the sandbox's, with its masked paths) in DIR too:
+  // the agent built with a sanitizer reads /proc/self/maps while it loads.
+  // Under DIR, it goes from the containers' view with DIR.
+  char proc[PATH_MAX];
+  if (std::snprintf(proc, sizeof(proc), "%s/proc", dir) >=
+      static_cast<int>(sizeof(proc))) {
+    errno = ENAMETOOLONG;
+    Fail("making", dir);
+  }
+  if (mkdir(proc, 0555) != 0 && errno != EEXIST) Fail("making", proc);
+  if (mount("/proc", proc, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    Fail("binding /proc at", proc);
   }
   if (chdir(dir) != 0) Fail("changing to", dir);
   if (chroot(".") != 0) Fail("making the root", dir);

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args =
       berth::InitService(argc, argv, kUsage, berth::agent::kAgentVersion);
   // First: until then the root is berth-agent-boot's, which holds nothing
-  // but the agent's loader and libraries (no /proc, no /etc); nothing has
+  // but the agent's loader, libraries and /proc (no /etc); nothing has
   // been logged yet (the first log line reads the time zone, which must be
   // the task root's as before).
   if (const int root_fd = absl::GetFlag(FLAGS_enter_root_fd); root_fd >= 0) {

@@ -431,7 +431,8 @@ void CopyFile(const std::string& from, const std::string& to, mode_t mode) {
 TEST_F(SandboxDriverProxyTest, ImageRootWithoutTheAgentsLibraries) {
   ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
   const std::string probe =
-      "for p in /run/berth-agent/berth-agent /run/berth-agent/sock /lib64 "
+      "for p in /run/berth-agent/berth-agent /run/berth-agent/sock "
+      "/run/berth-agent/proc /lib64 "
       "/lib/x86_64-linux-gnu /usr; do if [ -e $p ]; then echo \"seen $p\"; "
       "else echo \"absent $p\"; fi; done; "
       "echo \"agent dir [$(ls -A /run/berth-agent)]\"; "
@@ -441,8 +442,8 @@ TEST_F(SandboxDriverProxyTest, ImageRootWithoutTheAgentsLibraries) {
   const auto expect_isolated = [](const std::string& out,
                                   const std::string& what) {
     for (const char* path :
-         {"/run/berth-agent/berth-agent", "/run/berth-agent/sock", "/lib64",
-          "/lib/x86_64-linux-gnu", "/usr"}) {
+         {"/run/berth-agent/berth-agent", "/run/berth-agent/sock",
+          "/run/berth-agent/proc", "/lib64", "/lib/x86_64-linux-gnu", "/usr"}) {
       EXPECT_THAT(out, HasSubstr(absl::StrCat("absent ", path, "\n"))) << what;
     }
     EXPECT_THAT(out, HasSubstr("agent dir []\n")) << what;
