@@ -29,6 +29,7 @@
 #include "services/images/importer/importer.h"
 #include "services/images/oci/digest.h"
 #include "services/images/oci/reference.h"
+#include "services/images/snapshot_idmaps.h"
 
 namespace berth::images {
 namespace {
@@ -143,15 +144,29 @@ absl::StatusOr<std::unique_ptr<ImageServiceImpl>> ImageServiceImpl::Create(
     return absl::InvalidArgumentError(
         "ImageServiceOptions.import_dir is empty");
   }
+  if (options.idmap_dir.empty()) {
+    return absl::InvalidArgumentError("ImageServiceOptions.idmap_dir is empty");
+  }
   absl::Status prepared = PrepareImportDir(options.import_dir);
   if (!prepared.ok()) return prepared;
-  return std::unique_ptr<ImageServiceImpl>(
-      new ImageServiceImpl(store, registry, std::move(options)));
+  absl::StatusOr<std::unique_ptr<SnapshotIdMaps>> idmaps =
+      SnapshotIdMaps::Open(options.idmap_dir);
+  if (!idmaps.ok()) return idmaps.status();
+  absl::StatusOr<std::vector<SnapshotInfo>> snapshots =
+      store->snapshots()->List();
+  if (!snapshots.ok()) return snapshots.status();
+  std::set<std::string> ids;
+  for (const SnapshotInfo& snapshot : *snapshots) ids.insert(snapshot.id);
+  (*idmaps)->Clean(ids);
+  return std::unique_ptr<ImageServiceImpl>(new ImageServiceImpl(
+      store, registry, *std::move(idmaps), std::move(options)));
 }
 
 ImageServiceImpl::ImageServiceImpl(Store* store, RegistryClient* registry,
+                                   std::unique_ptr<SnapshotIdMaps> idmaps,
                                    ImageServiceOptions options)
     : store_(store),
+      idmaps_(std::move(idmaps)),
       options_(std::move(options)),
       puller_(store, registry, [this] {
         PullerOptions options;
@@ -489,26 +504,65 @@ grpc::Status ImageServiceImpl::PruneImages(
 grpc::Status ImageServiceImpl::PrepareSnapshot(
     grpc::ServerContext*, const pb::PrepareSnapshotRequest* request,
     pb::PrepareSnapshotResponse* response) {
-  absl::Status valid = SnapshotStore::ValidateId(request->id());
+  const std::string& id = request->id();
+  absl::Status valid = SnapshotStore::ValidateId(id);
+  if (valid.ok()) {
+    valid =
+        ValidateIdMappings(request->uid_mappings(), request->gid_mappings());
+  }
   if (!valid.ok()) return ToGrpcStatus(valid);
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::vector<pb::Image>> images =
       FindImages(request->reference());
   if (!images.ok()) {
     return ToGrpcStatus(absl::Status(
-        images.status().code(), absl::StrCat("snapshot ", request->id(), ": ",
-                                             images.status().message())));
+        images.status().code(),
+        absl::StrCat("snapshot ", id, ": ", images.status().message())));
   }
   const pb::Image& image = images->front();
+  const bool existed = store_->snapshots()->Get(id).ok();
+  if (existed) {
+    absl::StatusOr<pb::Snapshot> maps = idmaps_->Get(id);
+    if (!maps.ok()) return ToGrpcStatus(maps.status());
+    if (!SameIdMappings(maps->uid_mappings(), request->uid_mappings()) ||
+        !SameIdMappings(maps->gid_mappings(), request->gid_mappings())) {
+      return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+          "snapshot ", id, " exists with other id mappings (uid \"",
+          absl::StripSuffix(IdMapText(maps->uid_mappings()), "\n"),
+          "\", gid \"",
+          absl::StripSuffix(IdMapText(maps->gid_mappings()), "\n"),
+          "\"); release it first")));
+    }
+  }
+  base::UniqueFd userns;
+  if (!request->uid_mappings().empty()) {
+    absl::StatusOr<base::UniqueFd> made =
+        MakeIdmapNamespace(request->uid_mappings(), request->gid_mappings());
+    if (!made.ok()) {
+      return ToGrpcStatus(absl::Status(
+          made.status().code(),
+          absl::StrCat("snapshot ", id, ": ", made.status().message())));
+    }
+    userns = *std::move(made);
+    if (!existed) {
+      absl::Status put =
+          idmaps_->Put(id, request->uid_mappings(), request->gid_mappings());
+      if (!put.ok()) return ToGrpcStatus(put);
+    }
+  }
   std::unique_ptr<Store::Lease> lease = store_->NewLease();
   lease->AddImage(image);
   absl::StatusOr<SnapshotInfo> snapshot =
-      store_->PrepareSnapshot(request->id(), image);
+      store_->PrepareSnapshot(id, image, userns.get());
   if (!snapshot.ok()) {
-    return ToGrpcStatus(absl::Status(
-        snapshot.status().code(),
-        absl::StrCat("snapshot ", request->id(), " of ", image.name(), ": ",
-                     snapshot.status().message())));
+    if (!existed) {
+      absl::Status removed = idmaps_->Remove(id);
+      if (!removed.ok()) LOG(WARNING) << removed;
+    }
+    return ToGrpcStatus(
+        absl::Status(snapshot.status().code(),
+                     absl::StrCat("snapshot ", id, " of ", image.name(), ": ",
+                                  snapshot.status().message())));
   }
   response->set_rootfs(snapshot->rootfs);
   *response->mutable_image() = image;
@@ -522,13 +576,14 @@ grpc::Status ImageServiceImpl::ReleaseSnapshot(
     pb::ReleaseSnapshotResponse*) {
   absl::Status valid = SnapshotStore::ValidateId(request->id());
   if (!valid.ok()) return ToGrpcStatus(valid);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<SnapshotInfo> snapshot =
       store_->snapshots()->Get(request->id());
-  if (absl::IsNotFound(snapshot.status())) return grpc::Status::OK;
   absl::Status released = store_->snapshots()->Release(request->id());
+  if (released.ok()) released = idmaps_->Remove(request->id());
   if (!released.ok()) return ToGrpcStatus(released);
-  VLOG(1) << "released snapshot " << request->id();
   if (!snapshot.ok()) return grpc::Status::OK;
+  VLOG(1) << "released snapshot " << request->id();
   // The image was removed (forced) while this snapshot used it: its layers
   // are garbage now.
   for (const pb::Image& image : store_->images()->List()) {
@@ -536,7 +591,6 @@ grpc::Status ImageServiceImpl::ReleaseSnapshot(
       return grpc::Status::OK;
     }
   }
-  absl::MutexLock lock(&mu_);
   absl::StatusOr<GcResult> collected = CollectGarbage(false);
   if (!collected.ok()) {
     LOG(WARNING) << "after releasing snapshot " << request->id()
@@ -559,6 +613,10 @@ grpc::Status ImageServiceImpl::ListSnapshots(
     snapshot->set_image_name(info.image_name);
     snapshot->set_manifest_digest(info.manifest_digest);
     *snapshot->mutable_created() = base::ToProtoTimestamp(info.created);
+    absl::StatusOr<pb::Snapshot> maps = idmaps_->Get(info.id);
+    if (!maps.ok()) return ToGrpcStatus(maps.status());
+    *snapshot->mutable_uid_mappings() = maps->uid_mappings();
+    *snapshot->mutable_gid_mappings() = maps->gid_mappings();
   }
   return grpc::Status::OK;
 }

@@ -1,7 +1,8 @@
 // berth.image.v1.ImageService over berth-images' store: pulls (pull.h),
 // imports (importer/importer.h), image records by name, digest or image id,
 // removal and pruning through the store's garbage collection, and per-task
-// overlay snapshots.
+// overlay snapshots (their layers idmapped for a task in a user namespace:
+// snapshot_idmaps.h).
 //
 // A reference in InspectImage, RemoveImage, TagImage.source and
 // PrepareSnapshot is, in this order: a name as pull takes it ("busybox",
@@ -25,6 +26,7 @@
 #include "services/images/importer/importer.h"
 #include "services/images/pull.h"
 #include "services/images/registry/registry_client.h"
+#include "services/images/snapshot_idmaps.h"
 #include "services/images/store/store.h"
 
 namespace berth::images {
@@ -38,6 +40,9 @@ struct ImageServiceOptions {
   // Where an import's archive is written while it arrives (created 0700;
   // what is in it is removed at start). Required.
   std::string import_dir;
+  // Where the id mappings of snapshots are kept (snapshot_idmaps.h; created
+  // 0700). Required.
+  std::string idmap_dir;
 };
 
 // The names an import gives the images `images` of an archive: the
@@ -108,9 +113,11 @@ class ImageServiceImpl final : public image::v1::ImageService::Service {
 
  private:
   ImageServiceImpl(Store* store, RegistryClient* registry,
+                   std::unique_ptr<SnapshotIdMaps> idmaps,
                    ImageServiceOptions options);
 
   Store* const store_;
+  const std::unique_ptr<SnapshotIdMaps> idmaps_;
   const ImageServiceOptions options_;
   Puller puller_;
 

@@ -143,6 +143,7 @@ class ImageServiceTest : public ::testing::Test {
     ImageServiceOptions options;
     options.platform = LinuxAmd64();
     options.import_dir = dir_.Join("images/import");
+    options.idmap_dir = dir_.Join("images/idmaps");
     absl::StatusOr<std::unique_ptr<ImageServiceImpl>> service =
         ImageServiceImpl::Create(store_.get(), client, options);
     ASSERT_TRUE(service.ok()) << service.status();
@@ -740,6 +741,75 @@ TEST_F(ImageServiceTest, TagInspectListRemoveAndPrune) {
   }
   EXPECT_THAT(ListNames(), IsEmpty());
   EXPECT_EQ(BlobCount(), 0u);
+}
+
+TEST_F(ImageServiceTest, AUserNamespacedTasksSnapshotHasItsLayersIdmapped) {
+  MustImport(TestImagePath("busybox-docker.tar"));
+  pb::PrepareSnapshotRequest request;
+  request.set_id("task-u");
+  request.set_reference("busybox");
+  pb::IdMapping* uid = request.add_uid_mappings();
+  uid->set_container_id(0);
+  uid->set_host_id(400000);
+  uid->set_size(65536);
+  // Only uids: refused, naming the field.
+  {
+    grpc::ClientContext context;
+    pb::PrepareSnapshotResponse response;
+    grpc::Status status = stub_->PrepareSnapshot(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("gid_mappings"));
+  }
+  *request.add_gid_mappings() = *uid;
+  if (!CanMountOverlay()) {
+    GTEST_SKIP() << "overlay mounts and user namespaces need root";
+  }
+  pb::PrepareSnapshotResponse prepared;
+  {
+    grpc::ClientContext context;
+    grpc::Status status = stub_->PrepareSnapshot(&context, request, &prepared);
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      GTEST_SKIP() << status.error_message()
+                   << " (this kernel cannot give overlayfs idmapped layers)";
+    }
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  // The image's root-owned files show as the namespace's root.
+  struct stat st;
+  ASSERT_EQ(stat((prepared.rootfs() + "/bin/busybox").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 400000u);
+  EXPECT_EQ(st.st_gid, 400000u);
+  {
+    grpc::ClientContext context;
+    pb::ListSnapshotsResponse snapshots;
+    ASSERT_TRUE(
+        stub_->ListSnapshots(&context, pb::ListSnapshotsRequest(), &snapshots)
+            .ok());
+    ASSERT_EQ(snapshots.snapshots_size(), 1);
+    ASSERT_EQ(snapshots.snapshots(0).uid_mappings_size(), 1);
+    EXPECT_EQ(snapshots.snapshots(0).uid_mappings(0).host_id(), 400000u);
+    EXPECT_EQ(snapshots.snapshots(0).gid_mappings(0).size(), 65536u);
+  }
+  // Again with the same mappings: the same snapshot; with others: refused.
+  {
+    grpc::ClientContext context;
+    pb::PrepareSnapshotResponse again;
+    ASSERT_TRUE(stub_->PrepareSnapshot(&context, request, &again).ok());
+    EXPECT_EQ(again.rootfs(), prepared.rootfs());
+  }
+  {
+    pb::PrepareSnapshotRequest unmapped = request;
+    unmapped.clear_uid_mappings();
+    unmapped.clear_gid_mappings();
+    grpc::ClientContext context;
+    pb::PrepareSnapshotResponse response;
+    grpc::Status status = stub_->PrepareSnapshot(&context, unmapped, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(), HasSubstr("task-u"));
+    EXPECT_THAT(status.error_message(), HasSubstr("0 400000 65536"));
+  }
+  ASSERT_TRUE(Release("task-u").ok());
+  EXPECT_THAT(DirEntries(dir_.Join("images/idmaps")), IsEmpty());
 }
 
 TEST_F(ImageServiceTest, SnapshotErrorsNameTheIdAndImage) {

@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   options.max_concurrent_downloads = downloads;
   options.platform = *platform;
   options.import_dir = absl::StrCat(root, "/import");
+  options.idmap_dir = absl::StrCat(root, "/idmaps");
   absl::StatusOr<std::unique_ptr<berth::images::ImageServiceImpl>> service =
       berth::images::ImageServiceImpl::Create(store->get(), registry->get(),
                                               options);
