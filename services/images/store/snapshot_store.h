@@ -1,12 +1,24 @@
 // Per-task overlay snapshots under <root>/snapshots/<id>/: the image's
 // layers read-only below (lowerdir, top layer first), upper/ and work/ of
-// the snapshot's own, mounted at rootfs/ (overlayfs, index=off). A
-// single-layer image is an overlay too, so the task always has a writable
-// upper. The record snapshots/<id>/snapshot.json is written last: a
-// snapshot directory without a readable one is half-made and removed at
-// Open (unmounted first). Snapshots with a record are left as they are at Open
-// (a task may run on one); Prepare of such an id remounts it if the mount is
-// gone (after a reboot). Thread-safe.
+// the snapshot's own, mounted at rootfs/ (overlayfs, index=off,
+// metacopy=off, volatile). A single-layer image is an overlay too, so the
+// task always has a writable upper. The record snapshots/<id>/snapshot.json
+// (naming the boot it was mounted in) is written last: a snapshot directory
+// without a readable one is half-made and removed at Open (unmounted
+// first). Snapshots with a record are left as they are at Open (a task may
+// run on one); Prepare of such an id remounts it if the mount is gone.
+//
+// Volatile: the overlay never syncs its upper (Linux 5.10 and later), so
+// that neither what a task writes nor the unmount at Release waits for
+// the other writers of the file system the store is on (an unmount of a
+// plain overlay syncs that whole file system). The price: a task's
+// writable layer survives restarts of the service (and unmounts within a
+// boot) but not a restart of the host. A remount in another boot than the
+// one the record names, of an upper whose overlay left the kernel's
+// volatile mark (work/work/incompat/volatile, which also makes the kernel
+// refuse to mount it again), discards the upper: the snapshot comes back
+// with an empty one (the image as it is), and a warning names it.
+// Thread-safe.
 
 #ifndef SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
 #define SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
@@ -66,7 +78,8 @@ class SnapshotStore {
   // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." and without
   // "..").
   // An existing snapshot of the same manifest digest is returned (remounted
-  // if its mount is gone); of another image, ALREADY_EXISTS names both.
+  // if its mount is gone; with an empty upper after a restart of the host,
+  // see above); of another image, ALREADY_EXISTS names both.
   // On error nothing is left behind.
   absl::StatusOr<SnapshotInfo> Prepare(absl::string_view id,
                                        const SnapshotSpec& spec)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -188,8 +189,11 @@ TEST_F(SnapshotStoreTest, PrepareAgainReturnsItAndRemountsAfterRestart) {
   EXPECT_EQ((*listed)[0].id, "task");
   EXPECT_EQ((*listed)[0].created, first->created);
 
-  // A reboot: the mount is gone; Prepare mounts it again, upper kept.
+  // The mount gone in this boot (unmounted; the kernel's volatile mark is
+  // left in the workdir): Prepare mounts it again, upper kept.
   ASSERT_EQ(umount2(first->rootfs.c_str(), 0), 0);
+  EXPECT_TRUE(testing::PathExists(
+      absl::StrCat(root_, "/task/work/work/incompat/volatile")));
   store_.reset();
   store_ = *SnapshotStore::Open(root_);
   EXPECT_FALSE(store_->IsMounted("task"));
@@ -199,6 +203,74 @@ TEST_F(SnapshotStoreTest, PrepareAgainReturnsItAndRemountsAfterRestart) {
   EXPECT_TRUE(store_->IsMounted("task"));
   EXPECT_EQ(ReadOrEmpty(remounted->rootfs + "/kept"), "kept");
   EXPECT_EQ(ReadOrEmpty(remounted->rootfs + "/etc/os"), "middle");
+  ASSERT_TRUE(store_->Release("task").ok());
+}
+
+// The options of the mount at `path` in /proc/self/mountinfo ("" if none).
+std::string MountOptions(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  std::string options;
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> field;
+    for (std::string f; fields >> f;) field.push_back(f);
+    if (field.size() > 4 && field[4] == path) options = field.back();
+  }
+  return options;
+}
+
+TEST_F(SnapshotStoreTest, HostRestartDiscardsTheVolatileUpper) {
+  auto first = store_->Prepare("task", spec_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Volatile ("fsync=volatile" on Linux 6.12 and later): never synced.
+  EXPECT_THAT(MountOptions(first->rootfs), HasSubstr("volatile"));
+  WriteFile(first->rootfs + "/lost", "lost");
+  ASSERT_EQ(unlink((first->rootfs + "/bin/sh").c_str()), 0);
+  ASSERT_EQ(chmod(layer_dirs_[0].c_str(), 0750), 0);
+
+  // A restart of the host: the mount gone, the volatile mark the kernel
+  // made in the workdir left, and the record naming another boot.
+  ASSERT_EQ(umount2(first->rootfs.c_str(), 0), 0);
+  const std::string mark =
+      absl::StrCat(root_, "/task/work/work/incompat/volatile");
+  ASSERT_TRUE(testing::PathExists(mark));
+  const std::string record = absl::StrCat(root_, "/task/snapshot.json");
+  const std::string boot_id = ReadOrEmpty("/proc/sys/kernel/random/boot_id");
+  ASSERT_GT(boot_id.size(), 30u);
+  std::string text = ReadOrEmpty(record);
+  const size_t at = text.find(boot_id.substr(0, 30));
+  ASSERT_NE(at, std::string::npos) << "the record names this boot: " << text;
+  text.replace(at, 8, "00000000");
+  WriteFile(record, text);
+  store_.reset();
+  store_ = *SnapshotStore::Open(root_);
+  EXPECT_THAT(*store_->List(), ::testing::SizeIs(1));
+
+  auto remounted = store_->Prepare("task", spec_);
+  ASSERT_TRUE(remounted.ok()) << remounted.status();
+  EXPECT_TRUE(store_->IsMounted("task"));
+  EXPECT_EQ(remounted->created, first->created);
+  // An empty upper: the image as it is, with the top layer's root mode.
+  EXPECT_THAT(*store_internal::ListDir(absl::StrCat(root_, "/task/upper")),
+              IsEmpty());
+  EXPECT_FALSE(testing::PathExists(remounted->rootfs + "/lost"));
+  EXPECT_EQ(ReadOrEmpty(remounted->rootfs + "/bin/sh"), "shell");
+  EXPECT_EQ(ReadOrEmpty(remounted->rootfs + "/etc/os"), "middle");
+  struct stat st;
+  ASSERT_EQ(stat(remounted->rootfs.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  WriteFile(remounted->rootfs + "/after", "after");
+  EXPECT_EQ(ReadOrEmpty(absl::StrCat(root_, "/task/upper/after")), "after");
+
+  // The record names this boot again: the mount gone once more in this
+  // boot, the upper is kept.
+  EXPECT_THAT(ReadOrEmpty(record), HasSubstr(boot_id.substr(0, 30)));
+  ASSERT_EQ(umount2(remounted->rootfs.c_str(), 0), 0);
+  ASSERT_TRUE(testing::PathExists(mark));
+  auto again = store_->Prepare("task", spec_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ReadOrEmpty(again->rootfs + "/after"), "after");
   ASSERT_TRUE(store_->Release("task").ok());
 }
 
