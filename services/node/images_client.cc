@@ -45,11 +45,24 @@ absl::Status ImagesClient::CallError(const grpc::Status& status) const {
 
 absl::StatusOr<image::v1::PrepareSnapshotResponse>
 ImagesClient::PrepareSnapshot(const std::string& id,
-                              const std::string& reference) {
+                              const std::string& reference,
+                              const driver::v1::UserNamespace* idmap) {
   if (absl::Status s = Connect(); !s.ok()) return s;
   image::v1::PrepareSnapshotRequest request;
   request.set_id(id);
   request.set_reference(reference);
+  if (idmap != nullptr) {
+    for (auto [from, to] :
+         {std::pair{&idmap->uid_mappings(), request.mutable_uid_mappings()},
+          std::pair{&idmap->gid_mappings(), request.mutable_gid_mappings()}}) {
+      for (const driver::v1::IdMapping& range : *from) {
+        image::v1::IdMapping* mapping = to->Add();
+        mapping->set_container_id(range.container_id());
+        mapping->set_host_id(range.host_id());
+        mapping->set_size(range.size());
+      }
+    }
+  }
   image::v1::PrepareSnapshotResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));

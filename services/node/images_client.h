@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "berth/driver/v1/driver.pb.h"
 #include "berth/image/v1/image.grpc.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "grpcpp/channel.h"
@@ -55,8 +56,12 @@ class ImagesClient {
   // message.
   absl::Status CallError(const grpc::Status& status) const;
 
+  // With `idmap` (a user-namespaced task's mappings; null for none), the
+  // snapshot's layers are idmapped to them (PrepareSnapshotRequest's
+  // uid_mappings and gid_mappings).
   absl::StatusOr<image::v1::PrepareSnapshotResponse> PrepareSnapshot(
-      const std::string& id, const std::string& reference);
+      const std::string& id, const std::string& reference,
+      const driver::v1::UserNamespace* idmap = nullptr);
   absl::Status ReleaseSnapshot(const std::string& id);
   absl::StatusOr<std::vector<image::v1::Snapshot>> ListSnapshots();
 

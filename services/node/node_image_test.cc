@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@
 #include "services/common/test_util.h"
 #include "services/node/node_server.h"
 #include "services/node/node_test_client.h"
+#include "services/node/task_store.h"
 
 namespace berth::node {
 namespace {
@@ -56,6 +58,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kBusybox[] = "/bin/busybox";
+constexpr uint32_t kUsernsBase = 4200000;
 
 // berth-images as the node sees it. Images are registered by the test;
 // a snapshot is <dir>/snapshots/<id>/rootfs, a root holding busybox and a
@@ -81,6 +84,10 @@ class FakeImages final : public imagepb::ImageService::Service {
     absl::MutexLock lock(&mu_);
     return prepared_;
   }
+  std::vector<imagepb::PrepareSnapshotRequest> requests() const {
+    absl::MutexLock lock(&mu_);
+    return requests_;
+  }
   std::vector<std::string> released() const {
     absl::MutexLock lock(&mu_);
     return released_;
@@ -105,6 +112,7 @@ class FakeImages final : public imagepb::ImageService::Service {
       imagepb::PrepareSnapshotResponse* response) override {
     absl::MutexLock lock(&mu_);
     prepared_.emplace_back(request->id(), request->reference());
+    requests_.push_back(*request);
     auto image = images_.find(request->reference());
     if (image == images_.end()) {
       return grpc::Status(
@@ -116,10 +124,21 @@ class FakeImages final : public imagepb::ImageService::Service {
     if (!MakeRoot(rootfs, request->id())) {
       return grpc::Status(grpc::StatusCode::INTERNAL, "cannot make " + rootfs);
     }
+    // Idmapped as berth-images' idmapped layers show it: what root owns is
+    // the namespace's root's (container id 0's host ids).
+    if (!request->uid_mappings().empty() &&
+        std::system(
+            absl::StrCat("chown -R ", request->uid_mappings(0).host_id(), ":",
+                         request->gid_mappings(0).host_id(), " '", rootfs, "'")
+                .c_str()) != 0) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot chown " + rootfs);
+    }
     imagepb::Snapshot& snapshot = snapshots_[request->id()];
     snapshot.set_id(request->id());
     snapshot.set_rootfs(rootfs);
     snapshot.set_image_name(image->second.name());
+    *snapshot.mutable_uid_mappings() = request->uid_mappings();
+    *snapshot.mutable_gid_mappings() = request->gid_mappings();
     response->set_rootfs(rootfs);
     *response->mutable_image() = image->second;
     return grpc::Status::OK;
@@ -256,6 +275,7 @@ class FakeImages final : public imagepb::ImageService::Service {
   std::map<std::string, imagepb::Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> prepared_
       ABSL_GUARDED_BY(mu_);
+  std::vector<imagepb::PrepareSnapshotRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
   bool pull_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool import_cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -321,6 +341,9 @@ class NodeImageTest : public ::testing::Test {
     options.images_socket =
         images_socket.empty() ? dir_.Join("images.sock") : images_socket;
     options.images_connect_wait = absl::Milliseconds(500);
+    // For userns "auto": host ids no file here owns.
+    options.id_ranges.base = kUsernsBase;
+    options.id_ranges.count = 4 * 65536;
     options.node_id = "test";
     options.version = "test";
     options.plugin_options.min_backoff = absl::Milliseconds(50);
@@ -517,6 +540,90 @@ TEST_F(NodeImageTest, ARestartReusesTheSnapshot) {
   EXPECT_EQ(absl::StripAsciiWhitespace(Output(task->id())), "3");
   EXPECT_EQ(images_.prepared().size(), 1u);
   EXPECT_TRUE(images_.released().empty());
+}
+
+// A task in a user namespace gets a snapshot idmapped to its mappings (the
+// request carries them), which the driver is told to bind as it is
+// (isolation.rootfs_idmapped, in the handle); the working directory the node
+// makes in it is the task's root's; a restart reuses it. A task without one
+// asks for no idmapping.
+TEST_F(NodeImageTest, AUserNamespacedTaskGetsAnIdmappedSnapshot) {
+  imagepb::Image image = Image("docker.io/library/mapped:1", {}, {});
+  image.mutable_config()->set_working_dir("/wd");
+  images_.AddImage("mapped:1", image);
+  // The task's mapped ids reach the driver's root mount point below it, as
+  // below a node's state directory (0711).
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  StartNode();
+  v1::TaskSpec spec = ImageSpec(
+      "mapped:1",
+      "echo run >> /runs; id -u; busybox stat -c %u:%g /snapshot /wd; pwd; "
+      "test $(wc -l < /runs) -ge 2");
+  spec.set_userns("auto");
+  spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
+  spec.mutable_restart()->set_attempts(1);
+  spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::Task now = Inspect(task->id());
+    return now.restarts() == 1 && now.state() == v1::TASK_STATE_EXITED;
+  })) << Inspect(task->id()).DebugString();
+  EXPECT_EQ(Inspect(task->id()).exit_result().exit_code(), 0)
+      << ReadFileOrEmpty(node_->tasks().LogDir(task->id()) + "/stderr.log");
+  // Both runs saw the image's files and the made /wd as their root's.
+  EXPECT_THAT(Output(task->id()), HasSubstr("0\n0:0\n0:0\n/wd\n"));
+
+  ASSERT_EQ(images_.requests().size(), 1u);
+  const imagepb::PrepareSnapshotRequest request = images_.requests()[0];
+  ASSERT_EQ(request.uid_mappings_size(), 1);
+  ASSERT_EQ(request.gid_mappings_size(), 1);
+  const uint32_t uid = request.uid_mappings(0).host_id();
+  const uint32_t gid = request.gid_mappings(0).host_id();
+  EXPECT_EQ(request.uid_mappings(0).container_id(), 0u);
+  EXPECT_GE(uid, kUsernsBase);
+  EXPECT_EQ(request.uid_mappings(0).size(), 65536u);
+  // On the host, what the node made and the task wrote are its mapped ids.
+  const std::string rootfs = Inspect(task->id()).image().rootfs();
+  struct stat st;
+  for (const char* path : {"/wd", "/runs"}) {
+    ASSERT_EQ(stat((rootfs + path).c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_uid, uid) << path;
+    EXPECT_EQ(st.st_gid, gid) << path;
+  }
+
+  // Without a user namespace: no mappings asked for.
+  v1::TaskSpec plain = ImageSpec("mapped:1", "id -u");
+  plain.set_userns("host");
+  absl::StatusOr<v1::Task> host = Run(plain);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(Output(host->id()), "0\n");
+  ASSERT_EQ(images_.requests().size(), 2u);
+  EXPECT_EQ(images_.requests()[1].uid_mappings_size(), 0);
+  EXPECT_EQ(images_.requests()[1].gid_mappings_size(), 0);
+
+  // What the driver was given, as the node keeps it.
+  StopNode();
+  {
+    absl::StatusOr<std::unique_ptr<TaskStore>> store =
+        TaskStore::Open(dir_.Join("state/node/state.db"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (const auto& [id, idmapped] :
+         {std::pair{task->id(), true}, std::pair{host->id(), false}}) {
+      absl::StatusOr<std::optional<internal::TaskRecord>> record =
+          (*store)->Get(id);
+      ASSERT_TRUE(record.ok() && record->has_value()) << id;
+      const driver::v1::Isolation& isolation =
+          (*record)->handle().config().isolation();
+      EXPECT_EQ(isolation.rootfs_idmapped(), idmapped) << id;
+      EXPECT_EQ(isolation.rootfs(), (*record)->task().image().rootfs()) << id;
+      if (idmapped) {
+        ASSERT_EQ(isolation.user_namespace().uid_mappings_size(), 1);
+        EXPECT_EQ(isolation.user_namespace().uid_mappings(0).host_id(), uid);
+      }
+    }
+  }
+  StartNode();
 }
 
 // At its start the node releases the snapshots that are no task's (a node

@@ -134,7 +134,8 @@ v1::TaskImageStatus ImageStatusOf(const image::v1::Image& image,
   return status;
 }
 
-absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path) {
+absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path,
+                           uid_t uid, gid_t gid) {
   base::UniqueFd root(
       open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root.valid()) {
@@ -154,9 +155,17 @@ absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path) {
         return absl::ErrnoToStatus(errno, absl::StrCat("/", parent));
       }
       const std::string name(part);
-      if (mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+      if (mkdirat(dir.get(), name.c_str(), 0755) != 0) {
+        if (errno != EEXIST) {
+          return absl::ErrnoToStatus(
+              errno, absl::StrCat("making /", here, " in the image"));
+        }
+      } else if ((uid != 0 || gid != 0) &&
+                 fchownat(dir.get(), name.c_str(), uid, gid,
+                          AT_SYMLINK_NOFOLLOW) != 0) {
         return absl::ErrnoToStatus(
-            errno, absl::StrCat("making /", here, " in the image"));
+            errno,
+            absl::StrCat("chown /", here, " in the image to ", uid, ":", gid));
       }
       // A link left dangling where the directory goes: not a directory.
       existing = base::UniqueFd(OpenInRoot(root.get(), here));

@@ -15,6 +15,8 @@
 #ifndef SERVICES_NODE_TASK_IMAGE_H_
 #define SERVICES_NODE_TASK_IMAGE_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -45,11 +47,13 @@ v1::TaskImageStatus ImageStatusOf(const image::v1::Image& image,
                                   const std::string& rootfs);
 
 // Makes the directory `path` (absolute, in the task's view) in the image
-// root `rootfs`, with its missing parents, 0755 and owned by root, resolving
-// every link inside the root as the task would (openat2 RESOLVE_IN_ROOT):
-// an image's link never leads the node outside it. Existing directories are
-// left as they are.
-absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path);
+// root `rootfs`, with its missing parents, 0755 and owned by `uid`:`gid`
+// (root; in a snapshot idmapped for a user namespace, the task's root's
+// mapped host ids), resolving every link inside the root as the task would
+// (openat2 RESOLVE_IN_ROOT): an image's link never leads the node outside
+// it. Existing directories are left as they are.
+absl::Status MakeDirInRoot(const std::string& rootfs, const std::string& path,
+                           uid_t uid = 0, gid_t gid = 0);
 
 }  // namespace berth::node
 

@@ -364,6 +364,11 @@ absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
                    "busybox ...) for a root from an image, or leave both "
                    "empty for a root made of the host's system directories");
   }
+  if (isolation.rootfs_idmapped()) {
+    return Invalid("spec.isolation.rootfs_idmapped",
+                   "is the node's to set (for an image task in a user "
+                   "namespace: set spec.image and spec.userns)");
+  }
   if (isolation.user_namespace().uid_mappings_size() > 0 ||
       isolation.user_namespace().gid_mappings_size() > 0) {
     return Invalid("spec.isolation.user_namespace",

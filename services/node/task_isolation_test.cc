@@ -187,6 +187,11 @@ TEST_F(TaskIsolationTest, ValidAndInvalidSpecs) {
       {"rootfs",
        [](v1::TaskSpec& s) { s.mutable_isolation()->set_rootfs("/img"); },
        "spec.isolation.rootfs: is the node's to fill: set spec.image"},
+      {"rootfs_idmapped",
+       [](v1::TaskSpec& s) {
+         s.mutable_isolation()->set_rootfs_idmapped(true);
+       },
+       "spec.isolation.rootfs_idmapped: is the node's to set"},
       {"user and group", [](v1::TaskSpec& s) { s.set_user("alice:staff"); },
        ""},
       {"user with an empty group", [](v1::TaskSpec& s) { s.set_user("a:"); },

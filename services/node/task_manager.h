@@ -197,8 +197,12 @@ class TaskManager {
   // For a spec with an image: the task's snapshot (the one it has, on a
   // restart, else a new one from berth-images), recorded in the entry, and
   // the image's configuration applied to `config` with the snapshot as its
-  // root. Errors name the image.
+  // root. For a task in a user namespace (config's isolation.user_namespace)
+  // whose driver claims isolation.rootfs_idmapped (`driver_binds_idmapped`),
+  // the snapshot's layers are idmapped to its mappings and
+  // isolation.rootfs_idmapped set. Errors name the image.
   absl::Status PrepareImage(Entry& entry, const v1::TaskSpec& spec,
+                            bool driver_binds_idmapped,
                             driver::v1::TaskConfig* config)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Releases the task's snapshot (none: success). A berth-images that is

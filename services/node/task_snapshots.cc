@@ -4,6 +4,7 @@
 // removed or fails to start; at the node's start, snapshots that are no
 // task's are released.
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,9 +32,46 @@ absl::Status PrepareError(const std::string& reference,
                    "\": cannot prepare the task's root: ", error.message()));
 }
 
+using IdMappings = google::protobuf::RepeatedPtrField<driver::v1::IdMapping>;
+using SnapshotIdMappings =
+    google::protobuf::RepeatedPtrField<image::v1::IdMapping>;
+
+// Whether a snapshot's mappings (as ListSnapshots shows them) are `map`.
+bool SameMappings(const SnapshotIdMappings& snapshot, const IdMappings& map) {
+  if (snapshot.size() != map.size()) return false;
+  for (int i = 0; i < map.size(); ++i) {
+    if (snapshot[i].container_id() != map[i].container_id() ||
+        snapshot[i].host_id() != map[i].host_id() ||
+        snapshot[i].size() != map[i].size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "0:HOST:SIZE ..." for messages.
+template <typename Mappings>
+std::string MappingsText(const Mappings& map) {
+  std::string text;
+  for (const auto& range : map) {
+    absl::StrAppend(&text, text.empty() ? "" : " ", range.container_id(), ":",
+                    range.host_id(), ":", range.size());
+  }
+  return text.empty() ? "none" : text;
+}
+
+// The host id the namespace's root (container id 0) is.
+uint32_t HostRoot(const IdMappings& map) {
+  for (const driver::v1::IdMapping& range : map) {
+    if (range.container_id() == 0) return range.host_id();
+  }
+  return 0;
+}
+
 }  // namespace
 
 absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
+                                       bool driver_binds_idmapped,
                                        driver::v1::TaskConfig* config) {
   const std::string& reference = spec.image().reference();
   if (options_.images == nullptr) {
@@ -41,9 +79,16 @@ absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
         "spec.image: image \"", reference,
         "\": this node runs without berth-images (--images_socket=none)"));
   }
+  // A task in a user namespace gets a snapshot over layers idmapped to its
+  // mappings (an overlay cannot be idmapped itself), which its driver binds
+  // as it is; for a driver that cannot, the snapshot is left unmapped.
+  const driver::v1::UserNamespace& userns =
+      config->isolation().user_namespace();
+  const bool idmap = driver_binds_idmapped && !userns.uid_mappings().empty();
   std::string id;
   image::v1::Image image;
   std::string rootfs;
+  bool rootfs_idmapped = false;
   bool had_snapshot;
   {
     absl::MutexLock lock(&mu_);
@@ -59,12 +104,28 @@ absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
         options_.images->ListSnapshots();
     if (!snapshots.ok()) return PrepareError(reference, snapshots.status());
     for (const image::v1::Snapshot& snapshot : *snapshots) {
-      if (snapshot.id() == id) rootfs = snapshot.rootfs();
+      if (snapshot.id() != id) continue;
+      rootfs = snapshot.rootfs();
+      // The task keeps its range across restarts, so its mappings are the
+      // snapshot's, unless the node's --default_userns changed meanwhile.
+      rootfs_idmapped = !snapshot.uid_mappings().empty();
+      if (rootfs_idmapped &&
+          (!idmap ||
+           !SameMappings(snapshot.uid_mappings(), userns.uid_mappings()) ||
+           !SameMappings(snapshot.gid_mappings(), userns.gid_mappings()))) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "spec.image: image \"", reference, "\": the task's snapshot ", id,
+            " is idmapped for uids ", MappingsText(snapshot.uid_mappings()),
+            ", this run's user namespace maps ",
+            MappingsText(userns.uid_mappings()),
+            ": remove the task and run it again"));
+      }
     }
   }
   if (rootfs.empty()) {
     absl::StatusOr<image::v1::PrepareSnapshotResponse> prepared =
-        options_.images->PrepareSnapshot(id, reference);
+        options_.images->PrepareSnapshot(id, reference,
+                                         idmap ? &userns : nullptr);
     if (!prepared.ok()) return PrepareError(reference, prepared.status());
     if (prepared->rootfs().empty() || prepared->rootfs()[0] != '/') {
       return absl::InternalError(
@@ -74,6 +135,7 @@ absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
     }
     rootfs = prepared->rootfs();
     image = prepared->image();
+    rootfs_idmapped = idmap;
   }
   {
     // In memory now; stored with the run (or with the failure, and the
@@ -88,8 +150,13 @@ absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
     return s;
   }
   config->mutable_isolation()->set_rootfs(rootfs);
+  config->mutable_isolation()->set_rootfs_idmapped(rootfs_idmapped);
   if (!config->working_dir().empty() && config->working_dir() != "/") {
-    if (absl::Status s = MakeDirInRoot(rootfs, config->working_dir());
+    // In an idmapped snapshot, owned by the task's root as it sees it.
+    if (absl::Status s = MakeDirInRoot(
+            rootfs, config->working_dir(),
+            rootfs_idmapped ? HostRoot(userns.uid_mappings()) : 0,
+            rootfs_idmapped ? HostRoot(userns.gid_mappings()) : 0);
         !s.ok()) {
       return absl::Status(
           s.code(), absl::StrCat("spec.image: image \"", reference,

@@ -259,7 +259,11 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   }
   // The image's root, command, environment, user and working directory.
   if (spec.has_image()) {
-    if (absl::Status s = PrepareImage(entry, spec, &config); !s.ok()) {
+    const bool driver_binds_idmapped =
+        caps.ok() && caps->isolation().rootfs_idmapped();
+    if (absl::Status s =
+            PrepareImage(entry, spec, driver_binds_idmapped, &config);
+        !s.ok()) {
       return s;
     }
   }
