@@ -33,10 +33,12 @@ using ::berth::testing::RunfilePath;
 using ::berth::testing::ShortTempDir;
 using ::berth::testing::WaitFor;
 
-// Runs berth-agent with `args`; its stdout and stderr go to `output`.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& output) {
-  std::vector<std::string> argv_strings = {
-      RunfilePath("services/agent/berth-agent")};
+// Runs `binary` (a runfile path) with `args`; its stdout and stderr go to
+// `output`.
+pid_t SpawnBinary(const std::string& binary,
+                  const std::vector<std::string>& args,
+                  const std::string& output) {
+  std::vector<std::string> argv_strings = {RunfilePath(binary)};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
@@ -51,6 +53,11 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& output) {
             0);
   posix_spawn_file_actions_destroy(&actions);
   return pid;
+}
+
+// Runs berth-agent with `args`, as SpawnBinary.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& output) {
+  return SpawnBinary("services/agent/berth-agent", args, output);
 }
 
 // The exit code, or -1 when it did not exit within 30 s (then killed).
@@ -85,6 +92,36 @@ TEST(AgentMainTest, VersionAndHelp) {
   // Without a socket it says so and fails.
   EXPECT_EQ(WaitExit(Spawn({}, out)), 2);
   EXPECT_TRUE(absl::StrContains(ReadFileOrEmpty(out), "--socket"));
+}
+
+// --enter_root_fd naming no directory: the agent stops before serving.
+// (Entering a root, through berth-agent-boot, is tested by the sandbox
+// driver's tests: services/driver/sandbox.)
+TEST(AgentMainTest, EnterRootFdThatIsNoDirectoryFails) {
+  ShortTempDir dir;
+  const std::string socket = dir.Join("agent.sock");
+  const std::string out = dir.Join("out");
+  EXPECT_EQ(WaitExit(Spawn({"--socket=" + socket, "--enter_root_fd=99"}, out)),
+            1);
+  EXPECT_TRUE(absl::StrContains(ReadFileOrEmpty(out), "--enter_root_fd"))
+      << ReadFileOrEmpty(out);
+  EXPECT_FALSE(PathExists(socket));
+}
+
+// berth-agent-boot refuses a usage without an absolute DIR and PROGRAM,
+// and names the step that fails.
+TEST(AgentMainTest, BootUsage) {
+  ShortTempDir dir;
+  const std::string out = dir.Join("out");
+  auto run = [&](const std::vector<std::string>& args) {
+    return WaitExit(SpawnBinary("services/agent/berth-agent-boot", args, out));
+  };
+  EXPECT_EQ(run({}), 2);
+  EXPECT_TRUE(absl::StrContains(ReadFileOrEmpty(out), "usage:"));
+  EXPECT_EQ(run({"relative", "/berth-agent"}), 2);
+  EXPECT_EQ(run({dir.Join("missing"), "/berth-agent"}), 127);
+  EXPECT_TRUE(absl::StrContains(ReadFileOrEmpty(out), dir.Join("missing")))
+      << ReadFileOrEmpty(out);
 }
 
 TEST(AgentMainTest, ServesAndExitsZeroAfterDestroySandbox) {
