@@ -3,7 +3,8 @@
 # the exec and sandbox drivers, and `berth`. The test images
 # (//tools/testimages) are imported through the node (`berth image import`,
 # forwarded to berth-images); `berth run busybox echo hi` runs on both
-# drivers, with and without `--userns auto`; the multi-layer image's
+# drivers, with and without `--userns auto` (what a task in a user
+# namespace writes is stored owned by its mapped ids); the multi-layer image's
 # Entrypoint, Cmd, WorkingDir and User apply unless the command line
 # overrides them; `berth inspect` shows the image and its digests; a task's
 # snapshot is an overlay mount under berth-images' state while it exists and
@@ -173,6 +174,38 @@ for driver in exec sandbox; do
   else
     fail "rm_${driver}_releases_the_snapshot" "$rootfs is still there"
   fi
+done
+
+# --- a task in a user namespace writes its snapshot: what it makes (a file,
+# a directory) and what it changes of the image (copied up) are stored in
+# the snapshot's upper directory owned by its mapped host ids (the layers
+# are idmapped below the overlay, the upper is not), never by the host's
+# root; inside, the image's files are its root's.
+for driver in exec sandbox; do
+  name="userns_${driver}_upper_owned_by_mapped_ids"
+  id=$(berth run -d --pull never --net host --driver "$driver" --userns auto \
+    --name "mapped-$driver" busybox sh -c \
+    'stat -c %u:%g /bin/busybox > /made-by-task; mkdir /made-dir; touch /bin/busybox; exec sleep 1000' \
+    2>"$dir/err")
+  if [[ -z $id ]]; then
+    fail "$name" "$(head -c 800 "$dir/err")"
+    berth rm -f "mapped-$driver" >/dev/null 2>&1
+    continue
+  fi
+  rootfs=$(task_field "mapped-$driver" 't["image"]["rootfs"]')
+  upper="${rootfs%/rootfs}/upper"
+  wait_for 50 test -s "$upper/made-by-task"
+  owners=$(cd "$upper" 2>/dev/null && stat -c '%n %u %g' made-by-task made-dir bin/busybox 2>&1)
+  seen=$(cat "$upper/made-by-task" 2>/dev/null)
+  echo "--- mapped-$driver: upper $upper: $(printf '%s' "$owners" | tr '\n' ';') task saw busybox as $seen"
+  bad=$(printf '%s\n' "$owners" | awk -v lo="$base" -v hi=$((base + 131072)) \
+    'NF != 3 || $2 < lo || $2 >= hi || $3 < lo || $3 >= hi')
+  if [[ $(printf '%s\n' "$owners" | wc -l) -eq 3 && -z $bad && $seen == 0:0 ]]; then
+    pass "$name"
+  else
+    fail "$name" "owners '$owners' (want ids in [$base, $((base + 131072)))), busybox seen as '$seen' (want 0:0)"
+  fi
+  berth rm -f "mapped-$driver" >/dev/null 2>"$dir/err" || fail "rm_mapped_$driver" "$(cat "$dir/err")"
 done
 
 # --- an image that is not stored: the run fails naming it, nothing stays.
