@@ -383,6 +383,25 @@ class NodeImageTest : public ::testing::Test {
   absl::StatusOr<v1::Task> Run(const v1::TaskSpec& spec) {
     return testing::RunTask(*stub_, spec);
   }
+  // Runs `spec` restarted on failure up to `attempts` times, and waits until
+  // it has been and has exited.
+  absl::StatusOr<v1::Task> RunRestarting(v1::TaskSpec spec, int attempts) {
+    spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
+    spec.mutable_restart()->set_attempts(attempts);
+    spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
+    absl::StatusOr<v1::Task> task = Run(spec);
+    if (!task.ok()) return task;
+    if (!WaitFor([&] {
+          const v1::Task now = Inspect(task->id());
+          return now.restarts() == static_cast<uint32_t>(attempts) &&
+                 now.state() == v1::TASK_STATE_EXITED;
+        })) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("task ", task->id(), " was not restarted ", attempts,
+                       " times: ", Inspect(task->id()).DebugString()));
+    }
+    return Inspect(task->id());
+  }
   v1::Task Inspect(const std::string& id) {
     return testing::InspectTask(*stub_, id);
   }
@@ -526,17 +545,9 @@ TEST_F(NodeImageTest, AStartTheDriverRefusesReleasesTheSnapshot) {
 TEST_F(NodeImageTest, ARestartReusesTheSnapshot) {
   images_.AddImage("count:1", Image("docker.io/library/count:1", {}, {}));
   StartNode();
-  v1::TaskSpec spec =
-      ImageSpec("count:1", "echo run >> /runs; wc -l < /runs; exit 1");
-  spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
-  spec.mutable_restart()->set_attempts(2);
-  spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
-  absl::StatusOr<v1::Task> task = Run(spec);
+  absl::StatusOr<v1::Task> task = RunRestarting(
+      ImageSpec("count:1", "echo run >> /runs; wc -l < /runs; exit 1"), 2);
   ASSERT_TRUE(task.ok()) << task.status();
-  ASSERT_TRUE(WaitFor([&] {
-    const v1::Task now = Inspect(task->id());
-    return now.restarts() == 2 && now.state() == v1::TASK_STATE_EXITED;
-  }));
   EXPECT_EQ(absl::StripAsciiWhitespace(Output(task->id())), "3");
   EXPECT_EQ(images_.prepared().size(), 1u);
   EXPECT_TRUE(images_.released().empty());
@@ -560,16 +571,9 @@ TEST_F(NodeImageTest, AUserNamespacedTaskGetsAnIdmappedSnapshot) {
       "echo run >> /runs; id -u; busybox stat -c %u:%g /snapshot /wd; pwd; "
       "test $(wc -l < /runs) -ge 2");
   spec.set_userns("auto");
-  spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
-  spec.mutable_restart()->set_attempts(1);
-  spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
-  absl::StatusOr<v1::Task> task = Run(spec);
+  absl::StatusOr<v1::Task> task = RunRestarting(spec, 1);
   ASSERT_TRUE(task.ok()) << task.status();
-  ASSERT_TRUE(WaitFor([&] {
-    const v1::Task now = Inspect(task->id());
-    return now.restarts() == 1 && now.state() == v1::TASK_STATE_EXITED;
-  })) << Inspect(task->id()).DebugString();
-  EXPECT_EQ(Inspect(task->id()).exit_result().exit_code(), 0)
+  EXPECT_EQ(task->exit_result().exit_code(), 0)
       << ReadFileOrEmpty(node_->tasks().LogDir(task->id()) + "/stderr.log");
   // Both runs saw the image's files and the made /wd as their root's.
   EXPECT_THAT(Output(task->id()), HasSubstr("0\n0:0\n0:0\n/wd\n"));

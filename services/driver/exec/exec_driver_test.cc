@@ -100,6 +100,18 @@ bool CopyFromHost(const std::string& from, const std::string& to) {
 // sh, id, ls, touch and cat in /usr/bin, with the libraries ldd says they
 // load at the paths it names, and /bin a link to usr/bin. Empty on success,
 // else what failed.
+// A user namespace mapping container ids 0..65535 to host uids from `uid`
+// and gids from `gid`.
+void MapIds(dv1::Isolation* isolation, uint32_t uid, uint32_t gid) {
+  dv1::UserNamespace& userns = *isolation->mutable_user_namespace();
+  for (auto [mapping, host] : {std::pair{userns.add_uid_mappings(), uid},
+                               std::pair{userns.add_gid_mappings(), gid}}) {
+    mapping->set_container_id(0);
+    mapping->set_host_id(host);
+    mapping->set_size(65536);
+  }
+}
+
 std::string MakeImage(const std::string& dir) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::StrCat("mkdir ", dir, ": ", strerror(errno));
@@ -726,14 +738,7 @@ TEST_F(ExecDriverTest, UserNamespaceMapsTheTasksRootToItsHostRange) {
             "test -c /dev/null && echo dev-null; echo out-err >&2; "
             "exec sleep 1000");
   dv1::Isolation& isolation = *task.mutable_isolation();
-  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
-  uid->set_container_id(0);
-  uid->set_host_id(3200000);
-  uid->set_size(65536);
-  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
-  gid->set_container_id(0);
-  gid->set_host_id(3300000);
-  gid->set_size(65536);
+  MapIds(&isolation, 3200000, 3300000);
   dv1::Mount* data = isolation.add_mounts();
   data->set_type(dv1::MOUNT_TYPE_BIND);
   data->set_source(host_dir);
@@ -834,12 +839,7 @@ TEST_F(ExecDriverTest, ImageRootRunsWithAndWithoutAUserNamespace) {
   dv1::TaskConfig mapped = Task("image-userns", {"/bin/sh", "-c", script});
   dv1::Isolation& isolation = *mapped.mutable_isolation();
   isolation.set_rootfs(image);
-  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
-  uid->set_host_id(3400000);
-  uid->set_size(65536);
-  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
-  gid->set_host_id(3500000);
-  gid->set_size(65536);
+  MapIds(&isolation, 3400000, 3500000);
   started = Start(mapped);
   ASSERT_TRUE(started.ok())
       << started.status() << "\n"
@@ -884,12 +884,7 @@ TEST_F(ExecDriverTest, AnIdmappedRootIsBoundAsItIs) {
   dv1::Isolation& isolation = *task.mutable_isolation();
   isolation.set_rootfs(image);
   isolation.set_rootfs_idmapped(true);
-  dv1::IdMapping* uid = isolation.mutable_user_namespace()->add_uid_mappings();
-  uid->set_host_id(3600000);
-  uid->set_size(65536);
-  dv1::IdMapping* gid = isolation.mutable_user_namespace()->add_gid_mappings();
-  gid->set_host_id(3700000);
-  gid->set_size(65536);
+  MapIds(&isolation, 3600000, 3700000);
   absl::StatusOr<dv1::StartTaskResponse> started = Start(task);
   ASSERT_TRUE(started.ok())
       << started.status() << "\n"
