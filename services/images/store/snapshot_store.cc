@@ -213,7 +213,11 @@ absl::StatusOr<SnapshotInfo> ParseRecord(const std::string& dir,
   return info;
 }
 
-// Writes the record of `info`, mounted in this boot.
+// Writes the record of `info`, mounted in this boot: a temporary file
+// renamed, so that a reader sees the whole record or none. Not synced:
+// nothing of a snapshot is (see the header); after a crash of the host a
+// record that did not reach the disk is missing or empty, and the snapshot
+// then half-made.
 absl::Status WriteRecord(const std::string& dir, const SnapshotInfo& info,
                          const std::vector<std::string>& layer_dirs) {
   const nlohmann::json json = {
@@ -225,8 +229,19 @@ absl::Status WriteRecord(const std::string& dir, const SnapshotInfo& info,
       {"created_ns", absl::ToUnixNanos(info.created)},
       {"boot_id", BootId()},
   };
-  return store_internal::WriteFileAtomic(absl::StrCat(dir, "/", kRecord),
-                                         json.dump(2));
+  const std::string path = absl::StrCat(dir, "/", kRecord);
+  const std::string tmp =
+      store_internal::RandomName(absl::StrCat(path, ".tmp-"));
+  base::UniqueFd fd(
+      open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+  absl::Status status = base::WriteAll(fd.get(), json.dump(2), tmp);
+  fd.reset();
+  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+    status = absl::ErrnoToStatus(errno, absl::StrCat("renaming ", tmp));
+  }
+  if (!status.ok()) unlink(tmp.c_str());
+  return status;
 }
 
 // Makes the empty upper directory `upper` with the owner and mode of the

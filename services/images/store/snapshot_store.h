@@ -8,17 +8,21 @@
 // first). Snapshots with a record are left as they are at Open (a task may
 // run on one); Prepare of such an id remounts it if the mount is gone.
 //
-// Volatile: the overlay never syncs its upper (Linux 5.10 and later), so
-// that neither what a task writes nor the unmount at Release waits for
-// the other writers of the file system the store is on (an unmount of a
-// plain overlay syncs that whole file system). The price: a task's
-// writable layer survives restarts of the service (and unmounts within a
-// boot) but not a restart of the host. A remount in another boot than the
-// one the record names, of an upper whose overlay left the kernel's
+// Nothing of a snapshot is synced to disk: the overlay is volatile (Linux
+// 5.10 and later: it never syncs its upper), the record and the directories
+// are not synced either. So neither Prepare, what a task writes, nor the
+// unmount at Release waits for the other writers of the file system the
+// store is on (an unmount of a plain overlay syncs that whole file system;
+// an fsync waits for the journal's commit of everything written
+// meanwhile). The price: a task's writable layer survives restarts of the
+// service (and unmounts within a boot) but not a restart of the host. After
+// one, a snapshot is either gone (its record had not reached the disk: a
+// Prepare of its id makes it anew) or, when Prepare remounts it in another
+// boot than the one its record names and its overlay left the kernel's
 // volatile mark (work/work/incompat/volatile, which also makes the kernel
-// refuse to mount it again), discards the upper: the snapshot comes back
-// with an empty one (the image as it is), and a warning names it.
-// Thread-safe.
+// refuse to mount it again), comes back with an empty upper (the image as
+// it is) and a warning naming it. Either way its task starts again on the
+// image as it is. Thread-safe.
 
 #ifndef SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
 #define SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
@@ -105,7 +109,7 @@ class SnapshotStore {
   std::string SnapshotDir(absl::string_view id) const;
 
   const std::string dir_;
-  // Serialises Prepare and Release (each takes a few milliseconds).
+  // Serialises Prepare and Release (each takes a millisecond or so).
   absl::Mutex mu_;
 };
 

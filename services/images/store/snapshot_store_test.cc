@@ -135,6 +135,8 @@ TEST_F(SnapshotStoreTest, PreparesAnOverlayOfTheLayersTopFirst) {
   ASSERT_TRUE(store_->Release("never-made").ok());
   ASSERT_TRUE(store_->Release("task2").ok());
   EXPECT_THAT(*store_->List(), IsEmpty());
+  // Nothing of them is left.
+  EXPECT_THAT(*store_internal::ListDir(root_), IsEmpty());
 }
 
 TEST_F(SnapshotStoreTest, SingleLayerImageIsStillAWritableOverlay) {
