@@ -78,9 +78,16 @@ grpc::Status ImageForwarder::ImportImage(
       break;
     }
   }
+  // Read is false at the archive's end (the caller's WritesDone) and when
+  // the caller went away (a cancel, its deadline, its connection gone). The
+  // second is known here already: gRPC marks the context cancelled before
+  // that Read returns (ServerReader::Read, MaybeMarkCancelledOnRead: the
+  // stream was reset, not ended). So an archive cut short is never passed
+  // on as whole (berth-images tells the two apart the same way).
   if (context->IsCancelled()) {
-    // The caller went away mid-archive: berth-images must not take what
-    // it got for the whole archive.
+    // berth-images must not take what it got for the whole archive. (The
+    // call, a child of the caller's, is cancelled by gRPC too; a call
+    // cancelled before berth-images' server took it is dropped unseen.)
     upstream->TryCancel();
   } else if (upstream_open) {
     writer->WritesDone();

@@ -4,8 +4,9 @@
 // task runs in the snapshot prepared for it (its id, its reference) with the
 // image's command, environment, working directory and user under the
 // spec's; Task.image shows the image; the snapshot is released at removal
-// and when the start fails, reused by a restart, and released at the node's
-// start when it is no task's; berth-images away fails image tasks only.
+// and when the start fails, prepared again (the same one, mounted again if
+// its mount went) by a restart, and released at the node's start when it is
+// no task's; berth-images away fails image tasks only.
 // And berth.image.v1.ImageService forwarded on node.sock: every call, the
 // pull's and the import's streams, cancellation both ways.
 //
@@ -13,10 +14,13 @@
 // sandbox.
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -60,9 +65,12 @@ using ::testing::Not;
 constexpr char kBusybox[] = "/bin/busybox";
 constexpr uint32_t kUsernsBase = 4200000;
 
-// berth-images as the node sees it. Images are registered by the test;
-// a snapshot is <dir>/snapshots/<id>/rootfs, a root holding busybox and a
-// file /snapshot naming its id.
+// berth-images as the node sees it. Images are registered by the test,
+// found by reference or manifest digest; a snapshot is
+// <dir>/snapshots/<id>/rootfs, a root holding busybox and a file /snapshot
+// naming its id. As berth-images does, a Prepare of an existing id checks
+// its image and mappings and "mounts it again" when the test unmounted it
+// (Unmount: its root moved aside, an empty directory left in its place).
 class FakeImages final : public imagepb::ImageService::Service {
  public:
   explicit FakeImages(std::string dir) : dir_(std::move(dir)) {}
@@ -70,6 +78,22 @@ class FakeImages final : public imagepb::ImageService::Service {
   void AddImage(const std::string& reference, imagepb::Image image) {
     absl::MutexLock lock(&mu_);
     images_[reference] = std::move(image);
+  }
+  void RemoveImage(const std::string& reference) {
+    absl::MutexLock lock(&mu_);
+    images_.erase(reference);
+  }
+  // As a host restart or an umount leaves snapshot `id`: an empty directory
+  // where its root was. What its task runs on stays (moved aside, as an
+  // overlay's upper stays), for a Prepare to put back.
+  bool Unmount(const std::string& id) {
+    const std::string rootfs = RootOf(id);
+    return rename(rootfs.c_str(), (rootfs + ".unmounted").c_str()) == 0 &&
+           mkdir(rootfs.c_str(), 0755) == 0;
+  }
+  int remounts() const {
+    absl::MutexLock lock(&mu_);
+    return remounts_;
   }
   // A snapshot berth-images has without the node asking.
   void AddSnapshot(const std::string& id) {
@@ -106,6 +130,15 @@ class FakeImages final : public imagepb::ImageService::Service {
     absl::MutexLock lock(&mu_);
     return import_cancelled_;
   }
+  // Imports whose first message came, and those that stored an image.
+  int imports_begun() const {
+    absl::MutexLock lock(&mu_);
+    return imports_begun_;
+  }
+  int imports_completed() const {
+    absl::MutexLock lock(&mu_);
+    return imports_completed_;
+  }
 
   grpc::Status PrepareSnapshot(
       grpc::ServerContext*, const imagepb::PrepareSnapshotRequest* request,
@@ -114,13 +147,21 @@ class FakeImages final : public imagepb::ImageService::Service {
     prepared_.emplace_back(request->id(), request->reference());
     requests_.push_back(*request);
     auto image = images_.find(request->reference());
+    for (auto it = images_.begin();
+         image == images_.end() && it != images_.end(); ++it) {
+      if (it->second.manifest_digest() == request->reference()) image = it;
+    }
     if (image == images_.end()) {
       return grpc::Status(
           grpc::StatusCode::NOT_FOUND,
           absl::StrCat("no image ", request->reference(), " in the store"));
     }
-    const std::string rootfs =
-        absl::StrCat(dir_, "/snapshots/", request->id(), "/rootfs");
+    if (auto existing = snapshots_.find(request->id());
+        existing != snapshots_.end()) {
+      return PrepareExisting(existing->second, *request, image->second,
+                             response);
+    }
+    const std::string rootfs = RootOf(request->id());
     if (!MakeRoot(rootfs, request->id())) {
       return grpc::Status(grpc::StatusCode::INTERNAL, "cannot make " + rootfs);
     }
@@ -137,6 +178,7 @@ class FakeImages final : public imagepb::ImageService::Service {
     snapshot.set_id(request->id());
     snapshot.set_rootfs(rootfs);
     snapshot.set_image_name(image->second.name());
+    snapshot.set_manifest_digest(image->second.manifest_digest());
     *snapshot.mutable_uid_mappings() = request->uid_mappings();
     *snapshot.mutable_gid_mappings() = request->gid_mappings();
     response->set_rootfs(rootfs);
@@ -194,8 +236,7 @@ class FakeImages final : public imagepb::ImageService::Service {
     return grpc::Status::OK;
   }
 
-  // Counts the bytes; "wait" as the name: waits for the caller to go away
-  // after the first chunk.
+  // Counts the bytes (the first message has the options).
   grpc::Status ImportImage(
       grpc::ServerContext* context,
       grpc::ServerReader<imagepb::ImportImageRequest>* reader,
@@ -204,14 +245,19 @@ class FakeImages final : public imagepb::ImageService::Service {
     std::string name;
     int64_t bytes = 0;
     while (reader->Read(&message)) {
-      if (message.has_options()) name = message.options().name();
+      if (message.has_options()) {
+        name = message.options().name();
+        absl::MutexLock lock(&mu_);
+        ++imports_begun_;
+      }
       bytes += static_cast<int64_t>(message.chunk().size());
     }
+    absl::MutexLock lock(&mu_);
     if (context->IsCancelled()) {
-      absl::MutexLock lock(&mu_);
       import_cancelled_ = true;
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     }
+    ++imports_completed_;
     imagepb::Image* image = response->add_images();
     image->set_name(name);
     image->set_size(bytes);
@@ -258,6 +304,45 @@ class FakeImages final : public imagepb::ImageService::Service {
   }
 
  private:
+  std::string RootOf(const std::string& id) const {
+    return absl::StrCat(dir_, "/snapshots/", id, "/rootfs");
+  }
+
+  // A Prepare of `snapshot`, which exists: of its image and mappings only
+  // (as berth-images: ALREADY_EXISTS, FAILED_PRECONDITION), its root put
+  // back if the test unmounted it.
+  grpc::Status PrepareExisting(const imagepb::Snapshot& snapshot,
+                               const imagepb::PrepareSnapshotRequest& request,
+                               const imagepb::Image& image,
+                               imagepb::PrepareSnapshotResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (snapshot.manifest_digest() != image.manifest_digest()) {
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                          absl::StrCat("snapshot ", snapshot.id(),
+                                       " exists, of another image"));
+    }
+    if (snapshot.uid_mappings_size() != request.uid_mappings_size() ||
+        (request.uid_mappings_size() > 0 &&
+         snapshot.uid_mappings(0).host_id() !=
+             request.uid_mappings(0).host_id())) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("snapshot ", snapshot.id(),
+                                       " exists with other id mappings"));
+    }
+    const std::string unmounted = snapshot.rootfs() + ".unmounted";
+    if (PathExists(unmounted)) {
+      if (rmdir(snapshot.rootfs().c_str()) != 0 ||
+          rename(unmounted.c_str(), snapshot.rootfs().c_str()) != 0) {
+        return grpc::Status(grpc::StatusCode::INTERNAL,
+                            "cannot mount " + snapshot.rootfs() + " again");
+      }
+      ++remounts_;
+    }
+    response->set_rootfs(snapshot.rootfs());
+    *response->mutable_image() = image;
+    return grpc::Status::OK;
+  }
+
   // A root with busybox, its applets, and /snapshot naming `id`.
   static bool MakeRoot(const std::string& rootfs, const std::string& id) {
     if (PathExists(rootfs)) return true;
@@ -279,6 +364,9 @@ class FakeImages final : public imagepb::ImageService::Service {
   std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
   bool pull_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool import_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int imports_begun_ ABSL_GUARDED_BY(mu_) = 0;
+  int imports_completed_ ABSL_GUARDED_BY(mu_) = 0;
+  int remounts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 imagepb::Image Image(const std::string& name,
@@ -286,9 +374,14 @@ imagepb::Image Image(const std::string& name,
                      std::vector<std::string> cmd) {
   imagepb::Image image;
   image.set_name(name);
-  image.set_digest("sha256:" + std::string(64, 'a'));
-  image.set_manifest_digest("sha256:" + std::string(64, 'b'));
-  image.set_config_digest("sha256:" + std::string(64, 'c'));
+  // Digests of the image's own (a restart prepares its snapshot by the
+  // manifest's).
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016zx", std::hash<std::string>()(name));
+  image.set_digest(absl::StrCat("sha256:", std::string(48, 'a'), hash));
+  image.set_manifest_digest(
+      absl::StrCat("sha256:", std::string(48, 'b'), hash));
+  image.set_config_digest(absl::StrCat("sha256:", std::string(48, 'c'), hash));
   for (const std::string& part : entrypoint) {
     image.mutable_config()->add_entrypoint(part);
   }
@@ -383,14 +476,18 @@ class NodeImageTest : public ::testing::Test {
   absl::StatusOr<v1::Task> Run(const v1::TaskSpec& spec) {
     return testing::RunTask(*stub_, spec);
   }
-  // Runs `spec` restarted on failure up to `attempts` times, and waits until
-  // it has been and has exited.
-  absl::StatusOr<v1::Task> RunRestarting(v1::TaskSpec spec, int attempts) {
+  // Runs `spec` restarted on failure up to `attempts` times, calls
+  // `started` with the task's id, and waits until it has been restarted and
+  // has exited.
+  absl::StatusOr<v1::Task> RunRestarting(
+      v1::TaskSpec spec, int attempts,
+      const std::function<void(const std::string&)>& started = nullptr) {
     spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
     spec.mutable_restart()->set_attempts(attempts);
     spec.mutable_restart()->mutable_delay()->set_nanos(10'000'000);
     absl::StatusOr<v1::Task> task = Run(spec);
     if (!task.ok()) return task;
+    if (started) started(task->id());
     if (!WaitFor([&] {
           const v1::Task now = Inspect(task->id());
           return now.restarts() == static_cast<uint32_t>(attempts) &&
@@ -541,23 +638,118 @@ TEST_F(NodeImageTest, AStartTheDriverRefusesReleasesTheSnapshot) {
 }
 
 // A restart keeps the container's writable layer, as docker does: the runs
-// write to the same snapshot, prepared once.
+// write to the same snapshot, which each run prepares (the first by the
+// spec's reference, the restarts by the image's manifest digest: the
+// reference may name another image by then).
 TEST_F(NodeImageTest, ARestartReusesTheSnapshot) {
-  images_.AddImage("count:1", Image("docker.io/library/count:1", {}, {}));
+  const imagepb::Image image = Image("docker.io/library/count:1", {}, {});
+  images_.AddImage("count:1", image);
   StartNode();
   absl::StatusOr<v1::Task> task = RunRestarting(
       ImageSpec("count:1", "echo run >> /runs; wc -l < /runs; exit 1"), 2);
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(absl::StripAsciiWhitespace(Output(task->id())), "3");
-  EXPECT_EQ(images_.prepared().size(), 1u);
+  const std::string& id = task->id();
+  EXPECT_THAT(images_.prepared(),
+              ElementsAre(std::pair(id, "count:1"),
+                          std::pair(id, image.manifest_digest()),
+                          std::pair(id, image.manifest_digest())));
+  EXPECT_EQ(images_.remounts(), 0);
   EXPECT_TRUE(images_.released().empty());
+  EXPECT_EQ(Inspect(id).image().name(), "docker.io/library/count:1");
+}
+
+// A snapshot whose mount went while its task ran (a host restart, an
+// umount: an empty directory where its root was) is mounted again by
+// berth-images when the restart prepares it, with what the first run wrote;
+// a restart that only looked the snapshot up would run on the empty
+// directory.
+TEST_F(NodeImageTest, ARestartMountsAVanishedSnapshotAgain) {
+  images_.AddImage("again:1", Image("docker.io/library/again:1", {}, {}));
+  StartNode();
+  // The first run waits for /go and fails; the second shows both runs.
+  absl::StatusOr<v1::Task> task = RunRestarting(
+      ImageSpec("again:1",
+                "echo run >> /runs; if [ $(wc -l < /runs) -eq 1 ]; then "
+                "while [ ! -e /go ]; do sleep 0.05; done; exit 1; fi; "
+                "cat /runs"),
+      1, [&](const std::string& id) {
+        const std::string rootfs = dir_.Join("snapshots/" + id + "/rootfs");
+        ASSERT_TRUE(WaitFor([&] { return PathExists(rootfs + "/runs"); }));
+        ASSERT_TRUE(images_.Unmount(id));
+        EXPECT_FALSE(PathExists(rootfs + "/runs"));
+        // Where the first run's root went (its mount stays its own).
+        ASSERT_EQ(mkdir((rootfs + ".unmounted/go").c_str(), 0755), 0);
+      });
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->exit_result().exit_code(), 0)
+      << ReadFileOrEmpty(node_->tasks().LogDir(task->id()) + "/stderr.log");
+  EXPECT_EQ(Output(task->id()), "run\nrun\n");
+  EXPECT_EQ(images_.remounts(), 1);
+  ASSERT_EQ(images_.requests().size(), 2u);
+  EXPECT_EQ(images_.requests()[1].id(), task->id());
+  EXPECT_TRUE(images_.released().empty());
+}
+
+// A restart whose image was removed (berth rm --force) while its task kept
+// it: berth-images no longer finds the image, and the task runs on its
+// snapshot as long as it is mounted; one that is no longer mounted fails,
+// naming the image.
+TEST_F(NodeImageTest, ARestartWhoseImageWasRemovedNeedsItsSnapshotMounted) {
+  const imagepb::Image image = Image("docker.io/library/gone:1", {}, {});
+  images_.AddImage("gone:1", image);
+  StartNode();
+  const std::string script =
+      "echo run >> /runs; if [ $(wc -l < /runs) -eq 1 ]; then "
+      "while [ ! -e /go ]; do sleep 0.05; done; exit 1; fi; cat /runs";
+  v1::TaskSpec spec = ImageSpec("gone:1", script);
+  spec.mutable_restart()->set_mode(v1::RESTART_MODE_ON_FAILURE);
+  spec.mutable_restart()->set_attempts(1);
+  absl::StatusOr<v1::Task> unmounted = Run(spec);
+  ASSERT_TRUE(unmounted.ok()) << unmounted.status();
+  const std::string unmounted_root =
+      dir_.Join("snapshots/" + unmounted->id() + "/rootfs");
+  std::string mounted_root;
+  bool bound = false;
+  absl::Cleanup unbind = [&] {
+    if (bound) umount2(mounted_root.c_str(), MNT_DETACH);
+  };
+  absl::StatusOr<v1::Task> mounted =
+      RunRestarting(spec, 1, [&](const std::string& id) {
+        mounted_root = dir_.Join("snapshots/" + id + "/rootfs");
+        for (const std::string& root : {mounted_root, unmounted_root}) {
+          ASSERT_TRUE(WaitFor([&] { return PathExists(root + "/runs"); }));
+        }
+        images_.RemoveImage("gone:1");
+        // The fake's snapshots are directories; berth-images' are mounts.
+        ASSERT_EQ(mount(mounted_root.c_str(), mounted_root.c_str(), nullptr,
+                        MS_BIND, nullptr),
+                  0);
+        bound = true;
+        ASSERT_TRUE(images_.Unmount(unmounted->id()));
+        ASSERT_EQ(mkdir((mounted_root + "/go").c_str(), 0755), 0);
+        ASSERT_EQ(mkdir((unmounted_root + ".unmounted/go").c_str(), 0755), 0);
+      });
+  ASSERT_TRUE(mounted.ok()) << mounted.status();
+  EXPECT_EQ(mounted->exit_result().exit_code(), 0);
+  EXPECT_EQ(Output(mounted->id()), "run\nrun\n");
+  EXPECT_EQ(Inspect(mounted->id()).image().rootfs(), mounted_root);
+
+  ASSERT_TRUE(WaitFor([&] {
+    return Inspect(unmounted->id()).state() == v1::TASK_STATE_FAILED;
+  })) << Inspect(unmounted->id()).DebugString();
+  const std::string error = Inspect(unmounted->id()).error();
+  EXPECT_THAT(error,
+              HasSubstr("is no longer mounted and its image "
+                        "docker.io/library/gone:1 (" +
+                        image.manifest_digest() + ") is no longer stored"));
 }
 
 // A task in a user namespace gets a snapshot idmapped to its mappings (the
 // request carries them), which the driver is told to bind as it is
 // (isolation.rootfs_idmapped, in the handle); the working directory the node
-// makes in it is the task's root's; a restart reuses it. A task without one
-// asks for no idmapping.
+// makes in it is the task's root's; a restart prepares it again with the
+// same mappings. A task without one asks for no idmapping.
 TEST_F(NodeImageTest, AUserNamespacedTaskGetsAnIdmappedSnapshot) {
   imagepb::Image image = Image("docker.io/library/mapped:1", {}, {});
   image.mutable_config()->set_working_dir("/wd");
@@ -578,8 +770,15 @@ TEST_F(NodeImageTest, AUserNamespacedTaskGetsAnIdmappedSnapshot) {
   // Both runs saw the image's files and the made /wd as their root's.
   EXPECT_THAT(Output(task->id()), HasSubstr("0\n0:0\n0:0\n/wd\n"));
 
-  ASSERT_EQ(images_.requests().size(), 1u);
+  ASSERT_EQ(images_.requests().size(), 2u);
   const imagepb::PrepareSnapshotRequest request = images_.requests()[0];
+  const imagepb::PrepareSnapshotRequest restart = images_.requests()[1];
+  EXPECT_EQ(restart.id(), request.id());
+  EXPECT_EQ(restart.uid_mappings().size(), 1);
+  EXPECT_EQ(restart.uid_mappings(0).DebugString(),
+            request.uid_mappings(0).DebugString());
+  EXPECT_EQ(restart.gid_mappings(0).DebugString(),
+            request.gid_mappings(0).DebugString());
   ASSERT_EQ(request.uid_mappings_size(), 1);
   ASSERT_EQ(request.gid_mappings_size(), 1);
   const uint32_t uid = request.uid_mappings(0).host_id();
@@ -602,9 +801,9 @@ TEST_F(NodeImageTest, AUserNamespacedTaskGetsAnIdmappedSnapshot) {
   absl::StatusOr<v1::Task> host = Run(plain);
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ(Output(host->id()), "0\n");
-  ASSERT_EQ(images_.requests().size(), 2u);
-  EXPECT_EQ(images_.requests()[1].uid_mappings_size(), 0);
-  EXPECT_EQ(images_.requests()[1].gid_mappings_size(), 0);
+  ASSERT_EQ(images_.requests().size(), 3u);
+  EXPECT_EQ(images_.requests()[2].uid_mappings_size(), 0);
+  EXPECT_EQ(images_.requests()[2].gid_mappings_size(), 0);
 
   // What the driver was given, as the node keeps it.
   StopNode();
@@ -858,14 +1057,19 @@ TEST_F(NodeImageTest, AnImportIsRelayedChunkByChunk) {
   EXPECT_EQ(response.images(0).name(), "imported:1");
   EXPECT_EQ(response.images(0).size(), 301'000);
 
-  // Cancelled mid-archive: berth-images sees the cancellation, not an end.
+  // Cancelled mid-archive, once berth-images has the call (a cancellation
+  // that reaches its server before the call does drops the call unseen):
+  // berth-images sees the cancellation, not an end, and stores nothing.
   grpc::ClientContext cancelled;
   writer = image_stub_->ImportImage(&cancelled, &response);
   ASSERT_TRUE(writer->Write(first));
+  ASSERT_TRUE(WaitFor([&] { return images_.imports_begun() == 2; }));
+  EXPECT_FALSE(images_.import_cancelled());
   cancelled.TryCancel();
   EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(WaitFor([&] { return images_.import_cancelled(); }))
       << "berth-images took a cancelled import for a whole archive";
+  EXPECT_EQ(images_.imports_completed(), 1);
 }
 
 }  // namespace

@@ -194,13 +194,15 @@ class TaskManager {
   void KeepRunLogs(const std::string& id, uint32_t run);
 
   // --- Image snapshots (task_snapshots.cc).
-  // For a spec with an image: the task's snapshot (the one it has, on a
-  // restart, else a new one from berth-images), recorded in the entry, and
-  // the image's configuration applied to `config` with the snapshot as its
-  // root. For a task in a user namespace (config's isolation.user_namespace)
-  // whose driver claims isolation.rootfs_idmapped (`driver_binds_idmapped`),
-  // the snapshot's layers are idmapped to its mappings and
-  // isolation.rootfs_idmapped set. Errors name the image.
+  // For a spec with an image: the task's snapshot (on a restart the one it
+  // has, prepared again with its image's digest and mappings so that
+  // berth-images mounts it again if its mount went; else a new one),
+  // recorded in the entry, and the image's configuration applied to
+  // `config` with the snapshot as its root. For a task in a user namespace
+  // (config's isolation.user_namespace) whose driver claims
+  // isolation.rootfs_idmapped (`driver_binds_idmapped`), the snapshot's
+  // layers are idmapped to its mappings and isolation.rootfs_idmapped set.
+  // Errors name the image.
   absl::Status PrepareImage(Entry& entry, const v1::TaskSpec& spec,
                             bool driver_binds_idmapped,
                             driver::v1::TaskConfig* config)

@@ -1,10 +1,16 @@
 // TaskManager's image snapshots (task_manager.h): a task with spec.image
 // runs on a snapshot berth-images prepares for it (id = the task id),
-// prepared at its first start, reused by its restarts, released when it is
-// removed or fails to start; at the node's start, snapshots that are no
-// task's are released.
+// prepared at its first start, prepared again (the same snapshot, mounted
+// again if its mount went) at each restart, released when it is removed or
+// fails to start; at the node's start, snapshots that are no task's are
+// released.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +66,23 @@ std::string MappingsText(const Mappings& map) {
   return text.empty() ? "none" : text;
 }
 
+// Whether `path` is the root of a mount (statx's STATX_ATTR_MOUNT_ROOT;
+// before Linux 5.8, on another device than its parent: an overlay has one
+// of its own).
+bool IsMountRoot(const std::string& path) {
+  struct statx stx;
+  if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS,
+            &stx) != 0) {
+    return false;
+  }
+  if ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+    return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+  }
+  struct stat parent;
+  return stat(absl::StrCat(path, "/..").c_str(), &parent) == 0 &&
+         makedev(stx.stx_dev_major, stx.stx_dev_minor) != parent.st_dev;
+}
+
 // The host id the namespace's root (container id 0) is.
 uint32_t HostRoot(const IdMappings& map) {
   for (const driver::v1::IdMapping& range : map) {
@@ -97,45 +120,79 @@ absl::Status TaskManager::PrepareImage(Entry& entry, const v1::TaskSpec& spec,
                    !entry.record.task().image().rootfs().empty();
     if (had_snapshot) image = entry.record.image();
   }
+  // On a restart, the snapshot the task has, as berth-images lists it.
+  std::optional<image::v1::Snapshot> listed;
   if (had_snapshot) {
-    // A restart runs on the same snapshot (what the last run wrote stays,
-    // as in a docker container), of the image it was prepared from.
     absl::StatusOr<std::vector<image::v1::Snapshot>> snapshots =
         options_.images->ListSnapshots();
     if (!snapshots.ok()) return PrepareError(reference, snapshots.status());
-    for (const image::v1::Snapshot& snapshot : *snapshots) {
-      if (snapshot.id() != id) continue;
-      rootfs = snapshot.rootfs();
-      // The task keeps its range across restarts, so its mappings are the
-      // snapshot's, unless the node's --default_userns changed meanwhile.
-      rootfs_idmapped = !snapshot.uid_mappings().empty();
-      if (rootfs_idmapped &&
-          (!idmap ||
-           !SameMappings(snapshot.uid_mappings(), userns.uid_mappings()) ||
-           !SameMappings(snapshot.gid_mappings(), userns.gid_mappings()))) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "spec.image: image \"", reference, "\": the task's snapshot ", id,
-            " is idmapped for uids ", MappingsText(snapshot.uid_mappings()),
-            ", this run's user namespace maps ",
-            MappingsText(userns.uid_mappings()),
-            ": remove the task and run it again"));
-      }
+    for (image::v1::Snapshot& snapshot : *snapshots) {
+      if (snapshot.id() == id) listed = std::move(snapshot);
     }
   }
-  if (rootfs.empty()) {
+  if (listed.has_value()) {
+    // A restart runs on the same snapshot (what the last run wrote stays,
+    // as in a docker container), of the image it was prepared from. The
+    // task keeps its range across restarts, so its mappings are the
+    // snapshot's, unless the node's --default_userns changed meanwhile.
+    rootfs_idmapped = !listed->uid_mappings().empty();
+    if (rootfs_idmapped &&
+        (!idmap ||
+         !SameMappings(listed->uid_mappings(), userns.uid_mappings()) ||
+         !SameMappings(listed->gid_mappings(), userns.gid_mappings()))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spec.image: image \"", reference, "\": the task's snapshot ", id,
+          " is idmapped for uids ", MappingsText(listed->uid_mappings()),
+          ", this run's user namespace maps ",
+          MappingsText(userns.uid_mappings()),
+          ": remove the task and run it again"));
+    }
+    // Prepared again all the same, with the image it is of (by digest: the
+    // reference may name another image since) and the mappings it has:
+    // berth-images gives it back as it is, mounted again if its mount went
+    // (a host restart, an unmount), which a listing does not.
+    const std::string& digest = listed->manifest_digest().empty()
+                                    ? image.manifest_digest()
+                                    : listed->manifest_digest();
+    absl::StatusOr<image::v1::PrepareSnapshotResponse> prepared =
+        options_.images->PrepareSnapshot(id,
+                                         digest.empty() ? reference : digest,
+                                         rootfs_idmapped ? &userns : nullptr);
+    if (prepared.ok()) {
+      rootfs = prepared->rootfs();
+    } else if (absl::IsNotFound(prepared.status()) &&
+               IsMountRoot(listed->rootfs())) {
+      // Its image was removed (--force) while the task kept it: the
+      // snapshot stays as long as it is mounted.
+      LOG(WARNING) << "task " << id << ": image " << listed->image_name()
+                   << " (" << digest << ") is no longer stored; running on "
+                   << "its snapshot as it is mounted: " << prepared.status();
+      rootfs = listed->rootfs();
+    } else if (absl::IsNotFound(prepared.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spec.image: image \"", reference, "\": the task's snapshot ", id,
+          " is no longer mounted and its image ", listed->image_name(), " (",
+          digest,
+          ") is no longer stored to mount it from: remove the task "
+          "and run it again"));
+    } else {
+      return PrepareError(reference, prepared.status());
+    }
+  } else {
+    // A first run, or a restart whose snapshot berth-images lost: a new
+    // snapshot.
     absl::StatusOr<image::v1::PrepareSnapshotResponse> prepared =
         options_.images->PrepareSnapshot(id, reference,
                                          idmap ? &userns : nullptr);
     if (!prepared.ok()) return PrepareError(reference, prepared.status());
-    if (prepared->rootfs().empty() || prepared->rootfs()[0] != '/') {
-      return absl::InternalError(
-          absl::StrCat("spec.image: image \"", reference,
-                       "\": berth-images gave the root \"", prepared->rootfs(),
-                       "\", not an absolute path"));
-    }
     rootfs = prepared->rootfs();
     image = prepared->image();
     rootfs_idmapped = idmap;
+  }
+  if (rootfs.empty() || rootfs[0] != '/') {
+    return absl::InternalError(absl::StrCat(
+        "spec.image: image \"", reference, "\": berth-images gave the root \"",
+        rootfs, "\", not an absolute path"));
   }
   {
     // In memory now; stored with the run (or with the failure, and the
