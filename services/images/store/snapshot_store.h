@@ -7,6 +7,9 @@
 // without a readable one is half-made and removed at Open (unmounted
 // first). Snapshots with a record are left as they are at Open (a task may
 // run on one); Prepare of such an id remounts it if the mount is gone.
+// Release renames the directory to tmp-<id>~<random> (never an id) and
+// returns; a thread of the store's removes it (and Open those a crash or a
+// stop left).
 //
 // Nothing of a snapshot is synced to disk: the overlay is volatile (Linux
 // 5.10 and later: it never syncs its upper), the record and the directories
@@ -27,8 +30,10 @@
 #ifndef SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
 #define SERVICES_IMAGES_STORE_SNAPSHOT_STORE_H_
 
+#include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -75,9 +80,11 @@ class SnapshotStore {
  public:
   // `dir` (created 0711 if missing) holds the snapshots. Recovery: a
   // directory without its record is unmounted and removed, as are
-  // temporary files.
+  // temporary files; released ones are removed by the store's thread.
   static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(
       const std::string& dir);
+  // Waits until the released snapshots are removed.
+  ~SnapshotStore();
 
   // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." and without
   // "..").
@@ -88,8 +95,9 @@ class SnapshotStore {
   absl::StatusOr<SnapshotInfo> Prepare(absl::string_view id,
                                        const SnapshotSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Unmounts (lazily if busy) and removes snapshot `id`; an unknown id is
-  // OK.
+  // Unmounts (lazily if busy) and removes snapshot `id`: gone when it
+  // returns (renamed), its files removed by the store's thread; an unknown
+  // id is OK.
   absl::Status Release(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND names the id.
   absl::StatusOr<SnapshotInfo> Get(absl::string_view id) const;
@@ -104,13 +112,25 @@ class SnapshotStore {
   static absl::Status ValidateId(absl::string_view id);
 
  private:
-  explicit SnapshotStore(std::string dir) : dir_(std::move(dir)) {}
+  explicit SnapshotStore(std::string dir);
   absl::Status Recover();
   std::string SnapshotDir(absl::string_view id) const;
+  // Queues the directory `path` of a released snapshot for the remover.
+  void Discard(std::string path) ABSL_LOCKS_EXCLUDED(released_mu_);
+  bool RemoverHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(released_mu_);
+  // The remover thread's loop.
+  void RemoveReleased() ABSL_LOCKS_EXCLUDED(released_mu_);
 
   const std::string dir_;
   // Serialises Prepare and Release (each takes a millisecond or so).
   absl::Mutex mu_;
+  absl::Mutex released_mu_;
+  // Directories of released snapshots, to be removed.
+  std::deque<std::string> released_ ABSL_GUARDED_BY(released_mu_);
+  bool closing_ ABSL_GUARDED_BY(released_mu_) = false;
+  // Removes the directories of released snapshots (as big as what their
+  // tasks wrote), so that Release does not wait for it.
+  std::thread remover_;
 };
 
 }  // namespace berth::images

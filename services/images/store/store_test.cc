@@ -176,7 +176,8 @@ TEST_F(StoreTest, SnapshotOfAMultiLayerImage) {
   EXPECT_THAT(*store_->snapshots()->List(), ::testing::SizeIs(1));
   ASSERT_TRUE(
       store_->snapshots()->Release("0123456789abcdef0123456789abcdef").ok());
-  EXPECT_THAT(Names(absl::StrCat(root_, "/snapshots")), IsEmpty());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return Names(absl::StrCat(root_, "/snapshots")).empty(); }));
 }
 
 TEST_F(StoreTest, PrepareUnpacksALayerDeletedByHand) {
@@ -194,7 +195,8 @@ TEST_F(StoreTest, PrepareUnpacksALayerDeletedByHand) {
   absl::Status status = store_->PrepareSnapshot("task", *image).status();
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), ::testing::HasSubstr("busybox:latest"));
-  EXPECT_THAT(Names(absl::StrCat(root_, "/snapshots")), IsEmpty());
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return Names(absl::StrCat(root_, "/snapshots")).empty(); }));
 }
 
 TEST_F(StoreTest, SharedLayersAreStoredOnce) {
