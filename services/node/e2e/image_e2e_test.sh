@@ -8,9 +8,10 @@
 # Entrypoint, Cmd, WorkingDir and User apply unless the command line
 # overrides them; `berth inspect` shows the image and its digests; a task's
 # snapshot is an overlay mount under berth-images' state while it exists and
-# is gone after `berth rm`; an image that is not stored fails the run naming
-# it and leaves nothing; at the end no snapshot, overlay mount or cgroup is
-# left.
+# is gone after `berth rm`; a restart mounts the task's snapshot again when
+# its mount went (as after a host restart), with what the task wrote; an
+# image that is not stored fails the run naming it and leaves nothing; at
+# the end no snapshot, overlay mount or cgroup is left.
 #
 # usage: image_e2e_test.sh NODE CLI DRIVER STATS PROXY SANDBOX AGENT SHIM INIT IMAGES TESTIMAGES
 set -u
@@ -207,6 +208,47 @@ for driver in exec sandbox; do
   fi
   berth rm -f "mapped-$driver" >/dev/null 2>"$dir/err" || fail "rm_mapped_$driver" "$(cat "$dir/err")"
 done
+
+# --- a restart after the snapshot's mount went (as a host restart leaves
+# it): the first run's snapshot is unmounted on the host, then the run is
+# killed; its restart prepares the snapshot again, which berth-images mounts
+# again with what the first run wrote (within a boot the upper is kept).
+id=$(berth run -d --pull never --net host --restart on-failure:1 --name remount busybox sh -c \
+  'echo run >> /runs; [ $(wc -l < /runs) -gt 1 ] && cat /runs; exec sleep 1000' 2>"$dir/err")
+if [[ -z $id ]]; then
+  fail remount_started "$(head -c 800 "$dir/err")"
+else
+  id=$(task_field remount 't["id"]')
+  rootfs=$(task_field remount 't["image"]["rootfs"]')
+  wait_for 50 test -s "$rootfs/runs"
+  umount -l "$rootfs"
+  if awk -v r="$rootfs" '$2 == r' /proc/mounts | grep -q . || [[ -e $rootfs/runs ]]; then
+    fail remount_unmounted "$rootfs is still mounted"
+  fi
+  # The run's processes, killed as a host restart would.
+  procs=$(find /sys/fs/cgroup -maxdepth 4 -path "*/berth-$tag/$id/cgroup.procs" 2>/dev/null)
+  [[ -n $procs ]] || fail remount_cgroup "no cgroup of task $id below berth-$tag"
+  for _ in 1 2 3 4 5; do
+    # shellcheck disable=SC2086
+    pids=$(cat $procs 2>/dev/null | sort -u)
+    [[ -z $pids ]] && break
+    # shellcheck disable=SC2086
+    kill -9 $pids 2>/dev/null
+    sleep 0.2
+  done
+  wait_for 100 bash -c "$(declare -f berth task_field); cli='$cli' run='$run'; [[ \$(task_field remount 't.get(\"restarts\", 0)') == 1 && \$(task_field remount 't[\"state\"]') == TASK_STATE_RUNNING ]]"
+  state_now=$(task_field remount 't["state"] + " restarts " + str(t.get("restarts", 0)) + " " + t.get("error", "")')
+  wait_for 50 bash -c "[[ \$(wc -l < '$rootfs/runs' 2>/dev/null) -eq 2 ]]"
+  runs=$(cat "$rootfs/runs" 2>/dev/null | tr '\n' ' ')
+  echo "--- remount: $state_now; $rootfs/runs: $runs"
+  if [[ $state_now == "TASK_STATE_RUNNING restarts 1 "* && $runs == "run run " ]] &&
+     awk -v r="$rootfs" '$2 == r && $3 == "overlay"' /proc/mounts | grep -q .; then
+    pass restart_mounts_the_snapshot_again
+  else
+    fail restart_mounts_the_snapshot_again "state '$state_now', runs '$runs' (want 'run run '), mounts: $(awk -v r="$rootfs" '$2 == r' /proc/mounts)"
+  fi
+  berth rm -f remount >/dev/null 2>"$dir/err" || fail rm_remount "$(cat "$dir/err")"
+fi
 
 # --- an image that is not stored: the run fails naming it, nothing stays.
 out=$(berth run --rm --pull never --net host nosuch:1 true 2>&1)
