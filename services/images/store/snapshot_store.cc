@@ -572,7 +572,8 @@ void SnapshotStore::RemoveReleased() {
     {
       absl::MutexLock lock(&released_mu_);
       released_mu_.Await(absl::Condition(this, &SnapshotStore::RemoverHasWork));
-      if (released_.empty()) return;  // closing, and all removed
+      // Closing: what is left is removed at the next Open.
+      if (closing_) return;
       path = std::move(released_.front());
       released_.pop_front();
     }

@@ -83,7 +83,8 @@ class SnapshotStore {
   // temporary files; released ones are removed by the store's thread.
   static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(
       const std::string& dir);
-  // Waits until the released snapshots are removed.
+  // Waits for the removal of a released snapshot in progress; those not
+  // yet removed are removed after the next Open.
   ~SnapshotStore();
 
   // Prepares snapshot `id` ([A-Za-z0-9_.-]{1,128}, not "." and without
