@@ -335,7 +335,7 @@ cat >"$tmp/plugins.json" <<EOF
 EOF
 "$node" --runtime_dir="$tmp/run" --state_dir="$tmp/state" \
   --plugin_config="$tmp/plugins.json" --netns_socket=none --stats_socket=none \
-  --proxy_socket=none </dev/null >"$tmp/node.log" 2>&1 &
+  --proxy_socket=none --images_socket=none </dev/null >"$tmp/node.log" 2>&1 &
 node_pid=$!
 for ((i = 0; i < 300; i++)); do # up to 30 s
   kill -0 "$node_pid" 2>/dev/null || {

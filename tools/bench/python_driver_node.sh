@@ -76,7 +76,7 @@ cat >"$dir/plugins.json" <<JSON
 JSON
 start_node() {
   "$node" --runtime_dir="$run" --state_dir="$state" --plugin_config="$dir/plugins.json" \
-    --netns_socket=none --stats_socket=none --proxy_socket=none >>"$dir/node.log" 2>&1 &
+    --netns_socket=none --stats_socket=none --proxy_socket=none --images_socket=none >>"$dir/node.log" 2>&1 &
   node_pid=$!
   for _ in $(seq 300); do
     [[ -S $run/plugins/python.sock ]] && berth node status --json 2>/dev/null |

@@ -42,7 +42,7 @@ sys.exit(0 if {"mock", "python"} <= up else 1)'
 start_node() {
   "$node_bin" --runtime_dir="$run" --state_dir="$state" \
     --plugin_config="$dir/plugins.json" --stats_socket=none \
-    --proxy_socket=none >>"$dir/node.log" 2>&1 &
+    --proxy_socket=none --images_socket=none >>"$dir/node.log" 2>&1 &
   node_pid=$!
   wait_for 150 plugins_up
 }
