@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 
 // Not "v": glog (built with gflags) already defines FLAGS_v.
@@ -93,6 +94,10 @@ std::vector<char*> InitService(int argc, char** argv, absl::string_view usage,
   const sigset_t signals = ShutdownSignals();
   const int mask_error = pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   const int threads = CountThreads();
+
+  // Abseil's deadlock detection (on in Debian's build) updates a lock graph
+  // on every lock taken; tests keep it, the services' hot paths do not.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   const char* program = argc > 0 && argv[0] != nullptr ? argv[0] : "berth";
   absl::SetProgramUsageMessage(usage);

@@ -187,8 +187,8 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::FindImages(
   if (by_name != nullptr) *by_name = false;
   if (text.empty()) return absl::InvalidArgumentError("reference is empty");
   std::vector<pb::Image> found;
-  const std::vector<pb::Image> all = store_->images()->List();
-  // A name (possibly with a digest).
+  // A name (possibly with a digest): one record read, before every record
+  // is (the common case, each image task's PrepareSnapshot).
   absl::StatusOr<Reference> reference = ParseReference(text);
   if (reference.ok()) {
     absl::StatusOr<pb::Image> image =
@@ -198,6 +198,9 @@ absl::StatusOr<std::vector<pb::Image>> ImageServiceImpl::FindImages(
       found.push_back(*std::move(image));
       return found;
     }
+  }
+  const std::vector<pb::Image> all = store_->images()->List();
+  if (reference.ok()) {
     if (!reference->digest.empty()) {
       // repo@digest: any name of that repository stored with that digest.
       for (const pb::Image& candidate : all) {

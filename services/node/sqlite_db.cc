@@ -114,8 +114,12 @@ absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<SqliteDb> result(new SqliteDb(db, path));
+  // WAL with synchronous=NORMAL: a commit is durable once it is in the
+  // WAL, which survives a kill -9 of the node (what its recovery is built
+  // for); only a power loss can take back the last commits, and with it every
+  // task is gone too. FULL cost five fdatasyncs (5-6 ms) per task run.
   for (absl::string_view pragma :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
         "PRAGMA foreign_keys=ON"}) {
     // journal_mode returns a row; Prepare+Step handles both kinds.
     absl::StatusOr<Statement> statement = result->Prepare(pragma);

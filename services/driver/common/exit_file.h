@@ -17,7 +17,7 @@ inline constexpr char kExitRecordName[] = "exit";
 // Writes `record` as `name` (one path component) in the directory `dir_fd`:
 // NAME.tmp is unlinked if present, created with O_CREAT | O_EXCL |
 // O_NOFOLLOW (so a link planted there is never written through), written,
-// fsync'd and renamed over NAME (a link at NAME is replaced, not followed).
+// and renamed over NAME (a link at NAME is replaced, not followed).
 // Every call is relative to `dir_fd`, which stays the caller's. False with
 // errno set on failure (NAME.tmp is then removed).
 bool WriteExitRecordAt(int dir_fd, const std::string& name,
