@@ -145,7 +145,10 @@ std::string PullProgressPrinter::Update(
     const imagepb::PullImageProgress& progress) {
   std::string out;
   if (!terminal_) {
-    if (!progress.status().empty()) {
+    // A status that comes with layers already shown ("pulled ...") reads
+    // after their last changes; one before any layer, before them.
+    const bool status_first = printed_.empty();
+    if (status_first && !progress.status().empty()) {
       absl::StrAppend(&out, progress.status(), "\n");
     }
     for (const imagepb::LayerProgress& layer : progress.layers()) {
@@ -159,6 +162,9 @@ std::string PullProgressPrinter::Update(
         absl::StrAppend(&out, " ", DecimalBytes(layer.size()));
       }
       absl::StrAppend(&out, "\n");
+    }
+    if (!status_first && !progress.status().empty()) {
+      absl::StrAppend(&out, progress.status(), "\n");
     }
     return out;
   }

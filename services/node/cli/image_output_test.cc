@@ -128,6 +128,21 @@ TEST(PullProgressPrinterTest, PlainLinesOnePerStateChange) {
   EXPECT_EQ(out.find('\033'), std::string::npos);
 }
 
+// The last message's status ("pulled ...") comes with the layers' last
+// changes: it reads after them, as docker's summary does.
+TEST(PullProgressPrinterTest, PlainStatusAfterShownLayersComesLast) {
+  PullProgressPrinter printer(/*terminal=*/false, 0);
+  std::vector<imagepb::PullImageProgress> pull = Pull();
+  pull.back().set_status("pulled docker.io/library/busybox:latest");
+  std::string out;
+  for (const auto& message : pull) out += printer.Update(message);
+  EXPECT_THAT(out,
+              testing::EndsWith("aaaaaaaaaaaa: Pull complete\n"
+                                "pulled docker.io/library/busybox:latest\n"));
+  EXPECT_THAT(
+      out, testing::StartsWith("resolving docker.io/library/busybox:latest\n"));
+}
+
 TEST(PullProgressPrinterTest, TerminalRedrawsEachLayerInPlace) {
   PullProgressPrinter printer(/*terminal=*/true, 120);
   const std::vector<imagepb::PullImageProgress> pull = Pull();
