@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/io.h"
 #include "base/path.h"
+#include "base/unique_fd.h"
 #include "plugins/sdk/config.h"
 #include "services/driver/common/security.h"
 
@@ -75,35 +77,25 @@ absl::Status CheckTaskId(const std::string& id) {
 
 absl::StatusOr<ResolvedUser> ResolveUser(const std::string& user,
                                          const std::string& field) {
-  ResolvedUser resolved;
-  if (user.empty()) {
-    resolved.name = "root";
-    resolved.home = "/root";
-    return resolved;
-  }
+  if (user.empty()) return RootUser();
+  absl::StatusOr<std::optional<uint32_t>> id = NumericId(user, field);
+  if (!id.ok()) return id.status();
+  const bool numeric = id->has_value();
+  const uint32_t number = id->value_or(0);
   std::vector<char> buffer(16384);
   struct passwd entry;
   struct passwd* found = nullptr;
-  uint32_t number = 0;
-  const bool numeric = absl::SimpleAtoi(user, &number);
   const int err =
       numeric ? getpwuid_r(number, &entry, buffer.data(), buffer.size(), &found)
               : getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(),
                            &found);
   if (found == nullptr) {
-    if (numeric) {
-      // A uid without a passwd entry gets nogroup, never group 0: group 0
-      // owns berth's sockets and much of the host.
-      resolved.uid = number;
-      resolved.gid = kNoGroup;
-      resolved.name = user;
-      resolved.home = "/";
-      return resolved;
-    }
+    if (numeric) return UnlistedUser(number, user);
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": no user named \"", user, "\" on this node",
         err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
   }
+  ResolvedUser resolved;
   resolved.uid = entry.pw_uid;
   resolved.gid = entry.pw_gid;
   resolved.name = entry.pw_name;
@@ -121,8 +113,9 @@ absl::StatusOr<ResolvedUser> ResolveUser(const std::string& user,
 
 absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
                                    const std::string& field) {
-  uint32_t number = 0;
-  if (absl::SimpleAtoi(group, &number)) return static_cast<gid_t>(number);
+  absl::StatusOr<std::optional<uint32_t>> id = NumericId(group, field);
+  if (!id.ok()) return id.status();
+  if (id->has_value()) return static_cast<gid_t>(**id);
   std::vector<char> buffer(16384);
   struct group entry;
   struct group* found = nullptr;
@@ -181,45 +174,74 @@ std::string HostPathInRoot(const TaskSpec& spec, const std::string& path) {
   return base == "/" ? rest : absl::StrCat(base, rest);
 }
 
-absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
-                                       const std::string& path) {
-  std::string base, rest;
-  if (!LocateInRoot(spec, path, &base, &rest)) {
+namespace {
+
+// The task's `path` opened with `flags` as StatInRoot describes.
+absl::StatusOr<base::UniqueFd> OpenInRoot(const TaskSpec& spec,
+                                          const std::string& path, int flags) {
+  std::string holder, rest;
+  if (!LocateInRoot(spec, path, &holder, &rest)) {
     return absl::NotFoundError(
         absl::StrCat(path, " is not in the task's root"));
   }
-  struct stat st;
   // The host's own system directories (their links are the host's), or a
   // bind mount's source itself (a file bound alone: the node resolved it).
-  if (base == "/" || rest.empty()) {
-    const std::string& host = base == "/" ? rest : base;
-    if (stat(host.c_str(), &st) != 0) {
-      return absl::ErrnoToStatus(errno, path);
-    }
-    return st;
+  if (holder == "/" || rest.empty()) {
+    const std::string& host = holder == "/" ? rest : holder;
+    base::UniqueFd fd(open(host.c_str(), flags | O_CLOEXEC));
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, path);
+    return fd;
   }
   // An image, a bind source or the task directory holds what a task or an
   // image's author put there: its links resolve inside it, never on the
   // host, as they will for the task.
-  const int dir = open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return absl::ErrnoToStatus(errno, base);
+  const base::UniqueFd dir(
+      open(holder.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return absl::ErrnoToStatus(errno, holder);
   struct open_how how;
   std::memset(&how, 0, sizeof(how));
-  how.flags = O_PATH | O_CLOEXEC;
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   const std::string relative = rest.empty() ? "." : rest.substr(1);
-  const int fd = static_cast<int>(
-      syscall(SYS_openat2, dir, relative.c_str(), &how, sizeof(how)));
-  const int open_errno = errno;
-  close(dir);
-  if (fd < 0) return absl::ErrnoToStatus(open_errno, path);
-  const int stat_result = fstat(fd, &st);
-  const int stat_errno = errno;
-  close(fd);
-  if (stat_result != 0) {
-    return absl::ErrnoToStatus(stat_errno, path);
-  }
+  long fd;  // NOLINT(runtime/int): syscall(2)'s type
+  // EAGAIN: a rename raced the lookup (RESOLVE_IN_ROOT); a few tries only,
+  // so that a task renaming without end cannot hold StartTask.
+  int tries = 0;
+  do {
+    fd = syscall(SYS_openat2, dir.get(), relative.c_str(), &how, sizeof(how));
+  } while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 16);
+  if (fd < 0) return absl::ErrnoToStatus(errno, path);
+  return base::UniqueFd(static_cast<int>(fd));
+}
+
+}  // namespace
+
+absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
+                                       const std::string& path) {
+  absl::StatusOr<base::UniqueFd> fd = OpenInRoot(spec, path, O_PATH);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0) return absl::ErrnoToStatus(errno, path);
   return st;
+}
+
+absl::StatusOr<std::string> ReadFileInRoot(const TaskSpec& spec,
+                                           const std::string& path,
+                                           size_t max_bytes) {
+  absl::StatusOr<base::UniqueFd> found = OpenInRoot(spec, path, O_PATH);
+  if (!found.ok()) return found.status();
+  struct stat st;
+  if (fstat(found->get(), &st) != 0) return absl::ErrnoToStatus(errno, path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not a regular file"));
+  }
+  // The very file found, opened for reading.
+  const base::UniqueFd fd(
+      open(absl::StrCat("/proc/self/fd/", found->get()).c_str(),
+           O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, path);
+  return base::ReadAll(fd.get(), path, max_bytes);
 }
 
 absl::StatusOr<std::string> FindProgram(
@@ -332,6 +354,39 @@ absl::Status CheckNoNulBytes(const driver::v1::TaskConfig& task) {
 }  // namespace
 
 namespace {
+
+// The content of the task's `path` (/etc/passwd or /etc/group of its
+// image), nullopt when its root has none; another error names `field`.
+absl::StatusOr<std::optional<std::string>> ReadUserFile(
+    const TaskSpec& spec, const std::string& path, const std::string& field) {
+  absl::StatusOr<std::string> content =
+      ReadFileInRoot(spec, path, kMaxUserFileBytes);
+  if (absl::IsNotFound(content.status())) return std::optional<std::string>();
+  if (!content.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": the image's ", path, ": ", content.status().message()));
+  }
+  return std::optional<std::string>(*std::move(content));
+}
+
+// The image's /etc/passwd and /etc/group, those asked for.
+absl::StatusOr<UserFiles> ReadUserFiles(const TaskSpec& spec, bool passwd,
+                                        bool group) {
+  UserFiles files;
+  if (passwd) {
+    absl::StatusOr<std::optional<std::string>> content =
+        ReadUserFile(spec, "/etc/passwd", "user");
+    if (!content.ok()) return content.status();
+    files.passwd = *std::move(content);
+  }
+  if (group) {
+    absl::StatusOr<std::optional<std::string>> content =
+        ReadUserFile(spec, "/etc/group", passwd ? "user" : "group");
+    if (!content.ok()) return content.status();
+    files.group = *std::move(content);
+  }
+  return files;
+}
 
 // `path` (inside `task_dir`) as the task sees it in its own root.
 std::string InRoot(const std::string& path, const std::string& task_dir) {
@@ -546,14 +601,36 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
     }
   }
 
-  // User and group.
-  absl::StatusOr<ResolvedUser> user = ResolveUser(task.user(), "user");
+  // The task's own root first: a task on an image has its users there.
+  if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
+      !status.ok()) {
+    return invalid(status);
+  }
+
+  // User and group. A task on an image has them in the image's own
+  // /etc/passwd and /etc/group, as Docker, runc and containerd look them
+  // up (an image's "app" is no user of the host's, and the host's "nginx"
+  // need not be the image's); any other task, on the host.
+  const bool on_image = !spec.root.rootfs.empty();
+  UserFiles files;
+  if (on_image) {
+    absl::StatusOr<UserFiles> read =
+        ReadUserFiles(spec, !task.user().empty(),
+                      !task.user().empty() || !task.group().empty());
+    if (!read.ok()) return invalid(read.status());
+    files = *std::move(read);
+  }
+  absl::StatusOr<ResolvedUser> user =
+      on_image ? ResolveUserInFiles(task.user(), files, "user")
+               : ResolveUser(task.user(), "user");
   if (!user.ok()) return invalid(user.status());
   spec.uid = user->uid;
   spec.gid = user->gid;
   spec.groups = user->groups;
   if (!task.group().empty()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup(task.group(), "group");
+    absl::StatusOr<gid_t> gid =
+        on_image ? ResolveGroupInFiles(task.group(), files, "group")
+                 : ResolveGroup(task.group(), "group");
     if (!gid.ok()) return invalid(gid.status());
     spec.gid = *gid;
   }
@@ -603,10 +680,6 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
           "set driver_config.work_dir instead"));
     }
     spec.cwd = in_root;
-  }
-  if (absl::Status status = ResolveIsolation(task.isolation(), defaults, &spec);
-      !status.ok()) {
-    return invalid(status);
   }
   absl::StatusOr<std::string> path = FindProgram(
       command, env["PATH"], spec.cwd, "driver_config.command",

@@ -1,5 +1,6 @@
 // What StartTask is asked, checked and resolved before anything is made: the
-// program found on the task's PATH, the user and groups looked up, the
+// program found on the task's PATH, the user and groups looked up (in an
+// image's own /etc/passwd and /etc/group for a task on one), the
 // working directory placed inside the task directory, the limits and the
 // network checked. Every error is INVALID_ARGUMENT (or FAILED_PRECONDITION
 // for what the node must fix) naming the task and the field, e.g.
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/plugin/v1/plugin.pb.h"
 #include "services/driver/common/init_spec.h"
+#include "services/driver/common/passwd.h"
 #include "services/driver/common/task_cgroup.h"
 
 namespace berth::driver_common {
@@ -71,9 +74,6 @@ struct TaskSpec {
   PrivilegeSpec privileges;
 };
 
-// The gid of a numeric user without a passwd entry.
-inline constexpr gid_t kNoGroup = 65534;
-
 // The host directories an imageless task's root gets, read-only (a driver
 // flag may change them, as Nomad's chroot_env does).
 inline constexpr const char* kDefaultHostDirs[] = {
@@ -116,15 +116,11 @@ absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
 // starting with '.'. INVALID_ARGUMENT naming task.id otherwise.
 absl::Status CheckTaskId(const std::string& id);
 
-// The user `user` names (a name or a number): uid, primary gid, supplementary
-// groups and home. An unknown name is INVALID_ARGUMENT naming `field`.
-struct ResolvedUser {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-  std::string home;
-  std::string name;
-};
+// The user `user` names (a name or a number) on the host (its NSS, for a
+// task without an image): uid, primary gid, supplementary groups and home.
+// An unknown name is INVALID_ARGUMENT naming `field`; a uid without an
+// entry gets kNoGroup. A task on an image looks its user up in the image's
+// own files instead (ResolveUserInFiles, passwd.h), as ResolveTaskSpec does.
 absl::StatusOr<ResolvedUser> ResolveUser(const std::string& user,
                                          const std::string& field);
 absl::StatusOr<gid_t> ResolveGroup(const std::string& group,
@@ -153,6 +149,16 @@ std::string HostPathInRoot(const TaskSpec& spec, const std::string& path);
 // the path when the task's root has nothing there.
 absl::StatusOr<struct stat> StatInRoot(const TaskSpec& spec,
                                        const std::string& path);
+
+// The content of the regular file at the task's `path`, found as StatInRoot
+// finds it (a link resolves inside what holds it) and opened only once it
+// is known to be a regular file (a FIFO or a device there is never
+// opened): NOT_FOUND when the task's root has nothing there,
+// FAILED_PRECONDITION when it is not a regular file, OUT_OF_RANGE when it
+// holds more than `max_bytes`.
+absl::StatusOr<std::string> ReadFileInRoot(const TaskSpec& spec,
+                                           const std::string& path,
+                                           size_t max_bytes);
 
 }  // namespace berth::driver_common
 

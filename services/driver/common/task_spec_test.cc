@@ -350,6 +350,179 @@ TEST(TaskSpecTest, UsersAndGroupsAreLookedUp) {
               HasSubstr("user: no user named \"no-such-user\""));
 }
 
+// A root of the task's own (an image) with its program, /etc/passwd and
+// /etc/group.
+class ImageRoot {
+ public:
+  ImageRoot() {
+    for (const char* sub : {"bin", "etc", "home", "home/x"}) {
+      EXPECT_EQ(mkdir(rootfs_.Join(sub).c_str(), 0755), 0) << sub;
+    }
+    std::ofstream(rootfs_.Join("bin/run")) << "#!/bin/sh\n";
+    chmod(rootfs_.Join("bin/run").c_str(), 0755);
+  }
+  const ShortTempDir& dir() const { return rootfs_; }
+  void Write(const std::string& path, const std::string& content) const {
+    std::ofstream(rootfs_.Join(path)) << content;
+  }
+  dv1::TaskConfig Task(const std::string& user,
+                       const std::string& group = "") const {
+    dv1::TaskConfig task = Config("/bin/run");
+    task.set_task_dir("/srv/tasks/t1");
+    task.mutable_isolation()->set_rootfs(rootfs_.path());
+    task.set_user(user);
+    task.set_group(group);
+    return task;
+  }
+  absl::StatusOr<TaskSpec> Resolve(const std::string& user,
+                                   const std::string& group = "") const {
+    IsolationDefaults defaults;
+    defaults.own_root = true;
+    return ResolveTaskSpec(Task(user, group), "", defaults);
+  }
+
+ private:
+  ShortTempDir rootfs_;
+};
+
+constexpr char kImagePasswd[] =
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "berthimageuser:x:4321:4321::/home/x:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+constexpr char kImageGroup[] =
+    "root:x:0:\n"
+    "berthimagegroup:x:4321:\n"
+    "berthimagewww:x:4400:nobody,berthimageuser\n";
+
+// As Docker, runc and containerd do: a task on an image has its users in
+// the image's own /etc/passwd and /etc/group, not the host's.
+TEST(TaskSpecTest, ATaskOnAnImageHasTheUsersOfTheImage) {
+  ImageRoot image;
+  image.Write("etc/passwd", kImagePasswd);
+  image.Write("etc/group", kImageGroup);
+  absl::StatusOr<TaskSpec> spec = image.Resolve("berthimageuser");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->uid, 4321u);
+  EXPECT_EQ(spec->gid, 4321u);
+  EXPECT_EQ(spec->groups, (std::vector<gid_t>{4321, 4400}));
+  EXPECT_THAT(spec->env, Contains("HOME=/home/x"));
+  EXPECT_THAT(spec->env, Contains("USER=berthimageuser"));
+
+  spec = image.Resolve("berthimageuser", "berthimagewww");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->gid, 4400u);
+  // A uid has the image's entry for it.
+  spec = image.Resolve("4321", "0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->gid, 0u);
+  EXPECT_THAT(spec->env, Contains("USER=berthimageuser"));
+  spec = image.Resolve("4242");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->gid, kNoGroup);
+
+  // The host's daemon and its group are not the image's.
+  spec = image.Resolve("daemon");
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_EQ(spec.status().message(),
+            "task t1: user: no user named \"daemon\" in the image's "
+            "/etc/passwd");
+  spec = image.Resolve("4321", "daemon");
+  EXPECT_EQ(spec.status().message(),
+            "task t1: group: no group named \"daemon\" in the image's "
+            "/etc/group");
+
+  // Without the files: a uid runs, a name cannot.
+  ASSERT_EQ(unlink(image.dir().Join("etc/passwd").c_str()), 0);
+  ASSERT_EQ(unlink(image.dir().Join("etc/group").c_str()), 0);
+  spec = image.Resolve("4321");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->gid, kNoGroup);
+  EXPECT_THAT(image.Resolve("nobody").status().message(),
+              HasSubstr("(the image has no /etc/passwd)"));
+  // No user: root, nothing read.
+  spec = image.Resolve("");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->uid, 0u);
+}
+
+// The image's /etc/passwd is read as the task would: a link in it resolves
+// inside the image, never on the host, and what is not a regular file is
+// never opened.
+TEST(TaskSpecTest, TheImagesPasswdIsReadInsideTheImage) {
+  ImageRoot image;
+  // On the host, a passwd of the user: a link to it resolves in the image.
+  ShortTempDir outside;
+  std::ofstream(outside.Join("passwd")) << kImagePasswd;
+  ASSERT_EQ(symlink(outside.Join("passwd").c_str(),
+                    image.dir().Join("etc/passwd").c_str()),
+            0);
+  absl::StatusOr<TaskSpec> spec = image.Resolve("berthimageuser");
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("no user named \"berthimageuser\" in the image's "
+                        "/etc/passwd (the image has no /etc/passwd)"));
+  ASSERT_EQ(unlink(image.dir().Join("etc/passwd").c_str()), 0);
+  std::string up = "..";
+  for (int i = 0; i < 16; ++i) up += "/..";
+  ASSERT_EQ(symlink((up + outside.Join("passwd")).c_str(),
+                    image.dir().Join("etc/passwd").c_str()),
+            0);
+  spec = image.Resolve("berthimageuser");
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("(the image has no /etc/passwd)"));
+
+  // A link that stays in the image is followed, as in the task.
+  ASSERT_EQ(unlink(image.dir().Join("etc/passwd").c_str()), 0);
+  image.Write("home/passwd", kImagePasswd);
+  ASSERT_EQ(symlink("../home/./passwd", image.dir().Join("etc/passwd").c_str()),
+            0);
+  spec = image.Resolve("berthimageuser");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->uid, 4321u);
+
+  // A FIFO (opening it would block), a directory, a file too big.
+  ASSERT_EQ(unlink(image.dir().Join("etc/passwd").c_str()), 0);
+  ASSERT_EQ(mkfifo(image.dir().Join("etc/passwd").c_str(), 0644), 0);
+  spec = image.Resolve("berthimageuser");
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("user: the image's /etc/passwd: /etc/passwd is not a "
+                        "regular file"));
+  ASSERT_EQ(unlink(image.dir().Join("etc/passwd").c_str()), 0);
+  ASSERT_EQ(mkdir(image.dir().Join("etc/passwd").c_str(), 0755), 0);
+  EXPECT_THAT(image.Resolve("1").status().message(),
+              HasSubstr("is not a regular file"));
+  ASSERT_EQ(rmdir(image.dir().Join("etc/passwd").c_str()), 0);
+  image.Write("etc/passwd",
+              std::string(kMaxUserFileBytes, '#') + "\n" + kImagePasswd);
+  spec = image.Resolve("berthimageuser");
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("user: the image's /etc/passwd:"));
+  EXPECT_THAT(spec.status().message(), HasSubstr("4194304"));
+  // The group file as well, named by the field that needed it.
+  image.Write("etc/passwd", kImagePasswd);
+  ASSERT_EQ(mkfifo(image.dir().Join("etc/group").c_str(), 0644), 0);
+  EXPECT_THAT(image.Resolve("", "www").status().message(),
+              HasSubstr("group: the image's /etc/group: /etc/group is not a "
+                        "regular file"));
+}
+
+// A task without an image has the host's /etc (bound into its root): its
+// users are the host's.
+TEST(TaskSpecTest, ATaskWithoutAnImageHasTheHostsUsers) {
+  IsolationDefaults defaults;
+  defaults.own_root = true;
+  dv1::TaskConfig task = Config("/bin/true");
+  task.set_task_dir("/srv/tasks/t1");
+  task.set_user("daemon");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "", defaults);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->uid, 1u);
+  task.set_user("4294967295");
+  EXPECT_THAT(ResolveTaskSpec(task, "", defaults).status().message(),
+              HasSubstr("user: 4294967295 is not an id"));
+}
+
 TEST(TaskSpecTest, IdsLimitsAndNetworksAreChecked) {
   for (const char* id : {"", ".hidden", "a/b", "a b", "..",
                          "x234567890123456789012345678901234567890123456789012"

@@ -139,6 +139,19 @@ out=$(berth run --rm --pull never --net host --entrypoint /bin/sh multilayer -c 
   fail entrypoint_workdir_user "got '$out'"
 out=$(berth run --rm --pull never --net host --user 0 --entrypoint /bin/sh multilayer -c 'id -u' 2>&1)
 [[ $out == 0 ]] && pass spec_user_wins || fail spec_user_wins "got '$out'"
+# A user's name is looked up in the image's /etc/passwd, not the host's: the
+# image's nobody (its home /nonexistent, its groups) runs; the host's daemon
+# is no user of the image's.
+out=$(berth run --rm --pull never --net host -u nobody busybox sh -c 'id -u; id -G; echo $HOME' 2>&1)
+out_daemon=$(berth run --rm --pull never --net host -u daemon busybox id -u 2>&1)
+code=$?
+echo "--- berth run -u daemon busybox id -u (exit $code): $out_daemon"
+if [[ $out == $'65534\n65534\n/nonexistent' && $code -ne 0 &&
+  $out_daemon == *'no user named "daemon" in the image'\''s /etc/passwd'* ]]; then
+  pass user_from_image_passwd
+else
+  fail user_from_image_passwd "-u nobody: '$out'; -u daemon (exit $code): '$out_daemon'"
+fi
 
 # --- a task that stays: inspect shows its image; its snapshot is mounted
 # while it exists and is gone once it is removed.
