@@ -209,6 +209,8 @@ for driver in exec sandbox; do
   rootfs=$(task_field "mapped-$driver" 't["image"]["rootfs"]')
   upper="${rootfs%/rootfs}/upper"
   wait_for 50 test -s "$upper/made-by-task"
+  # The task writes made-by-task first, then the directory and the copy-up.
+  wait_for 50 test -e "$upper/bin/busybox"
   owners=$(cd "$upper" 2>/dev/null && stat -c '%n %u %g' made-by-task made-dir bin/busybox 2>&1)
   seen=$(cat "$upper/made-by-task" 2>/dev/null)
   echo "--- mapped-$driver: upper $upper: $(printf '%s' "$owners" | tr '\n' ';') task saw busybox as $seen"
