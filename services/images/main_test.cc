@@ -312,7 +312,9 @@ TEST_F(MainTest, AfterKill9TheSnapshotIsStillMountedAndNoPartialImageIsListed) {
     child->Kill();
     context.TryCancel();
   }
-  if (root) EXPECT_TRUE(Mounted(rootfs)) << "kill -9 unmounted the snapshot";
+  if (root) {
+    EXPECT_TRUE(Mounted(rootfs)) << "kill -9 unmounted the snapshot";
+  }
 
   child = std::make_unique<Child>(dir_, Flags(), "-2");
   stub = Connect();

@@ -188,7 +188,9 @@ class UnpackTest : public ::testing::Test {
     canary_file_ = Lstat(canary_ + "/file");
   }
   void TearDown() override {
-    if (!work_.empty()) EXPECT_TRUE(RemoveTree(work_).ok());
+    if (!work_.empty()) {
+      EXPECT_TRUE(RemoveTree(work_).ok());
+    }
   }
 
   absl::StatusOr<UnpackResult> Unpack(const std::string& blob,
