@@ -125,11 +125,14 @@ std::string PullProgressPrinter::TerminalLine(
       layer.state() == imagepb::LAYER_STATE_RETRYING) {
     if (layer.size() > 0) {
       const bool bar = columns_ == 0 || columns_ >= kBarMinColumns;
-      absl::StrAppend(&line, " ",
-                      bar ? Bar(layer.downloaded(), layer.size()) : "",
-                      absl::StrFormat(bar ? "%8s/%s" : "%s/%s",
-                                      DecimalBytes(layer.downloaded()),
-                                      DecimalBytes(layer.size())));
+      const std::string downloaded = DecimalBytes(layer.downloaded());
+      const std::string size = DecimalBytes(layer.size());
+      // absl::StrFormat takes only constant formats (clang checks it).
+      absl::StrAppend(
+          &line, " ",
+          bar ? absl::StrCat(Bar(layer.downloaded(), layer.size()),
+                             absl::StrFormat("%8s/%s", downloaded, size))
+              : absl::StrCat(downloaded, "/", size));
     } else {
       absl::StrAppend(&line, " ", DecimalBytes(layer.downloaded()));
     }
