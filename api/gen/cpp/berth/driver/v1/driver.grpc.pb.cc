@@ -37,6 +37,7 @@ static const char* DriverService_method_names[] = {
   "/berth.driver.v1.DriverService/TaskStats",
   "/berth.driver.v1.DriverService/ExecTask",
   "/berth.driver.v1.DriverService/ExecTaskStreaming",
+  "/berth.driver.v1.DriverService/AttachTask",
   "/berth.driver.v1.DriverService/CreateNetwork",
   "/berth.driver.v1.DriverService/DestroyNetwork",
 };
@@ -61,8 +62,9 @@ DriverService::Stub::Stub(const std::shared_ptr< ::grpc::ChannelInterface>& chan
   , rpcmethod_TaskStats_(DriverService_method_names[10], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
   , rpcmethod_ExecTask_(DriverService_method_names[11], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_ExecTaskStreaming_(DriverService_method_names[12], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
-  , rpcmethod_CreateNetwork_(DriverService_method_names[13], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
-  , rpcmethod_DestroyNetwork_(DriverService_method_names[14], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_AttachTask_(DriverService_method_names[13], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
+  , rpcmethod_CreateNetwork_(DriverService_method_names[14], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_DestroyNetwork_(DriverService_method_names[15], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   {}
 
 ::grpc::Status DriverService::Stub::GetCapabilities(::grpc::ClientContext* context, const ::berth::driver::v1::GetCapabilitiesRequest& request, ::berth::driver::v1::GetCapabilitiesResponse* response) {
@@ -336,6 +338,22 @@ void DriverService::Stub::async::ExecTaskStreaming(::grpc::ClientContext* contex
   return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>::Create(channel_.get(), cq, rpcmethod_ExecTaskStreaming_, context, false, nullptr);
 }
 
+::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* DriverService::Stub::AttachTaskRaw(::grpc::ClientContext* context) {
+  return ::grpc::internal::ClientReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), rpcmethod_AttachTask_, context);
+}
+
+void DriverService::Stub::async::AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) {
+  ::grpc::internal::ClientCallbackReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>::Create(stub_->channel_.get(), stub_->rpcmethod_AttachTask_, context, reactor);
+}
+
+::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* DriverService::Stub::AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+  return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), cq, rpcmethod_AttachTask_, context, true, tag);
+}
+
+::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* DriverService::Stub::PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+  return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), cq, rpcmethod_AttachTask_, context, false, nullptr);
+}
+
 ::grpc::Status DriverService::Stub::CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::berth::driver::v1::CreateNetworkResponse* response) {
   return ::grpc::internal::BlockingUnaryCall< ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), rpcmethod_CreateNetwork_, context, request, response);
 }
@@ -515,6 +533,16 @@ DriverService::Service::Service() {
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
       DriverService_method_names[13],
+      ::grpc::internal::RpcMethod::BIDI_STREAMING,
+      new ::grpc::internal::BidiStreamingHandler< DriverService::Service, ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>(
+          [](DriverService::Service* service,
+             ::grpc::ServerContext* ctx,
+             ::grpc::ServerReaderWriter<::berth::driver::v1::AttachTaskResponse,
+             ::berth::driver::v1::AttachTaskRequest>* stream) {
+               return service->AttachTask(ctx, stream);
+             }, this)));
+  AddMethod(new ::grpc::internal::RpcServiceMethod(
+      DriverService_method_names[14],
       ::grpc::internal::RpcMethod::NORMAL_RPC,
       new ::grpc::internal::RpcMethodHandler< DriverService::Service, ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
           [](DriverService::Service* service,
@@ -524,7 +552,7 @@ DriverService::Service::Service() {
                return service->CreateNetwork(ctx, req, resp);
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
-      DriverService_method_names[14],
+      DriverService_method_names[15],
       ::grpc::internal::RpcMethod::NORMAL_RPC,
       new ::grpc::internal::RpcMethodHandler< DriverService::Service, ::berth::driver::v1::DestroyNetworkRequest, ::berth::driver::v1::DestroyNetworkResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
           [](DriverService::Service* service,
@@ -623,6 +651,12 @@ DriverService::Service::~Service() {
 }
 
 ::grpc::Status DriverService::Service::ExecTaskStreaming(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::ExecTaskStreamingResponse, ::berth::driver::v1::ExecTaskStreamingRequest>* stream) {
+  (void) context;
+  (void) stream;
+  return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+}
+
+::grpc::Status DriverService::Service::AttachTask(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream) {
   (void) context;
   (void) stream;
   return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");

@@ -174,6 +174,21 @@ class DriverService final {
     std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>> PrepareAsyncExecTaskStreaming(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>>(PrepareAsyncExecTaskStreamingRaw(context, cq));
     }
+    // Joins the task's own stdin and output (TaskConfig.stdin_open and tty),
+    // as `docker attach` does: output from the moment of the call (and, for
+    // the first attach of a run, what the task wrote before it: see
+    // AttachTaskResponse), stdin and terminal resizes to the task. Ends, OK,
+    // when the task's output ends; the caller ending it leaves the task
+    // running. Needs DriverCapabilities.attach.
+    std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AttachTask(::grpc::ClientContext* context) {
+      return std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AttachTaskRaw(context));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AsyncAttachTaskRaw(context, cq, tag));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> PrepareAsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(PrepareAsyncAttachTaskRaw(context, cq));
+    }
     // For a driver whose capabilities say must_create_network: makes the
     // network namespace of an allocation. Idempotent.
     virtual ::grpc::Status CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::berth::driver::v1::CreateNetworkResponse* response) = 0;
@@ -245,6 +260,13 @@ class DriverService final {
       // exit message, sent only after all of stdout and stderr. The caller
       // cancelling the stream kills the command.
       virtual void ExecTaskStreaming(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::ExecTaskStreamingRequest,::berth::driver::v1::ExecTaskStreamingResponse>* reactor) = 0;
+      // Joins the task's own stdin and output (TaskConfig.stdin_open and tty),
+      // as `docker attach` does: output from the moment of the call (and, for
+      // the first attach of a run, what the task wrote before it: see
+      // AttachTaskResponse), stdin and terminal resizes to the task. Ends, OK,
+      // when the task's output ends; the caller ending it leaves the task
+      // running. Needs DriverCapabilities.attach.
+      virtual void AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) = 0;
       // For a driver whose capabilities say must_create_network: makes the
       // network namespace of an allocation. Idempotent.
       virtual void CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest* request, ::berth::driver::v1::CreateNetworkResponse* response, std::function<void(::grpc::Status)>) = 0;
@@ -288,6 +310,9 @@ class DriverService final {
     virtual ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* ExecTaskStreamingRaw(::grpc::ClientContext* context) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* AsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* PrepareAsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTaskRaw(::grpc::ClientContext* context) = 0;
+    virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
+    virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::driver::v1::CreateNetworkResponse>* AsyncCreateNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::driver::v1::CreateNetworkResponse>* PrepareAsyncCreateNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::driver::v1::DestroyNetworkResponse>* AsyncDestroyNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::DestroyNetworkRequest& request, ::grpc::CompletionQueue* cq) = 0;
@@ -395,6 +420,15 @@ class DriverService final {
     std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>> PrepareAsyncExecTaskStreaming(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>>(PrepareAsyncExecTaskStreamingRaw(context, cq));
     }
+    std::unique_ptr< ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AttachTask(::grpc::ClientContext* context) {
+      return std::unique_ptr< ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AttachTaskRaw(context));
+    }
+    std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AsyncAttachTaskRaw(context, cq, tag));
+    }
+    std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> PrepareAsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(PrepareAsyncAttachTaskRaw(context, cq));
+    }
     ::grpc::Status CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::berth::driver::v1::CreateNetworkResponse* response) override;
     std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::driver::v1::CreateNetworkResponse>> AsyncCreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::driver::v1::CreateNetworkResponse>>(AsyncCreateNetworkRaw(context, request, cq));
@@ -434,6 +468,7 @@ class DriverService final {
       void ExecTask(::grpc::ClientContext* context, const ::berth::driver::v1::ExecTaskRequest* request, ::berth::driver::v1::ExecTaskResponse* response, std::function<void(::grpc::Status)>) override;
       void ExecTask(::grpc::ClientContext* context, const ::berth::driver::v1::ExecTaskRequest* request, ::berth::driver::v1::ExecTaskResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void ExecTaskStreaming(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::ExecTaskStreamingRequest,::berth::driver::v1::ExecTaskStreamingResponse>* reactor) override;
+      void AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) override;
       void CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest* request, ::berth::driver::v1::CreateNetworkResponse* response, std::function<void(::grpc::Status)>) override;
       void CreateNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest* request, ::berth::driver::v1::CreateNetworkResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void DestroyNetwork(::grpc::ClientContext* context, const ::berth::driver::v1::DestroyNetworkRequest* request, ::berth::driver::v1::DestroyNetworkResponse* response, std::function<void(::grpc::Status)>) override;
@@ -479,6 +514,9 @@ class DriverService final {
     ::grpc::ClientReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* ExecTaskStreamingRaw(::grpc::ClientContext* context) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* AsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* PrepareAsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTaskRaw(::grpc::ClientContext* context) override;
+    ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
+    ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::driver::v1::CreateNetworkResponse>* AsyncCreateNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::driver::v1::CreateNetworkResponse>* PrepareAsyncCreateNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::CreateNetworkRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::driver::v1::DestroyNetworkResponse>* AsyncDestroyNetworkRaw(::grpc::ClientContext* context, const ::berth::driver::v1::DestroyNetworkRequest& request, ::grpc::CompletionQueue* cq) override;
@@ -496,6 +534,7 @@ class DriverService final {
     const ::grpc::internal::RpcMethod rpcmethod_TaskStats_;
     const ::grpc::internal::RpcMethod rpcmethod_ExecTask_;
     const ::grpc::internal::RpcMethod rpcmethod_ExecTaskStreaming_;
+    const ::grpc::internal::RpcMethod rpcmethod_AttachTask_;
     const ::grpc::internal::RpcMethod rpcmethod_CreateNetwork_;
     const ::grpc::internal::RpcMethod rpcmethod_DestroyNetwork_;
   };
@@ -546,6 +585,13 @@ class DriverService final {
     // exit message, sent only after all of stdout and stderr. The caller
     // cancelling the stream kills the command.
     virtual ::grpc::Status ExecTaskStreaming(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::ExecTaskStreamingResponse, ::berth::driver::v1::ExecTaskStreamingRequest>* stream);
+    // Joins the task's own stdin and output (TaskConfig.stdin_open and tty),
+    // as `docker attach` does: output from the moment of the call (and, for
+    // the first attach of a run, what the task wrote before it: see
+    // AttachTaskResponse), stdin and terminal resizes to the task. Ends, OK,
+    // when the task's output ends; the caller ending it leaves the task
+    // running. Needs DriverCapabilities.attach.
+    virtual ::grpc::Status AttachTask(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream);
     // For a driver whose capabilities say must_create_network: makes the
     // network namespace of an allocation. Idempotent.
     virtual ::grpc::Status CreateNetwork(::grpc::ServerContext* context, const ::berth::driver::v1::CreateNetworkRequest* request, ::berth::driver::v1::CreateNetworkResponse* response);
@@ -814,12 +860,32 @@ class DriverService final {
     }
   };
   template <class BaseClass>
+  class WithAsyncMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithAsyncMethod_AttachTask() {
+      ::grpc::Service::MarkMethodAsync(13);
+    }
+    ~WithAsyncMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAttachTask(::grpc::ServerContext* context, ::grpc::ServerAsyncReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncBidiStreaming(13, context, stream, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithAsyncMethod_CreateNetwork : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodAsync(13);
+      ::grpc::Service::MarkMethodAsync(14);
     }
     ~WithAsyncMethod_CreateNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -830,7 +896,7 @@ class DriverService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestCreateNetwork(::grpc::ServerContext* context, ::berth::driver::v1::CreateNetworkRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::driver::v1::CreateNetworkResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(13, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(14, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -839,7 +905,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodAsync(14);
+      ::grpc::Service::MarkMethodAsync(15);
     }
     ~WithAsyncMethod_DestroyNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -850,10 +916,10 @@ class DriverService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestDestroyNetwork(::grpc::ServerContext* context, ::berth::driver::v1::DestroyNetworkRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::driver::v1::DestroyNetworkResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(14, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(15, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
-  typedef WithAsyncMethod_GetCapabilities<WithAsyncMethod_Fingerprint<WithAsyncMethod_StartTask<WithAsyncMethod_WaitTask<WithAsyncMethod_StopTask<WithAsyncMethod_DestroyTask<WithAsyncMethod_InspectTask<WithAsyncMethod_RecoverTask<WithAsyncMethod_SignalTask<WithAsyncMethod_TaskEvents<WithAsyncMethod_TaskStats<WithAsyncMethod_ExecTask<WithAsyncMethod_ExecTaskStreaming<WithAsyncMethod_CreateNetwork<WithAsyncMethod_DestroyNetwork<Service > > > > > > > > > > > > > > > AsyncService;
+  typedef WithAsyncMethod_GetCapabilities<WithAsyncMethod_Fingerprint<WithAsyncMethod_StartTask<WithAsyncMethod_WaitTask<WithAsyncMethod_StopTask<WithAsyncMethod_DestroyTask<WithAsyncMethod_InspectTask<WithAsyncMethod_RecoverTask<WithAsyncMethod_SignalTask<WithAsyncMethod_TaskEvents<WithAsyncMethod_TaskStats<WithAsyncMethod_ExecTask<WithAsyncMethod_ExecTaskStreaming<WithAsyncMethod_AttachTask<WithAsyncMethod_CreateNetwork<WithAsyncMethod_DestroyNetwork<Service > > > > > > > > > > > > > > > > AsyncService;
   template <class BaseClass>
   class WithCallbackMethod_GetCapabilities : public BaseClass {
    private:
@@ -1187,18 +1253,41 @@ class DriverService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithCallbackMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithCallbackMethod_AttachTask() {
+      ::grpc::Service::MarkMethodCallback(13,
+          new ::grpc::internal::CallbackBidiHandler< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>(
+            [this](
+                   ::grpc::CallbackServerContext* context) { return this->AttachTask(context); }));
+    }
+    ~WithCallbackMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerBidiReactor< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTask(
+      ::grpc::CallbackServerContext* /*context*/)
+      { return nullptr; }
+  };
+  template <class BaseClass>
   class WithCallbackMethod_CreateNetwork : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodCallback(13,
+      ::grpc::Service::MarkMethodCallback(14,
           new ::grpc::internal::CallbackUnaryHandler< ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::driver::v1::CreateNetworkRequest* request, ::berth::driver::v1::CreateNetworkResponse* response) { return this->CreateNetwork(context, request, response); }));}
     void SetMessageAllocatorFor_CreateNetwork(
         ::grpc::MessageAllocator< ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse>* allocator) {
-      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(13);
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(14);
       static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse>*>(handler)
               ->SetMessageAllocator(allocator);
     }
@@ -1219,13 +1308,13 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodCallback(14,
+      ::grpc::Service::MarkMethodCallback(15,
           new ::grpc::internal::CallbackUnaryHandler< ::berth::driver::v1::DestroyNetworkRequest, ::berth::driver::v1::DestroyNetworkResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::driver::v1::DestroyNetworkRequest* request, ::berth::driver::v1::DestroyNetworkResponse* response) { return this->DestroyNetwork(context, request, response); }));}
     void SetMessageAllocatorFor_DestroyNetwork(
         ::grpc::MessageAllocator< ::berth::driver::v1::DestroyNetworkRequest, ::berth::driver::v1::DestroyNetworkResponse>* allocator) {
-      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(14);
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(15);
       static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::driver::v1::DestroyNetworkRequest, ::berth::driver::v1::DestroyNetworkResponse>*>(handler)
               ->SetMessageAllocator(allocator);
     }
@@ -1240,7 +1329,7 @@ class DriverService final {
     virtual ::grpc::ServerUnaryReactor* DestroyNetwork(
       ::grpc::CallbackServerContext* /*context*/, const ::berth::driver::v1::DestroyNetworkRequest* /*request*/, ::berth::driver::v1::DestroyNetworkResponse* /*response*/)  { return nullptr; }
   };
-  typedef WithCallbackMethod_GetCapabilities<WithCallbackMethod_Fingerprint<WithCallbackMethod_StartTask<WithCallbackMethod_WaitTask<WithCallbackMethod_StopTask<WithCallbackMethod_DestroyTask<WithCallbackMethod_InspectTask<WithCallbackMethod_RecoverTask<WithCallbackMethod_SignalTask<WithCallbackMethod_TaskEvents<WithCallbackMethod_TaskStats<WithCallbackMethod_ExecTask<WithCallbackMethod_ExecTaskStreaming<WithCallbackMethod_CreateNetwork<WithCallbackMethod_DestroyNetwork<Service > > > > > > > > > > > > > > > CallbackService;
+  typedef WithCallbackMethod_GetCapabilities<WithCallbackMethod_Fingerprint<WithCallbackMethod_StartTask<WithCallbackMethod_WaitTask<WithCallbackMethod_StopTask<WithCallbackMethod_DestroyTask<WithCallbackMethod_InspectTask<WithCallbackMethod_RecoverTask<WithCallbackMethod_SignalTask<WithCallbackMethod_TaskEvents<WithCallbackMethod_TaskStats<WithCallbackMethod_ExecTask<WithCallbackMethod_ExecTaskStreaming<WithCallbackMethod_AttachTask<WithCallbackMethod_CreateNetwork<WithCallbackMethod_DestroyNetwork<Service > > > > > > > > > > > > > > > > CallbackService;
   typedef CallbackService ExperimentalCallbackService;
   template <class BaseClass>
   class WithGenericMethod_GetCapabilities : public BaseClass {
@@ -1464,12 +1553,29 @@ class DriverService final {
     }
   };
   template <class BaseClass>
+  class WithGenericMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithGenericMethod_AttachTask() {
+      ::grpc::Service::MarkMethodGeneric(13);
+    }
+    ~WithGenericMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+  };
+  template <class BaseClass>
   class WithGenericMethod_CreateNetwork : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodGeneric(13);
+      ::grpc::Service::MarkMethodGeneric(14);
     }
     ~WithGenericMethod_CreateNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1486,7 +1592,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodGeneric(14);
+      ::grpc::Service::MarkMethodGeneric(15);
     }
     ~WithGenericMethod_DestroyNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1758,12 +1864,32 @@ class DriverService final {
     }
   };
   template <class BaseClass>
+  class WithRawMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawMethod_AttachTask() {
+      ::grpc::Service::MarkMethodRaw(13);
+    }
+    ~WithRawMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAttachTask(::grpc::ServerContext* context, ::grpc::ServerAsyncReaderWriter< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* stream, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncBidiStreaming(13, context, stream, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithRawMethod_CreateNetwork : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodRaw(13);
+      ::grpc::Service::MarkMethodRaw(14);
     }
     ~WithRawMethod_CreateNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1774,7 +1900,7 @@ class DriverService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestCreateNetwork(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(13, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(14, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1783,7 +1909,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodRaw(14);
+      ::grpc::Service::MarkMethodRaw(15);
     }
     ~WithRawMethod_DestroyNetwork() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1794,7 +1920,7 @@ class DriverService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestDestroyNetwork(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(14, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(15, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -2085,12 +2211,35 @@ class DriverService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithRawCallbackMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawCallbackMethod_AttachTask() {
+      ::grpc::Service::MarkMethodRawCallback(13,
+          new ::grpc::internal::CallbackBidiHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
+            [this](
+                   ::grpc::CallbackServerContext* context) { return this->AttachTask(context); }));
+    }
+    ~WithRawCallbackMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerBidiReactor< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* AttachTask(
+      ::grpc::CallbackServerContext* /*context*/)
+      { return nullptr; }
+  };
+  template <class BaseClass>
   class WithRawCallbackMethod_CreateNetwork : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodRawCallback(13,
+      ::grpc::Service::MarkMethodRawCallback(14,
           new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->CreateNetwork(context, request, response); }));
@@ -2112,7 +2261,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodRawCallback(14,
+      ::grpc::Service::MarkMethodRawCallback(15,
           new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->DestroyNetwork(context, request, response); }));
@@ -2377,7 +2526,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithStreamedUnaryMethod_CreateNetwork() {
-      ::grpc::Service::MarkMethodStreamed(13,
+      ::grpc::Service::MarkMethodStreamed(14,
         new ::grpc::internal::StreamedUnaryHandler<
           ::berth::driver::v1::CreateNetworkRequest, ::berth::driver::v1::CreateNetworkResponse>(
             [this](::grpc::ServerContext* context,
@@ -2404,7 +2553,7 @@ class DriverService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithStreamedUnaryMethod_DestroyNetwork() {
-      ::grpc::Service::MarkMethodStreamed(14,
+      ::grpc::Service::MarkMethodStreamed(15,
         new ::grpc::internal::StreamedUnaryHandler<
           ::berth::driver::v1::DestroyNetworkRequest, ::berth::driver::v1::DestroyNetworkResponse>(
             [this](::grpc::ServerContext* context,

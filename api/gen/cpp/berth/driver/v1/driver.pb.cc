@@ -36,6 +36,8 @@ PROTOBUF_CONSTEXPR DriverCapabilities::DriverCapabilities(
   , /*decltype(_impl_.must_create_network_)*/false
   , /*decltype(_impl_.recover_)*/false
   , /*decltype(_impl_.stats_)*/false
+  , /*decltype(_impl_.attach_)*/false
+  , /*decltype(_impl_.rlimits_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct DriverCapabilitiesDefaultTypeInternal {
   PROTOBUF_CONSTEXPR DriverCapabilitiesDefaultTypeInternal()
@@ -186,6 +188,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 PROTOBUF_CONSTEXPR TaskConfig::TaskConfig(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.env_)*/{::_pbi::ConstantInitialized()}
+  , /*decltype(_impl_.rlimits_)*/{}
   , /*decltype(_impl_.id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.name_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.allocation_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -193,11 +196,14 @@ PROTOBUF_CONSTEXPR TaskConfig::TaskConfig(
   , /*decltype(_impl_.group_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.task_dir_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.working_dir_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.hostname_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_config_)*/nullptr
   , /*decltype(_impl_.resources_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
   , /*decltype(_impl_.logs_)*/nullptr
   , /*decltype(_impl_.isolation_)*/nullptr
+  , /*decltype(_impl_.stdin_open_)*/false
+  , /*decltype(_impl_.tty_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct TaskConfigDefaultTypeInternal {
   PROTOBUF_CONSTEXPR TaskConfigDefaultTypeInternal()
@@ -208,6 +214,21 @@ struct TaskConfigDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskConfigDefaultTypeInternal _TaskConfig_default_instance_;
+PROTOBUF_CONSTEXPR Rlimit::Rlimit(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.type_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.hard_)*/uint64_t{0u}
+  , /*decltype(_impl_.soft_)*/uint64_t{0u}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct RlimitDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR RlimitDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~RlimitDefaultTypeInternal() {}
+  union {
+    Rlimit _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 RlimitDefaultTypeInternal _Rlimit_default_instance_;
 PROTOBUF_CONSTEXPR Isolation::Isolation(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.mounts_)*/{}
@@ -697,6 +718,49 @@ struct ExecTaskStreamingResponseDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ExecTaskStreamingResponseDefaultTypeInternal _ExecTaskStreamingResponse_default_instance_;
+PROTOBUF_CONSTEXPR AttachSetup::AttachSetup(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.task_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.terminal_size_)*/nullptr
+  , /*decltype(_impl_.stdin_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct AttachSetupDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AttachSetupDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AttachSetupDefaultTypeInternal() {}
+  union {
+    AttachSetup _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AttachSetupDefaultTypeInternal _AttachSetup_default_instance_;
+PROTOBUF_CONSTEXPR AttachTaskRequest::AttachTaskRequest(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.frame_)*/{}
+  , /*decltype(_impl_._cached_size_)*/{}
+  , /*decltype(_impl_._oneof_case_)*/{}} {}
+struct AttachTaskRequestDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AttachTaskRequestDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AttachTaskRequestDefaultTypeInternal() {}
+  union {
+    AttachTaskRequest _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AttachTaskRequestDefaultTypeInternal _AttachTaskRequest_default_instance_;
+PROTOBUF_CONSTEXPR AttachTaskResponse::AttachTaskResponse(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.frame_)*/{}
+  , /*decltype(_impl_._cached_size_)*/{}
+  , /*decltype(_impl_._oneof_case_)*/{}} {}
+struct AttachTaskResponseDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR AttachTaskResponseDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~AttachTaskResponseDefaultTypeInternal() {}
+  union {
+    AttachTaskResponse _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 AttachTaskResponseDefaultTypeInternal _AttachTaskResponse_default_instance_;
 PROTOBUF_CONSTEXPR CreateNetworkRequest::CreateNetworkRequest(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.allocation_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -752,7 +816,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace driver
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[51];
+static ::_pb::Metadata file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[55];
 static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto[6];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto = nullptr;
 
@@ -773,6 +837,8 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.recover_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.stats_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.isolation_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.attach_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::DriverCapabilities, _impl_.rlimits_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::IsolationCapabilities, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -881,6 +947,19 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.task_dir_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.isolation_),
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.working_dir_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.stdin_open_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.tty_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.rlimits_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::TaskConfig, _impl_.hostname_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Rlimit, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Rlimit, _impl_.type_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Rlimit, _impl_.hard_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Rlimit, _impl_.soft_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::Isolation, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -1181,6 +1260,36 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   ::_pbi::kInvalidFieldOffsetTag,
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::ExecTaskStreamingResponse, _impl_.frame_),
   ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachSetup, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachSetup, _impl_.task_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachSetup, _impl_.stdin_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachSetup, _impl_.terminal_size_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskRequest, _internal_metadata_),
+  ~0u,  // no _extensions_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskRequest, _impl_._oneof_case_[0]),
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskRequest, _impl_.frame_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskResponse, _internal_metadata_),
+  ~0u,  // no _extensions_
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskResponse, _impl_._oneof_case_[0]),
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
+  ::_pbi::kInvalidFieldOffsetTag,
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::AttachTaskResponse, _impl_.frame_),
+  ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::CreateNetworkRequest, _internal_metadata_),
   ~0u,  // no _extensions_
   ~0u,  // no _oneof_case_
@@ -1212,56 +1321,60 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
 };
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::driver::v1::DriverCapabilities)},
-  { 16, -1, -1, sizeof(::berth::driver::v1::IsolationCapabilities)},
-  { 31, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
-  { 37, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
-  { 44, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
-  { 50, 58, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
-  { 60, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
-  { 69, -1, -1, sizeof(::berth::driver::v1::Resources)},
-  { 79, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
-  { 87, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
-  { 95, 103, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
-  { 105, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
-  { 124, -1, -1, sizeof(::berth::driver::v1::Isolation)},
-  { 140, -1, -1, sizeof(::berth::driver::v1::Mount)},
-  { 150, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
-  { 158, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
-  { 166, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
-  { 175, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
-  { 185, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
-  { 195, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
-  { 202, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
-  { 210, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
-  { 217, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
-  { 224, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
-  { 233, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
-  { 239, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
-  { 247, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
-  { 253, 261, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
-  { 263, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
-  { 276, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
-  { 283, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
-  { 290, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
-  { 297, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
-  { 304, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
-  { 312, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
-  { 318, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
-  { 324, 332, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
-  { 334, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
-  { 345, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
-  { 353, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
-  { 360, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
-  { 369, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
-  { 378, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
-  { 386, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
-  { 396, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
-  { 402, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
-  { 413, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
-  { 423, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
-  { 431, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
-  { 439, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
-  { 446, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
+  { 18, -1, -1, sizeof(::berth::driver::v1::IsolationCapabilities)},
+  { 33, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesRequest)},
+  { 39, -1, -1, sizeof(::berth::driver::v1::GetCapabilitiesResponse)},
+  { 46, -1, -1, sizeof(::berth::driver::v1::FingerprintRequest)},
+  { 52, 60, -1, sizeof(::berth::driver::v1::FingerprintResponse_AttributesEntry_DoNotUse)},
+  { 62, -1, -1, sizeof(::berth::driver::v1::FingerprintResponse)},
+  { 71, -1, -1, sizeof(::berth::driver::v1::Resources)},
+  { 81, -1, -1, sizeof(::berth::driver::v1::LogConfig)},
+  { 89, -1, -1, sizeof(::berth::driver::v1::NetworkIsolation)},
+  { 97, 105, -1, sizeof(::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse)},
+  { 107, -1, -1, sizeof(::berth::driver::v1::TaskConfig)},
+  { 130, -1, -1, sizeof(::berth::driver::v1::Rlimit)},
+  { 139, -1, -1, sizeof(::berth::driver::v1::Isolation)},
+  { 155, -1, -1, sizeof(::berth::driver::v1::Mount)},
+  { 165, -1, -1, sizeof(::berth::driver::v1::SeccompProfile)},
+  { 173, -1, -1, sizeof(::berth::driver::v1::UserNamespace)},
+  { 181, -1, -1, sizeof(::berth::driver::v1::IdMapping)},
+  { 190, -1, -1, sizeof(::berth::driver::v1::TaskHandle)},
+  { 200, -1, -1, sizeof(::berth::driver::v1::ExitResult)},
+  { 210, -1, -1, sizeof(::berth::driver::v1::StartTaskRequest)},
+  { 217, -1, -1, sizeof(::berth::driver::v1::StartTaskResponse)},
+  { 225, -1, -1, sizeof(::berth::driver::v1::WaitTaskRequest)},
+  { 232, -1, -1, sizeof(::berth::driver::v1::WaitTaskResponse)},
+  { 239, -1, -1, sizeof(::berth::driver::v1::StopTaskRequest)},
+  { 248, -1, -1, sizeof(::berth::driver::v1::StopTaskResponse)},
+  { 254, -1, -1, sizeof(::berth::driver::v1::DestroyTaskRequest)},
+  { 262, -1, -1, sizeof(::berth::driver::v1::DestroyTaskResponse)},
+  { 268, 276, -1, sizeof(::berth::driver::v1::TaskStatus_DriverAttributesEntry_DoNotUse)},
+  { 278, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
+  { 291, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
+  { 298, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
+  { 305, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
+  { 312, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
+  { 319, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
+  { 327, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
+  { 333, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
+  { 339, 347, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
+  { 349, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
+  { 360, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
+  { 368, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
+  { 375, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
+  { 384, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
+  { 393, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
+  { 401, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
+  { 411, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
+  { 417, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
+  { 428, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
+  { 438, -1, -1, sizeof(::berth::driver::v1::AttachSetup)},
+  { 447, -1, -1, sizeof(::berth::driver::v1::AttachTaskRequest)},
+  { 458, -1, -1, sizeof(::berth::driver::v1::AttachTaskResponse)},
+  { 468, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
+  { 476, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
+  { 484, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
+  { 491, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -1277,6 +1390,7 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::driver::v1::_NetworkIsolation_default_instance_._instance,
   &::berth::driver::v1::_TaskConfig_EnvEntry_DoNotUse_default_instance_._instance,
   &::berth::driver::v1::_TaskConfig_default_instance_._instance,
+  &::berth::driver::v1::_Rlimit_default_instance_._instance,
   &::berth::driver::v1::_Isolation_default_instance_._instance,
   &::berth::driver::v1::_Mount_default_instance_._instance,
   &::berth::driver::v1::_SeccompProfile_default_instance_._instance,
@@ -1312,6 +1426,9 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::driver::v1::_StdinClose_default_instance_._instance,
   &::berth::driver::v1::_ExecTaskStreamingRequest_default_instance_._instance,
   &::berth::driver::v1::_ExecTaskStreamingResponse_default_instance_._instance,
+  &::berth::driver::v1::_AttachSetup_default_instance_._instance,
+  &::berth::driver::v1::_AttachTaskRequest_default_instance_._instance,
+  &::berth::driver::v1::_AttachTaskResponse_default_instance_._instance,
   &::berth::driver::v1::_CreateNetworkRequest_default_instance_._instance,
   &::berth::driver::v1::_CreateNetworkResponse_default_instance_._instance,
   &::berth::driver::v1::_DestroyNetworkRequest_default_instance_._instance,
@@ -1324,7 +1441,7 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "\032berth/stats/v1/stats.proto\032\036google/prot"
   "obuf/duration.proto\032\034google/protobuf/str"
   "uct.proto\032\037google/protobuf/timestamp.pro"
-  "to\"\326\002\n\022DriverCapabilities\022\024\n\014send_signal"
+  "to\"\367\002\n\022DriverCapabilities\022\024\n\014send_signal"
   "s\030\001 \001(\010\022\014\n\004exec\030\002 \001(\010\022\026\n\016exec_streaming\030"
   "\003 \001(\010\022\020\n\010exec_tty\030\004 \001(\010\0222\n\014fs_isolation\030"
   "\005 \001(\0162\034.berth.driver.v1.FsIsolation\022F\n\027n"
@@ -1332,180 +1449,197 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   "ver.v1.NetworkIsolationMode\022\033\n\023must_crea"
   "te_network\030\007 \001(\010\022\017\n\007recover\030\010 \001(\010\022\r\n\005sta"
   "ts\030\t \001(\010\0229\n\tisolation\030\n \001(\0132&.berth.driv"
-  "er.v1.IsolationCapabilities\"\331\001\n\025Isolatio"
-  "nCapabilities\022\020\n\010own_root\030\001 \001(\010\022\024\n\014image"
-  "_rootfs\030\002 \001(\010\022\016\n\006mounts\030\003 \001(\010\022\024\n\014capabil"
-  "ities\030\004 \001(\010\022\031\n\021no_new_privileges\030\005 \001(\010\022\017"
-  "\n\007seccomp\030\006 \001(\010\022\027\n\017user_namespaces\030\007 \001(\010"
-  "\022\024\n\014masked_paths\030\010 \001(\010\022\027\n\017rootfs_idmappe"
-  "d\030\t \001(\010\"\030\n\026GetCapabilitiesRequest\"T\n\027Get"
-  "CapabilitiesResponse\0229\n\014capabilities\030\001 \001"
-  "(\0132#.berth.driver.v1.DriverCapabilities\""
-  "\024\n\022FingerprintRequest\"\334\001\n\023FingerprintRes"
-  "ponse\022,\n\006health\030\001 \001(\0162\034.berth.driver.v1."
-  "HealthState\022\032\n\022health_description\030\002 \001(\t\022"
-  "H\n\nattributes\030\003 \003(\01324.berth.driver.v1.Fi"
-  "ngerprintResponse.AttributesEntry\0321\n\017Att"
-  "ributesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
-  ":\0028\001\"a\n\tResources\022\022\n\ncpu_shares\030\001 \001(\004\022\026\n"
-  "\016cpu_millicores\030\002 \001(\004\022\024\n\014memory_bytes\030\003 "
-  "\001(\004\022\022\n\npids_limit\030\004 \001(\004\"6\n\tLogConfig\022\026\n\016"
-  "max_file_bytes\030\001 \001(\004\022\021\n\tmax_files\030\002 \001(\r\""
-  "_\n\020NetworkIsolation\0223\n\004mode\030\001 \001(\0162%.bert"
-  "h.driver.v1.NetworkIsolationMode\022\026\n\016name"
-  "space_path\030\002 \001(\t\"\314\003\n\nTaskConfig\022\n\n\002id\030\001 "
-  "\001(\t\022\014\n\004name\030\002 \001(\t\022\025\n\rallocation_id\030\003 \001(\t"
-  "\022.\n\rdriver_config\030\004 \001(\0132\027.google.protobu"
-  "f.Struct\0221\n\003env\030\005 \003(\0132$.berth.driver.v1."
-  "TaskConfig.EnvEntry\022\014\n\004user\030\006 \001(\t\022\r\n\005gro"
-  "up\030\007 \001(\t\022-\n\tresources\030\010 \001(\0132\032.berth.driv"
-  "er.v1.Resources\0222\n\007network\030\t \001(\0132!.berth"
-  ".driver.v1.NetworkIsolation\022(\n\004logs\030\n \001("
-  "\0132\032.berth.driver.v1.LogConfig\022\020\n\010task_di"
-  "r\030\013 \001(\t\022-\n\tisolation\030\014 \001(\0132\032.berth.drive"
-  "r.v1.Isolation\022\023\n\013working_dir\030\r \001(\t\032*\n\010E"
-  "nvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\""
-  "\272\002\n\tIsolation\022\016\n\006rootfs\030\001 \001(\t\022\027\n\017readonl"
-  "y_rootfs\030\002 \001(\010\022&\n\006mounts\030\003 \003(\0132\026.berth.d"
-  "river.v1.Mount\022\017\n\007cap_add\030\004 \003(\t\022\020\n\010cap_d"
-  "rop\030\005 \003(\t\022\022\n\nprivileged\030\006 \001(\010\022\"\n\032allow_p"
-  "rivilege_escalation\030\007 \001(\010\0220\n\007seccomp\030\010 \001"
-  "(\0132\037.berth.driver.v1.SeccompProfile\0226\n\016u"
-  "ser_namespace\030\t \001(\0132\036.berth.driver.v1.Us"
-  "erNamespace\022\027\n\017rootfs_idmapped\030\n \001(\010\"i\n\005"
-  "Mount\022(\n\004type\030\001 \001(\0162\032.berth.driver.v1.Mo"
-  "untType\022\016\n\006source\030\002 \001(\t\022\023\n\013destination\030\003"
-  " \001(\t\022\021\n\tread_only\030\004 \001(\010\"`\n\016SeccompProfil"
-  "e\0221\n\004type\030\001 \001(\0162#.berth.driver.v1.Seccom"
-  "pProfileType\022\033\n\023custom_profile_json\030\002 \001("
-  "\t\"s\n\rUserNamespace\0220\n\014uid_mappings\030\001 \003(\013"
-  "2\032.berth.driver.v1.IdMapping\0220\n\014gid_mapp"
-  "ings\030\002 \003(\0132\032.berth.driver.v1.IdMapping\"@"
-  "\n\tIdMapping\022\024\n\014container_id\030\001 \001(\r\022\017\n\007hos"
-  "t_id\030\002 \001(\r\022\014\n\004size\030\003 \001(\r\"\213\001\n\nTaskHandle\022"
-  "\017\n\007version\030\001 \001(\r\022+\n\006config\030\002 \001(\0132\033.berth"
-  ".driver.v1.TaskConfig\022)\n\005state\030\003 \001(\0162\032.b"
-  "erth.driver.v1.TaskState\022\024\n\014driver_state"
-  "\030\004 \001(\014\"r\n\nExitResult\022\021\n\texit_code\030\001 \001(\005\022"
-  "\016\n\006signal\030\002 \001(\005\022\022\n\noom_killed\030\003 \001(\010\022-\n\te"
-  "xited_at\030\004 \001(\0132\032.google.protobuf.Timesta"
-  "mp\"=\n\020StartTaskRequest\022)\n\004task\030\001 \001(\0132\033.b"
-  "erth.driver.v1.TaskConfig\"r\n\021StartTaskRe"
-  "sponse\022+\n\006handle\030\001 \001(\0132\033.berth.driver.v1"
-  ".TaskHandle\0220\n\007network\030\002 \001(\0132\037.berth.net"
-  "work.v1.NetworkStatus\"\"\n\017WaitTaskRequest"
-  "\022\017\n\007task_id\030\001 \001(\t\"\?\n\020WaitTaskResponse\022+\n"
-  "\006result\030\001 \001(\0132\033.berth.driver.v1.ExitResu"
-  "lt\"^\n\017StopTaskRequest\022\017\n\007task_id\030\001 \001(\t\022*"
-  "\n\007timeout\030\002 \001(\0132\031.google.protobuf.Durati"
-  "on\022\016\n\006signal\030\003 \001(\t\"\022\n\020StopTaskResponse\"4"
-  "\n\022DestroyTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n"
-  "\005force\030\002 \001(\010\"\025\n\023DestroyTaskResponse\"\354\002\n\n"
-  "TaskStatus\022\n\n\002id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022)\n\005"
-  "state\030\003 \001(\0162\032.berth.driver.v1.TaskState\022"
-  ".\n\nstarted_at\030\004 \001(\0132\032.google.protobuf.Ti"
-  "mestamp\0220\n\014completed_at\030\005 \001(\0132\032.google.p"
-  "rotobuf.Timestamp\0220\n\013exit_result\030\006 \001(\0132\033"
-  ".berth.driver.v1.ExitResult\022L\n\021driver_at"
-  "tributes\030\007 \003(\01321.berth.driver.v1.TaskSta"
-  "tus.DriverAttributesEntry\0327\n\025DriverAttri"
-  "butesEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\002"
-  "8\001\"%\n\022InspectTaskRequest\022\017\n\007task_id\030\001 \001("
-  "\t\"B\n\023InspectTaskResponse\022+\n\006status\030\001 \001(\013"
-  "2\033.berth.driver.v1.TaskStatus\"A\n\022Recover"
-  "TaskRequest\022+\n\006handle\030\001 \001(\0132\033.berth.driv"
-  "er.v1.TaskHandle\"B\n\023RecoverTaskResponse\022"
-  "+\n\006status\030\001 \001(\0132\033.berth.driver.v1.TaskSt"
-  "atus\"4\n\021SignalTaskRequest\022\017\n\007task_id\030\001 \001"
-  "(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022SignalTaskResponse"
-  "\"\023\n\021TaskEventsRequest\"\373\001\n\022TaskEventsResp"
-  "onse\022\017\n\007task_id\030\001 \001(\t\022\025\n\rallocation_id\030\002"
-  " \001(\t\022-\n\ttimestamp\030\003 \001(\0132\032.google.protobu"
-  "f.Timestamp\022\017\n\007message\030\004 \001(\t\022I\n\013annotati"
-  "ons\030\005 \003(\01324.berth.driver.v1.TaskEventsRe"
-  "sponse.AnnotationsEntry\0322\n\020AnnotationsEn"
-  "try\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020T"
-  "askStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010inte"
-  "rval\030\002 \001(\0132\031.google.protobuf.Duration\"E\n"
-  "\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.bert"
-  "h.stats.v1.TaskResourceUsage\"_\n\017ExecTask"
-  "Request\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003("
-  "\t\022*\n\007timeout\030\003 \001(\0132\031.google.protobuf.Dur"
-  "ation\"_\n\020ExecTaskResponse\022\016\n\006stdout\030\001 \001("
-  "\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006result\030\003 \001(\0132\033.bert"
-  "h.driver.v1.ExitResult\"-\n\014TerminalSize\022\014"
-  "\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"p\n\tExecSet"
-  "up\022\017\n\007task_id\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003"
-  "tty\030\003 \001(\010\0224\n\rterminal_size\030\004 \001(\0132\035.berth"
-  ".driver.v1.TerminalSize\"\014\n\nStdinClose\"\306\001"
-  "\n\030ExecTaskStreamingRequest\022+\n\005setup\030\001 \001("
-  "\0132\032.berth.driver.v1.ExecSetupH\000\022\017\n\005stdin"
-  "\030\002 \001(\014H\000\0222\n\013stdin_close\030\003 \001(\0132\033.berth.dr"
-  "iver.v1.StdinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.b"
-  "erth.driver.v1.TerminalSizeH\000B\007\n\005frame\"u"
-  "\n\031ExecTaskStreamingResponse\022\020\n\006stdout\030\001 "
-  "\001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033."
-  "berth.driver.v1.ExitResultH\000B\007\n\005frame\"\?\n"
-  "\024CreateNetworkRequest\022\025\n\rallocation_id\030\001"
-  " \001(\t\022\020\n\010hostname\030\002 \001(\t\"Y\n\025CreateNetworkR"
-  "esponse\022/\n\006status\030\001 \001(\0132\037.berth.network."
-  "v1.NetworkStatus\022\017\n\007created\030\002 \001(\010\".\n\025Des"
-  "troyNetworkRequest\022\025\n\rallocation_id\030\001 \001("
-  "\t\"\030\n\026DestroyNetworkResponse*s\n\013FsIsolati"
-  "on\022\034\n\030FS_ISOLATION_UNSPECIFIED\020\000\022\025\n\021FS_I"
-  "SOLATION_NONE\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002"
-  "\022\026\n\022FS_ISOLATION_IMAGE\020\003*\242\001\n\024NetworkIsol"
-  "ationMode\022&\n\"NETWORK_ISOLATION_MODE_UNSP"
-  "ECIFIED\020\000\022\037\n\033NETWORK_ISOLATION_MODE_HOST"
-  "\020\001\022 \n\034NETWORK_ISOLATION_MODE_GROUP\020\002\022\037\n\033"
-  "NETWORK_ISOLATION_MODE_TASK\020\003*~\n\013HealthS"
-  "tate\022\034\n\030HEALTH_STATE_UNSPECIFIED\020\000\022\033\n\027HE"
-  "ALTH_STATE_UNDETECTED\020\001\022\030\n\024HEALTH_STATE_"
-  "HEALTHY\020\002\022\032\n\026HEALTH_STATE_UNHEALTHY\020\003*R\n"
-  "\tMountType\022\032\n\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023"
-  "\n\017MOUNT_TYPE_BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020"
-  "\002*\252\001\n\022SeccompProfileType\022$\n SECCOMP_PROF"
-  "ILE_TYPE_UNSPECIFIED\020\000\022(\n$SECCOMP_PROFIL"
-  "E_TYPE_RUNTIME_DEFAULT\020\001\022#\n\037SECCOMP_PROF"
-  "ILE_TYPE_UNCONFINED\020\002\022\037\n\033SECCOMP_PROFILE"
-  "_TYPE_CUSTOM\020\003*n\n\tTaskState\022\032\n\026TASK_STAT"
-  "E_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022"
-  "\026\n\022TASK_STATE_RUNNING\020\002\022\025\n\021TASK_STATE_EX"
-  "ITED\020\0032\337\n\n\rDriverService\022d\n\017GetCapabilit"
-  "ies\022\'.berth.driver.v1.GetCapabilitiesReq"
-  "uest\032(.berth.driver.v1.GetCapabilitiesRe"
-  "sponse\022Z\n\013Fingerprint\022#.berth.driver.v1."
-  "FingerprintRequest\032$.berth.driver.v1.Fin"
-  "gerprintResponse0\001\022R\n\tStartTask\022!.berth."
-  "driver.v1.StartTaskRequest\032\".berth.drive"
-  "r.v1.StartTaskResponse\022O\n\010WaitTask\022 .ber"
-  "th.driver.v1.WaitTaskRequest\032!.berth.dri"
-  "ver.v1.WaitTaskResponse\022O\n\010StopTask\022 .be"
-  "rth.driver.v1.StopTaskRequest\032!.berth.dr"
-  "iver.v1.StopTaskResponse\022X\n\013DestroyTask\022"
-  "#.berth.driver.v1.DestroyTaskRequest\032$.b"
-  "erth.driver.v1.DestroyTaskResponse\022X\n\013In"
-  "spectTask\022#.berth.driver.v1.InspectTaskR"
-  "equest\032$.berth.driver.v1.InspectTaskResp"
-  "onse\022X\n\013RecoverTask\022#.berth.driver.v1.Re"
-  "coverTaskRequest\032$.berth.driver.v1.Recov"
-  "erTaskResponse\022U\n\nSignalTask\022\".berth.dri"
-  "ver.v1.SignalTaskRequest\032#.berth.driver."
-  "v1.SignalTaskResponse\022W\n\nTaskEvents\022\".be"
-  "rth.driver.v1.TaskEventsRequest\032#.berth."
-  "driver.v1.TaskEventsResponse0\001\022T\n\tTaskSt"
-  "ats\022!.berth.driver.v1.TaskStatsRequest\032\""
-  ".berth.driver.v1.TaskStatsResponse0\001\022O\n\010"
-  "ExecTask\022 .berth.driver.v1.ExecTaskReque"
-  "st\032!.berth.driver.v1.ExecTaskResponse\022n\n"
-  "\021ExecTaskStreaming\022).berth.driver.v1.Exe"
-  "cTaskStreamingRequest\032*.berth.driver.v1."
-  "ExecTaskStreamingResponse(\0010\001\022^\n\rCreateN"
-  "etwork\022%.berth.driver.v1.CreateNetworkRe"
-  "quest\032&.berth.driver.v1.CreateNetworkRes"
-  "ponse\022a\n\016DestroyNetwork\022&.berth.driver.v"
-  "1.DestroyNetworkRequest\032\'.berth.driver.v"
-  "1.DestroyNetworkResponseB\003\370\001\001b\006proto3"
+  "er.v1.IsolationCapabilities\022\016\n\006attach\030\013 "
+  "\001(\010\022\017\n\007rlimits\030\014 \001(\010\"\331\001\n\025IsolationCapabi"
+  "lities\022\020\n\010own_root\030\001 \001(\010\022\024\n\014image_rootfs"
+  "\030\002 \001(\010\022\016\n\006mounts\030\003 \001(\010\022\024\n\014capabilities\030\004"
+  " \001(\010\022\031\n\021no_new_privileges\030\005 \001(\010\022\017\n\007secco"
+  "mp\030\006 \001(\010\022\027\n\017user_namespaces\030\007 \001(\010\022\024\n\014mas"
+  "ked_paths\030\010 \001(\010\022\027\n\017rootfs_idmapped\030\t \001(\010"
+  "\"\030\n\026GetCapabilitiesRequest\"T\n\027GetCapabil"
+  "itiesResponse\0229\n\014capabilities\030\001 \001(\0132#.be"
+  "rth.driver.v1.DriverCapabilities\"\024\n\022Fing"
+  "erprintRequest\"\334\001\n\023FingerprintResponse\022,"
+  "\n\006health\030\001 \001(\0162\034.berth.driver.v1.HealthS"
+  "tate\022\032\n\022health_description\030\002 \001(\t\022H\n\nattr"
+  "ibutes\030\003 \003(\01324.berth.driver.v1.Fingerpri"
+  "ntResponse.AttributesEntry\0321\n\017Attributes"
+  "Entry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"a\n"
+  "\tResources\022\022\n\ncpu_shares\030\001 \001(\004\022\026\n\016cpu_mi"
+  "llicores\030\002 \001(\004\022\024\n\014memory_bytes\030\003 \001(\004\022\022\n\n"
+  "pids_limit\030\004 \001(\004\"6\n\tLogConfig\022\026\n\016max_fil"
+  "e_bytes\030\001 \001(\004\022\021\n\tmax_files\030\002 \001(\r\"_\n\020Netw"
+  "orkIsolation\0223\n\004mode\030\001 \001(\0162%.berth.drive"
+  "r.v1.NetworkIsolationMode\022\026\n\016namespace_p"
+  "ath\030\002 \001(\t\"\251\004\n\nTaskConfig\022\n\n\002id\030\001 \001(\t\022\014\n\004"
+  "name\030\002 \001(\t\022\025\n\rallocation_id\030\003 \001(\t\022.\n\rdri"
+  "ver_config\030\004 \001(\0132\027.google.protobuf.Struc"
+  "t\0221\n\003env\030\005 \003(\0132$.berth.driver.v1.TaskCon"
+  "fig.EnvEntry\022\014\n\004user\030\006 \001(\t\022\r\n\005group\030\007 \001("
+  "\t\022-\n\tresources\030\010 \001(\0132\032.berth.driver.v1.R"
+  "esources\0222\n\007network\030\t \001(\0132!.berth.driver"
+  ".v1.NetworkIsolation\022(\n\004logs\030\n \001(\0132\032.ber"
+  "th.driver.v1.LogConfig\022\020\n\010task_dir\030\013 \001(\t"
+  "\022-\n\tisolation\030\014 \001(\0132\032.berth.driver.v1.Is"
+  "olation\022\023\n\013working_dir\030\r \001(\t\022\022\n\nstdin_op"
+  "en\030\016 \001(\010\022\013\n\003tty\030\017 \001(\010\022(\n\007rlimits\030\020 \003(\0132\027"
+  ".berth.driver.v1.Rlimit\022\020\n\010hostname\030\021 \001("
+  "\t\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001("
+  "\t:\0028\001\"2\n\006Rlimit\022\014\n\004type\030\001 \001(\t\022\014\n\004hard\030\002 "
+  "\001(\004\022\014\n\004soft\030\003 \001(\004\"\272\002\n\tIsolation\022\016\n\006rootf"
+  "s\030\001 \001(\t\022\027\n\017readonly_rootfs\030\002 \001(\010\022&\n\006moun"
+  "ts\030\003 \003(\0132\026.berth.driver.v1.Mount\022\017\n\007cap_"
+  "add\030\004 \003(\t\022\020\n\010cap_drop\030\005 \003(\t\022\022\n\nprivilege"
+  "d\030\006 \001(\010\022\"\n\032allow_privilege_escalation\030\007 "
+  "\001(\010\0220\n\007seccomp\030\010 \001(\0132\037.berth.driver.v1.S"
+  "eccompProfile\0226\n\016user_namespace\030\t \001(\0132\036."
+  "berth.driver.v1.UserNamespace\022\027\n\017rootfs_"
+  "idmapped\030\n \001(\010\"i\n\005Mount\022(\n\004type\030\001 \001(\0162\032."
+  "berth.driver.v1.MountType\022\016\n\006source\030\002 \001("
+  "\t\022\023\n\013destination\030\003 \001(\t\022\021\n\tread_only\030\004 \001("
+  "\010\"`\n\016SeccompProfile\0221\n\004type\030\001 \001(\0162#.bert"
+  "h.driver.v1.SeccompProfileType\022\033\n\023custom"
+  "_profile_json\030\002 \001(\t\"s\n\rUserNamespace\0220\n\014"
+  "uid_mappings\030\001 \003(\0132\032.berth.driver.v1.IdM"
+  "apping\0220\n\014gid_mappings\030\002 \003(\0132\032.berth.dri"
+  "ver.v1.IdMapping\"@\n\tIdMapping\022\024\n\014contain"
+  "er_id\030\001 \001(\r\022\017\n\007host_id\030\002 \001(\r\022\014\n\004size\030\003 \001"
+  "(\r\"\213\001\n\nTaskHandle\022\017\n\007version\030\001 \001(\r\022+\n\006co"
+  "nfig\030\002 \001(\0132\033.berth.driver.v1.TaskConfig\022"
+  ")\n\005state\030\003 \001(\0162\032.berth.driver.v1.TaskSta"
+  "te\022\024\n\014driver_state\030\004 \001(\014\"r\n\nExitResult\022\021"
+  "\n\texit_code\030\001 \001(\005\022\016\n\006signal\030\002 \001(\005\022\022\n\noom"
+  "_killed\030\003 \001(\010\022-\n\texited_at\030\004 \001(\0132\032.googl"
+  "e.protobuf.Timestamp\"=\n\020StartTaskRequest"
+  "\022)\n\004task\030\001 \001(\0132\033.berth.driver.v1.TaskCon"
+  "fig\"r\n\021StartTaskResponse\022+\n\006handle\030\001 \001(\013"
+  "2\033.berth.driver.v1.TaskHandle\0220\n\007network"
+  "\030\002 \001(\0132\037.berth.network.v1.NetworkStatus\""
+  "\"\n\017WaitTaskRequest\022\017\n\007task_id\030\001 \001(\t\"\?\n\020W"
+  "aitTaskResponse\022+\n\006result\030\001 \001(\0132\033.berth."
+  "driver.v1.ExitResult\"^\n\017StopTaskRequest\022"
+  "\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.goog"
+  "le.protobuf.Duration\022\016\n\006signal\030\003 \001(\t\"\022\n\020"
+  "StopTaskResponse\"4\n\022DestroyTaskRequest\022\017"
+  "\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\025\n\023Destro"
+  "yTaskResponse\"\354\002\n\nTaskStatus\022\n\n\002id\030\001 \001(\t"
+  "\022\014\n\004name\030\002 \001(\t\022)\n\005state\030\003 \001(\0162\032.berth.dr"
+  "iver.v1.TaskState\022.\n\nstarted_at\030\004 \001(\0132\032."
+  "google.protobuf.Timestamp\0220\n\014completed_a"
+  "t\030\005 \001(\0132\032.google.protobuf.Timestamp\0220\n\013e"
+  "xit_result\030\006 \001(\0132\033.berth.driver.v1.ExitR"
+  "esult\022L\n\021driver_attributes\030\007 \003(\01321.berth"
+  ".driver.v1.TaskStatus.DriverAttributesEn"
+  "try\0327\n\025DriverAttributesEntry\022\013\n\003key\030\001 \001("
+  "\t\022\r\n\005value\030\002 \001(\t:\0028\001\"%\n\022InspectTaskReque"
+  "st\022\017\n\007task_id\030\001 \001(\t\"B\n\023InspectTaskRespon"
+  "se\022+\n\006status\030\001 \001(\0132\033.berth.driver.v1.Tas"
+  "kStatus\"A\n\022RecoverTaskRequest\022+\n\006handle\030"
+  "\001 \001(\0132\033.berth.driver.v1.TaskHandle\"B\n\023Re"
+  "coverTaskResponse\022+\n\006status\030\001 \001(\0132\033.bert"
+  "h.driver.v1.TaskStatus\"4\n\021SignalTaskRequ"
+  "est\022\017\n\007task_id\030\001 \001(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022"
+  "SignalTaskResponse\"\023\n\021TaskEventsRequest\""
+  "\373\001\n\022TaskEventsResponse\022\017\n\007task_id\030\001 \001(\t\022"
+  "\025\n\rallocation_id\030\002 \001(\t\022-\n\ttimestamp\030\003 \001("
+  "\0132\032.google.protobuf.Timestamp\022\017\n\007message"
+  "\030\004 \001(\t\022I\n\013annotations\030\005 \003(\01324.berth.driv"
+  "er.v1.TaskEventsResponse.AnnotationsEntr"
+  "y\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005va"
+  "lue\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRequest\022\017\n\007tas"
+  "k_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.google.pr"
+  "otobuf.Duration\"E\n\021TaskStatsResponse\0220\n\005"
+  "usage\030\001 \001(\0132!.berth.stats.v1.TaskResourc"
+  "eUsage\"_\n\017ExecTaskRequest\022\017\n\007task_id\030\001 \001"
+  "(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeout\030\003 \001(\0132\031.g"
+  "oogle.protobuf.Duration\"_\n\020ExecTaskRespo"
+  "nse\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006r"
+  "esult\030\003 \001(\0132\033.berth.driver.v1.ExitResult"
+  "\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007column"
+  "s\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task_id\030\001 \001(\t\022\017\n"
+  "\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n\rterminal_"
+  "size\030\004 \001(\0132\035.berth.driver.v1.TerminalSiz"
+  "e\"\014\n\nStdinClose\"\306\001\n\030ExecTaskStreamingReq"
+  "uest\022+\n\005setup\030\001 \001(\0132\032.berth.driver.v1.Ex"
+  "ecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013stdin_clos"
+  "e\030\003 \001(\0132\033.berth.driver.v1.StdinCloseH\000\022/"
+  "\n\006resize\030\004 \001(\0132\035.berth.driver.v1.Termina"
+  "lSizeH\000B\007\n\005frame\"u\n\031ExecTaskStreamingRes"
+  "ponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H"
+  "\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver.v1.ExitRe"
+  "sultH\000B\007\n\005frame\"c\n\013AttachSetup\022\017\n\007task_i"
+  "d\030\001 \001(\t\022\r\n\005stdin\030\002 \001(\010\0224\n\rterminal_size\030"
+  "\003 \001(\0132\035.berth.driver.v1.TerminalSize\"\301\001\n"
+  "\021AttachTaskRequest\022-\n\005setup\030\001 \001(\0132\034.bert"
+  "h.driver.v1.AttachSetupH\000\022\017\n\005stdin\030\002 \001(\014"
+  "H\000\0222\n\013stdin_close\030\003 \001(\0132\033.berth.driver.v"
+  "1.StdinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.berth.d"
+  "river.v1.TerminalSizeH\000B\007\n\005frame\"n\n\022Atta"
+  "chTaskResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006stde"
+  "rr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver."
+  "v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateNetwor"
+  "kRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010hostn"
+  "ame\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022/\n\006st"
+  "atus\030\001 \001(\0132\037.berth.network.v1.NetworkSta"
+  "tus\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetworkRe"
+  "quest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026DestroyN"
+  "etworkResponse*s\n\013FsIsolation\022\034\n\030FS_ISOL"
+  "ATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION_NONE"
+  "\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_ISOLAT"
+  "ION_IMAGE\020\003*\242\001\n\024NetworkIsolationMode\022&\n\""
+  "NETWORK_ISOLATION_MODE_UNSPECIFIED\020\000\022\037\n\033"
+  "NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NETWORK"
+  "_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_ISOLA"
+  "TION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030HEALT"
+  "H_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STATE_UN"
+  "DETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020\002\022\032\n\026"
+  "HEALTH_STATE_UNHEALTHY\020\003*R\n\tMountType\022\032\n"
+  "\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023\n\017MOUNT_TYPE_"
+  "BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020\002*\252\001\n\022Seccomp"
+  "ProfileType\022$\n SECCOMP_PROFILE_TYPE_UNSP"
+  "ECIFIED\020\000\022(\n$SECCOMP_PROFILE_TYPE_RUNTIM"
+  "E_DEFAULT\020\001\022#\n\037SECCOMP_PROFILE_TYPE_UNCO"
+  "NFINED\020\002\022\037\n\033SECCOMP_PROFILE_TYPE_CUSTOM\020"
+  "\003*n\n\tTaskState\022\032\n\026TASK_STATE_UNSPECIFIED"
+  "\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022\026\n\022TASK_STATE"
+  "_RUNNING\020\002\022\025\n\021TASK_STATE_EXITED\020\0032\272\013\n\rDr"
+  "iverService\022d\n\017GetCapabilities\022\'.berth.d"
+  "river.v1.GetCapabilitiesRequest\032(.berth."
+  "driver.v1.GetCapabilitiesResponse\022Z\n\013Fin"
+  "gerprint\022#.berth.driver.v1.FingerprintRe"
+  "quest\032$.berth.driver.v1.FingerprintRespo"
+  "nse0\001\022R\n\tStartTask\022!.berth.driver.v1.Sta"
+  "rtTaskRequest\032\".berth.driver.v1.StartTas"
+  "kResponse\022O\n\010WaitTask\022 .berth.driver.v1."
+  "WaitTaskRequest\032!.berth.driver.v1.WaitTa"
+  "skResponse\022O\n\010StopTask\022 .berth.driver.v1"
+  ".StopTaskRequest\032!.berth.driver.v1.StopT"
+  "askResponse\022X\n\013DestroyTask\022#.berth.drive"
+  "r.v1.DestroyTaskRequest\032$.berth.driver.v"
+  "1.DestroyTaskResponse\022X\n\013InspectTask\022#.b"
+  "erth.driver.v1.InspectTaskRequest\032$.bert"
+  "h.driver.v1.InspectTaskResponse\022X\n\013Recov"
+  "erTask\022#.berth.driver.v1.RecoverTaskRequ"
+  "est\032$.berth.driver.v1.RecoverTaskRespons"
+  "e\022U\n\nSignalTask\022\".berth.driver.v1.Signal"
+  "TaskRequest\032#.berth.driver.v1.SignalTask"
+  "Response\022W\n\nTaskEvents\022\".berth.driver.v1"
+  ".TaskEventsRequest\032#.berth.driver.v1.Tas"
+  "kEventsResponse0\001\022T\n\tTaskStats\022!.berth.d"
+  "river.v1.TaskStatsRequest\032\".berth.driver"
+  ".v1.TaskStatsResponse0\001\022O\n\010ExecTask\022 .be"
+  "rth.driver.v1.ExecTaskRequest\032!.berth.dr"
+  "iver.v1.ExecTaskResponse\022n\n\021ExecTaskStre"
+  "aming\022).berth.driver.v1.ExecTaskStreamin"
+  "gRequest\032*.berth.driver.v1.ExecTaskStrea"
+  "mingResponse(\0010\001\022Y\n\nAttachTask\022\".berth.d"
+  "river.v1.AttachTaskRequest\032#.berth.drive"
+  "r.v1.AttachTaskResponse(\0010\001\022^\n\rCreateNet"
+  "work\022%.berth.driver.v1.CreateNetworkRequ"
+  "est\032&.berth.driver.v1.CreateNetworkRespo"
+  "nse\022a\n\016DestroyNetwork\022&.berth.driver.v1."
+  "DestroyNetworkRequest\032\'.berth.driver.v1."
+  "DestroyNetworkResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps[5] = {
   &::descriptor_table_berth_2fnetwork_2fv1_2fnetwork_2eproto,
@@ -1516,9 +1650,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1
 };
 static ::_pbi::once_flag descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto = {
-    false, false, 7477, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
+    false, false, 8155, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
     "berth/driver/v1/driver.proto",
-    &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 51,
+    &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 55,
     schemas, file_default_instances, TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets,
     file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto, file_level_enum_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto,
     file_level_service_descriptors_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -1660,6 +1794,8 @@ DriverCapabilities::DriverCapabilities(const DriverCapabilities& from)
     , decltype(_impl_.must_create_network_){}
     , decltype(_impl_.recover_){}
     , decltype(_impl_.stats_){}
+    , decltype(_impl_.attach_){}
+    , decltype(_impl_.rlimits_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -1667,8 +1803,8 @@ DriverCapabilities::DriverCapabilities(const DriverCapabilities& from)
     _this->_impl_.isolation_ = new ::berth::driver::v1::IsolationCapabilities(*from._impl_.isolation_);
   }
   ::memcpy(&_impl_.send_signals_, &from._impl_.send_signals_,
-    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stats_) -
-    reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.stats_));
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.rlimits_) -
+    reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.rlimits_));
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.DriverCapabilities)
 }
 
@@ -1688,6 +1824,8 @@ inline void DriverCapabilities::SharedCtor(
     , decltype(_impl_.must_create_network_){false}
     , decltype(_impl_.recover_){false}
     , decltype(_impl_.stats_){false}
+    , decltype(_impl_.attach_){false}
+    , decltype(_impl_.rlimits_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -1723,8 +1861,8 @@ void DriverCapabilities::Clear() {
   }
   _impl_.isolation_ = nullptr;
   ::memset(&_impl_.send_signals_, 0, static_cast<size_t>(
-      reinterpret_cast<char*>(&_impl_.stats_) -
-      reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.stats_));
+      reinterpret_cast<char*>(&_impl_.rlimits_) -
+      reinterpret_cast<char*>(&_impl_.send_signals_)) + sizeof(_impl_.rlimits_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -1815,6 +1953,22 @@ const char* DriverCapabilities::_InternalParse(const char* ptr, ::_pbi::ParseCon
       case 10:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 82)) {
           ptr = ctx->ParseMessage(_internal_mutable_isolation(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool attach = 11;
+      case 11:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 88)) {
+          _impl_.attach_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool rlimits = 12;
+      case 12:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 96)) {
+          _impl_.rlimits_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -1913,6 +2067,18 @@ uint8_t* DriverCapabilities::_InternalSerialize(
         _Internal::isolation(this).GetCachedSize(), target, stream);
   }
 
+  // bool attach = 11;
+  if (this->_internal_attach() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(11, this->_internal_attach(), target);
+  }
+
+  // bool rlimits = 12;
+  if (this->_internal_rlimits() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(12, this->_internal_rlimits(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1994,6 +2160,16 @@ size_t DriverCapabilities::ByteSizeLong() const {
     total_size += 1 + 1;
   }
 
+  // bool attach = 11;
+  if (this->_internal_attach() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool rlimits = 12;
+  if (this->_internal_rlimits() != 0) {
+    total_size += 1 + 1;
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -2041,6 +2217,12 @@ void DriverCapabilities::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, con
   if (from._internal_stats() != 0) {
     _this->_internal_set_stats(from._internal_stats());
   }
+  if (from._internal_attach() != 0) {
+    _this->_internal_set_attach(from._internal_attach());
+  }
+  if (from._internal_rlimits() != 0) {
+    _this->_internal_set_rlimits(from._internal_rlimits());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -2060,8 +2242,8 @@ void DriverCapabilities::InternalSwap(DriverCapabilities* other) {
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   _impl_.network_isolation_modes_.InternalSwap(&other->_impl_.network_isolation_modes_);
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.stats_)
-      + sizeof(DriverCapabilities::_impl_.stats_)
+      PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.rlimits_)
+      + sizeof(DriverCapabilities::_impl_.rlimits_)
       - PROTOBUF_FIELD_OFFSET(DriverCapabilities, _impl_.isolation_)>(
           reinterpret_cast<char*>(&_impl_.isolation_),
           reinterpret_cast<char*>(&other->_impl_.isolation_));
@@ -3808,6 +3990,7 @@ TaskConfig::TaskConfig(const TaskConfig& from)
   TaskConfig* const _this = this; (void)_this;
   new (&_impl_) Impl_{
       /*decltype(_impl_.env_)*/{}
+    , decltype(_impl_.rlimits_){from._impl_.rlimits_}
     , decltype(_impl_.id_){}
     , decltype(_impl_.name_){}
     , decltype(_impl_.allocation_id_){}
@@ -3815,11 +3998,14 @@ TaskConfig::TaskConfig(const TaskConfig& from)
     , decltype(_impl_.group_){}
     , decltype(_impl_.task_dir_){}
     , decltype(_impl_.working_dir_){}
+    , decltype(_impl_.hostname_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
+    , decltype(_impl_.stdin_open_){}
+    , decltype(_impl_.tty_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
@@ -3880,6 +4066,14 @@ TaskConfig::TaskConfig(const TaskConfig& from)
     _this->_impl_.working_dir_.Set(from._internal_working_dir(), 
       _this->GetArenaForAllocation());
   }
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_hostname().empty()) {
+    _this->_impl_.hostname_.Set(from._internal_hostname(), 
+      _this->GetArenaForAllocation());
+  }
   if (from._internal_has_driver_config()) {
     _this->_impl_.driver_config_ = new ::PROTOBUF_NAMESPACE_ID::Struct(*from._impl_.driver_config_);
   }
@@ -3895,6 +4089,9 @@ TaskConfig::TaskConfig(const TaskConfig& from)
   if (from._internal_has_isolation()) {
     _this->_impl_.isolation_ = new ::berth::driver::v1::Isolation(*from._impl_.isolation_);
   }
+  ::memcpy(&_impl_.stdin_open_, &from._impl_.stdin_open_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.tty_) -
+    reinterpret_cast<char*>(&_impl_.stdin_open_)) + sizeof(_impl_.tty_));
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.TaskConfig)
 }
 
@@ -3904,6 +4101,7 @@ inline void TaskConfig::SharedCtor(
   (void)is_message_owned;
   new (&_impl_) Impl_{
       /*decltype(_impl_.env_)*/{::_pbi::ArenaInitialized(), arena}
+    , decltype(_impl_.rlimits_){arena}
     , decltype(_impl_.id_){}
     , decltype(_impl_.name_){}
     , decltype(_impl_.allocation_id_){}
@@ -3911,11 +4109,14 @@ inline void TaskConfig::SharedCtor(
     , decltype(_impl_.group_){}
     , decltype(_impl_.task_dir_){}
     , decltype(_impl_.working_dir_){}
+    , decltype(_impl_.hostname_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
+    , decltype(_impl_.stdin_open_){false}
+    , decltype(_impl_.tty_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.id_.InitDefault();
@@ -3946,6 +4147,10 @@ inline void TaskConfig::SharedCtor(
   #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
     _impl_.working_dir_.Set("", GetArenaForAllocation());
   #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
 }
 
 TaskConfig::~TaskConfig() {
@@ -3962,6 +4167,7 @@ inline void TaskConfig::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   _impl_.env_.Destruct();
   _impl_.env_.~MapField();
+  _impl_.rlimits_.~RepeatedPtrField();
   _impl_.id_.Destroy();
   _impl_.name_.Destroy();
   _impl_.allocation_id_.Destroy();
@@ -3969,6 +4175,7 @@ inline void TaskConfig::SharedDtor() {
   _impl_.group_.Destroy();
   _impl_.task_dir_.Destroy();
   _impl_.working_dir_.Destroy();
+  _impl_.hostname_.Destroy();
   if (this != internal_default_instance()) delete _impl_.driver_config_;
   if (this != internal_default_instance()) delete _impl_.resources_;
   if (this != internal_default_instance()) delete _impl_.network_;
@@ -3991,6 +4198,7 @@ void TaskConfig::Clear() {
   (void) cached_has_bits;
 
   _impl_.env_.Clear();
+  _impl_.rlimits_.Clear();
   _impl_.id_.ClearToEmpty();
   _impl_.name_.ClearToEmpty();
   _impl_.allocation_id_.ClearToEmpty();
@@ -3998,6 +4206,7 @@ void TaskConfig::Clear() {
   _impl_.group_.ClearToEmpty();
   _impl_.task_dir_.ClearToEmpty();
   _impl_.working_dir_.ClearToEmpty();
+  _impl_.hostname_.ClearToEmpty();
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
   }
@@ -4018,6 +4227,9 @@ void TaskConfig::Clear() {
     delete _impl_.isolation_;
   }
   _impl_.isolation_ = nullptr;
+  ::memset(&_impl_.stdin_open_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.tty_) -
+      reinterpret_cast<char*>(&_impl_.stdin_open_)) + sizeof(_impl_.tty_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -4147,6 +4359,45 @@ const char* TaskConfig::_InternalParse(const char* ptr, ::_pbi::ParseContext* ct
           ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
           CHK_(ptr);
           CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.TaskConfig.working_dir"));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool stdin_open = 14;
+      case 14:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 112)) {
+          _impl_.stdin_open_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool tty = 15;
+      case 15:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 120)) {
+          _impl_.tty_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.driver.v1.Rlimit rlimits = 16;
+      case 16:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 130)) {
+          ptr -= 2;
+          do {
+            ptr += 2;
+            ptr = ctx->ParseMessage(_internal_add_rlimits(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<130>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // string hostname = 17;
+      case 17:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 138)) {
+          auto str = _internal_mutable_hostname();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.TaskConfig.hostname"));
         } else
           goto handle_unusual;
         continue;
@@ -4314,6 +4565,36 @@ uint8_t* TaskConfig::_InternalSerialize(
         13, this->_internal_working_dir(), target);
   }
 
+  // bool stdin_open = 14;
+  if (this->_internal_stdin_open() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(14, this->_internal_stdin_open(), target);
+  }
+
+  // bool tty = 15;
+  if (this->_internal_tty() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(15, this->_internal_tty(), target);
+  }
+
+  // repeated .berth.driver.v1.Rlimit rlimits = 16;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_rlimits_size()); i < n; i++) {
+    const auto& repfield = this->_internal_rlimits(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(16, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // string hostname = 17;
+  if (!this->_internal_hostname().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_hostname().data(), static_cast<int>(this->_internal_hostname().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.TaskConfig.hostname");
+    target = stream->WriteStringMaybeAliased(
+        17, this->_internal_hostname(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -4337,6 +4618,13 @@ size_t TaskConfig::ByteSizeLong() const {
       it = this->_internal_env().begin();
       it != this->_internal_env().end(); ++it) {
     total_size += TaskConfig_EnvEntry_DoNotUse::Funcs::ByteSizeLong(it->first, it->second);
+  }
+
+  // repeated .berth.driver.v1.Rlimit rlimits = 16;
+  total_size += 2UL * this->_internal_rlimits_size();
+  for (const auto& msg : this->_impl_.rlimits_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
   }
 
   // string id = 1;
@@ -4388,6 +4676,13 @@ size_t TaskConfig::ByteSizeLong() const {
         this->_internal_working_dir());
   }
 
+  // string hostname = 17;
+  if (!this->_internal_hostname().empty()) {
+    total_size += 2 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_hostname());
+  }
+
   // .google.protobuf.Struct driver_config = 4;
   if (this->_internal_has_driver_config()) {
     total_size += 1 +
@@ -4423,6 +4718,16 @@ size_t TaskConfig::ByteSizeLong() const {
         *_impl_.isolation_);
   }
 
+  // bool stdin_open = 14;
+  if (this->_internal_stdin_open() != 0) {
+    total_size += 1 + 1;
+  }
+
+  // bool tty = 15;
+  if (this->_internal_tty() != 0) {
+    total_size += 1 + 1;
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -4442,6 +4747,7 @@ void TaskConfig::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PRO
   (void) cached_has_bits;
 
   _this->_impl_.env_.MergeFrom(from._impl_.env_);
+  _this->_impl_.rlimits_.MergeFrom(from._impl_.rlimits_);
   if (!from._internal_id().empty()) {
     _this->_internal_set_id(from._internal_id());
   }
@@ -4463,6 +4769,9 @@ void TaskConfig::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PRO
   if (!from._internal_working_dir().empty()) {
     _this->_internal_set_working_dir(from._internal_working_dir());
   }
+  if (!from._internal_hostname().empty()) {
+    _this->_internal_set_hostname(from._internal_hostname());
+  }
   if (from._internal_has_driver_config()) {
     _this->_internal_mutable_driver_config()->::PROTOBUF_NAMESPACE_ID::Struct::MergeFrom(
         from._internal_driver_config());
@@ -4482,6 +4791,12 @@ void TaskConfig::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PRO
   if (from._internal_has_isolation()) {
     _this->_internal_mutable_isolation()->::berth::driver::v1::Isolation::MergeFrom(
         from._internal_isolation());
+  }
+  if (from._internal_stdin_open() != 0) {
+    _this->_internal_set_stdin_open(from._internal_stdin_open());
+  }
+  if (from._internal_tty() != 0) {
+    _this->_internal_set_tty(from._internal_tty());
   }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
@@ -4503,6 +4818,7 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
   auto* rhs_arena = other->GetArenaForAllocation();
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   _impl_.env_.InternalSwap(&other->_impl_.env_);
+  _impl_.rlimits_.InternalSwap(&other->_impl_.rlimits_);
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.id_, lhs_arena,
       &other->_impl_.id_, rhs_arena
@@ -4531,9 +4847,13 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
       &_impl_.working_dir_, lhs_arena,
       &other->_impl_.working_dir_, rhs_arena
   );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.hostname_, lhs_arena,
+      &other->_impl_.hostname_, rhs_arena
+  );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.isolation_)
-      + sizeof(TaskConfig::_impl_.isolation_)
+      PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.tty_)
+      + sizeof(TaskConfig::_impl_.tty_)
       - PROTOBUF_FIELD_OFFSET(TaskConfig, _impl_.driver_config_)>(
           reinterpret_cast<char*>(&_impl_.driver_config_),
           reinterpret_cast<char*>(&other->_impl_.driver_config_));
@@ -4543,6 +4863,269 @@ void TaskConfig::InternalSwap(TaskConfig* other) {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
       file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[11]);
+}
+
+// ===================================================================
+
+class Rlimit::_Internal {
+ public:
+};
+
+Rlimit::Rlimit(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.Rlimit)
+}
+Rlimit::Rlimit(const Rlimit& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  Rlimit* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.type_){}
+    , decltype(_impl_.hard_){}
+    , decltype(_impl_.soft_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.type_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.type_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_type().empty()) {
+    _this->_impl_.type_.Set(from._internal_type(), 
+      _this->GetArenaForAllocation());
+  }
+  ::memcpy(&_impl_.hard_, &from._impl_.hard_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.soft_) -
+    reinterpret_cast<char*>(&_impl_.hard_)) + sizeof(_impl_.soft_));
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.Rlimit)
+}
+
+inline void Rlimit::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.type_){}
+    , decltype(_impl_.hard_){uint64_t{0u}}
+    , decltype(_impl_.soft_){uint64_t{0u}}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.type_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.type_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+Rlimit::~Rlimit() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.Rlimit)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void Rlimit::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.type_.Destroy();
+}
+
+void Rlimit::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void Rlimit::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.Rlimit)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.type_.ClearToEmpty();
+  ::memset(&_impl_.hard_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.soft_) -
+      reinterpret_cast<char*>(&_impl_.hard_)) + sizeof(_impl_.soft_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* Rlimit::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string type = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_type();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.Rlimit.type"));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 hard = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.hard_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 soft = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.soft_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* Rlimit::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.Rlimit)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string type = 1;
+  if (!this->_internal_type().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_type().data(), static_cast<int>(this->_internal_type().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.Rlimit.type");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_type(), target);
+  }
+
+  // uint64 hard = 2;
+  if (this->_internal_hard() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_hard(), target);
+  }
+
+  // uint64 soft = 3;
+  if (this->_internal_soft() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(3, this->_internal_soft(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.Rlimit)
+  return target;
+}
+
+size_t Rlimit::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.Rlimit)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string type = 1;
+  if (!this->_internal_type().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_type());
+  }
+
+  // uint64 hard = 2;
+  if (this->_internal_hard() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_hard());
+  }
+
+  // uint64 soft = 3;
+  if (this->_internal_soft() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_soft());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData Rlimit::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    Rlimit::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*Rlimit::GetClassData() const { return &_class_data_; }
+
+
+void Rlimit::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<Rlimit*>(&to_msg);
+  auto& from = static_cast<const Rlimit&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.Rlimit)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_type().empty()) {
+    _this->_internal_set_type(from._internal_type());
+  }
+  if (from._internal_hard() != 0) {
+    _this->_internal_set_hard(from._internal_hard());
+  }
+  if (from._internal_soft() != 0) {
+    _this->_internal_set_soft(from._internal_soft());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void Rlimit::CopyFrom(const Rlimit& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.Rlimit)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool Rlimit::IsInitialized() const {
+  return true;
+}
+
+void Rlimit::InternalSwap(Rlimit* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.type_, lhs_arena,
+      &other->_impl_.type_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(Rlimit, _impl_.soft_)
+      + sizeof(Rlimit::_impl_.soft_)
+      - PROTOBUF_FIELD_OFFSET(Rlimit, _impl_.hard_)>(
+          reinterpret_cast<char*>(&_impl_.hard_),
+          reinterpret_cast<char*>(&other->_impl_.hard_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata Rlimit::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[12]);
 }
 
 // ===================================================================
@@ -5047,7 +5630,7 @@ void Isolation::InternalSwap(Isolation* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Isolation::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[12]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[13]);
 }
 
 // ===================================================================
@@ -5363,7 +5946,7 @@ void Mount::InternalSwap(Mount* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Mount::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[13]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[14]);
 }
 
 // ===================================================================
@@ -5596,7 +6179,7 @@ void SeccompProfile::InternalSwap(SeccompProfile* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SeccompProfile::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[14]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[15]);
 }
 
 // ===================================================================
@@ -5815,7 +6398,7 @@ void UserNamespace::InternalSwap(UserNamespace* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata UserNamespace::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[15]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[16]);
 }
 
 // ===================================================================
@@ -6050,7 +6633,7 @@ void IdMapping::InternalSwap(IdMapping* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata IdMapping::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[16]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[17]);
 }
 
 // ===================================================================
@@ -6352,7 +6935,7 @@ void TaskHandle::InternalSwap(TaskHandle* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskHandle::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[17]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[18]);
 }
 
 // ===================================================================
@@ -6634,7 +7217,7 @@ void ExitResult::InternalSwap(ExitResult* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExitResult::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[18]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[19]);
 }
 
 // ===================================================================
@@ -6827,7 +7410,7 @@ void StartTaskRequest::InternalSwap(StartTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StartTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[19]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[20]);
 }
 
 // ===================================================================
@@ -7072,7 +7655,7 @@ void StartTaskResponse::InternalSwap(StartTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StartTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[20]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[21]);
 }
 
 // ===================================================================
@@ -7275,7 +7858,7 @@ void WaitTaskRequest::InternalSwap(WaitTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[21]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[22]);
 }
 
 // ===================================================================
@@ -7468,7 +8051,7 @@ void WaitTaskResponse::InternalSwap(WaitTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[22]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[23]);
 }
 
 // ===================================================================
@@ -7769,7 +8352,7 @@ void StopTaskRequest::InternalSwap(StopTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[23]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[24]);
 }
 
 // ===================================================================
@@ -7809,7 +8392,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StopTaskResponse::GetClassData
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[24]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[25]);
 }
 
 // ===================================================================
@@ -8039,7 +8622,7 @@ void DestroyTaskRequest::InternalSwap(DestroyTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[25]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[26]);
 }
 
 // ===================================================================
@@ -8079,7 +8662,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroyTaskResponse::GetClassD
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[26]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[27]);
 }
 
 // ===================================================================
@@ -8093,7 +8676,7 @@ void TaskStatus_DriverAttributesEntry_DoNotUse::MergeFrom(const TaskStatus_Drive
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatus_DriverAttributesEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[27]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[28]);
 }
 
 // ===================================================================
@@ -8584,7 +9167,7 @@ void TaskStatus::InternalSwap(TaskStatus* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatus::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[28]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[29]);
 }
 
 // ===================================================================
@@ -8787,7 +9370,7 @@ void InspectTaskRequest::InternalSwap(InspectTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[29]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[30]);
 }
 
 // ===================================================================
@@ -8980,7 +9563,7 @@ void InspectTaskResponse::InternalSwap(InspectTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[30]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[31]);
 }
 
 // ===================================================================
@@ -9173,7 +9756,7 @@ void RecoverTaskRequest::InternalSwap(RecoverTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RecoverTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[31]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[32]);
 }
 
 // ===================================================================
@@ -9366,7 +9949,7 @@ void RecoverTaskResponse::InternalSwap(RecoverTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RecoverTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[32]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[33]);
 }
 
 // ===================================================================
@@ -9619,7 +10202,7 @@ void SignalTaskRequest::InternalSwap(SignalTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[33]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[34]);
 }
 
 // ===================================================================
@@ -9659,7 +10242,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SignalTaskResponse::GetClassDa
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[34]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[35]);
 }
 
 // ===================================================================
@@ -9699,7 +10282,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*TaskEventsRequest::GetClassDat
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[35]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[36]);
 }
 
 // ===================================================================
@@ -9713,7 +10296,7 @@ void TaskEventsResponse_AnnotationsEntry_DoNotUse::MergeFrom(const TaskEventsRes
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsResponse_AnnotationsEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[36]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[37]);
 }
 
 // ===================================================================
@@ -10132,7 +10715,7 @@ void TaskEventsResponse::InternalSwap(TaskEventsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskEventsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[37]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[38]);
 }
 
 // ===================================================================
@@ -10383,7 +10966,7 @@ void TaskStatsRequest::InternalSwap(TaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[38]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[39]);
 }
 
 // ===================================================================
@@ -10582,7 +11165,7 @@ void TaskStatsResponse::InternalSwap(TaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[39]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[40]);
 }
 
 // ===================================================================
@@ -10872,7 +11455,7 @@ void ExecTaskRequest::InternalSwap(ExecTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[40]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[41]);
 }
 
 // ===================================================================
@@ -11157,7 +11740,7 @@ void ExecTaskResponse::InternalSwap(ExecTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[41]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[42]);
 }
 
 // ===================================================================
@@ -11368,7 +11951,7 @@ void TerminalSize::InternalSwap(TerminalSize* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TerminalSize::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[42]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[43]);
 }
 
 // ===================================================================
@@ -11683,7 +12266,7 @@ void ExecSetup::InternalSwap(ExecSetup* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecSetup::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[43]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[44]);
 }
 
 // ===================================================================
@@ -11723,7 +12306,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StdinClose::GetClassData() con
 ::PROTOBUF_NAMESPACE_ID::Metadata StdinClose::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[44]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[45]);
 }
 
 // ===================================================================
@@ -12120,7 +12703,7 @@ void ExecTaskStreamingRequest::InternalSwap(ExecTaskStreamingRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskStreamingRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[45]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[46]);
 }
 
 // ===================================================================
@@ -12435,7 +13018,995 @@ void ExecTaskStreamingResponse::InternalSwap(ExecTaskStreamingResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecTaskStreamingResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[46]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[47]);
+}
+
+// ===================================================================
+
+class AttachSetup::_Internal {
+ public:
+  static const ::berth::driver::v1::TerminalSize& terminal_size(const AttachSetup* msg);
+};
+
+const ::berth::driver::v1::TerminalSize&
+AttachSetup::_Internal::terminal_size(const AttachSetup* msg) {
+  return *msg->_impl_.terminal_size_;
+}
+AttachSetup::AttachSetup(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.AttachSetup)
+}
+AttachSetup::AttachSetup(const AttachSetup& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  AttachSetup* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.task_id_){}
+    , decltype(_impl_.terminal_size_){nullptr}
+    , decltype(_impl_.stdin_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.task_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.task_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_task_id().empty()) {
+    _this->_impl_.task_id_.Set(from._internal_task_id(), 
+      _this->GetArenaForAllocation());
+  }
+  if (from._internal_has_terminal_size()) {
+    _this->_impl_.terminal_size_ = new ::berth::driver::v1::TerminalSize(*from._impl_.terminal_size_);
+  }
+  _this->_impl_.stdin_ = from._impl_.stdin_;
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.AttachSetup)
+}
+
+inline void AttachSetup::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.task_id_){}
+    , decltype(_impl_.terminal_size_){nullptr}
+    , decltype(_impl_.stdin_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.task_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.task_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+AttachSetup::~AttachSetup() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.AttachSetup)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void AttachSetup::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.task_id_.Destroy();
+  if (this != internal_default_instance()) delete _impl_.terminal_size_;
+}
+
+void AttachSetup::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void AttachSetup::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.AttachSetup)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.task_id_.ClearToEmpty();
+  if (GetArenaForAllocation() == nullptr && _impl_.terminal_size_ != nullptr) {
+    delete _impl_.terminal_size_;
+  }
+  _impl_.terminal_size_ = nullptr;
+  _impl_.stdin_ = false;
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* AttachSetup::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string task_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_task_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.driver.v1.AttachSetup.task_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool stdin = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.stdin_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.TerminalSize terminal_size = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ctx->ParseMessage(_internal_mutable_terminal_size(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* AttachSetup::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.AttachSetup)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string task_id = 1;
+  if (!this->_internal_task_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_task_id().data(), static_cast<int>(this->_internal_task_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.driver.v1.AttachSetup.task_id");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_task_id(), target);
+  }
+
+  // bool stdin = 2;
+  if (this->_internal_stdin() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(2, this->_internal_stdin(), target);
+  }
+
+  // .berth.driver.v1.TerminalSize terminal_size = 3;
+  if (this->_internal_has_terminal_size()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(3, _Internal::terminal_size(this),
+        _Internal::terminal_size(this).GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.AttachSetup)
+  return target;
+}
+
+size_t AttachSetup::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.AttachSetup)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string task_id = 1;
+  if (!this->_internal_task_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_task_id());
+  }
+
+  // .berth.driver.v1.TerminalSize terminal_size = 3;
+  if (this->_internal_has_terminal_size()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.terminal_size_);
+  }
+
+  // bool stdin = 2;
+  if (this->_internal_stdin() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AttachSetup::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    AttachSetup::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AttachSetup::GetClassData() const { return &_class_data_; }
+
+
+void AttachSetup::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<AttachSetup*>(&to_msg);
+  auto& from = static_cast<const AttachSetup&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.AttachSetup)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_task_id().empty()) {
+    _this->_internal_set_task_id(from._internal_task_id());
+  }
+  if (from._internal_has_terminal_size()) {
+    _this->_internal_mutable_terminal_size()->::berth::driver::v1::TerminalSize::MergeFrom(
+        from._internal_terminal_size());
+  }
+  if (from._internal_stdin() != 0) {
+    _this->_internal_set_stdin(from._internal_stdin());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void AttachSetup::CopyFrom(const AttachSetup& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.AttachSetup)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool AttachSetup::IsInitialized() const {
+  return true;
+}
+
+void AttachSetup::InternalSwap(AttachSetup* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.task_id_, lhs_arena,
+      &other->_impl_.task_id_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(AttachSetup, _impl_.stdin_)
+      + sizeof(AttachSetup::_impl_.stdin_)
+      - PROTOBUF_FIELD_OFFSET(AttachSetup, _impl_.terminal_size_)>(
+          reinterpret_cast<char*>(&_impl_.terminal_size_),
+          reinterpret_cast<char*>(&other->_impl_.terminal_size_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata AttachSetup::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[48]);
+}
+
+// ===================================================================
+
+class AttachTaskRequest::_Internal {
+ public:
+  static const ::berth::driver::v1::AttachSetup& setup(const AttachTaskRequest* msg);
+  static const ::berth::driver::v1::StdinClose& stdin_close(const AttachTaskRequest* msg);
+  static const ::berth::driver::v1::TerminalSize& resize(const AttachTaskRequest* msg);
+};
+
+const ::berth::driver::v1::AttachSetup&
+AttachTaskRequest::_Internal::setup(const AttachTaskRequest* msg) {
+  return *msg->_impl_.frame_.setup_;
+}
+const ::berth::driver::v1::StdinClose&
+AttachTaskRequest::_Internal::stdin_close(const AttachTaskRequest* msg) {
+  return *msg->_impl_.frame_.stdin_close_;
+}
+const ::berth::driver::v1::TerminalSize&
+AttachTaskRequest::_Internal::resize(const AttachTaskRequest* msg) {
+  return *msg->_impl_.frame_.resize_;
+}
+void AttachTaskRequest::set_allocated_setup(::berth::driver::v1::AttachSetup* setup) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (setup) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(setup);
+    if (message_arena != submessage_arena) {
+      setup = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, setup, submessage_arena);
+    }
+    set_has_setup();
+    _impl_.frame_.setup_ = setup;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskRequest.setup)
+}
+void AttachTaskRequest::set_allocated_stdin_close(::berth::driver::v1::StdinClose* stdin_close) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (stdin_close) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(stdin_close);
+    if (message_arena != submessage_arena) {
+      stdin_close = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, stdin_close, submessage_arena);
+    }
+    set_has_stdin_close();
+    _impl_.frame_.stdin_close_ = stdin_close;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskRequest.stdin_close)
+}
+void AttachTaskRequest::set_allocated_resize(::berth::driver::v1::TerminalSize* resize) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (resize) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(resize);
+    if (message_arena != submessage_arena) {
+      resize = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, resize, submessage_arena);
+    }
+    set_has_resize();
+    _impl_.frame_.resize_ = resize;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskRequest.resize)
+}
+AttachTaskRequest::AttachTaskRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.AttachTaskRequest)
+}
+AttachTaskRequest::AttachTaskRequest(const AttachTaskRequest& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  AttachTaskRequest* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.frame_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+    , /*decltype(_impl_._oneof_case_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  clear_has_frame();
+  switch (from.frame_case()) {
+    case kSetup: {
+      _this->_internal_mutable_setup()->::berth::driver::v1::AttachSetup::MergeFrom(
+          from._internal_setup());
+      break;
+    }
+    case kStdin: {
+      _this->_internal_set_stdin(from._internal_stdin());
+      break;
+    }
+    case kStdinClose: {
+      _this->_internal_mutable_stdin_close()->::berth::driver::v1::StdinClose::MergeFrom(
+          from._internal_stdin_close());
+      break;
+    }
+    case kResize: {
+      _this->_internal_mutable_resize()->::berth::driver::v1::TerminalSize::MergeFrom(
+          from._internal_resize());
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.AttachTaskRequest)
+}
+
+inline void AttachTaskRequest::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.frame_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+    , /*decltype(_impl_._oneof_case_)*/{}
+  };
+  clear_has_frame();
+}
+
+AttachTaskRequest::~AttachTaskRequest() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.AttachTaskRequest)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void AttachTaskRequest::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  if (has_frame()) {
+    clear_frame();
+  }
+}
+
+void AttachTaskRequest::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void AttachTaskRequest::clear_frame() {
+// @@protoc_insertion_point(one_of_clear_start:berth.driver.v1.AttachTaskRequest)
+  switch (frame_case()) {
+    case kSetup: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.setup_;
+      }
+      break;
+    }
+    case kStdin: {
+      _impl_.frame_.stdin_.Destroy();
+      break;
+    }
+    case kStdinClose: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.stdin_close_;
+      }
+      break;
+    }
+    case kResize: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.resize_;
+      }
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  _impl_._oneof_case_[0] = FRAME_NOT_SET;
+}
+
+
+void AttachTaskRequest::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.AttachTaskRequest)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  clear_frame();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* AttachTaskRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // .berth.driver.v1.AttachSetup setup = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          ptr = ctx->ParseMessage(_internal_mutable_setup(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bytes stdin = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_stdin();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.StdinClose stdin_close = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ctx->ParseMessage(_internal_mutable_stdin_close(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.TerminalSize resize = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr = ctx->ParseMessage(_internal_mutable_resize(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* AttachTaskRequest::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.AttachTaskRequest)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // .berth.driver.v1.AttachSetup setup = 1;
+  if (_internal_has_setup()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(1, _Internal::setup(this),
+        _Internal::setup(this).GetCachedSize(), target, stream);
+  }
+
+  // bytes stdin = 2;
+  if (_internal_has_stdin()) {
+    target = stream->WriteBytesMaybeAliased(
+        2, this->_internal_stdin(), target);
+  }
+
+  // .berth.driver.v1.StdinClose stdin_close = 3;
+  if (_internal_has_stdin_close()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(3, _Internal::stdin_close(this),
+        _Internal::stdin_close(this).GetCachedSize(), target, stream);
+  }
+
+  // .berth.driver.v1.TerminalSize resize = 4;
+  if (_internal_has_resize()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(4, _Internal::resize(this),
+        _Internal::resize(this).GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.AttachTaskRequest)
+  return target;
+}
+
+size_t AttachTaskRequest::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.AttachTaskRequest)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  switch (frame_case()) {
+    // .berth.driver.v1.AttachSetup setup = 1;
+    case kSetup: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.setup_);
+      break;
+    }
+    // bytes stdin = 2;
+    case kStdin: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::BytesSize(
+          this->_internal_stdin());
+      break;
+    }
+    // .berth.driver.v1.StdinClose stdin_close = 3;
+    case kStdinClose: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.stdin_close_);
+      break;
+    }
+    // .berth.driver.v1.TerminalSize resize = 4;
+    case kResize: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.resize_);
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AttachTaskRequest::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    AttachTaskRequest::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AttachTaskRequest::GetClassData() const { return &_class_data_; }
+
+
+void AttachTaskRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<AttachTaskRequest*>(&to_msg);
+  auto& from = static_cast<const AttachTaskRequest&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.AttachTaskRequest)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  switch (from.frame_case()) {
+    case kSetup: {
+      _this->_internal_mutable_setup()->::berth::driver::v1::AttachSetup::MergeFrom(
+          from._internal_setup());
+      break;
+    }
+    case kStdin: {
+      _this->_internal_set_stdin(from._internal_stdin());
+      break;
+    }
+    case kStdinClose: {
+      _this->_internal_mutable_stdin_close()->::berth::driver::v1::StdinClose::MergeFrom(
+          from._internal_stdin_close());
+      break;
+    }
+    case kResize: {
+      _this->_internal_mutable_resize()->::berth::driver::v1::TerminalSize::MergeFrom(
+          from._internal_resize());
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void AttachTaskRequest::CopyFrom(const AttachTaskRequest& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.AttachTaskRequest)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool AttachTaskRequest::IsInitialized() const {
+  return true;
+}
+
+void AttachTaskRequest::InternalSwap(AttachTaskRequest* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  swap(_impl_.frame_, other->_impl_.frame_);
+  swap(_impl_._oneof_case_[0], other->_impl_._oneof_case_[0]);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata AttachTaskRequest::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[49]);
+}
+
+// ===================================================================
+
+class AttachTaskResponse::_Internal {
+ public:
+  static const ::berth::driver::v1::ExitResult& exit(const AttachTaskResponse* msg);
+};
+
+const ::berth::driver::v1::ExitResult&
+AttachTaskResponse::_Internal::exit(const AttachTaskResponse* msg) {
+  return *msg->_impl_.frame_.exit_;
+}
+void AttachTaskResponse::set_allocated_exit(::berth::driver::v1::ExitResult* exit) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  clear_frame();
+  if (exit) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+      ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(exit);
+    if (message_arena != submessage_arena) {
+      exit = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, exit, submessage_arena);
+    }
+    set_has_exit();
+    _impl_.frame_.exit_ = exit;
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskResponse.exit)
+}
+AttachTaskResponse::AttachTaskResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.driver.v1.AttachTaskResponse)
+}
+AttachTaskResponse::AttachTaskResponse(const AttachTaskResponse& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  AttachTaskResponse* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.frame_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+    , /*decltype(_impl_._oneof_case_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  clear_has_frame();
+  switch (from.frame_case()) {
+    case kStdout: {
+      _this->_internal_set_stdout(from._internal_stdout());
+      break;
+    }
+    case kStderr: {
+      _this->_internal_set_stderr(from._internal_stderr());
+      break;
+    }
+    case kExit: {
+      _this->_internal_mutable_exit()->::berth::driver::v1::ExitResult::MergeFrom(
+          from._internal_exit());
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  // @@protoc_insertion_point(copy_constructor:berth.driver.v1.AttachTaskResponse)
+}
+
+inline void AttachTaskResponse::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.frame_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+    , /*decltype(_impl_._oneof_case_)*/{}
+  };
+  clear_has_frame();
+}
+
+AttachTaskResponse::~AttachTaskResponse() {
+  // @@protoc_insertion_point(destructor:berth.driver.v1.AttachTaskResponse)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void AttachTaskResponse::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  if (has_frame()) {
+    clear_frame();
+  }
+}
+
+void AttachTaskResponse::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void AttachTaskResponse::clear_frame() {
+// @@protoc_insertion_point(one_of_clear_start:berth.driver.v1.AttachTaskResponse)
+  switch (frame_case()) {
+    case kStdout: {
+      _impl_.frame_.stdout_.Destroy();
+      break;
+    }
+    case kStderr: {
+      _impl_.frame_.stderr_.Destroy();
+      break;
+    }
+    case kExit: {
+      if (GetArenaForAllocation() == nullptr) {
+        delete _impl_.frame_.exit_;
+      }
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  _impl_._oneof_case_[0] = FRAME_NOT_SET;
+}
+
+
+void AttachTaskResponse::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.driver.v1.AttachTaskResponse)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  clear_frame();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* AttachTaskResponse::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // bytes stdout = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_stdout();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bytes stderr = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_stderr();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.ExitResult exit = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ctx->ParseMessage(_internal_mutable_exit(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* AttachTaskResponse::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.driver.v1.AttachTaskResponse)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // bytes stdout = 1;
+  if (_internal_has_stdout()) {
+    target = stream->WriteBytesMaybeAliased(
+        1, this->_internal_stdout(), target);
+  }
+
+  // bytes stderr = 2;
+  if (_internal_has_stderr()) {
+    target = stream->WriteBytesMaybeAliased(
+        2, this->_internal_stderr(), target);
+  }
+
+  // .berth.driver.v1.ExitResult exit = 3;
+  if (_internal_has_exit()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(3, _Internal::exit(this),
+        _Internal::exit(this).GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.driver.v1.AttachTaskResponse)
+  return target;
+}
+
+size_t AttachTaskResponse::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.driver.v1.AttachTaskResponse)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  switch (frame_case()) {
+    // bytes stdout = 1;
+    case kStdout: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::BytesSize(
+          this->_internal_stdout());
+      break;
+    }
+    // bytes stderr = 2;
+    case kStderr: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::BytesSize(
+          this->_internal_stderr());
+      break;
+    }
+    // .berth.driver.v1.ExitResult exit = 3;
+    case kExit: {
+      total_size += 1 +
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+          *_impl_.frame_.exit_);
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData AttachTaskResponse::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    AttachTaskResponse::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AttachTaskResponse::GetClassData() const { return &_class_data_; }
+
+
+void AttachTaskResponse::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<AttachTaskResponse*>(&to_msg);
+  auto& from = static_cast<const AttachTaskResponse&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.driver.v1.AttachTaskResponse)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  switch (from.frame_case()) {
+    case kStdout: {
+      _this->_internal_set_stdout(from._internal_stdout());
+      break;
+    }
+    case kStderr: {
+      _this->_internal_set_stderr(from._internal_stderr());
+      break;
+    }
+    case kExit: {
+      _this->_internal_mutable_exit()->::berth::driver::v1::ExitResult::MergeFrom(
+          from._internal_exit());
+      break;
+    }
+    case FRAME_NOT_SET: {
+      break;
+    }
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void AttachTaskResponse::CopyFrom(const AttachTaskResponse& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.driver.v1.AttachTaskResponse)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool AttachTaskResponse::IsInitialized() const {
+  return true;
+}
+
+void AttachTaskResponse::InternalSwap(AttachTaskResponse* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  swap(_impl_.frame_, other->_impl_.frame_);
+  swap(_impl_._oneof_case_[0], other->_impl_._oneof_case_[0]);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata AttachTaskResponse::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[50]);
 }
 
 // ===================================================================
@@ -12688,7 +14259,7 @@ void CreateNetworkRequest::InternalSwap(CreateNetworkRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata CreateNetworkRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[47]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[51]);
 }
 
 // ===================================================================
@@ -12918,7 +14489,7 @@ void CreateNetworkResponse::InternalSwap(CreateNetworkResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata CreateNetworkResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[48]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[52]);
 }
 
 // ===================================================================
@@ -13121,7 +14692,7 @@ void DestroyNetworkRequest::InternalSwap(DestroyNetworkRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyNetworkRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[49]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[53]);
 }
 
 // ===================================================================
@@ -13161,7 +14732,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroyNetworkResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroyNetworkResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_getter, &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once,
-      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[50]);
+      file_level_metadata_berth_2fdriver_2fv1_2fdriver_2eproto[54]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -13216,6 +14787,10 @@ Arena::CreateMaybeMessage< ::berth::driver::v1::TaskConfig_EnvEntry_DoNotUse >(A
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::TaskConfig*
 Arena::CreateMaybeMessage< ::berth::driver::v1::TaskConfig >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::driver::v1::TaskConfig >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::Rlimit*
+Arena::CreateMaybeMessage< ::berth::driver::v1::Rlimit >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::Rlimit >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::Isolation*
 Arena::CreateMaybeMessage< ::berth::driver::v1::Isolation >(Arena* arena) {
@@ -13356,6 +14931,18 @@ Arena::CreateMaybeMessage< ::berth::driver::v1::ExecTaskStreamingRequest >(Arena
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::ExecTaskStreamingResponse*
 Arena::CreateMaybeMessage< ::berth::driver::v1::ExecTaskStreamingResponse >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::driver::v1::ExecTaskStreamingResponse >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::AttachSetup*
+Arena::CreateMaybeMessage< ::berth::driver::v1::AttachSetup >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::AttachSetup >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::AttachTaskRequest*
+Arena::CreateMaybeMessage< ::berth::driver::v1::AttachTaskRequest >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::AttachTaskRequest >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::driver::v1::AttachTaskResponse*
+Arena::CreateMaybeMessage< ::berth::driver::v1::AttachTaskResponse >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::driver::v1::AttachTaskResponse >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::driver::v1::CreateNetworkRequest*
 Arena::CreateMaybeMessage< ::berth::driver::v1::CreateNetworkRequest >(Arena* arena) {

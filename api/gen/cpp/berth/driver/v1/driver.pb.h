@@ -57,6 +57,15 @@ extern const ::PROTOBUF_NAMESPACE_ID::internal::DescriptorTable descriptor_table
 namespace berth {
 namespace driver {
 namespace v1 {
+class AttachSetup;
+struct AttachSetupDefaultTypeInternal;
+extern AttachSetupDefaultTypeInternal _AttachSetup_default_instance_;
+class AttachTaskRequest;
+struct AttachTaskRequestDefaultTypeInternal;
+extern AttachTaskRequestDefaultTypeInternal _AttachTaskRequest_default_instance_;
+class AttachTaskResponse;
+struct AttachTaskResponseDefaultTypeInternal;
+extern AttachTaskResponseDefaultTypeInternal _AttachTaskResponse_default_instance_;
 class CreateNetworkRequest;
 struct CreateNetworkRequestDefaultTypeInternal;
 extern CreateNetworkRequestDefaultTypeInternal _CreateNetworkRequest_default_instance_;
@@ -144,6 +153,9 @@ extern RecoverTaskResponseDefaultTypeInternal _RecoverTaskResponse_default_insta
 class Resources;
 struct ResourcesDefaultTypeInternal;
 extern ResourcesDefaultTypeInternal _Resources_default_instance_;
+class Rlimit;
+struct RlimitDefaultTypeInternal;
+extern RlimitDefaultTypeInternal _Rlimit_default_instance_;
 class SeccompProfile;
 struct SeccompProfileDefaultTypeInternal;
 extern SeccompProfileDefaultTypeInternal _SeccompProfile_default_instance_;
@@ -214,6 +226,9 @@ extern WaitTaskResponseDefaultTypeInternal _WaitTaskResponse_default_instance_;
 }  // namespace driver
 }  // namespace berth
 PROTOBUF_NAMESPACE_OPEN
+template<> ::berth::driver::v1::AttachSetup* Arena::CreateMaybeMessage<::berth::driver::v1::AttachSetup>(Arena*);
+template<> ::berth::driver::v1::AttachTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::AttachTaskRequest>(Arena*);
+template<> ::berth::driver::v1::AttachTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::AttachTaskResponse>(Arena*);
 template<> ::berth::driver::v1::CreateNetworkRequest* Arena::CreateMaybeMessage<::berth::driver::v1::CreateNetworkRequest>(Arena*);
 template<> ::berth::driver::v1::CreateNetworkResponse* Arena::CreateMaybeMessage<::berth::driver::v1::CreateNetworkResponse>(Arena*);
 template<> ::berth::driver::v1::DestroyNetworkRequest* Arena::CreateMaybeMessage<::berth::driver::v1::DestroyNetworkRequest>(Arena*);
@@ -243,6 +258,7 @@ template<> ::berth::driver::v1::NetworkIsolation* Arena::CreateMaybeMessage<::be
 template<> ::berth::driver::v1::RecoverTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::RecoverTaskRequest>(Arena*);
 template<> ::berth::driver::v1::RecoverTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::RecoverTaskResponse>(Arena*);
 template<> ::berth::driver::v1::Resources* Arena::CreateMaybeMessage<::berth::driver::v1::Resources>(Arena*);
+template<> ::berth::driver::v1::Rlimit* Arena::CreateMaybeMessage<::berth::driver::v1::Rlimit>(Arena*);
 template<> ::berth::driver::v1::SeccompProfile* Arena::CreateMaybeMessage<::berth::driver::v1::SeccompProfile>(Arena*);
 template<> ::berth::driver::v1::SignalTaskRequest* Arena::CreateMaybeMessage<::berth::driver::v1::SignalTaskRequest>(Arena*);
 template<> ::berth::driver::v1::SignalTaskResponse* Arena::CreateMaybeMessage<::berth::driver::v1::SignalTaskResponse>(Arena*);
@@ -564,6 +580,8 @@ class DriverCapabilities final :
     kMustCreateNetworkFieldNumber = 7,
     kRecoverFieldNumber = 8,
     kStatsFieldNumber = 9,
+    kAttachFieldNumber = 11,
+    kRlimitsFieldNumber = 12,
   };
   // repeated .berth.driver.v1.NetworkIsolationMode network_isolation_modes = 6;
   int network_isolation_modes_size() const;
@@ -672,6 +690,24 @@ class DriverCapabilities final :
   void _internal_set_stats(bool value);
   public:
 
+  // bool attach = 11;
+  void clear_attach();
+  bool attach() const;
+  void set_attach(bool value);
+  private:
+  bool _internal_attach() const;
+  void _internal_set_attach(bool value);
+  public:
+
+  // bool rlimits = 12;
+  void clear_rlimits();
+  bool rlimits() const;
+  void set_rlimits(bool value);
+  private:
+  bool _internal_rlimits() const;
+  void _internal_set_rlimits(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.DriverCapabilities)
  private:
   class _Internal;
@@ -691,6 +727,8 @@ class DriverCapabilities final :
     bool must_create_network_;
     bool recover_;
     bool stats_;
+    bool attach_;
+    bool rlimits_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -2202,6 +2240,7 @@ class TaskConfig final :
 
   enum : int {
     kEnvFieldNumber = 5,
+    kRlimitsFieldNumber = 16,
     kIdFieldNumber = 1,
     kNameFieldNumber = 2,
     kAllocationIdFieldNumber = 3,
@@ -2209,11 +2248,14 @@ class TaskConfig final :
     kGroupFieldNumber = 7,
     kTaskDirFieldNumber = 11,
     kWorkingDirFieldNumber = 13,
+    kHostnameFieldNumber = 17,
     kDriverConfigFieldNumber = 4,
     kResourcesFieldNumber = 8,
     kNetworkFieldNumber = 9,
     kLogsFieldNumber = 10,
     kIsolationFieldNumber = 12,
+    kStdinOpenFieldNumber = 14,
+    kTtyFieldNumber = 15,
   };
   // map<string, string> env = 5;
   int env_size() const;
@@ -2231,6 +2273,24 @@ class TaskConfig final :
       env() const;
   ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
       mutable_env();
+
+  // repeated .berth.driver.v1.Rlimit rlimits = 16;
+  int rlimits_size() const;
+  private:
+  int _internal_rlimits_size() const;
+  public:
+  void clear_rlimits();
+  ::berth::driver::v1::Rlimit* mutable_rlimits(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >*
+      mutable_rlimits();
+  private:
+  const ::berth::driver::v1::Rlimit& _internal_rlimits(int index) const;
+  ::berth::driver::v1::Rlimit* _internal_add_rlimits();
+  public:
+  const ::berth::driver::v1::Rlimit& rlimits(int index) const;
+  ::berth::driver::v1::Rlimit* add_rlimits();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >&
+      rlimits() const;
 
   // string id = 1;
   void clear_id();
@@ -2330,6 +2390,20 @@ class TaskConfig final :
   std::string* _internal_mutable_working_dir();
   public:
 
+  // string hostname = 17;
+  void clear_hostname();
+  const std::string& hostname() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_hostname(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_hostname();
+  PROTOBUF_NODISCARD std::string* release_hostname();
+  void set_allocated_hostname(std::string* hostname);
+  private:
+  const std::string& _internal_hostname() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_hostname(const std::string& value);
+  std::string* _internal_mutable_hostname();
+  public:
+
   // .google.protobuf.Struct driver_config = 4;
   bool has_driver_config() const;
   private:
@@ -2420,6 +2494,24 @@ class TaskConfig final :
       ::berth::driver::v1::Isolation* isolation);
   ::berth::driver::v1::Isolation* unsafe_arena_release_isolation();
 
+  // bool stdin_open = 14;
+  void clear_stdin_open();
+  bool stdin_open() const;
+  void set_stdin_open(bool value);
+  private:
+  bool _internal_stdin_open() const;
+  void _internal_set_stdin_open(bool value);
+  public:
+
+  // bool tty = 15;
+  void clear_tty();
+  bool tty() const;
+  void set_tty(bool value);
+  private:
+  bool _internal_tty() const;
+  void _internal_set_tty(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.TaskConfig)
  private:
   class _Internal;
@@ -2433,6 +2525,7 @@ class TaskConfig final :
         std::string, std::string,
         ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING,
         ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING> env_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit > rlimits_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr id_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr name_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr allocation_id_;
@@ -2440,11 +2533,189 @@ class TaskConfig final :
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr group_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr task_dir_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr working_dir_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr hostname_;
     ::PROTOBUF_NAMESPACE_ID::Struct* driver_config_;
     ::berth::driver::v1::Resources* resources_;
     ::berth::driver::v1::NetworkIsolation* network_;
     ::berth::driver::v1::LogConfig* logs_;
     ::berth::driver::v1::Isolation* isolation_;
+    bool stdin_open_;
+    bool tty_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class Rlimit final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.Rlimit) */ {
+ public:
+  inline Rlimit() : Rlimit(nullptr) {}
+  ~Rlimit() override;
+  explicit PROTOBUF_CONSTEXPR Rlimit(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  Rlimit(const Rlimit& from);
+  Rlimit(Rlimit&& from) noexcept
+    : Rlimit() {
+    *this = ::std::move(from);
+  }
+
+  inline Rlimit& operator=(const Rlimit& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline Rlimit& operator=(Rlimit&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const Rlimit& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const Rlimit* internal_default_instance() {
+    return reinterpret_cast<const Rlimit*>(
+               &_Rlimit_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    12;
+
+  friend void swap(Rlimit& a, Rlimit& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(Rlimit* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(Rlimit* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  Rlimit* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<Rlimit>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const Rlimit& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const Rlimit& from) {
+    Rlimit::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(Rlimit* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.Rlimit";
+  }
+  protected:
+  explicit Rlimit(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kTypeFieldNumber = 1,
+    kHardFieldNumber = 2,
+    kSoftFieldNumber = 3,
+  };
+  // string type = 1;
+  void clear_type();
+  const std::string& type() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_type(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_type();
+  PROTOBUF_NODISCARD std::string* release_type();
+  void set_allocated_type(std::string* type);
+  private:
+  const std::string& _internal_type() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_type(const std::string& value);
+  std::string* _internal_mutable_type();
+  public:
+
+  // uint64 hard = 2;
+  void clear_hard();
+  uint64_t hard() const;
+  void set_hard(uint64_t value);
+  private:
+  uint64_t _internal_hard() const;
+  void _internal_set_hard(uint64_t value);
+  public:
+
+  // uint64 soft = 3;
+  void clear_soft();
+  uint64_t soft() const;
+  void set_soft(uint64_t value);
+  private:
+  uint64_t _internal_soft() const;
+  void _internal_set_soft(uint64_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.Rlimit)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr type_;
+    uint64_t hard_;
+    uint64_t soft_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -2500,7 +2771,7 @@ class Isolation final :
                &_Isolation_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    13;
 
   friend void swap(Isolation& a, Isolation& b) {
     a.Swap(&b);
@@ -2809,7 +3080,7 @@ class Mount final :
                &_Mount_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    14;
 
   friend void swap(Mount& a, Mount& b) {
     a.Swap(&b);
@@ -3000,7 +3271,7 @@ class SeccompProfile final :
                &_SeccompProfile_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    15;
 
   friend void swap(SeccompProfile& a, SeccompProfile& b) {
     a.Swap(&b);
@@ -3164,7 +3435,7 @@ class UserNamespace final :
                &_UserNamespace_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    16;
 
   friend void swap(UserNamespace& a, UserNamespace& b) {
     a.Swap(&b);
@@ -3341,7 +3612,7 @@ class IdMapping final :
                &_IdMapping_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    17;
 
   friend void swap(IdMapping& a, IdMapping& b) {
     a.Swap(&b);
@@ -3511,7 +3782,7 @@ class TaskHandle final :
                &_TaskHandle_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    18;
 
   friend void swap(TaskHandle& a, TaskHandle& b) {
     a.Swap(&b);
@@ -3706,7 +3977,7 @@ class ExitResult final :
                &_ExitResult_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    19;
 
   friend void swap(ExitResult& a, ExitResult& b) {
     a.Swap(&b);
@@ -3896,7 +4167,7 @@ class StartTaskRequest final :
                &_StartTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    20;
 
   friend void swap(StartTaskRequest& a, StartTaskRequest& b) {
     a.Swap(&b);
@@ -4053,7 +4324,7 @@ class StartTaskResponse final :
                &_StartTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    21;
 
   friend void swap(StartTaskResponse& a, StartTaskResponse& b) {
     a.Swap(&b);
@@ -4230,7 +4501,7 @@ class WaitTaskRequest final :
                &_WaitTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    22;
 
   friend void swap(WaitTaskRequest& a, WaitTaskRequest& b) {
     a.Swap(&b);
@@ -4383,7 +4654,7 @@ class WaitTaskResponse final :
                &_WaitTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    23;
 
   friend void swap(WaitTaskResponse& a, WaitTaskResponse& b) {
     a.Swap(&b);
@@ -4540,7 +4811,7 @@ class StopTaskRequest final :
                &_StopTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    24;
 
   friend void swap(StopTaskRequest& a, StopTaskRequest& b) {
     a.Swap(&b);
@@ -4728,7 +4999,7 @@ class StopTaskResponse final :
                &_StopTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    25;
 
   friend void swap(StopTaskResponse& a, StopTaskResponse& b) {
     a.Swap(&b);
@@ -4847,7 +5118,7 @@ class DestroyTaskRequest final :
                &_DestroyTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    26;
 
   friend void swap(DestroyTaskRequest& a, DestroyTaskRequest& b) {
     a.Swap(&b);
@@ -5010,7 +5281,7 @@ class DestroyTaskResponse final :
                &_DestroyTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    27;
 
   friend void swap(DestroyTaskResponse& a, DestroyTaskResponse& b) {
     a.Swap(&b);
@@ -5157,7 +5428,7 @@ class TaskStatus final :
                &_TaskStatus_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    28;
+    29;
 
   friend void swap(TaskStatus& a, TaskStatus& b) {
     a.Swap(&b);
@@ -5423,7 +5694,7 @@ class InspectTaskRequest final :
                &_InspectTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    29;
+    30;
 
   friend void swap(InspectTaskRequest& a, InspectTaskRequest& b) {
     a.Swap(&b);
@@ -5576,7 +5847,7 @@ class InspectTaskResponse final :
                &_InspectTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    30;
+    31;
 
   friend void swap(InspectTaskResponse& a, InspectTaskResponse& b) {
     a.Swap(&b);
@@ -5733,7 +6004,7 @@ class RecoverTaskRequest final :
                &_RecoverTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    31;
+    32;
 
   friend void swap(RecoverTaskRequest& a, RecoverTaskRequest& b) {
     a.Swap(&b);
@@ -5890,7 +6161,7 @@ class RecoverTaskResponse final :
                &_RecoverTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    32;
+    33;
 
   friend void swap(RecoverTaskResponse& a, RecoverTaskResponse& b) {
     a.Swap(&b);
@@ -6047,7 +6318,7 @@ class SignalTaskRequest final :
                &_SignalTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    33;
+    34;
 
   friend void swap(SignalTaskRequest& a, SignalTaskRequest& b) {
     a.Swap(&b);
@@ -6215,7 +6486,7 @@ class SignalTaskResponse final :
                &_SignalTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    34;
+    35;
 
   friend void swap(SignalTaskResponse& a, SignalTaskResponse& b) {
     a.Swap(&b);
@@ -6333,7 +6604,7 @@ class TaskEventsRequest final :
                &_TaskEventsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    35;
+    36;
 
   friend void swap(TaskEventsRequest& a, TaskEventsRequest& b) {
     a.Swap(&b);
@@ -6480,7 +6751,7 @@ class TaskEventsResponse final :
                &_TaskEventsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    37;
+    38;
 
   friend void swap(TaskEventsResponse& a, TaskEventsResponse& b) {
     a.Swap(&b);
@@ -6711,7 +6982,7 @@ class TaskStatsRequest final :
                &_TaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    38;
+    39;
 
   friend void swap(TaskStatsRequest& a, TaskStatsRequest& b) {
     a.Swap(&b);
@@ -6884,7 +7155,7 @@ class TaskStatsResponse final :
                &_TaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    39;
+    40;
 
   friend void swap(TaskStatsResponse& a, TaskStatsResponse& b) {
     a.Swap(&b);
@@ -7041,7 +7312,7 @@ class ExecTaskRequest final :
                &_ExecTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    40;
+    41;
 
   friend void swap(ExecTaskRequest& a, ExecTaskRequest& b) {
     a.Swap(&b);
@@ -7240,7 +7511,7 @@ class ExecTaskResponse final :
                &_ExecTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    41;
+    42;
 
   friend void swap(ExecTaskResponse& a, ExecTaskResponse& b) {
     a.Swap(&b);
@@ -7429,7 +7700,7 @@ class TerminalSize final :
                &_TerminalSize_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    42;
+    43;
 
   friend void swap(TerminalSize& a, TerminalSize& b) {
     a.Swap(&b);
@@ -7588,7 +7859,7 @@ class ExecSetup final :
                &_ExecSetup_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    43;
+    44;
 
   friend void swap(ExecSetup& a, ExecSetup& b) {
     a.Swap(&b);
@@ -7797,7 +8068,7 @@ class StdinClose final :
                &_StdinClose_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    44;
+    45;
 
   friend void swap(StdinClose& a, StdinClose& b) {
     a.Swap(&b);
@@ -7924,7 +8195,7 @@ class ExecTaskStreamingRequest final :
                &_ExecTaskStreamingRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    45;
+    46;
 
   friend void swap(ExecTaskStreamingRequest& a, ExecTaskStreamingRequest& b) {
     a.Swap(&b);
@@ -8163,7 +8434,7 @@ class ExecTaskStreamingResponse final :
                &_ExecTaskStreamingResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    46;
+    47;
 
   friend void swap(ExecTaskStreamingResponse& a, ExecTaskStreamingResponse& b) {
     a.Swap(&b);
@@ -8326,6 +8597,648 @@ class ExecTaskStreamingResponse final :
 };
 // -------------------------------------------------------------------
 
+class AttachSetup final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.AttachSetup) */ {
+ public:
+  inline AttachSetup() : AttachSetup(nullptr) {}
+  ~AttachSetup() override;
+  explicit PROTOBUF_CONSTEXPR AttachSetup(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AttachSetup(const AttachSetup& from);
+  AttachSetup(AttachSetup&& from) noexcept
+    : AttachSetup() {
+    *this = ::std::move(from);
+  }
+
+  inline AttachSetup& operator=(const AttachSetup& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AttachSetup& operator=(AttachSetup&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AttachSetup& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const AttachSetup* internal_default_instance() {
+    return reinterpret_cast<const AttachSetup*>(
+               &_AttachSetup_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    48;
+
+  friend void swap(AttachSetup& a, AttachSetup& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AttachSetup* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AttachSetup* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AttachSetup* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AttachSetup>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const AttachSetup& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const AttachSetup& from) {
+    AttachSetup::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(AttachSetup* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.AttachSetup";
+  }
+  protected:
+  explicit AttachSetup(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kTaskIdFieldNumber = 1,
+    kTerminalSizeFieldNumber = 3,
+    kStdinFieldNumber = 2,
+  };
+  // string task_id = 1;
+  void clear_task_id();
+  const std::string& task_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_task_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_task_id();
+  PROTOBUF_NODISCARD std::string* release_task_id();
+  void set_allocated_task_id(std::string* task_id);
+  private:
+  const std::string& _internal_task_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_task_id(const std::string& value);
+  std::string* _internal_mutable_task_id();
+  public:
+
+  // .berth.driver.v1.TerminalSize terminal_size = 3;
+  bool has_terminal_size() const;
+  private:
+  bool _internal_has_terminal_size() const;
+  public:
+  void clear_terminal_size();
+  const ::berth::driver::v1::TerminalSize& terminal_size() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::TerminalSize* release_terminal_size();
+  ::berth::driver::v1::TerminalSize* mutable_terminal_size();
+  void set_allocated_terminal_size(::berth::driver::v1::TerminalSize* terminal_size);
+  private:
+  const ::berth::driver::v1::TerminalSize& _internal_terminal_size() const;
+  ::berth::driver::v1::TerminalSize* _internal_mutable_terminal_size();
+  public:
+  void unsafe_arena_set_allocated_terminal_size(
+      ::berth::driver::v1::TerminalSize* terminal_size);
+  ::berth::driver::v1::TerminalSize* unsafe_arena_release_terminal_size();
+
+  // bool stdin = 2;
+  void clear_stdin();
+  bool stdin() const;
+  void set_stdin(bool value);
+  private:
+  bool _internal_stdin() const;
+  void _internal_set_stdin(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.AttachSetup)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr task_id_;
+    ::berth::driver::v1::TerminalSize* terminal_size_;
+    bool stdin_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class AttachTaskRequest final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.AttachTaskRequest) */ {
+ public:
+  inline AttachTaskRequest() : AttachTaskRequest(nullptr) {}
+  ~AttachTaskRequest() override;
+  explicit PROTOBUF_CONSTEXPR AttachTaskRequest(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AttachTaskRequest(const AttachTaskRequest& from);
+  AttachTaskRequest(AttachTaskRequest&& from) noexcept
+    : AttachTaskRequest() {
+    *this = ::std::move(from);
+  }
+
+  inline AttachTaskRequest& operator=(const AttachTaskRequest& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AttachTaskRequest& operator=(AttachTaskRequest&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AttachTaskRequest& default_instance() {
+    return *internal_default_instance();
+  }
+  enum FrameCase {
+    kSetup = 1,
+    kStdin = 2,
+    kStdinClose = 3,
+    kResize = 4,
+    FRAME_NOT_SET = 0,
+  };
+
+  static inline const AttachTaskRequest* internal_default_instance() {
+    return reinterpret_cast<const AttachTaskRequest*>(
+               &_AttachTaskRequest_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    49;
+
+  friend void swap(AttachTaskRequest& a, AttachTaskRequest& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AttachTaskRequest* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AttachTaskRequest* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AttachTaskRequest* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AttachTaskRequest>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const AttachTaskRequest& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const AttachTaskRequest& from) {
+    AttachTaskRequest::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(AttachTaskRequest* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.AttachTaskRequest";
+  }
+  protected:
+  explicit AttachTaskRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kSetupFieldNumber = 1,
+    kStdinFieldNumber = 2,
+    kStdinCloseFieldNumber = 3,
+    kResizeFieldNumber = 4,
+  };
+  // .berth.driver.v1.AttachSetup setup = 1;
+  bool has_setup() const;
+  private:
+  bool _internal_has_setup() const;
+  public:
+  void clear_setup();
+  const ::berth::driver::v1::AttachSetup& setup() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::AttachSetup* release_setup();
+  ::berth::driver::v1::AttachSetup* mutable_setup();
+  void set_allocated_setup(::berth::driver::v1::AttachSetup* setup);
+  private:
+  const ::berth::driver::v1::AttachSetup& _internal_setup() const;
+  ::berth::driver::v1::AttachSetup* _internal_mutable_setup();
+  public:
+  void unsafe_arena_set_allocated_setup(
+      ::berth::driver::v1::AttachSetup* setup);
+  ::berth::driver::v1::AttachSetup* unsafe_arena_release_setup();
+
+  // bytes stdin = 2;
+  bool has_stdin() const;
+  private:
+  bool _internal_has_stdin() const;
+  public:
+  void clear_stdin();
+  const std::string& stdin() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_stdin(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_stdin();
+  PROTOBUF_NODISCARD std::string* release_stdin();
+  void set_allocated_stdin(std::string* stdin);
+  private:
+  const std::string& _internal_stdin() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_stdin(const std::string& value);
+  std::string* _internal_mutable_stdin();
+  public:
+
+  // .berth.driver.v1.StdinClose stdin_close = 3;
+  bool has_stdin_close() const;
+  private:
+  bool _internal_has_stdin_close() const;
+  public:
+  void clear_stdin_close();
+  const ::berth::driver::v1::StdinClose& stdin_close() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::StdinClose* release_stdin_close();
+  ::berth::driver::v1::StdinClose* mutable_stdin_close();
+  void set_allocated_stdin_close(::berth::driver::v1::StdinClose* stdin_close);
+  private:
+  const ::berth::driver::v1::StdinClose& _internal_stdin_close() const;
+  ::berth::driver::v1::StdinClose* _internal_mutable_stdin_close();
+  public:
+  void unsafe_arena_set_allocated_stdin_close(
+      ::berth::driver::v1::StdinClose* stdin_close);
+  ::berth::driver::v1::StdinClose* unsafe_arena_release_stdin_close();
+
+  // .berth.driver.v1.TerminalSize resize = 4;
+  bool has_resize() const;
+  private:
+  bool _internal_has_resize() const;
+  public:
+  void clear_resize();
+  const ::berth::driver::v1::TerminalSize& resize() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::TerminalSize* release_resize();
+  ::berth::driver::v1::TerminalSize* mutable_resize();
+  void set_allocated_resize(::berth::driver::v1::TerminalSize* resize);
+  private:
+  const ::berth::driver::v1::TerminalSize& _internal_resize() const;
+  ::berth::driver::v1::TerminalSize* _internal_mutable_resize();
+  public:
+  void unsafe_arena_set_allocated_resize(
+      ::berth::driver::v1::TerminalSize* resize);
+  ::berth::driver::v1::TerminalSize* unsafe_arena_release_resize();
+
+  void clear_frame();
+  FrameCase frame_case() const;
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.AttachTaskRequest)
+ private:
+  class _Internal;
+  void set_has_setup();
+  void set_has_stdin();
+  void set_has_stdin_close();
+  void set_has_resize();
+
+  inline bool has_frame() const;
+  inline void clear_has_frame();
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    union FrameUnion {
+      constexpr FrameUnion() : _constinit_{} {}
+        ::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized _constinit_;
+      ::berth::driver::v1::AttachSetup* setup_;
+      ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stdin_;
+      ::berth::driver::v1::StdinClose* stdin_close_;
+      ::berth::driver::v1::TerminalSize* resize_;
+    } frame_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+    uint32_t _oneof_case_[1];
+
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
+class AttachTaskResponse final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.AttachTaskResponse) */ {
+ public:
+  inline AttachTaskResponse() : AttachTaskResponse(nullptr) {}
+  ~AttachTaskResponse() override;
+  explicit PROTOBUF_CONSTEXPR AttachTaskResponse(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  AttachTaskResponse(const AttachTaskResponse& from);
+  AttachTaskResponse(AttachTaskResponse&& from) noexcept
+    : AttachTaskResponse() {
+    *this = ::std::move(from);
+  }
+
+  inline AttachTaskResponse& operator=(const AttachTaskResponse& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline AttachTaskResponse& operator=(AttachTaskResponse&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const AttachTaskResponse& default_instance() {
+    return *internal_default_instance();
+  }
+  enum FrameCase {
+    kStdout = 1,
+    kStderr = 2,
+    kExit = 3,
+    FRAME_NOT_SET = 0,
+  };
+
+  static inline const AttachTaskResponse* internal_default_instance() {
+    return reinterpret_cast<const AttachTaskResponse*>(
+               &_AttachTaskResponse_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    50;
+
+  friend void swap(AttachTaskResponse& a, AttachTaskResponse& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(AttachTaskResponse* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(AttachTaskResponse* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  AttachTaskResponse* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<AttachTaskResponse>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const AttachTaskResponse& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const AttachTaskResponse& from) {
+    AttachTaskResponse::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(AttachTaskResponse* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.driver.v1.AttachTaskResponse";
+  }
+  protected:
+  explicit AttachTaskResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kStdoutFieldNumber = 1,
+    kStderrFieldNumber = 2,
+    kExitFieldNumber = 3,
+  };
+  // bytes stdout = 1;
+  bool has_stdout() const;
+  private:
+  bool _internal_has_stdout() const;
+  public:
+  void clear_stdout();
+  const std::string& stdout() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_stdout(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_stdout();
+  PROTOBUF_NODISCARD std::string* release_stdout();
+  void set_allocated_stdout(std::string* stdout);
+  private:
+  const std::string& _internal_stdout() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_stdout(const std::string& value);
+  std::string* _internal_mutable_stdout();
+  public:
+
+  // bytes stderr = 2;
+  bool has_stderr() const;
+  private:
+  bool _internal_has_stderr() const;
+  public:
+  void clear_stderr();
+  const std::string& stderr() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_stderr(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_stderr();
+  PROTOBUF_NODISCARD std::string* release_stderr();
+  void set_allocated_stderr(std::string* stderr);
+  private:
+  const std::string& _internal_stderr() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_stderr(const std::string& value);
+  std::string* _internal_mutable_stderr();
+  public:
+
+  // .berth.driver.v1.ExitResult exit = 3;
+  bool has_exit() const;
+  private:
+  bool _internal_has_exit() const;
+  public:
+  void clear_exit();
+  const ::berth::driver::v1::ExitResult& exit() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::ExitResult* release_exit();
+  ::berth::driver::v1::ExitResult* mutable_exit();
+  void set_allocated_exit(::berth::driver::v1::ExitResult* exit);
+  private:
+  const ::berth::driver::v1::ExitResult& _internal_exit() const;
+  ::berth::driver::v1::ExitResult* _internal_mutable_exit();
+  public:
+  void unsafe_arena_set_allocated_exit(
+      ::berth::driver::v1::ExitResult* exit);
+  ::berth::driver::v1::ExitResult* unsafe_arena_release_exit();
+
+  void clear_frame();
+  FrameCase frame_case() const;
+  // @@protoc_insertion_point(class_scope:berth.driver.v1.AttachTaskResponse)
+ private:
+  class _Internal;
+  void set_has_stdout();
+  void set_has_stderr();
+  void set_has_exit();
+
+  inline bool has_frame() const;
+  inline void clear_has_frame();
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    union FrameUnion {
+      constexpr FrameUnion() : _constinit_{} {}
+        ::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized _constinit_;
+      ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stdout_;
+      ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stderr_;
+      ::berth::driver::v1::ExitResult* exit_;
+    } frame_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+    uint32_t _oneof_case_[1];
+
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto;
+};
+// -------------------------------------------------------------------
+
 class CreateNetworkRequest final :
     public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.driver.v1.CreateNetworkRequest) */ {
  public:
@@ -8374,7 +9287,7 @@ class CreateNetworkRequest final :
                &_CreateNetworkRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    47;
+    51;
 
   friend void swap(CreateNetworkRequest& a, CreateNetworkRequest& b) {
     a.Swap(&b);
@@ -8543,7 +9456,7 @@ class CreateNetworkResponse final :
                &_CreateNetworkResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    48;
+    52;
 
   friend void swap(CreateNetworkResponse& a, CreateNetworkResponse& b) {
     a.Swap(&b);
@@ -8711,7 +9624,7 @@ class DestroyNetworkRequest final :
                &_DestroyNetworkRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    49;
+    53;
 
   friend void swap(DestroyNetworkRequest& a, DestroyNetworkRequest& b) {
     a.Swap(&b);
@@ -8863,7 +9776,7 @@ class DestroyNetworkResponse final :
                &_DestroyNetworkResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    50;
+    54;
 
   friend void swap(DestroyNetworkResponse& a, DestroyNetworkResponse& b) {
     a.Swap(&b);
@@ -9234,6 +10147,46 @@ inline void DriverCapabilities::set_allocated_isolation(::berth::driver::v1::Iso
   }
   _impl_.isolation_ = isolation;
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.DriverCapabilities.isolation)
+}
+
+// bool attach = 11;
+inline void DriverCapabilities::clear_attach() {
+  _impl_.attach_ = false;
+}
+inline bool DriverCapabilities::_internal_attach() const {
+  return _impl_.attach_;
+}
+inline bool DriverCapabilities::attach() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.DriverCapabilities.attach)
+  return _internal_attach();
+}
+inline void DriverCapabilities::_internal_set_attach(bool value) {
+  
+  _impl_.attach_ = value;
+}
+inline void DriverCapabilities::set_attach(bool value) {
+  _internal_set_attach(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.DriverCapabilities.attach)
+}
+
+// bool rlimits = 12;
+inline void DriverCapabilities::clear_rlimits() {
+  _impl_.rlimits_ = false;
+}
+inline bool DriverCapabilities::_internal_rlimits() const {
+  return _impl_.rlimits_;
+}
+inline bool DriverCapabilities::rlimits() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.DriverCapabilities.rlimits)
+  return _internal_rlimits();
+}
+inline void DriverCapabilities::_internal_set_rlimits(bool value) {
+  
+  _impl_.rlimits_ = value;
+}
+inline void DriverCapabilities::set_rlimits(bool value) {
+  _internal_set_rlimits(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.DriverCapabilities.rlimits)
 }
 
 // -------------------------------------------------------------------
@@ -10657,6 +11610,230 @@ inline void TaskConfig::set_allocated_working_dir(std::string* working_dir) {
   }
 #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.working_dir)
+}
+
+// bool stdin_open = 14;
+inline void TaskConfig::clear_stdin_open() {
+  _impl_.stdin_open_ = false;
+}
+inline bool TaskConfig::_internal_stdin_open() const {
+  return _impl_.stdin_open_;
+}
+inline bool TaskConfig::stdin_open() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.stdin_open)
+  return _internal_stdin_open();
+}
+inline void TaskConfig::_internal_set_stdin_open(bool value) {
+  
+  _impl_.stdin_open_ = value;
+}
+inline void TaskConfig::set_stdin_open(bool value) {
+  _internal_set_stdin_open(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.TaskConfig.stdin_open)
+}
+
+// bool tty = 15;
+inline void TaskConfig::clear_tty() {
+  _impl_.tty_ = false;
+}
+inline bool TaskConfig::_internal_tty() const {
+  return _impl_.tty_;
+}
+inline bool TaskConfig::tty() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.tty)
+  return _internal_tty();
+}
+inline void TaskConfig::_internal_set_tty(bool value) {
+  
+  _impl_.tty_ = value;
+}
+inline void TaskConfig::set_tty(bool value) {
+  _internal_set_tty(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.TaskConfig.tty)
+}
+
+// repeated .berth.driver.v1.Rlimit rlimits = 16;
+inline int TaskConfig::_internal_rlimits_size() const {
+  return _impl_.rlimits_.size();
+}
+inline int TaskConfig::rlimits_size() const {
+  return _internal_rlimits_size();
+}
+inline void TaskConfig::clear_rlimits() {
+  _impl_.rlimits_.Clear();
+}
+inline ::berth::driver::v1::Rlimit* TaskConfig::mutable_rlimits(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.TaskConfig.rlimits)
+  return _impl_.rlimits_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >*
+TaskConfig::mutable_rlimits() {
+  // @@protoc_insertion_point(field_mutable_list:berth.driver.v1.TaskConfig.rlimits)
+  return &_impl_.rlimits_;
+}
+inline const ::berth::driver::v1::Rlimit& TaskConfig::_internal_rlimits(int index) const {
+  return _impl_.rlimits_.Get(index);
+}
+inline const ::berth::driver::v1::Rlimit& TaskConfig::rlimits(int index) const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.rlimits)
+  return _internal_rlimits(index);
+}
+inline ::berth::driver::v1::Rlimit* TaskConfig::_internal_add_rlimits() {
+  return _impl_.rlimits_.Add();
+}
+inline ::berth::driver::v1::Rlimit* TaskConfig::add_rlimits() {
+  ::berth::driver::v1::Rlimit* _add = _internal_add_rlimits();
+  // @@protoc_insertion_point(field_add:berth.driver.v1.TaskConfig.rlimits)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >&
+TaskConfig::rlimits() const {
+  // @@protoc_insertion_point(field_list:berth.driver.v1.TaskConfig.rlimits)
+  return _impl_.rlimits_;
+}
+
+// string hostname = 17;
+inline void TaskConfig::clear_hostname() {
+  _impl_.hostname_.ClearToEmpty();
+}
+inline const std::string& TaskConfig::hostname() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.TaskConfig.hostname)
+  return _internal_hostname();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskConfig::set_hostname(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.hostname_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.TaskConfig.hostname)
+}
+inline std::string* TaskConfig::mutable_hostname() {
+  std::string* _s = _internal_mutable_hostname();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.TaskConfig.hostname)
+  return _s;
+}
+inline const std::string& TaskConfig::_internal_hostname() const {
+  return _impl_.hostname_.Get();
+}
+inline void TaskConfig::_internal_set_hostname(const std::string& value) {
+  
+  _impl_.hostname_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskConfig::_internal_mutable_hostname() {
+  
+  return _impl_.hostname_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskConfig::release_hostname() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.TaskConfig.hostname)
+  return _impl_.hostname_.Release();
+}
+inline void TaskConfig::set_allocated_hostname(std::string* hostname) {
+  if (hostname != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.hostname_.SetAllocated(hostname, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.hostname_.IsDefault()) {
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.TaskConfig.hostname)
+}
+
+// -------------------------------------------------------------------
+
+// Rlimit
+
+// string type = 1;
+inline void Rlimit::clear_type() {
+  _impl_.type_.ClearToEmpty();
+}
+inline const std::string& Rlimit::type() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Rlimit.type)
+  return _internal_type();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void Rlimit::set_type(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.type_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Rlimit.type)
+}
+inline std::string* Rlimit::mutable_type() {
+  std::string* _s = _internal_mutable_type();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.Rlimit.type)
+  return _s;
+}
+inline const std::string& Rlimit::_internal_type() const {
+  return _impl_.type_.Get();
+}
+inline void Rlimit::_internal_set_type(const std::string& value) {
+  
+  _impl_.type_.Set(value, GetArenaForAllocation());
+}
+inline std::string* Rlimit::_internal_mutable_type() {
+  
+  return _impl_.type_.Mutable(GetArenaForAllocation());
+}
+inline std::string* Rlimit::release_type() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.Rlimit.type)
+  return _impl_.type_.Release();
+}
+inline void Rlimit::set_allocated_type(std::string* type) {
+  if (type != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.type_.SetAllocated(type, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.type_.IsDefault()) {
+    _impl_.type_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.Rlimit.type)
+}
+
+// uint64 hard = 2;
+inline void Rlimit::clear_hard() {
+  _impl_.hard_ = uint64_t{0u};
+}
+inline uint64_t Rlimit::_internal_hard() const {
+  return _impl_.hard_;
+}
+inline uint64_t Rlimit::hard() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Rlimit.hard)
+  return _internal_hard();
+}
+inline void Rlimit::_internal_set_hard(uint64_t value) {
+  
+  _impl_.hard_ = value;
+}
+inline void Rlimit::set_hard(uint64_t value) {
+  _internal_set_hard(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Rlimit.hard)
+}
+
+// uint64 soft = 3;
+inline void Rlimit::clear_soft() {
+  _impl_.soft_ = uint64_t{0u};
+}
+inline uint64_t Rlimit::_internal_soft() const {
+  return _impl_.soft_;
+}
+inline uint64_t Rlimit::soft() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.Rlimit.soft)
+  return _internal_soft();
+}
+inline void Rlimit::_internal_set_soft(uint64_t value) {
+  
+  _impl_.soft_ = value;
+}
+inline void Rlimit::set_soft(uint64_t value) {
+  _internal_set_soft(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.Rlimit.soft)
 }
 
 // -------------------------------------------------------------------
@@ -15165,6 +16342,723 @@ inline ExecTaskStreamingResponse::FrameCase ExecTaskStreamingResponse::frame_cas
 }
 // -------------------------------------------------------------------
 
+// AttachSetup
+
+// string task_id = 1;
+inline void AttachSetup::clear_task_id() {
+  _impl_.task_id_.ClearToEmpty();
+}
+inline const std::string& AttachSetup::task_id() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachSetup.task_id)
+  return _internal_task_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void AttachSetup::set_task_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.task_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.AttachSetup.task_id)
+}
+inline std::string* AttachSetup::mutable_task_id() {
+  std::string* _s = _internal_mutable_task_id();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachSetup.task_id)
+  return _s;
+}
+inline const std::string& AttachSetup::_internal_task_id() const {
+  return _impl_.task_id_.Get();
+}
+inline void AttachSetup::_internal_set_task_id(const std::string& value) {
+  
+  _impl_.task_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AttachSetup::_internal_mutable_task_id() {
+  
+  return _impl_.task_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* AttachSetup::release_task_id() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachSetup.task_id)
+  return _impl_.task_id_.Release();
+}
+inline void AttachSetup::set_allocated_task_id(std::string* task_id) {
+  if (task_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.task_id_.SetAllocated(task_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.task_id_.IsDefault()) {
+    _impl_.task_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachSetup.task_id)
+}
+
+// bool stdin = 2;
+inline void AttachSetup::clear_stdin() {
+  _impl_.stdin_ = false;
+}
+inline bool AttachSetup::_internal_stdin() const {
+  return _impl_.stdin_;
+}
+inline bool AttachSetup::stdin() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachSetup.stdin)
+  return _internal_stdin();
+}
+inline void AttachSetup::_internal_set_stdin(bool value) {
+  
+  _impl_.stdin_ = value;
+}
+inline void AttachSetup::set_stdin(bool value) {
+  _internal_set_stdin(value);
+  // @@protoc_insertion_point(field_set:berth.driver.v1.AttachSetup.stdin)
+}
+
+// .berth.driver.v1.TerminalSize terminal_size = 3;
+inline bool AttachSetup::_internal_has_terminal_size() const {
+  return this != internal_default_instance() && _impl_.terminal_size_ != nullptr;
+}
+inline bool AttachSetup::has_terminal_size() const {
+  return _internal_has_terminal_size();
+}
+inline void AttachSetup::clear_terminal_size() {
+  if (GetArenaForAllocation() == nullptr && _impl_.terminal_size_ != nullptr) {
+    delete _impl_.terminal_size_;
+  }
+  _impl_.terminal_size_ = nullptr;
+}
+inline const ::berth::driver::v1::TerminalSize& AttachSetup::_internal_terminal_size() const {
+  const ::berth::driver::v1::TerminalSize* p = _impl_.terminal_size_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::TerminalSize&>(
+      ::berth::driver::v1::_TerminalSize_default_instance_);
+}
+inline const ::berth::driver::v1::TerminalSize& AttachSetup::terminal_size() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachSetup.terminal_size)
+  return _internal_terminal_size();
+}
+inline void AttachSetup::unsafe_arena_set_allocated_terminal_size(
+    ::berth::driver::v1::TerminalSize* terminal_size) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.terminal_size_);
+  }
+  _impl_.terminal_size_ = terminal_size;
+  if (terminal_size) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.AttachSetup.terminal_size)
+}
+inline ::berth::driver::v1::TerminalSize* AttachSetup::release_terminal_size() {
+  
+  ::berth::driver::v1::TerminalSize* temp = _impl_.terminal_size_;
+  _impl_.terminal_size_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::TerminalSize* AttachSetup::unsafe_arena_release_terminal_size() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachSetup.terminal_size)
+  
+  ::berth::driver::v1::TerminalSize* temp = _impl_.terminal_size_;
+  _impl_.terminal_size_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::TerminalSize* AttachSetup::_internal_mutable_terminal_size() {
+  
+  if (_impl_.terminal_size_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::TerminalSize>(GetArenaForAllocation());
+    _impl_.terminal_size_ = p;
+  }
+  return _impl_.terminal_size_;
+}
+inline ::berth::driver::v1::TerminalSize* AttachSetup::mutable_terminal_size() {
+  ::berth::driver::v1::TerminalSize* _msg = _internal_mutable_terminal_size();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachSetup.terminal_size)
+  return _msg;
+}
+inline void AttachSetup::set_allocated_terminal_size(::berth::driver::v1::TerminalSize* terminal_size) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.terminal_size_;
+  }
+  if (terminal_size) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(terminal_size);
+    if (message_arena != submessage_arena) {
+      terminal_size = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, terminal_size, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.terminal_size_ = terminal_size;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachSetup.terminal_size)
+}
+
+// -------------------------------------------------------------------
+
+// AttachTaskRequest
+
+// .berth.driver.v1.AttachSetup setup = 1;
+inline bool AttachTaskRequest::_internal_has_setup() const {
+  return frame_case() == kSetup;
+}
+inline bool AttachTaskRequest::has_setup() const {
+  return _internal_has_setup();
+}
+inline void AttachTaskRequest::set_has_setup() {
+  _impl_._oneof_case_[0] = kSetup;
+}
+inline void AttachTaskRequest::clear_setup() {
+  if (_internal_has_setup()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.setup_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::driver::v1::AttachSetup* AttachTaskRequest::release_setup() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskRequest.setup)
+  if (_internal_has_setup()) {
+    clear_has_frame();
+    ::berth::driver::v1::AttachSetup* temp = _impl_.frame_.setup_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.setup_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::driver::v1::AttachSetup& AttachTaskRequest::_internal_setup() const {
+  return _internal_has_setup()
+      ? *_impl_.frame_.setup_
+      : reinterpret_cast< ::berth::driver::v1::AttachSetup&>(::berth::driver::v1::_AttachSetup_default_instance_);
+}
+inline const ::berth::driver::v1::AttachSetup& AttachTaskRequest::setup() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskRequest.setup)
+  return _internal_setup();
+}
+inline ::berth::driver::v1::AttachSetup* AttachTaskRequest::unsafe_arena_release_setup() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.driver.v1.AttachTaskRequest.setup)
+  if (_internal_has_setup()) {
+    clear_has_frame();
+    ::berth::driver::v1::AttachSetup* temp = _impl_.frame_.setup_;
+    _impl_.frame_.setup_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskRequest::unsafe_arena_set_allocated_setup(::berth::driver::v1::AttachSetup* setup) {
+  clear_frame();
+  if (setup) {
+    set_has_setup();
+    _impl_.frame_.setup_ = setup;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.AttachTaskRequest.setup)
+}
+inline ::berth::driver::v1::AttachSetup* AttachTaskRequest::_internal_mutable_setup() {
+  if (!_internal_has_setup()) {
+    clear_frame();
+    set_has_setup();
+    _impl_.frame_.setup_ = CreateMaybeMessage< ::berth::driver::v1::AttachSetup >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.setup_;
+}
+inline ::berth::driver::v1::AttachSetup* AttachTaskRequest::mutable_setup() {
+  ::berth::driver::v1::AttachSetup* _msg = _internal_mutable_setup();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskRequest.setup)
+  return _msg;
+}
+
+// bytes stdin = 2;
+inline bool AttachTaskRequest::_internal_has_stdin() const {
+  return frame_case() == kStdin;
+}
+inline bool AttachTaskRequest::has_stdin() const {
+  return _internal_has_stdin();
+}
+inline void AttachTaskRequest::set_has_stdin() {
+  _impl_._oneof_case_[0] = kStdin;
+}
+inline void AttachTaskRequest::clear_stdin() {
+  if (_internal_has_stdin()) {
+    _impl_.frame_.stdin_.Destroy();
+    clear_has_frame();
+  }
+}
+inline const std::string& AttachTaskRequest::stdin() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskRequest.stdin)
+  return _internal_stdin();
+}
+template <typename ArgT0, typename... ArgT>
+inline void AttachTaskRequest::set_stdin(ArgT0&& arg0, ArgT... args) {
+  if (!_internal_has_stdin()) {
+    clear_frame();
+    set_has_stdin();
+    _impl_.frame_.stdin_.InitDefault();
+  }
+  _impl_.frame_.stdin_.SetBytes( static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.AttachTaskRequest.stdin)
+}
+inline std::string* AttachTaskRequest::mutable_stdin() {
+  std::string* _s = _internal_mutable_stdin();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskRequest.stdin)
+  return _s;
+}
+inline const std::string& AttachTaskRequest::_internal_stdin() const {
+  if (_internal_has_stdin()) {
+    return _impl_.frame_.stdin_.Get();
+  }
+  return ::PROTOBUF_NAMESPACE_ID::internal::GetEmptyStringAlreadyInited();
+}
+inline void AttachTaskRequest::_internal_set_stdin(const std::string& value) {
+  if (!_internal_has_stdin()) {
+    clear_frame();
+    set_has_stdin();
+    _impl_.frame_.stdin_.InitDefault();
+  }
+  _impl_.frame_.stdin_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AttachTaskRequest::_internal_mutable_stdin() {
+  if (!_internal_has_stdin()) {
+    clear_frame();
+    set_has_stdin();
+    _impl_.frame_.stdin_.InitDefault();
+  }
+  return _impl_.frame_.stdin_.Mutable(      GetArenaForAllocation());
+}
+inline std::string* AttachTaskRequest::release_stdin() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskRequest.stdin)
+  if (_internal_has_stdin()) {
+    clear_has_frame();
+    return _impl_.frame_.stdin_.Release();
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskRequest::set_allocated_stdin(std::string* stdin) {
+  if (has_frame()) {
+    clear_frame();
+  }
+  if (stdin != nullptr) {
+    set_has_stdin();
+    _impl_.frame_.stdin_.InitAllocated(stdin, GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskRequest.stdin)
+}
+
+// .berth.driver.v1.StdinClose stdin_close = 3;
+inline bool AttachTaskRequest::_internal_has_stdin_close() const {
+  return frame_case() == kStdinClose;
+}
+inline bool AttachTaskRequest::has_stdin_close() const {
+  return _internal_has_stdin_close();
+}
+inline void AttachTaskRequest::set_has_stdin_close() {
+  _impl_._oneof_case_[0] = kStdinClose;
+}
+inline void AttachTaskRequest::clear_stdin_close() {
+  if (_internal_has_stdin_close()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.stdin_close_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::driver::v1::StdinClose* AttachTaskRequest::release_stdin_close() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskRequest.stdin_close)
+  if (_internal_has_stdin_close()) {
+    clear_has_frame();
+    ::berth::driver::v1::StdinClose* temp = _impl_.frame_.stdin_close_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.stdin_close_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::driver::v1::StdinClose& AttachTaskRequest::_internal_stdin_close() const {
+  return _internal_has_stdin_close()
+      ? *_impl_.frame_.stdin_close_
+      : reinterpret_cast< ::berth::driver::v1::StdinClose&>(::berth::driver::v1::_StdinClose_default_instance_);
+}
+inline const ::berth::driver::v1::StdinClose& AttachTaskRequest::stdin_close() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskRequest.stdin_close)
+  return _internal_stdin_close();
+}
+inline ::berth::driver::v1::StdinClose* AttachTaskRequest::unsafe_arena_release_stdin_close() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.driver.v1.AttachTaskRequest.stdin_close)
+  if (_internal_has_stdin_close()) {
+    clear_has_frame();
+    ::berth::driver::v1::StdinClose* temp = _impl_.frame_.stdin_close_;
+    _impl_.frame_.stdin_close_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskRequest::unsafe_arena_set_allocated_stdin_close(::berth::driver::v1::StdinClose* stdin_close) {
+  clear_frame();
+  if (stdin_close) {
+    set_has_stdin_close();
+    _impl_.frame_.stdin_close_ = stdin_close;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.AttachTaskRequest.stdin_close)
+}
+inline ::berth::driver::v1::StdinClose* AttachTaskRequest::_internal_mutable_stdin_close() {
+  if (!_internal_has_stdin_close()) {
+    clear_frame();
+    set_has_stdin_close();
+    _impl_.frame_.stdin_close_ = CreateMaybeMessage< ::berth::driver::v1::StdinClose >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.stdin_close_;
+}
+inline ::berth::driver::v1::StdinClose* AttachTaskRequest::mutable_stdin_close() {
+  ::berth::driver::v1::StdinClose* _msg = _internal_mutable_stdin_close();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskRequest.stdin_close)
+  return _msg;
+}
+
+// .berth.driver.v1.TerminalSize resize = 4;
+inline bool AttachTaskRequest::_internal_has_resize() const {
+  return frame_case() == kResize;
+}
+inline bool AttachTaskRequest::has_resize() const {
+  return _internal_has_resize();
+}
+inline void AttachTaskRequest::set_has_resize() {
+  _impl_._oneof_case_[0] = kResize;
+}
+inline void AttachTaskRequest::clear_resize() {
+  if (_internal_has_resize()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.resize_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::driver::v1::TerminalSize* AttachTaskRequest::release_resize() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskRequest.resize)
+  if (_internal_has_resize()) {
+    clear_has_frame();
+    ::berth::driver::v1::TerminalSize* temp = _impl_.frame_.resize_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.resize_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::driver::v1::TerminalSize& AttachTaskRequest::_internal_resize() const {
+  return _internal_has_resize()
+      ? *_impl_.frame_.resize_
+      : reinterpret_cast< ::berth::driver::v1::TerminalSize&>(::berth::driver::v1::_TerminalSize_default_instance_);
+}
+inline const ::berth::driver::v1::TerminalSize& AttachTaskRequest::resize() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskRequest.resize)
+  return _internal_resize();
+}
+inline ::berth::driver::v1::TerminalSize* AttachTaskRequest::unsafe_arena_release_resize() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.driver.v1.AttachTaskRequest.resize)
+  if (_internal_has_resize()) {
+    clear_has_frame();
+    ::berth::driver::v1::TerminalSize* temp = _impl_.frame_.resize_;
+    _impl_.frame_.resize_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskRequest::unsafe_arena_set_allocated_resize(::berth::driver::v1::TerminalSize* resize) {
+  clear_frame();
+  if (resize) {
+    set_has_resize();
+    _impl_.frame_.resize_ = resize;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.AttachTaskRequest.resize)
+}
+inline ::berth::driver::v1::TerminalSize* AttachTaskRequest::_internal_mutable_resize() {
+  if (!_internal_has_resize()) {
+    clear_frame();
+    set_has_resize();
+    _impl_.frame_.resize_ = CreateMaybeMessage< ::berth::driver::v1::TerminalSize >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.resize_;
+}
+inline ::berth::driver::v1::TerminalSize* AttachTaskRequest::mutable_resize() {
+  ::berth::driver::v1::TerminalSize* _msg = _internal_mutable_resize();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskRequest.resize)
+  return _msg;
+}
+
+inline bool AttachTaskRequest::has_frame() const {
+  return frame_case() != FRAME_NOT_SET;
+}
+inline void AttachTaskRequest::clear_has_frame() {
+  _impl_._oneof_case_[0] = FRAME_NOT_SET;
+}
+inline AttachTaskRequest::FrameCase AttachTaskRequest::frame_case() const {
+  return AttachTaskRequest::FrameCase(_impl_._oneof_case_[0]);
+}
+// -------------------------------------------------------------------
+
+// AttachTaskResponse
+
+// bytes stdout = 1;
+inline bool AttachTaskResponse::_internal_has_stdout() const {
+  return frame_case() == kStdout;
+}
+inline bool AttachTaskResponse::has_stdout() const {
+  return _internal_has_stdout();
+}
+inline void AttachTaskResponse::set_has_stdout() {
+  _impl_._oneof_case_[0] = kStdout;
+}
+inline void AttachTaskResponse::clear_stdout() {
+  if (_internal_has_stdout()) {
+    _impl_.frame_.stdout_.Destroy();
+    clear_has_frame();
+  }
+}
+inline const std::string& AttachTaskResponse::stdout() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskResponse.stdout)
+  return _internal_stdout();
+}
+template <typename ArgT0, typename... ArgT>
+inline void AttachTaskResponse::set_stdout(ArgT0&& arg0, ArgT... args) {
+  if (!_internal_has_stdout()) {
+    clear_frame();
+    set_has_stdout();
+    _impl_.frame_.stdout_.InitDefault();
+  }
+  _impl_.frame_.stdout_.SetBytes( static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.AttachTaskResponse.stdout)
+}
+inline std::string* AttachTaskResponse::mutable_stdout() {
+  std::string* _s = _internal_mutable_stdout();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskResponse.stdout)
+  return _s;
+}
+inline const std::string& AttachTaskResponse::_internal_stdout() const {
+  if (_internal_has_stdout()) {
+    return _impl_.frame_.stdout_.Get();
+  }
+  return ::PROTOBUF_NAMESPACE_ID::internal::GetEmptyStringAlreadyInited();
+}
+inline void AttachTaskResponse::_internal_set_stdout(const std::string& value) {
+  if (!_internal_has_stdout()) {
+    clear_frame();
+    set_has_stdout();
+    _impl_.frame_.stdout_.InitDefault();
+  }
+  _impl_.frame_.stdout_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AttachTaskResponse::_internal_mutable_stdout() {
+  if (!_internal_has_stdout()) {
+    clear_frame();
+    set_has_stdout();
+    _impl_.frame_.stdout_.InitDefault();
+  }
+  return _impl_.frame_.stdout_.Mutable(      GetArenaForAllocation());
+}
+inline std::string* AttachTaskResponse::release_stdout() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskResponse.stdout)
+  if (_internal_has_stdout()) {
+    clear_has_frame();
+    return _impl_.frame_.stdout_.Release();
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskResponse::set_allocated_stdout(std::string* stdout) {
+  if (has_frame()) {
+    clear_frame();
+  }
+  if (stdout != nullptr) {
+    set_has_stdout();
+    _impl_.frame_.stdout_.InitAllocated(stdout, GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskResponse.stdout)
+}
+
+// bytes stderr = 2;
+inline bool AttachTaskResponse::_internal_has_stderr() const {
+  return frame_case() == kStderr;
+}
+inline bool AttachTaskResponse::has_stderr() const {
+  return _internal_has_stderr();
+}
+inline void AttachTaskResponse::set_has_stderr() {
+  _impl_._oneof_case_[0] = kStderr;
+}
+inline void AttachTaskResponse::clear_stderr() {
+  if (_internal_has_stderr()) {
+    _impl_.frame_.stderr_.Destroy();
+    clear_has_frame();
+  }
+}
+inline const std::string& AttachTaskResponse::stderr() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskResponse.stderr)
+  return _internal_stderr();
+}
+template <typename ArgT0, typename... ArgT>
+inline void AttachTaskResponse::set_stderr(ArgT0&& arg0, ArgT... args) {
+  if (!_internal_has_stderr()) {
+    clear_frame();
+    set_has_stderr();
+    _impl_.frame_.stderr_.InitDefault();
+  }
+  _impl_.frame_.stderr_.SetBytes( static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.driver.v1.AttachTaskResponse.stderr)
+}
+inline std::string* AttachTaskResponse::mutable_stderr() {
+  std::string* _s = _internal_mutable_stderr();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskResponse.stderr)
+  return _s;
+}
+inline const std::string& AttachTaskResponse::_internal_stderr() const {
+  if (_internal_has_stderr()) {
+    return _impl_.frame_.stderr_.Get();
+  }
+  return ::PROTOBUF_NAMESPACE_ID::internal::GetEmptyStringAlreadyInited();
+}
+inline void AttachTaskResponse::_internal_set_stderr(const std::string& value) {
+  if (!_internal_has_stderr()) {
+    clear_frame();
+    set_has_stderr();
+    _impl_.frame_.stderr_.InitDefault();
+  }
+  _impl_.frame_.stderr_.Set(value, GetArenaForAllocation());
+}
+inline std::string* AttachTaskResponse::_internal_mutable_stderr() {
+  if (!_internal_has_stderr()) {
+    clear_frame();
+    set_has_stderr();
+    _impl_.frame_.stderr_.InitDefault();
+  }
+  return _impl_.frame_.stderr_.Mutable(      GetArenaForAllocation());
+}
+inline std::string* AttachTaskResponse::release_stderr() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskResponse.stderr)
+  if (_internal_has_stderr()) {
+    clear_has_frame();
+    return _impl_.frame_.stderr_.Release();
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskResponse::set_allocated_stderr(std::string* stderr) {
+  if (has_frame()) {
+    clear_frame();
+  }
+  if (stderr != nullptr) {
+    set_has_stderr();
+    _impl_.frame_.stderr_.InitAllocated(stderr, GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.AttachTaskResponse.stderr)
+}
+
+// .berth.driver.v1.ExitResult exit = 3;
+inline bool AttachTaskResponse::_internal_has_exit() const {
+  return frame_case() == kExit;
+}
+inline bool AttachTaskResponse::has_exit() const {
+  return _internal_has_exit();
+}
+inline void AttachTaskResponse::set_has_exit() {
+  _impl_._oneof_case_[0] = kExit;
+}
+inline void AttachTaskResponse::clear_exit() {
+  if (_internal_has_exit()) {
+    if (GetArenaForAllocation() == nullptr) {
+      delete _impl_.frame_.exit_;
+    }
+    clear_has_frame();
+  }
+}
+inline ::berth::driver::v1::ExitResult* AttachTaskResponse::release_exit() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.AttachTaskResponse.exit)
+  if (_internal_has_exit()) {
+    clear_has_frame();
+    ::berth::driver::v1::ExitResult* temp = _impl_.frame_.exit_;
+    if (GetArenaForAllocation() != nullptr) {
+      temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+    }
+    _impl_.frame_.exit_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline const ::berth::driver::v1::ExitResult& AttachTaskResponse::_internal_exit() const {
+  return _internal_has_exit()
+      ? *_impl_.frame_.exit_
+      : reinterpret_cast< ::berth::driver::v1::ExitResult&>(::berth::driver::v1::_ExitResult_default_instance_);
+}
+inline const ::berth::driver::v1::ExitResult& AttachTaskResponse::exit() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.AttachTaskResponse.exit)
+  return _internal_exit();
+}
+inline ::berth::driver::v1::ExitResult* AttachTaskResponse::unsafe_arena_release_exit() {
+  // @@protoc_insertion_point(field_unsafe_arena_release:berth.driver.v1.AttachTaskResponse.exit)
+  if (_internal_has_exit()) {
+    clear_has_frame();
+    ::berth::driver::v1::ExitResult* temp = _impl_.frame_.exit_;
+    _impl_.frame_.exit_ = nullptr;
+    return temp;
+  } else {
+    return nullptr;
+  }
+}
+inline void AttachTaskResponse::unsafe_arena_set_allocated_exit(::berth::driver::v1::ExitResult* exit) {
+  clear_frame();
+  if (exit) {
+    set_has_exit();
+    _impl_.frame_.exit_ = exit;
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.AttachTaskResponse.exit)
+}
+inline ::berth::driver::v1::ExitResult* AttachTaskResponse::_internal_mutable_exit() {
+  if (!_internal_has_exit()) {
+    clear_frame();
+    set_has_exit();
+    _impl_.frame_.exit_ = CreateMaybeMessage< ::berth::driver::v1::ExitResult >(GetArenaForAllocation());
+  }
+  return _impl_.frame_.exit_;
+}
+inline ::berth::driver::v1::ExitResult* AttachTaskResponse::mutable_exit() {
+  ::berth::driver::v1::ExitResult* _msg = _internal_mutable_exit();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.AttachTaskResponse.exit)
+  return _msg;
+}
+
+inline bool AttachTaskResponse::has_frame() const {
+  return frame_case() != FRAME_NOT_SET;
+}
+inline void AttachTaskResponse::clear_has_frame() {
+  _impl_._oneof_case_[0] = FRAME_NOT_SET;
+}
+inline AttachTaskResponse::FrameCase AttachTaskResponse::frame_case() const {
+  return AttachTaskResponse::FrameCase(_impl_._oneof_case_[0]);
+}
+// -------------------------------------------------------------------
+
 // CreateNetworkRequest
 
 // string allocation_id = 1;
@@ -15437,6 +17331,14 @@ inline void DestroyNetworkRequest::set_allocated_allocation_id(std::string* allo
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

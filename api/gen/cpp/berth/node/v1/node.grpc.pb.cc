@@ -30,6 +30,7 @@ static const char* NodeService_method_names[] = {
   "/berth.node.v1.NodeService/StopTask",
   "/berth.node.v1.NodeService/RemoveTask",
   "/berth.node.v1.NodeService/ExecTaskStreaming",
+  "/berth.node.v1.NodeService/AttachTask",
   "/berth.node.v1.NodeService/TaskStats",
   "/berth.node.v1.NodeService/TaskLogs",
   "/berth.node.v1.NodeService/Events",
@@ -49,10 +50,11 @@ NodeService::Stub::Stub(const std::shared_ptr< ::grpc::ChannelInterface>& channe
   , rpcmethod_StopTask_(NodeService_method_names[3], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_RemoveTask_(NodeService_method_names[4], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_ExecTaskStreaming_(NodeService_method_names[5], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
-  , rpcmethod_TaskStats_(NodeService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
-  , rpcmethod_TaskLogs_(NodeService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
-  , rpcmethod_Events_(NodeService_method_names[8], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
-  , rpcmethod_GetNodeStatus_(NodeService_method_names[9], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_AttachTask_(NodeService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::BIDI_STREAMING, channel)
+  , rpcmethod_TaskStats_(NodeService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
+  , rpcmethod_TaskLogs_(NodeService_method_names[8], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
+  , rpcmethod_Events_(NodeService_method_names[9], options.suffix_for_stats(),::grpc::internal::RpcMethod::SERVER_STREAMING, channel)
+  , rpcmethod_GetNodeStatus_(NodeService_method_names[10], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   {}
 
 ::grpc::Status NodeService::Stub::RunTask(::grpc::ClientContext* context, const ::berth::node::v1::RunTaskRequest& request, ::berth::node::v1::RunTaskResponse* response) {
@@ -184,6 +186,22 @@ void NodeService::Stub::async::ExecTaskStreaming(::grpc::ClientContext* context,
 
 ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* NodeService::Stub::PrepareAsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
   return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>::Create(channel_.get(), cq, rpcmethod_ExecTaskStreaming_, context, false, nullptr);
+}
+
+::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* NodeService::Stub::AttachTaskRaw(::grpc::ClientContext* context) {
+  return ::grpc::internal::ClientReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), rpcmethod_AttachTask_, context);
+}
+
+void NodeService::Stub::async::AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) {
+  ::grpc::internal::ClientCallbackReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>::Create(stub_->channel_.get(), stub_->rpcmethod_AttachTask_, context, reactor);
+}
+
+::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* NodeService::Stub::AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+  return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), cq, rpcmethod_AttachTask_, context, true, tag);
+}
+
+::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* NodeService::Stub::PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+  return ::grpc::internal::ClientAsyncReaderWriterFactory< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>::Create(channel_.get(), cq, rpcmethod_AttachTask_, context, false, nullptr);
 }
 
 ::grpc::ClientReader< ::berth::node::v1::TaskStatsResponse>* NodeService::Stub::TaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request) {
@@ -320,6 +338,16 @@ NodeService::Service::Service() {
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
       NodeService_method_names[6],
+      ::grpc::internal::RpcMethod::BIDI_STREAMING,
+      new ::grpc::internal::BidiStreamingHandler< NodeService::Service, ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>(
+          [](NodeService::Service* service,
+             ::grpc::ServerContext* ctx,
+             ::grpc::ServerReaderWriter<::berth::driver::v1::AttachTaskResponse,
+             ::berth::driver::v1::AttachTaskRequest>* stream) {
+               return service->AttachTask(ctx, stream);
+             }, this)));
+  AddMethod(new ::grpc::internal::RpcServiceMethod(
+      NodeService_method_names[7],
       ::grpc::internal::RpcMethod::SERVER_STREAMING,
       new ::grpc::internal::ServerStreamingHandler< NodeService::Service, ::berth::node::v1::TaskStatsRequest, ::berth::node::v1::TaskStatsResponse>(
           [](NodeService::Service* service,
@@ -329,7 +357,7 @@ NodeService::Service::Service() {
                return service->TaskStats(ctx, req, writer);
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
-      NodeService_method_names[7],
+      NodeService_method_names[8],
       ::grpc::internal::RpcMethod::SERVER_STREAMING,
       new ::grpc::internal::ServerStreamingHandler< NodeService::Service, ::berth::node::v1::TaskLogsRequest, ::berth::node::v1::TaskLogsResponse>(
           [](NodeService::Service* service,
@@ -339,7 +367,7 @@ NodeService::Service::Service() {
                return service->TaskLogs(ctx, req, writer);
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
-      NodeService_method_names[8],
+      NodeService_method_names[9],
       ::grpc::internal::RpcMethod::SERVER_STREAMING,
       new ::grpc::internal::ServerStreamingHandler< NodeService::Service, ::berth::node::v1::EventsRequest, ::berth::node::v1::EventsResponse>(
           [](NodeService::Service* service,
@@ -349,7 +377,7 @@ NodeService::Service::Service() {
                return service->Events(ctx, req, writer);
              }, this)));
   AddMethod(new ::grpc::internal::RpcServiceMethod(
-      NodeService_method_names[9],
+      NodeService_method_names[10],
       ::grpc::internal::RpcMethod::NORMAL_RPC,
       new ::grpc::internal::RpcMethodHandler< NodeService::Service, ::berth::node::v1::GetNodeStatusRequest, ::berth::node::v1::GetNodeStatusResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
           [](NodeService::Service* service,
@@ -399,6 +427,12 @@ NodeService::Service::~Service() {
 }
 
 ::grpc::Status NodeService::Service::ExecTaskStreaming(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::ExecTaskStreamingResponse, ::berth::driver::v1::ExecTaskStreamingRequest>* stream) {
+  (void) context;
+  (void) stream;
+  return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+}
+
+::grpc::Status NodeService::Service::AttachTask(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream) {
   (void) context;
   (void) stream;
   return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");

@@ -100,6 +100,18 @@ class NodeService final {
     std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>> PrepareAsyncExecTaskStreaming(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>>(PrepareAsyncExecTaskStreamingRaw(context, cq));
     }
+    // Joins a task's stdin and output (TaskSpec.stdin_open, tty), as `docker
+    // attach`: see berth.driver.v1.DriverService.AttachTask. The last response
+    // carries the task's exit when its run ended while attached.
+    std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AttachTask(::grpc::ClientContext* context) {
+      return std::unique_ptr< ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AttachTaskRaw(context));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AsyncAttachTaskRaw(context, cq, tag));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> PrepareAsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(PrepareAsyncAttachTaskRaw(context, cq));
+    }
     // Resource usage of a task at an interval until the caller cancels.
     std::unique_ptr< ::grpc::ClientReaderInterface< ::berth::node::v1::TaskStatsResponse>> TaskStats(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request) {
       return std::unique_ptr< ::grpc::ClientReaderInterface< ::berth::node::v1::TaskStatsResponse>>(TaskStatsRaw(context, request));
@@ -165,6 +177,10 @@ class NodeService final {
       // Runs a command inside a running task, passing the stream to the task's
       // driver (same frames as berth.driver.v1.DriverService.ExecTaskStreaming).
       virtual void ExecTaskStreaming(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::ExecTaskStreamingRequest,::berth::driver::v1::ExecTaskStreamingResponse>* reactor) = 0;
+      // Joins a task's stdin and output (TaskSpec.stdin_open, tty), as `docker
+      // attach`: see berth.driver.v1.DriverService.AttachTask. The last response
+      // carries the task's exit when its run ended while attached.
+      virtual void AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) = 0;
       // Resource usage of a task at an interval until the caller cancels.
       virtual void TaskStats(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest* request, ::grpc::ClientReadReactor< ::berth::node::v1::TaskStatsResponse>* reactor) = 0;
       // A task's output: the last lines, then, when following, new output as it
@@ -193,6 +209,9 @@ class NodeService final {
     virtual ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* ExecTaskStreamingRaw(::grpc::ClientContext* context) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* AsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
     virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* PrepareAsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTaskRaw(::grpc::ClientContext* context) = 0;
+    virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) = 0;
+    virtual ::grpc::ClientAsyncReaderWriterInterface< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientReaderInterface< ::berth::node::v1::TaskStatsResponse>* TaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request) = 0;
     virtual ::grpc::ClientAsyncReaderInterface< ::berth::node::v1::TaskStatsResponse>* AsyncTaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request, ::grpc::CompletionQueue* cq, void* tag) = 0;
     virtual ::grpc::ClientAsyncReaderInterface< ::berth::node::v1::TaskStatsResponse>* PrepareAsyncTaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request, ::grpc::CompletionQueue* cq) = 0;
@@ -252,6 +271,15 @@ class NodeService final {
     std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>> PrepareAsyncExecTaskStreaming(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>>(PrepareAsyncExecTaskStreamingRaw(context, cq));
     }
+    std::unique_ptr< ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AttachTask(::grpc::ClientContext* context) {
+      return std::unique_ptr< ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AttachTaskRaw(context));
+    }
+    std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> AsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(AsyncAttachTaskRaw(context, cq, tag));
+    }
+    std::unique_ptr<  ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>> PrepareAsyncAttachTask(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>>(PrepareAsyncAttachTaskRaw(context, cq));
+    }
     std::unique_ptr< ::grpc::ClientReader< ::berth::node::v1::TaskStatsResponse>> TaskStats(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request) {
       return std::unique_ptr< ::grpc::ClientReader< ::berth::node::v1::TaskStatsResponse>>(TaskStatsRaw(context, request));
     }
@@ -300,6 +328,7 @@ class NodeService final {
       void RemoveTask(::grpc::ClientContext* context, const ::berth::node::v1::RemoveTaskRequest* request, ::berth::node::v1::RemoveTaskResponse* response, std::function<void(::grpc::Status)>) override;
       void RemoveTask(::grpc::ClientContext* context, const ::berth::node::v1::RemoveTaskRequest* request, ::berth::node::v1::RemoveTaskResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void ExecTaskStreaming(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::ExecTaskStreamingRequest,::berth::driver::v1::ExecTaskStreamingResponse>* reactor) override;
+      void AttachTask(::grpc::ClientContext* context, ::grpc::ClientBidiReactor< ::berth::driver::v1::AttachTaskRequest,::berth::driver::v1::AttachTaskResponse>* reactor) override;
       void TaskStats(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest* request, ::grpc::ClientReadReactor< ::berth::node::v1::TaskStatsResponse>* reactor) override;
       void TaskLogs(::grpc::ClientContext* context, const ::berth::node::v1::TaskLogsRequest* request, ::grpc::ClientReadReactor< ::berth::node::v1::TaskLogsResponse>* reactor) override;
       void Events(::grpc::ClientContext* context, const ::berth::node::v1::EventsRequest* request, ::grpc::ClientReadReactor< ::berth::node::v1::EventsResponse>* reactor) override;
@@ -329,6 +358,9 @@ class NodeService final {
     ::grpc::ClientReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* ExecTaskStreamingRaw(::grpc::ClientContext* context) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* AsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
     ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::ExecTaskStreamingRequest, ::berth::driver::v1::ExecTaskStreamingResponse>* PrepareAsyncExecTaskStreamingRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTaskRaw(::grpc::ClientContext* context) override;
+    ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq, void* tag) override;
+    ::grpc::ClientAsyncReaderWriter< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* PrepareAsyncAttachTaskRaw(::grpc::ClientContext* context, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientReader< ::berth::node::v1::TaskStatsResponse>* TaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request) override;
     ::grpc::ClientAsyncReader< ::berth::node::v1::TaskStatsResponse>* AsyncTaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request, ::grpc::CompletionQueue* cq, void* tag) override;
     ::grpc::ClientAsyncReader< ::berth::node::v1::TaskStatsResponse>* PrepareAsyncTaskStatsRaw(::grpc::ClientContext* context, const ::berth::node::v1::TaskStatsRequest& request, ::grpc::CompletionQueue* cq) override;
@@ -346,6 +378,7 @@ class NodeService final {
     const ::grpc::internal::RpcMethod rpcmethod_StopTask_;
     const ::grpc::internal::RpcMethod rpcmethod_RemoveTask_;
     const ::grpc::internal::RpcMethod rpcmethod_ExecTaskStreaming_;
+    const ::grpc::internal::RpcMethod rpcmethod_AttachTask_;
     const ::grpc::internal::RpcMethod rpcmethod_TaskStats_;
     const ::grpc::internal::RpcMethod rpcmethod_TaskLogs_;
     const ::grpc::internal::RpcMethod rpcmethod_Events_;
@@ -375,6 +408,10 @@ class NodeService final {
     // Runs a command inside a running task, passing the stream to the task's
     // driver (same frames as berth.driver.v1.DriverService.ExecTaskStreaming).
     virtual ::grpc::Status ExecTaskStreaming(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::ExecTaskStreamingResponse, ::berth::driver::v1::ExecTaskStreamingRequest>* stream);
+    // Joins a task's stdin and output (TaskSpec.stdin_open, tty), as `docker
+    // attach`: see berth.driver.v1.DriverService.AttachTask. The last response
+    // carries the task's exit when its run ended while attached.
+    virtual ::grpc::Status AttachTask(::grpc::ServerContext* context, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream);
     // Resource usage of a task at an interval until the caller cancels.
     virtual ::grpc::Status TaskStats(::grpc::ServerContext* context, const ::berth::node::v1::TaskStatsRequest* request, ::grpc::ServerWriter< ::berth::node::v1::TaskStatsResponse>* writer);
     // A task's output: the last lines, then, when following, new output as it
@@ -506,12 +543,32 @@ class NodeService final {
     }
   };
   template <class BaseClass>
+  class WithAsyncMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithAsyncMethod_AttachTask() {
+      ::grpc::Service::MarkMethodAsync(6);
+    }
+    ~WithAsyncMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAttachTask(::grpc::ServerContext* context, ::grpc::ServerAsyncReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* stream, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncBidiStreaming(6, context, stream, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithAsyncMethod_TaskStats : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_TaskStats() {
-      ::grpc::Service::MarkMethodAsync(6);
+      ::grpc::Service::MarkMethodAsync(7);
     }
     ~WithAsyncMethod_TaskStats() override {
       BaseClassMustBeDerivedFromService(this);
@@ -522,7 +579,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestTaskStats(::grpc::ServerContext* context, ::berth::node::v1::TaskStatsRequest* request, ::grpc::ServerAsyncWriter< ::berth::node::v1::TaskStatsResponse>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(6, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(7, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -531,7 +588,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodAsync(7);
+      ::grpc::Service::MarkMethodAsync(8);
     }
     ~WithAsyncMethod_TaskLogs() override {
       BaseClassMustBeDerivedFromService(this);
@@ -542,7 +599,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestTaskLogs(::grpc::ServerContext* context, ::berth::node::v1::TaskLogsRequest* request, ::grpc::ServerAsyncWriter< ::berth::node::v1::TaskLogsResponse>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(7, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(8, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -551,7 +608,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_Events() {
-      ::grpc::Service::MarkMethodAsync(8);
+      ::grpc::Service::MarkMethodAsync(9);
     }
     ~WithAsyncMethod_Events() override {
       BaseClassMustBeDerivedFromService(this);
@@ -562,7 +619,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestEvents(::grpc::ServerContext* context, ::berth::node::v1::EventsRequest* request, ::grpc::ServerAsyncWriter< ::berth::node::v1::EventsResponse>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(8, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(9, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -571,7 +628,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithAsyncMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodAsync(9);
+      ::grpc::Service::MarkMethodAsync(10);
     }
     ~WithAsyncMethod_GetNodeStatus() override {
       BaseClassMustBeDerivedFromService(this);
@@ -582,10 +639,10 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestGetNodeStatus(::grpc::ServerContext* context, ::berth::node::v1::GetNodeStatusRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::node::v1::GetNodeStatusResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(9, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(10, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
-  typedef WithAsyncMethod_RunTask<WithAsyncMethod_ListTasks<WithAsyncMethod_InspectTask<WithAsyncMethod_StopTask<WithAsyncMethod_RemoveTask<WithAsyncMethod_ExecTaskStreaming<WithAsyncMethod_TaskStats<WithAsyncMethod_TaskLogs<WithAsyncMethod_Events<WithAsyncMethod_GetNodeStatus<Service > > > > > > > > > > AsyncService;
+  typedef WithAsyncMethod_RunTask<WithAsyncMethod_ListTasks<WithAsyncMethod_InspectTask<WithAsyncMethod_StopTask<WithAsyncMethod_RemoveTask<WithAsyncMethod_ExecTaskStreaming<WithAsyncMethod_AttachTask<WithAsyncMethod_TaskStats<WithAsyncMethod_TaskLogs<WithAsyncMethod_Events<WithAsyncMethod_GetNodeStatus<Service > > > > > > > > > > > AsyncService;
   template <class BaseClass>
   class WithCallbackMethod_RunTask : public BaseClass {
    private:
@@ -745,12 +802,35 @@ class NodeService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithCallbackMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithCallbackMethod_AttachTask() {
+      ::grpc::Service::MarkMethodCallback(6,
+          new ::grpc::internal::CallbackBidiHandler< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>(
+            [this](
+                   ::grpc::CallbackServerContext* context) { return this->AttachTask(context); }));
+    }
+    ~WithCallbackMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerBidiReactor< ::berth::driver::v1::AttachTaskRequest, ::berth::driver::v1::AttachTaskResponse>* AttachTask(
+      ::grpc::CallbackServerContext* /*context*/)
+      { return nullptr; }
+  };
+  template <class BaseClass>
   class WithCallbackMethod_TaskStats : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_TaskStats() {
-      ::grpc::Service::MarkMethodCallback(6,
+      ::grpc::Service::MarkMethodCallback(7,
           new ::grpc::internal::CallbackServerStreamingHandler< ::berth::node::v1::TaskStatsRequest, ::berth::node::v1::TaskStatsResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::node::v1::TaskStatsRequest* request) { return this->TaskStats(context, request); }));
@@ -772,7 +852,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodCallback(7,
+      ::grpc::Service::MarkMethodCallback(8,
           new ::grpc::internal::CallbackServerStreamingHandler< ::berth::node::v1::TaskLogsRequest, ::berth::node::v1::TaskLogsResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::node::v1::TaskLogsRequest* request) { return this->TaskLogs(context, request); }));
@@ -794,7 +874,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_Events() {
-      ::grpc::Service::MarkMethodCallback(8,
+      ::grpc::Service::MarkMethodCallback(9,
           new ::grpc::internal::CallbackServerStreamingHandler< ::berth::node::v1::EventsRequest, ::berth::node::v1::EventsResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::node::v1::EventsRequest* request) { return this->Events(context, request); }));
@@ -816,13 +896,13 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithCallbackMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodCallback(9,
+      ::grpc::Service::MarkMethodCallback(10,
           new ::grpc::internal::CallbackUnaryHandler< ::berth::node::v1::GetNodeStatusRequest, ::berth::node::v1::GetNodeStatusResponse>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::berth::node::v1::GetNodeStatusRequest* request, ::berth::node::v1::GetNodeStatusResponse* response) { return this->GetNodeStatus(context, request, response); }));}
     void SetMessageAllocatorFor_GetNodeStatus(
         ::grpc::MessageAllocator< ::berth::node::v1::GetNodeStatusRequest, ::berth::node::v1::GetNodeStatusResponse>* allocator) {
-      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(9);
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(10);
       static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::node::v1::GetNodeStatusRequest, ::berth::node::v1::GetNodeStatusResponse>*>(handler)
               ->SetMessageAllocator(allocator);
     }
@@ -837,7 +917,7 @@ class NodeService final {
     virtual ::grpc::ServerUnaryReactor* GetNodeStatus(
       ::grpc::CallbackServerContext* /*context*/, const ::berth::node::v1::GetNodeStatusRequest* /*request*/, ::berth::node::v1::GetNodeStatusResponse* /*response*/)  { return nullptr; }
   };
-  typedef WithCallbackMethod_RunTask<WithCallbackMethod_ListTasks<WithCallbackMethod_InspectTask<WithCallbackMethod_StopTask<WithCallbackMethod_RemoveTask<WithCallbackMethod_ExecTaskStreaming<WithCallbackMethod_TaskStats<WithCallbackMethod_TaskLogs<WithCallbackMethod_Events<WithCallbackMethod_GetNodeStatus<Service > > > > > > > > > > CallbackService;
+  typedef WithCallbackMethod_RunTask<WithCallbackMethod_ListTasks<WithCallbackMethod_InspectTask<WithCallbackMethod_StopTask<WithCallbackMethod_RemoveTask<WithCallbackMethod_ExecTaskStreaming<WithCallbackMethod_AttachTask<WithCallbackMethod_TaskStats<WithCallbackMethod_TaskLogs<WithCallbackMethod_Events<WithCallbackMethod_GetNodeStatus<Service > > > > > > > > > > > CallbackService;
   typedef CallbackService ExperimentalCallbackService;
   template <class BaseClass>
   class WithGenericMethod_RunTask : public BaseClass {
@@ -942,12 +1022,29 @@ class NodeService final {
     }
   };
   template <class BaseClass>
+  class WithGenericMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithGenericMethod_AttachTask() {
+      ::grpc::Service::MarkMethodGeneric(6);
+    }
+    ~WithGenericMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+  };
+  template <class BaseClass>
   class WithGenericMethod_TaskStats : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_TaskStats() {
-      ::grpc::Service::MarkMethodGeneric(6);
+      ::grpc::Service::MarkMethodGeneric(7);
     }
     ~WithGenericMethod_TaskStats() override {
       BaseClassMustBeDerivedFromService(this);
@@ -964,7 +1061,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodGeneric(7);
+      ::grpc::Service::MarkMethodGeneric(8);
     }
     ~WithGenericMethod_TaskLogs() override {
       BaseClassMustBeDerivedFromService(this);
@@ -981,7 +1078,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_Events() {
-      ::grpc::Service::MarkMethodGeneric(8);
+      ::grpc::Service::MarkMethodGeneric(9);
     }
     ~WithGenericMethod_Events() override {
       BaseClassMustBeDerivedFromService(this);
@@ -998,7 +1095,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithGenericMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodGeneric(9);
+      ::grpc::Service::MarkMethodGeneric(10);
     }
     ~WithGenericMethod_GetNodeStatus() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1130,12 +1227,32 @@ class NodeService final {
     }
   };
   template <class BaseClass>
+  class WithRawMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawMethod_AttachTask() {
+      ::grpc::Service::MarkMethodRaw(6);
+    }
+    ~WithRawMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestAttachTask(::grpc::ServerContext* context, ::grpc::ServerAsyncReaderWriter< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* stream, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncBidiStreaming(6, context, stream, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
   class WithRawMethod_TaskStats : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_TaskStats() {
-      ::grpc::Service::MarkMethodRaw(6);
+      ::grpc::Service::MarkMethodRaw(7);
     }
     ~WithRawMethod_TaskStats() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1146,7 +1263,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestTaskStats(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncWriter< ::grpc::ByteBuffer>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(6, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(7, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1155,7 +1272,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodRaw(7);
+      ::grpc::Service::MarkMethodRaw(8);
     }
     ~WithRawMethod_TaskLogs() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1166,7 +1283,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestTaskLogs(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncWriter< ::grpc::ByteBuffer>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(7, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(8, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1175,7 +1292,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_Events() {
-      ::grpc::Service::MarkMethodRaw(8);
+      ::grpc::Service::MarkMethodRaw(9);
     }
     ~WithRawMethod_Events() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1186,7 +1303,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestEvents(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncWriter< ::grpc::ByteBuffer>* writer, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncServerStreaming(8, context, request, writer, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncServerStreaming(9, context, request, writer, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1195,7 +1312,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodRaw(9);
+      ::grpc::Service::MarkMethodRaw(10);
     }
     ~WithRawMethod_GetNodeStatus() override {
       BaseClassMustBeDerivedFromService(this);
@@ -1206,7 +1323,7 @@ class NodeService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     void RequestGetNodeStatus(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
-      ::grpc::Service::RequestAsyncUnary(9, context, request, response, new_call_cq, notification_cq, tag);
+      ::grpc::Service::RequestAsyncUnary(10, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1343,12 +1460,35 @@ class NodeService final {
       { return nullptr; }
   };
   template <class BaseClass>
+  class WithRawCallbackMethod_AttachTask : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawCallbackMethod_AttachTask() {
+      ::grpc::Service::MarkMethodRawCallback(6,
+          new ::grpc::internal::CallbackBidiHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
+            [this](
+                   ::grpc::CallbackServerContext* context) { return this->AttachTask(context); }));
+    }
+    ~WithRawCallbackMethod_AttachTask() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status AttachTask(::grpc::ServerContext* /*context*/, ::grpc::ServerReaderWriter< ::berth::driver::v1::AttachTaskResponse, ::berth::driver::v1::AttachTaskRequest>* /*stream*/)  override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerBidiReactor< ::grpc::ByteBuffer, ::grpc::ByteBuffer>* AttachTask(
+      ::grpc::CallbackServerContext* /*context*/)
+      { return nullptr; }
+  };
+  template <class BaseClass>
   class WithRawCallbackMethod_TaskStats : public BaseClass {
    private:
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_TaskStats() {
-      ::grpc::Service::MarkMethodRawCallback(6,
+      ::grpc::Service::MarkMethodRawCallback(7,
           new ::grpc::internal::CallbackServerStreamingHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const::grpc::ByteBuffer* request) { return this->TaskStats(context, request); }));
@@ -1370,7 +1510,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodRawCallback(7,
+      ::grpc::Service::MarkMethodRawCallback(8,
           new ::grpc::internal::CallbackServerStreamingHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const::grpc::ByteBuffer* request) { return this->TaskLogs(context, request); }));
@@ -1392,7 +1532,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_Events() {
-      ::grpc::Service::MarkMethodRawCallback(8,
+      ::grpc::Service::MarkMethodRawCallback(9,
           new ::grpc::internal::CallbackServerStreamingHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const::grpc::ByteBuffer* request) { return this->Events(context, request); }));
@@ -1414,7 +1554,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithRawCallbackMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodRawCallback(9,
+      ::grpc::Service::MarkMethodRawCallback(10,
           new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
             [this](
                    ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->GetNodeStatus(context, request, response); }));
@@ -1571,7 +1711,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithStreamedUnaryMethod_GetNodeStatus() {
-      ::grpc::Service::MarkMethodStreamed(9,
+      ::grpc::Service::MarkMethodStreamed(10,
         new ::grpc::internal::StreamedUnaryHandler<
           ::berth::node::v1::GetNodeStatusRequest, ::berth::node::v1::GetNodeStatusResponse>(
             [this](::grpc::ServerContext* context,
@@ -1599,7 +1739,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithSplitStreamingMethod_TaskStats() {
-      ::grpc::Service::MarkMethodStreamed(6,
+      ::grpc::Service::MarkMethodStreamed(7,
         new ::grpc::internal::SplitServerStreamingHandler<
           ::berth::node::v1::TaskStatsRequest, ::berth::node::v1::TaskStatsResponse>(
             [this](::grpc::ServerContext* context,
@@ -1626,7 +1766,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithSplitStreamingMethod_TaskLogs() {
-      ::grpc::Service::MarkMethodStreamed(7,
+      ::grpc::Service::MarkMethodStreamed(8,
         new ::grpc::internal::SplitServerStreamingHandler<
           ::berth::node::v1::TaskLogsRequest, ::berth::node::v1::TaskLogsResponse>(
             [this](::grpc::ServerContext* context,
@@ -1653,7 +1793,7 @@ class NodeService final {
     void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
    public:
     WithSplitStreamingMethod_Events() {
-      ::grpc::Service::MarkMethodStreamed(8,
+      ::grpc::Service::MarkMethodStreamed(9,
         new ::grpc::internal::SplitServerStreamingHandler<
           ::berth::node::v1::EventsRequest, ::berth::node::v1::EventsResponse>(
             [this](::grpc::ServerContext* context,

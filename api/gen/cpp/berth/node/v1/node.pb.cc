@@ -65,13 +65,29 @@ struct TaskSpec_EnvEntry_DoNotUseDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskSpec_EnvEntry_DoNotUseDefaultTypeInternal _TaskSpec_EnvEntry_DoNotUse_default_instance_;
+PROTOBUF_CONSTEXPR TaskSpec_LabelsEntry_DoNotUse::TaskSpec_LabelsEntry_DoNotUse(
+    ::_pbi::ConstantInitialized) {}
+struct TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal() {}
+  union {
+    TaskSpec_LabelsEntry_DoNotUse _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal _TaskSpec_LabelsEntry_DoNotUse_default_instance_;
 PROTOBUF_CONSTEXPR TaskSpec::TaskSpec(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.env_)*/{::_pbi::ConstantInitialized()}
+  , /*decltype(_impl_.labels_)*/{::_pbi::ConstantInitialized()}
+  , /*decltype(_impl_.extra_hosts_)*/{}
+  , /*decltype(_impl_.ulimits_)*/{}
   , /*decltype(_impl_.name_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.user_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.userns_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.hostname_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.stop_signal_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.driver_config_)*/nullptr
   , /*decltype(_impl_.resources_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
@@ -79,6 +95,10 @@ PROTOBUF_CONSTEXPR TaskSpec::TaskSpec(
   , /*decltype(_impl_.logs_)*/nullptr
   , /*decltype(_impl_.isolation_)*/nullptr
   , /*decltype(_impl_.image_)*/nullptr
+  , /*decltype(_impl_.stop_timeout_)*/nullptr
+  , /*decltype(_impl_.healthcheck_)*/nullptr
+  , /*decltype(_impl_.stdin_open_)*/false
+  , /*decltype(_impl_.tty_)*/false
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct TaskSpecDefaultTypeInternal {
   PROTOBUF_CONSTEXPR TaskSpecDefaultTypeInternal()
@@ -89,6 +109,69 @@ struct TaskSpecDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskSpecDefaultTypeInternal _TaskSpec_default_instance_;
+PROTOBUF_CONSTEXPR HostEntry::HostEntry(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.hostname_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.ip_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct HostEntryDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR HostEntryDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~HostEntryDefaultTypeInternal() {}
+  union {
+    HostEntry _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 HostEntryDefaultTypeInternal _HostEntry_default_instance_;
+PROTOBUF_CONSTEXPR HealthCheck::HealthCheck(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.test_)*/{}
+  , /*decltype(_impl_.interval_)*/nullptr
+  , /*decltype(_impl_.timeout_)*/nullptr
+  , /*decltype(_impl_.start_period_)*/nullptr
+  , /*decltype(_impl_.retries_)*/0u
+  , /*decltype(_impl_.on_failure_)*/0
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct HealthCheckDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR HealthCheckDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~HealthCheckDefaultTypeInternal() {}
+  union {
+    HealthCheck _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 HealthCheckDefaultTypeInternal _HealthCheck_default_instance_;
+PROTOBUF_CONSTEXPR HealthCheckResult::HealthCheckResult(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.output_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.started_at_)*/nullptr
+  , /*decltype(_impl_.finished_at_)*/nullptr
+  , /*decltype(_impl_.exit_code_)*/0
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct HealthCheckResultDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR HealthCheckResultDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~HealthCheckResultDefaultTypeInternal() {}
+  union {
+    HealthCheckResult _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 HealthCheckResultDefaultTypeInternal _HealthCheckResult_default_instance_;
+PROTOBUF_CONSTEXPR TaskHealth::TaskHealth(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.log_)*/{}
+  , /*decltype(_impl_.status_)*/0
+  , /*decltype(_impl_.failing_streak_)*/0u
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct TaskHealthDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR TaskHealthDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~TaskHealthDefaultTypeInternal() {}
+  union {
+    TaskHealth _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 TaskHealthDefaultTypeInternal _TaskHealth_default_instance_;
 PROTOBUF_CONSTEXPR TaskImage::TaskImage(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.entrypoint_)*/{}
@@ -132,6 +215,8 @@ PROTOBUF_CONSTEXPR Task::Task(
   , /*decltype(_impl_.exit_result_)*/nullptr
   , /*decltype(_impl_.network_)*/nullptr
   , /*decltype(_impl_.image_)*/nullptr
+  , /*decltype(_impl_.health_)*/nullptr
+  , /*decltype(_impl_.healthcheck_)*/nullptr
   , /*decltype(_impl_.state_)*/0
   , /*decltype(_impl_.restarts_)*/0u
   , /*decltype(_impl_.stopped_)*/false
@@ -423,8 +508,8 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace node
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[27];
-static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[4];
+static ::_pb::Metadata file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[32];
+static const ::_pb::EnumDescriptor* file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[6];
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fnode_2fv1_2fnode_2eproto = nullptr;
 
 const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
@@ -457,6 +542,16 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec_EnvEntry_DoNotUse, value_),
   0,
   1,
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse, _has_bits_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse, key_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse, value_),
+  0,
+  1,
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -475,6 +570,54 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.isolation_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.userns_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.image_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.labels_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.hostname_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.extra_hosts_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.ulimits_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.stop_signal_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.stop_timeout_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.healthcheck_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.stdin_open_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskSpec, _impl_.tty_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HostEntry, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HostEntry, _impl_.hostname_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HostEntry, _impl_.ip_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.test_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.interval_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.timeout_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.start_period_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.retries_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheck, _impl_.on_failure_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheckResult, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheckResult, _impl_.started_at_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheckResult, _impl_.finished_at_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheckResult, _impl_.exit_code_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::HealthCheckResult, _impl_.output_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskHealth, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskHealth, _impl_.status_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskHealth, _impl_.failing_streak_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskHealth, _impl_.log_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::TaskImage, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -513,6 +656,8 @@ const uint32_t TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets[] PROTOBUF_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.error_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.stopped_),
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.image_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.health_),
+  PROTOBUF_FIELD_OFFSET(::berth::node::v1::Task, _impl_.healthcheck_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::node::v1::RunTaskRequest, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -679,37 +824,47 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 0, -1, -1, sizeof(::berth::node::v1::RestartPolicy)},
   { 9, -1, -1, sizeof(::berth::node::v1::NetworkSpec)},
   { 19, 27, -1, sizeof(::berth::node::v1::TaskSpec_EnvEntry_DoNotUse)},
-  { 29, -1, -1, sizeof(::berth::node::v1::TaskSpec)},
-  { 47, -1, -1, sizeof(::berth::node::v1::TaskImage)},
-  { 56, -1, -1, sizeof(::berth::node::v1::TaskImageStatus)},
-  { 67, -1, -1, sizeof(::berth::node::v1::Task)},
-  { 85, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
-  { 93, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
-  { 100, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
-  { 107, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
-  { 114, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
-  { 121, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
-  { 128, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
-  { 137, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
-  { 144, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
-  { 152, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
-  { 158, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
-  { 166, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
-  { 173, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
-  { 183, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
-  { 191, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
-  { 198, 206, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
-  { 208, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
-  { 219, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
-  { 230, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
-  { 236, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
+  { 29, 37, -1, sizeof(::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse)},
+  { 39, -1, -1, sizeof(::berth::node::v1::TaskSpec)},
+  { 66, -1, -1, sizeof(::berth::node::v1::HostEntry)},
+  { 74, -1, -1, sizeof(::berth::node::v1::HealthCheck)},
+  { 86, -1, -1, sizeof(::berth::node::v1::HealthCheckResult)},
+  { 96, -1, -1, sizeof(::berth::node::v1::TaskHealth)},
+  { 105, -1, -1, sizeof(::berth::node::v1::TaskImage)},
+  { 114, -1, -1, sizeof(::berth::node::v1::TaskImageStatus)},
+  { 125, -1, -1, sizeof(::berth::node::v1::Task)},
+  { 145, -1, -1, sizeof(::berth::node::v1::RunTaskRequest)},
+  { 153, -1, -1, sizeof(::berth::node::v1::RunTaskResponse)},
+  { 160, -1, -1, sizeof(::berth::node::v1::ListTasksRequest)},
+  { 167, -1, -1, sizeof(::berth::node::v1::ListTasksResponse)},
+  { 174, -1, -1, sizeof(::berth::node::v1::InspectTaskRequest)},
+  { 181, -1, -1, sizeof(::berth::node::v1::InspectTaskResponse)},
+  { 188, -1, -1, sizeof(::berth::node::v1::StopTaskRequest)},
+  { 197, -1, -1, sizeof(::berth::node::v1::StopTaskResponse)},
+  { 204, -1, -1, sizeof(::berth::node::v1::RemoveTaskRequest)},
+  { 212, -1, -1, sizeof(::berth::node::v1::RemoveTaskResponse)},
+  { 218, -1, -1, sizeof(::berth::node::v1::TaskStatsRequest)},
+  { 226, -1, -1, sizeof(::berth::node::v1::TaskStatsResponse)},
+  { 233, -1, -1, sizeof(::berth::node::v1::TaskLogsRequest)},
+  { 243, -1, -1, sizeof(::berth::node::v1::TaskLogsResponse)},
+  { 251, -1, -1, sizeof(::berth::node::v1::EventsRequest)},
+  { 258, 266, -1, sizeof(::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse)},
+  { 268, -1, -1, sizeof(::berth::node::v1::EventsResponse)},
+  { 279, -1, -1, sizeof(::berth::node::v1::ComponentStatus)},
+  { 290, -1, -1, sizeof(::berth::node::v1::GetNodeStatusRequest)},
+  { 296, -1, -1, sizeof(::berth::node::v1::GetNodeStatusResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
   &::berth::node::v1::_RestartPolicy_default_instance_._instance,
   &::berth::node::v1::_NetworkSpec_default_instance_._instance,
   &::berth::node::v1::_TaskSpec_EnvEntry_DoNotUse_default_instance_._instance,
+  &::berth::node::v1::_TaskSpec_LabelsEntry_DoNotUse_default_instance_._instance,
   &::berth::node::v1::_TaskSpec_default_instance_._instance,
+  &::berth::node::v1::_HostEntry_default_instance_._instance,
+  &::berth::node::v1::_HealthCheck_default_instance_._instance,
+  &::berth::node::v1::_HealthCheckResult_default_instance_._instance,
+  &::berth::node::v1::_TaskHealth_default_instance_._instance,
   &::berth::node::v1::_TaskImage_default_instance_._instance,
   &::berth::node::v1::_TaskImageStatus_default_instance_._instance,
   &::berth::node::v1::_Task_default_instance_._instance,
@@ -749,7 +904,7 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "rkMode\022\023\n\013cni_network\030\002 \001(\t\0224\n\rport_mapp"
   "ings\030\003 \003(\0132\035.berth.network.v1.PortMappin"
   "g\022(\n\003dns\030\004 \001(\0132\033.berth.network.v1.DnsCon"
-  "fig\"\336\003\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
+  "fig\"\305\006\n\010TaskSpec\022\014\n\004name\030\001 \001(\t\022\016\n\006driver"
   "\030\002 \001(\t\022.\n\rdriver_config\030\003 \001(\0132\027.google.p"
   "rotobuf.Struct\022-\n\003env\030\004 \003(\0132 .berth.node"
   ".v1.TaskSpec.EnvEntry\022-\n\tresources\030\005 \001(\013"
@@ -760,99 +915,136 @@ const char descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto[] PROTOBUF
   "ig\022\014\n\004user\030\t \001(\t\022-\n\tisolation\030\n \001(\0132\032.be"
   "rth.driver.v1.Isolation\022\016\n\006userns\030\013 \001(\t\022"
   "\'\n\005image\030\014 \001(\0132\030.berth.node.v1.TaskImage"
-  "\032*\n\010EnvEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t"
-  ":\0028\001\"O\n\tTaskImage\022\021\n\treference\030\001 \001(\t\022\022\n\n"
-  "entrypoint\030\002 \003(\t\022\033\n\023override_entrypoint\030"
-  "\003 \001(\010\"o\n\017TaskImageStatus\022\014\n\004name\030\001 \001(\t\022\016"
-  "\n\006digest\030\002 \001(\t\022\027\n\017manifest_digest\030\003 \001(\t\022"
-  "\025\n\rconfig_digest\030\004 \001(\t\022\016\n\006rootfs\030\005 \001(\t\"\270"
-  "\003\n\004Task\022\n\n\002id\030\001 \001(\t\022%\n\004spec\030\002 \001(\0132\027.bert"
-  "h.node.v1.TaskSpec\022\'\n\005state\030\003 \001(\0162\030.bert"
-  "h.node.v1.TaskState\022.\n\ncreated_at\030\004 \001(\0132"
-  "\032.google.protobuf.Timestamp\022.\n\nstarted_a"
-  "t\030\005 \001(\0132\032.google.protobuf.Timestamp\022/\n\013f"
-  "inished_at\030\006 \001(\0132\032.google.protobuf.Times"
-  "tamp\0220\n\013exit_result\030\007 \001(\0132\033.berth.driver"
-  ".v1.ExitResult\022\020\n\010restarts\030\010 \001(\r\0220\n\007netw"
-  "ork\030\t \001(\0132\037.berth.network.v1.NetworkStat"
-  "us\022\r\n\005error\030\n \001(\t\022\017\n\007stopped\030\013 \001(\010\022-\n\005im"
-  "age\030\014 \001(\0132\036.berth.node.v1.TaskImageStatu"
-  "s\"X\n\016RunTaskRequest\022%\n\004spec\030\001 \001(\0132\027.bert"
-  "h.node.v1.TaskSpec\022\037\n\027remove_on_start_fa"
-  "ilure\030\002 \001(\010\"4\n\017RunTaskResponse\022!\n\004task\030\001"
-  " \001(\0132\023.berth.node.v1.Task\"\037\n\020ListTasksRe"
-  "quest\022\013\n\003all\030\001 \001(\010\"7\n\021ListTasksResponse\022"
-  "\"\n\005tasks\030\001 \003(\0132\023.berth.node.v1.Task\"%\n\022I"
-  "nspectTaskRequest\022\017\n\007task_id\030\001 \001(\t\"8\n\023In"
-  "spectTaskResponse\022!\n\004task\030\001 \001(\0132\023.berth."
-  "node.v1.Task\"^\n\017StopTaskRequest\022\017\n\007task_"
-  "id\030\001 \001(\t\022*\n\007timeout\030\002 \001(\0132\031.google.proto"
-  "buf.Duration\022\016\n\006signal\030\003 \001(\t\"5\n\020StopTask"
-  "Response\022!\n\004task\030\001 \001(\0132\023.berth.node.v1.T"
-  "ask\"3\n\021RemoveTaskRequest\022\017\n\007task_id\030\001 \001("
-  "\t\022\r\n\005force\030\002 \001(\010\"\024\n\022RemoveTaskResponse\"P"
-  "\n\020TaskStatsRequest\022\017\n\007task_id\030\001 \001(\t\022+\n\010i"
-  "nterval\030\002 \001(\0132\031.google.protobuf.Duration"
-  "\"E\n\021TaskStatsResponse\0220\n\005usage\030\001 \001(\0132!.b"
-  "erth.stats.v1.TaskResourceUsage\"q\n\017TaskL"
-  "ogsRequest\022\017\n\007task_id\030\001 \001(\t\022)\n\007streams\030\002"
-  " \003(\0162\030.berth.node.v1.LogStream\022\022\n\ntail_l"
-  "ines\030\003 \001(\004\022\016\n\006follow\030\004 \001(\010\"J\n\020TaskLogsRe"
-  "sponse\022(\n\006stream\030\001 \001(\0162\030.berth.node.v1.L"
-  "ogStream\022\014\n\004data\030\002 \001(\014\"!\n\rEventsRequest\022"
-  "\020\n\010task_ids\030\001 \003(\t\"\202\002\n\016EventsResponse\022-\n\t"
-  "timestamp\030\001 \001(\0132\032.google.protobuf.Timest"
-  "amp\022&\n\004type\030\002 \001(\0162\030.berth.node.v1.EventT"
-  "ype\022\017\n\007task_id\030\003 \001(\t\022\017\n\007message\030\004 \001(\t\022C\n"
-  "\013annotations\030\005 \003(\0132..berth.node.v1.Event"
-  "sResponse.AnnotationsEntry\0322\n\020Annotation"
-  "sEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\"^"
-  "\n\017ComponentStatus\022\014\n\004name\030\001 \001(\t\022\016\n\006socke"
-  "t\030\002 \001(\t\022\017\n\007healthy\030\003 \001(\010\022\017\n\007message\030\004 \001("
-  "\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024GetNodeStatusRequest\"\273"
-  "\001\n\025GetNodeStatusResponse\022\017\n\007version\030\001 \001("
-  "\t\0220\n\010services\030\002 \003(\0132\036.berth.node.v1.Comp"
-  "onentStatus\022/\n\007plugins\030\003 \003(\0132\036.berth.nod"
-  "e.v1.ComponentStatus\022.\n\nstarted_at\030\004 \001(\013"
-  "2\032.google.protobuf.Timestamp*y\n\013RestartM"
-  "ode\022\034\n\030RESTART_MODE_UNSPECIFIED\020\000\022\026\n\022RES"
-  "TART_MODE_NEVER\020\001\022\033\n\027RESTART_MODE_ON_FAI"
-  "LURE\020\002\022\027\n\023RESTART_MODE_ALWAYS\020\003*\271\001\n\tTask"
-  "State\022\032\n\026TASK_STATE_UNSPECIFIED\020\000\022\026\n\022TAS"
-  "K_STATE_PENDING\020\001\022\027\n\023TASK_STATE_STARTING"
-  "\020\002\022\026\n\022TASK_STATE_RUNNING\020\003\022\031\n\025TASK_STATE"
-  "_RESTARTING\020\004\022\025\n\021TASK_STATE_EXITED\020\005\022\025\n\021"
-  "TASK_STATE_FAILED\020\006*U\n\tLogStream\022\032\n\026LOG_"
-  "STREAM_UNSPECIFIED\020\000\022\025\n\021LOG_STREAM_STDOU"
-  "T\020\001\022\025\n\021LOG_STREAM_STDERR\020\002*\202\002\n\tEventType"
-  "\022\032\n\026EVENT_TYPE_UNSPECIFIED\020\000\022\033\n\027EVENT_TY"
-  "PE_TASK_CREATED\020\001\022\033\n\027EVENT_TYPE_TASK_STA"
-  "RTED\020\002\022\032\n\026EVENT_TYPE_TASK_EXITED\020\003\022\036\n\032EV"
-  "ENT_TYPE_TASK_RESTARTING\020\004\022\032\n\026EVENT_TYPE"
-  "_TASK_FAILED\020\005\022\033\n\027EVENT_TYPE_TASK_REMOVE"
-  "D\020\006\022\025\n\021EVENT_TYPE_DRIVER\020\007\022\023\n\017EVENT_TYPE"
-  "_NODE\020\0102\323\006\n\013NodeService\022H\n\007RunTask\022\035.ber"
-  "th.node.v1.RunTaskRequest\032\036.berth.node.v"
-  "1.RunTaskResponse\022N\n\tListTasks\022\037.berth.n"
-  "ode.v1.ListTasksRequest\032 .berth.node.v1."
-  "ListTasksResponse\022T\n\013InspectTask\022!.berth"
-  ".node.v1.InspectTaskRequest\032\".berth.node"
-  ".v1.InspectTaskResponse\022K\n\010StopTask\022\036.be"
-  "rth.node.v1.StopTaskRequest\032\037.berth.node"
-  ".v1.StopTaskResponse\022Q\n\nRemoveTask\022 .ber"
-  "th.node.v1.RemoveTaskRequest\032!.berth.nod"
-  "e.v1.RemoveTaskResponse\022n\n\021ExecTaskStrea"
-  "ming\022).berth.driver.v1.ExecTaskStreaming"
-  "Request\032*.berth.driver.v1.ExecTaskStream"
-  "ingResponse(\0010\001\022P\n\tTaskStats\022\037.berth.nod"
-  "e.v1.TaskStatsRequest\032 .berth.node.v1.Ta"
-  "skStatsResponse0\001\022M\n\010TaskLogs\022\036.berth.no"
-  "de.v1.TaskLogsRequest\032\037.berth.node.v1.Ta"
-  "skLogsResponse0\001\022G\n\006Events\022\034.berth.node."
-  "v1.EventsRequest\032\035.berth.node.v1.EventsR"
-  "esponse0\001\022Z\n\rGetNodeStatus\022#.berth.node."
-  "v1.GetNodeStatusRequest\032$.berth.node.v1."
-  "GetNodeStatusResponseB\003\370\001\001b\006proto3"
+  "\0223\n\006labels\030\r \003(\0132#.berth.node.v1.TaskSpe"
+  "c.LabelsEntry\022\020\n\010hostname\030\016 \001(\t\022-\n\013extra"
+  "_hosts\030\017 \003(\0132\030.berth.node.v1.HostEntry\022("
+  "\n\007ulimits\030\020 \003(\0132\027.berth.driver.v1.Rlimit"
+  "\022\023\n\013stop_signal\030\021 \001(\t\022/\n\014stop_timeout\030\022 "
+  "\001(\0132\031.google.protobuf.Duration\022/\n\013health"
+  "check\030\023 \001(\0132\032.berth.node.v1.HealthCheck\022"
+  "\022\n\nstdin_open\030\024 \001(\010\022\013\n\003tty\030\025 \001(\010\032*\n\010EnvE"
+  "ntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:\0028\001\032-\n\013"
+  "LabelsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\t:"
+  "\0028\001\")\n\tHostEntry\022\020\n\010hostname\030\001 \001(\t\022\n\n\002ip"
+  "\030\002 \001(\t\"\356\001\n\013HealthCheck\022\014\n\004test\030\001 \003(\t\022+\n\010"
+  "interval\030\002 \001(\0132\031.google.protobuf.Duratio"
+  "n\022*\n\007timeout\030\003 \001(\0132\031.google.protobuf.Dur"
+  "ation\022/\n\014start_period\030\004 \001(\0132\031.google.pro"
+  "tobuf.Duration\022\017\n\007retries\030\005 \001(\r\0226\n\non_fa"
+  "ilure\030\006 \001(\0162\".berth.node.v1.HealthFailur"
+  "eAction\"\227\001\n\021HealthCheckResult\022.\n\nstarted"
+  "_at\030\001 \001(\0132\032.google.protobuf.Timestamp\022/\n"
+  "\013finished_at\030\002 \001(\0132\032.google.protobuf.Tim"
+  "estamp\022\021\n\texit_code\030\003 \001(\005\022\016\n\006output\030\004 \001("
+  "\t\"\200\001\n\nTaskHealth\022+\n\006status\030\001 \001(\0162\033.berth"
+  ".node.v1.HealthStatus\022\026\n\016failing_streak\030"
+  "\002 \001(\r\022-\n\003log\030\003 \003(\0132 .berth.node.v1.Healt"
+  "hCheckResult\"O\n\tTaskImage\022\021\n\treference\030\001"
+  " \001(\t\022\022\n\nentrypoint\030\002 \003(\t\022\033\n\023override_ent"
+  "rypoint\030\003 \001(\010\"o\n\017TaskImageStatus\022\014\n\004name"
+  "\030\001 \001(\t\022\016\n\006digest\030\002 \001(\t\022\027\n\017manifest_diges"
+  "t\030\003 \001(\t\022\025\n\rconfig_digest\030\004 \001(\t\022\016\n\006rootfs"
+  "\030\005 \001(\t\"\224\004\n\004Task\022\n\n\002id\030\001 \001(\t\022%\n\004spec\030\002 \001("
+  "\0132\027.berth.node.v1.TaskSpec\022\'\n\005state\030\003 \001("
+  "\0162\030.berth.node.v1.TaskState\022.\n\ncreated_a"
+  "t\030\004 \001(\0132\032.google.protobuf.Timestamp\022.\n\ns"
+  "tarted_at\030\005 \001(\0132\032.google.protobuf.Timest"
+  "amp\022/\n\013finished_at\030\006 \001(\0132\032.google.protob"
+  "uf.Timestamp\0220\n\013exit_result\030\007 \001(\0132\033.bert"
+  "h.driver.v1.ExitResult\022\020\n\010restarts\030\010 \001(\r"
+  "\0220\n\007network\030\t \001(\0132\037.berth.network.v1.Net"
+  "workStatus\022\r\n\005error\030\n \001(\t\022\017\n\007stopped\030\013 \001"
+  "(\010\022-\n\005image\030\014 \001(\0132\036.berth.node.v1.TaskIm"
+  "ageStatus\022)\n\006health\030\r \001(\0132\031.berth.node.v"
+  "1.TaskHealth\022/\n\013healthcheck\030\016 \001(\0132\032.bert"
+  "h.node.v1.HealthCheck\"X\n\016RunTaskRequest\022"
+  "%\n\004spec\030\001 \001(\0132\027.berth.node.v1.TaskSpec\022\037"
+  "\n\027remove_on_start_failure\030\002 \001(\010\"4\n\017RunTa"
+  "skResponse\022!\n\004task\030\001 \001(\0132\023.berth.node.v1"
+  ".Task\"\037\n\020ListTasksRequest\022\013\n\003all\030\001 \001(\010\"7"
+  "\n\021ListTasksResponse\022\"\n\005tasks\030\001 \003(\0132\023.ber"
+  "th.node.v1.Task\"%\n\022InspectTaskRequest\022\017\n"
+  "\007task_id\030\001 \001(\t\"8\n\023InspectTaskResponse\022!\n"
+  "\004task\030\001 \001(\0132\023.berth.node.v1.Task\"^\n\017Stop"
+  "TaskRequest\022\017\n\007task_id\030\001 \001(\t\022*\n\007timeout\030"
+  "\002 \001(\0132\031.google.protobuf.Duration\022\016\n\006sign"
+  "al\030\003 \001(\t\"5\n\020StopTaskResponse\022!\n\004task\030\001 \001"
+  "(\0132\023.berth.node.v1.Task\"3\n\021RemoveTaskReq"
+  "uest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005force\030\002 \001(\010\"\024\n\022"
+  "RemoveTaskResponse\"P\n\020TaskStatsRequest\022\017"
+  "\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.goog"
+  "le.protobuf.Duration\"E\n\021TaskStatsRespons"
+  "e\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1.TaskRe"
+  "sourceUsage\"q\n\017TaskLogsRequest\022\017\n\007task_i"
+  "d\030\001 \001(\t\022)\n\007streams\030\002 \003(\0162\030.berth.node.v1"
+  ".LogStream\022\022\n\ntail_lines\030\003 \001(\004\022\016\n\006follow"
+  "\030\004 \001(\010\"J\n\020TaskLogsResponse\022(\n\006stream\030\001 \001"
+  "(\0162\030.berth.node.v1.LogStream\022\014\n\004data\030\002 \001"
+  "(\014\"!\n\rEventsRequest\022\020\n\010task_ids\030\001 \003(\t\"\202\002"
+  "\n\016EventsResponse\022-\n\ttimestamp\030\001 \001(\0132\032.go"
+  "ogle.protobuf.Timestamp\022&\n\004type\030\002 \001(\0162\030."
+  "berth.node.v1.EventType\022\017\n\007task_id\030\003 \001(\t"
+  "\022\017\n\007message\030\004 \001(\t\022C\n\013annotations\030\005 \003(\0132."
+  ".berth.node.v1.EventsResponse.Annotation"
+  "sEntry\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022"
+  "\r\n\005value\030\002 \001(\t:\0028\001\"^\n\017ComponentStatus\022\014\n"
+  "\004name\030\001 \001(\t\022\016\n\006socket\030\002 \001(\t\022\017\n\007healthy\030\003"
+  " \001(\010\022\017\n\007message\030\004 \001(\t\022\013\n\003pid\030\005 \001(\005\"\026\n\024Ge"
+  "tNodeStatusRequest\"\273\001\n\025GetNodeStatusResp"
+  "onse\022\017\n\007version\030\001 \001(\t\0220\n\010services\030\002 \003(\0132"
+  "\036.berth.node.v1.ComponentStatus\022/\n\007plugi"
+  "ns\030\003 \003(\0132\036.berth.node.v1.ComponentStatus"
+  "\022.\n\nstarted_at\030\004 \001(\0132\032.google.protobuf.T"
+  "imestamp*y\n\013RestartMode\022\034\n\030RESTART_MODE_"
+  "UNSPECIFIED\020\000\022\026\n\022RESTART_MODE_NEVER\020\001\022\033\n"
+  "\027RESTART_MODE_ON_FAILURE\020\002\022\027\n\023RESTART_MO"
+  "DE_ALWAYS\020\003*\277\001\n\023HealthFailureAction\022%\n!H"
+  "EALTH_FAILURE_ACTION_UNSPECIFIED\020\000\022\036\n\032HE"
+  "ALTH_FAILURE_ACTION_NONE\020\001\022\036\n\032HEALTH_FAI"
+  "LURE_ACTION_KILL\020\002\022!\n\035HEALTH_FAILURE_ACT"
+  "ION_RESTART\020\003\022\036\n\032HEALTH_FAILURE_ACTION_S"
+  "TOP\020\004*\201\001\n\014HealthStatus\022\035\n\031HEALTH_STATUS_"
+  "UNSPECIFIED\020\000\022\032\n\026HEALTH_STATUS_STARTING\020"
+  "\001\022\031\n\025HEALTH_STATUS_HEALTHY\020\002\022\033\n\027HEALTH_S"
+  "TATUS_UNHEALTHY\020\003*\271\001\n\tTaskState\022\032\n\026TASK_"
+  "STATE_UNSPECIFIED\020\000\022\026\n\022TASK_STATE_PENDIN"
+  "G\020\001\022\027\n\023TASK_STATE_STARTING\020\002\022\026\n\022TASK_STA"
+  "TE_RUNNING\020\003\022\031\n\025TASK_STATE_RESTARTING\020\004\022"
+  "\025\n\021TASK_STATE_EXITED\020\005\022\025\n\021TASK_STATE_FAI"
+  "LED\020\006*U\n\tLogStream\022\032\n\026LOG_STREAM_UNSPECI"
+  "FIED\020\000\022\025\n\021LOG_STREAM_STDOUT\020\001\022\025\n\021LOG_STR"
+  "EAM_STDERR\020\002*\236\002\n\tEventType\022\032\n\026EVENT_TYPE"
+  "_UNSPECIFIED\020\000\022\033\n\027EVENT_TYPE_TASK_CREATE"
+  "D\020\001\022\033\n\027EVENT_TYPE_TASK_STARTED\020\002\022\032\n\026EVEN"
+  "T_TYPE_TASK_EXITED\020\003\022\036\n\032EVENT_TYPE_TASK_"
+  "RESTARTING\020\004\022\032\n\026EVENT_TYPE_TASK_FAILED\020\005"
+  "\022\033\n\027EVENT_TYPE_TASK_REMOVED\020\006\022\025\n\021EVENT_T"
+  "YPE_DRIVER\020\007\022\023\n\017EVENT_TYPE_NODE\020\010\022\032\n\026EVE"
+  "NT_TYPE_TASK_HEALTH\020\t2\256\007\n\013NodeService\022H\n"
+  "\007RunTask\022\035.berth.node.v1.RunTaskRequest\032"
+  "\036.berth.node.v1.RunTaskResponse\022N\n\tListT"
+  "asks\022\037.berth.node.v1.ListTasksRequest\032 ."
+  "berth.node.v1.ListTasksResponse\022T\n\013Inspe"
+  "ctTask\022!.berth.node.v1.InspectTaskReques"
+  "t\032\".berth.node.v1.InspectTaskResponse\022K\n"
+  "\010StopTask\022\036.berth.node.v1.StopTaskReques"
+  "t\032\037.berth.node.v1.StopTaskResponse\022Q\n\nRe"
+  "moveTask\022 .berth.node.v1.RemoveTaskReque"
+  "st\032!.berth.node.v1.RemoveTaskResponse\022n\n"
+  "\021ExecTaskStreaming\022).berth.driver.v1.Exe"
+  "cTaskStreamingRequest\032*.berth.driver.v1."
+  "ExecTaskStreamingResponse(\0010\001\022Y\n\nAttachT"
+  "ask\022\".berth.driver.v1.AttachTaskRequest\032"
+  "#.berth.driver.v1.AttachTaskResponse(\0010\001"
+  "\022P\n\tTaskStats\022\037.berth.node.v1.TaskStatsR"
+  "equest\032 .berth.node.v1.TaskStatsResponse"
+  "0\001\022M\n\010TaskLogs\022\036.berth.node.v1.TaskLogsR"
+  "equest\032\037.berth.node.v1.TaskLogsResponse0"
+  "\001\022G\n\006Events\022\034.berth.node.v1.EventsReques"
+  "t\032\035.berth.node.v1.EventsResponse0\001\022Z\n\rGe"
+  "tNodeStatus\022#.berth.node.v1.GetNodeStatu"
+  "sRequest\032$.berth.node.v1.GetNodeStatusRe"
+  "sponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps[6] = {
   &::descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto,
@@ -864,9 +1056,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fnode_2fv1_2
 };
 static ::_pbi::once_flag descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fnode_2fv1_2fnode_2eproto = {
-    false, false, 4674, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
+    false, false, 6139, descriptor_table_protodef_berth_2fnode_2fv1_2fnode_2eproto,
     "berth/node/v1/node.proto",
-    &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 27,
+    &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once, descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_deps, 6, 32,
     schemas, file_default_instances, TableStruct_berth_2fnode_2fv1_2fnode_2eproto::offsets,
     file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto, file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto,
     file_level_service_descriptors_berth_2fnode_2fv1_2fnode_2eproto,
@@ -896,9 +1088,42 @@ bool RestartMode_IsValid(int value) {
   }
 }
 
-const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* TaskState_descriptor() {
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* HealthFailureAction_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fnode_2fv1_2fnode_2eproto);
   return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[1];
+}
+bool HealthFailureAction_IsValid(int value) {
+  switch (value) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* HealthStatus_descriptor() {
+  ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fnode_2fv1_2fnode_2eproto);
+  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[2];
+}
+bool HealthStatus_IsValid(int value) {
+  switch (value) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* TaskState_descriptor() {
+  ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fnode_2fv1_2fnode_2eproto);
+  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[3];
 }
 bool TaskState_IsValid(int value) {
   switch (value) {
@@ -917,7 +1142,7 @@ bool TaskState_IsValid(int value) {
 
 const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* LogStream_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fnode_2fv1_2fnode_2eproto);
-  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[2];
+  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[4];
 }
 bool LogStream_IsValid(int value) {
   switch (value) {
@@ -932,7 +1157,7 @@ bool LogStream_IsValid(int value) {
 
 const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* EventType_descriptor() {
   ::PROTOBUF_NAMESPACE_ID::internal::AssignDescriptors(&descriptor_table_berth_2fnode_2fv1_2fnode_2eproto);
-  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[3];
+  return file_level_enum_descriptors_berth_2fnode_2fv1_2fnode_2eproto[5];
 }
 bool EventType_IsValid(int value) {
   switch (value) {
@@ -945,6 +1170,7 @@ bool EventType_IsValid(int value) {
     case 6:
     case 7:
     case 8:
+    case 9:
       return true;
     default:
       return false;
@@ -1551,6 +1777,20 @@ void TaskSpec_EnvEntry_DoNotUse::MergeFrom(const TaskSpec_EnvEntry_DoNotUse& oth
 
 // ===================================================================
 
+TaskSpec_LabelsEntry_DoNotUse::TaskSpec_LabelsEntry_DoNotUse() {}
+TaskSpec_LabelsEntry_DoNotUse::TaskSpec_LabelsEntry_DoNotUse(::PROTOBUF_NAMESPACE_ID::Arena* arena)
+    : SuperType(arena) {}
+void TaskSpec_LabelsEntry_DoNotUse::MergeFrom(const TaskSpec_LabelsEntry_DoNotUse& other) {
+  MergeFromInternal(other);
+}
+::PROTOBUF_NAMESPACE_ID::Metadata TaskSpec_LabelsEntry_DoNotUse::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[3]);
+}
+
+// ===================================================================
+
 class TaskSpec::_Internal {
  public:
   static const ::PROTOBUF_NAMESPACE_ID::Struct& driver_config(const TaskSpec* msg);
@@ -1560,6 +1800,8 @@ class TaskSpec::_Internal {
   static const ::berth::driver::v1::LogConfig& logs(const TaskSpec* msg);
   static const ::berth::driver::v1::Isolation& isolation(const TaskSpec* msg);
   static const ::berth::node::v1::TaskImage& image(const TaskSpec* msg);
+  static const ::PROTOBUF_NAMESPACE_ID::Duration& stop_timeout(const TaskSpec* msg);
+  static const ::berth::node::v1::HealthCheck& healthcheck(const TaskSpec* msg);
 };
 
 const ::PROTOBUF_NAMESPACE_ID::Struct&
@@ -1590,6 +1832,14 @@ const ::berth::node::v1::TaskImage&
 TaskSpec::_Internal::image(const TaskSpec* msg) {
   return *msg->_impl_.image_;
 }
+const ::PROTOBUF_NAMESPACE_ID::Duration&
+TaskSpec::_Internal::stop_timeout(const TaskSpec* msg) {
+  return *msg->_impl_.stop_timeout_;
+}
+const ::berth::node::v1::HealthCheck&
+TaskSpec::_Internal::healthcheck(const TaskSpec* msg) {
+  return *msg->_impl_.healthcheck_;
+}
 void TaskSpec::clear_driver_config() {
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
@@ -1614,6 +1864,15 @@ void TaskSpec::clear_isolation() {
   }
   _impl_.isolation_ = nullptr;
 }
+void TaskSpec::clear_ulimits() {
+  _impl_.ulimits_.Clear();
+}
+void TaskSpec::clear_stop_timeout() {
+  if (GetArenaForAllocation() == nullptr && _impl_.stop_timeout_ != nullptr) {
+    delete _impl_.stop_timeout_;
+  }
+  _impl_.stop_timeout_ = nullptr;
+}
 TaskSpec::TaskSpec(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
   : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
@@ -1628,10 +1887,15 @@ TaskSpec::TaskSpec(const TaskSpec& from)
   TaskSpec* const _this = this; (void)_this;
   new (&_impl_) Impl_{
       /*decltype(_impl_.env_)*/{}
+    , /*decltype(_impl_.labels_)*/{}
+    , decltype(_impl_.extra_hosts_){from._impl_.extra_hosts_}
+    , decltype(_impl_.ulimits_){from._impl_.ulimits_}
     , decltype(_impl_.name_){}
     , decltype(_impl_.driver_){}
     , decltype(_impl_.user_){}
     , decltype(_impl_.userns_){}
+    , decltype(_impl_.hostname_){}
+    , decltype(_impl_.stop_signal_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
@@ -1639,10 +1903,15 @@ TaskSpec::TaskSpec(const TaskSpec& from)
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
     , decltype(_impl_.image_){nullptr}
+    , decltype(_impl_.stop_timeout_){nullptr}
+    , decltype(_impl_.healthcheck_){nullptr}
+    , decltype(_impl_.stdin_open_){}
+    , decltype(_impl_.tty_){}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
   _this->_impl_.env_.MergeFrom(from._impl_.env_);
+  _this->_impl_.labels_.MergeFrom(from._impl_.labels_);
   _impl_.name_.InitDefault();
   #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
     _impl_.name_.Set("", GetArenaForAllocation());
@@ -1675,6 +1944,22 @@ TaskSpec::TaskSpec(const TaskSpec& from)
     _this->_impl_.userns_.Set(from._internal_userns(), 
       _this->GetArenaForAllocation());
   }
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_hostname().empty()) {
+    _this->_impl_.hostname_.Set(from._internal_hostname(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.stop_signal_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.stop_signal_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_stop_signal().empty()) {
+    _this->_impl_.stop_signal_.Set(from._internal_stop_signal(), 
+      _this->GetArenaForAllocation());
+  }
   if (from._internal_has_driver_config()) {
     _this->_impl_.driver_config_ = new ::PROTOBUF_NAMESPACE_ID::Struct(*from._impl_.driver_config_);
   }
@@ -1696,6 +1981,15 @@ TaskSpec::TaskSpec(const TaskSpec& from)
   if (from._internal_has_image()) {
     _this->_impl_.image_ = new ::berth::node::v1::TaskImage(*from._impl_.image_);
   }
+  if (from._internal_has_stop_timeout()) {
+    _this->_impl_.stop_timeout_ = new ::PROTOBUF_NAMESPACE_ID::Duration(*from._impl_.stop_timeout_);
+  }
+  if (from._internal_has_healthcheck()) {
+    _this->_impl_.healthcheck_ = new ::berth::node::v1::HealthCheck(*from._impl_.healthcheck_);
+  }
+  ::memcpy(&_impl_.stdin_open_, &from._impl_.stdin_open_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.tty_) -
+    reinterpret_cast<char*>(&_impl_.stdin_open_)) + sizeof(_impl_.tty_));
   // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskSpec)
 }
 
@@ -1705,10 +1999,15 @@ inline void TaskSpec::SharedCtor(
   (void)is_message_owned;
   new (&_impl_) Impl_{
       /*decltype(_impl_.env_)*/{::_pbi::ArenaInitialized(), arena}
+    , /*decltype(_impl_.labels_)*/{::_pbi::ArenaInitialized(), arena}
+    , decltype(_impl_.extra_hosts_){arena}
+    , decltype(_impl_.ulimits_){arena}
     , decltype(_impl_.name_){}
     , decltype(_impl_.driver_){}
     , decltype(_impl_.user_){}
     , decltype(_impl_.userns_){}
+    , decltype(_impl_.hostname_){}
+    , decltype(_impl_.stop_signal_){}
     , decltype(_impl_.driver_config_){nullptr}
     , decltype(_impl_.resources_){nullptr}
     , decltype(_impl_.network_){nullptr}
@@ -1716,6 +2015,10 @@ inline void TaskSpec::SharedCtor(
     , decltype(_impl_.logs_){nullptr}
     , decltype(_impl_.isolation_){nullptr}
     , decltype(_impl_.image_){nullptr}
+    , decltype(_impl_.stop_timeout_){nullptr}
+    , decltype(_impl_.healthcheck_){nullptr}
+    , decltype(_impl_.stdin_open_){false}
+    , decltype(_impl_.tty_){false}
     , /*decltype(_impl_._cached_size_)*/{}
   };
   _impl_.name_.InitDefault();
@@ -1734,6 +2037,14 @@ inline void TaskSpec::SharedCtor(
   #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
     _impl_.userns_.Set("", GetArenaForAllocation());
   #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.stop_signal_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.stop_signal_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
 }
 
 TaskSpec::~TaskSpec() {
@@ -1750,10 +2061,16 @@ inline void TaskSpec::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   _impl_.env_.Destruct();
   _impl_.env_.~MapField();
+  _impl_.labels_.Destruct();
+  _impl_.labels_.~MapField();
+  _impl_.extra_hosts_.~RepeatedPtrField();
+  _impl_.ulimits_.~RepeatedPtrField();
   _impl_.name_.Destroy();
   _impl_.driver_.Destroy();
   _impl_.user_.Destroy();
   _impl_.userns_.Destroy();
+  _impl_.hostname_.Destroy();
+  _impl_.stop_signal_.Destroy();
   if (this != internal_default_instance()) delete _impl_.driver_config_;
   if (this != internal_default_instance()) delete _impl_.resources_;
   if (this != internal_default_instance()) delete _impl_.network_;
@@ -1761,11 +2078,14 @@ inline void TaskSpec::SharedDtor() {
   if (this != internal_default_instance()) delete _impl_.logs_;
   if (this != internal_default_instance()) delete _impl_.isolation_;
   if (this != internal_default_instance()) delete _impl_.image_;
+  if (this != internal_default_instance()) delete _impl_.stop_timeout_;
+  if (this != internal_default_instance()) delete _impl_.healthcheck_;
 }
 
 void TaskSpec::ArenaDtor(void* object) {
   TaskSpec* _this = reinterpret_cast< TaskSpec* >(object);
   _this->_impl_.env_.Destruct();
+  _this->_impl_.labels_.Destruct();
 }
 void TaskSpec::SetCachedSize(int size) const {
   _impl_._cached_size_.Set(size);
@@ -1778,10 +2098,15 @@ void TaskSpec::Clear() {
   (void) cached_has_bits;
 
   _impl_.env_.Clear();
+  _impl_.labels_.Clear();
+  _impl_.extra_hosts_.Clear();
+  _impl_.ulimits_.Clear();
   _impl_.name_.ClearToEmpty();
   _impl_.driver_.ClearToEmpty();
   _impl_.user_.ClearToEmpty();
   _impl_.userns_.ClearToEmpty();
+  _impl_.hostname_.ClearToEmpty();
+  _impl_.stop_signal_.ClearToEmpty();
   if (GetArenaForAllocation() == nullptr && _impl_.driver_config_ != nullptr) {
     delete _impl_.driver_config_;
   }
@@ -1810,6 +2135,17 @@ void TaskSpec::Clear() {
     delete _impl_.image_;
   }
   _impl_.image_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.stop_timeout_ != nullptr) {
+    delete _impl_.stop_timeout_;
+  }
+  _impl_.stop_timeout_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.healthcheck_ != nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  _impl_.healthcheck_ = nullptr;
+  ::memset(&_impl_.stdin_open_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.tty_) -
+      reinterpret_cast<char*>(&_impl_.stdin_open_)) + sizeof(_impl_.tty_));
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -1924,6 +2260,97 @@ const char* TaskSpec::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx)
       case 12:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
           ptr = ctx->ParseMessage(_internal_mutable_image(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // map<string, string> labels = 13;
+      case 13:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 106)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(&_impl_.labels_, ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<106>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // string hostname = 14;
+      case 14:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 114)) {
+          auto str = _internal_mutable_hostname();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskSpec.hostname"));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.node.v1.HostEntry extra_hosts = 15;
+      case 15:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 122)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_extra_hosts(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<122>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.driver.v1.Rlimit ulimits = 16;
+      case 16:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 130)) {
+          ptr -= 2;
+          do {
+            ptr += 2;
+            ptr = ctx->ParseMessage(_internal_add_ulimits(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<130>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // string stop_signal = 17;
+      case 17:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 138)) {
+          auto str = _internal_mutable_stop_signal();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.TaskSpec.stop_signal"));
+        } else
+          goto handle_unusual;
+        continue;
+      // .google.protobuf.Duration stop_timeout = 18;
+      case 18:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 146)) {
+          ptr = ctx->ParseMessage(_internal_mutable_stop_timeout(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.HealthCheck healthcheck = 19;
+      case 19:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 154)) {
+          ptr = ctx->ParseMessage(_internal_mutable_healthcheck(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool stdin_open = 20;
+      case 20:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 160)) {
+          _impl_.stdin_open_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // bool tty = 21;
+      case 21:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 168)) {
+          _impl_.tty_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -2076,6 +2503,98 @@ uint8_t* TaskSpec::_InternalSerialize(
         _Internal::image(this).GetCachedSize(), target, stream);
   }
 
+  // map<string, string> labels = 13;
+  if (!this->_internal_labels().empty()) {
+    using MapType = ::_pb::Map<std::string, std::string>;
+    using WireHelper = TaskSpec_LabelsEntry_DoNotUse::Funcs;
+    const auto& map_field = this->_internal_labels();
+    auto check_utf8 = [](const MapType::value_type& entry) {
+      (void)entry;
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+        entry.first.data(), static_cast<int>(entry.first.length()),
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+        "berth.node.v1.TaskSpec.LabelsEntry.key");
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+        entry.second.data(), static_cast<int>(entry.second.length()),
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+        "berth.node.v1.TaskSpec.LabelsEntry.value");
+    };
+
+    if (stream->IsSerializationDeterministic() && map_field.size() > 1) {
+      for (const auto& entry : ::_pbi::MapSorterPtr<MapType>(map_field)) {
+        target = WireHelper::InternalSerialize(13, entry.first, entry.second, target, stream);
+        check_utf8(entry);
+      }
+    } else {
+      for (const auto& entry : map_field) {
+        target = WireHelper::InternalSerialize(13, entry.first, entry.second, target, stream);
+        check_utf8(entry);
+      }
+    }
+  }
+
+  // string hostname = 14;
+  if (!this->_internal_hostname().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_hostname().data(), static_cast<int>(this->_internal_hostname().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskSpec.hostname");
+    target = stream->WriteStringMaybeAliased(
+        14, this->_internal_hostname(), target);
+  }
+
+  // repeated .berth.node.v1.HostEntry extra_hosts = 15;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_extra_hosts_size()); i < n; i++) {
+    const auto& repfield = this->_internal_extra_hosts(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(15, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // repeated .berth.driver.v1.Rlimit ulimits = 16;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_ulimits_size()); i < n; i++) {
+    const auto& repfield = this->_internal_ulimits(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(16, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  // string stop_signal = 17;
+  if (!this->_internal_stop_signal().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_stop_signal().data(), static_cast<int>(this->_internal_stop_signal().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.TaskSpec.stop_signal");
+    target = stream->WriteStringMaybeAliased(
+        17, this->_internal_stop_signal(), target);
+  }
+
+  // .google.protobuf.Duration stop_timeout = 18;
+  if (this->_internal_has_stop_timeout()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(18, _Internal::stop_timeout(this),
+        _Internal::stop_timeout(this).GetCachedSize(), target, stream);
+  }
+
+  // .berth.node.v1.HealthCheck healthcheck = 19;
+  if (this->_internal_has_healthcheck()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(19, _Internal::healthcheck(this),
+        _Internal::healthcheck(this).GetCachedSize(), target, stream);
+  }
+
+  // bool stdin_open = 20;
+  if (this->_internal_stdin_open() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(20, this->_internal_stdin_open(), target);
+  }
+
+  // bool tty = 21;
+  if (this->_internal_tty() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(21, this->_internal_tty(), target);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -2099,6 +2618,29 @@ size_t TaskSpec::ByteSizeLong() const {
       it = this->_internal_env().begin();
       it != this->_internal_env().end(); ++it) {
     total_size += TaskSpec_EnvEntry_DoNotUse::Funcs::ByteSizeLong(it->first, it->second);
+  }
+
+  // map<string, string> labels = 13;
+  total_size += 1 *
+      ::PROTOBUF_NAMESPACE_ID::internal::FromIntSize(this->_internal_labels_size());
+  for (::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >::const_iterator
+      it = this->_internal_labels().begin();
+      it != this->_internal_labels().end(); ++it) {
+    total_size += TaskSpec_LabelsEntry_DoNotUse::Funcs::ByteSizeLong(it->first, it->second);
+  }
+
+  // repeated .berth.node.v1.HostEntry extra_hosts = 15;
+  total_size += 1UL * this->_internal_extra_hosts_size();
+  for (const auto& msg : this->_impl_.extra_hosts_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // repeated .berth.driver.v1.Rlimit ulimits = 16;
+  total_size += 2UL * this->_internal_ulimits_size();
+  for (const auto& msg : this->_impl_.ulimits_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
   }
 
   // string name = 1;
@@ -2127,6 +2669,20 @@ size_t TaskSpec::ByteSizeLong() const {
     total_size += 1 +
       ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
         this->_internal_userns());
+  }
+
+  // string hostname = 14;
+  if (!this->_internal_hostname().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_hostname());
+  }
+
+  // string stop_signal = 17;
+  if (!this->_internal_stop_signal().empty()) {
+    total_size += 2 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_stop_signal());
   }
 
   // .google.protobuf.Struct driver_config = 3;
@@ -2178,6 +2734,30 @@ size_t TaskSpec::ByteSizeLong() const {
         *_impl_.image_);
   }
 
+  // .google.protobuf.Duration stop_timeout = 18;
+  if (this->_internal_has_stop_timeout()) {
+    total_size += 2 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.stop_timeout_);
+  }
+
+  // .berth.node.v1.HealthCheck healthcheck = 19;
+  if (this->_internal_has_healthcheck()) {
+    total_size += 2 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.healthcheck_);
+  }
+
+  // bool stdin_open = 20;
+  if (this->_internal_stdin_open() != 0) {
+    total_size += 2 + 1;
+  }
+
+  // bool tty = 21;
+  if (this->_internal_tty() != 0) {
+    total_size += 2 + 1;
+  }
+
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
 }
 
@@ -2197,6 +2777,9 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
   (void) cached_has_bits;
 
   _this->_impl_.env_.MergeFrom(from._impl_.env_);
+  _this->_impl_.labels_.MergeFrom(from._impl_.labels_);
+  _this->_impl_.extra_hosts_.MergeFrom(from._impl_.extra_hosts_);
+  _this->_impl_.ulimits_.MergeFrom(from._impl_.ulimits_);
   if (!from._internal_name().empty()) {
     _this->_internal_set_name(from._internal_name());
   }
@@ -2208,6 +2791,12 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
   }
   if (!from._internal_userns().empty()) {
     _this->_internal_set_userns(from._internal_userns());
+  }
+  if (!from._internal_hostname().empty()) {
+    _this->_internal_set_hostname(from._internal_hostname());
+  }
+  if (!from._internal_stop_signal().empty()) {
+    _this->_internal_set_stop_signal(from._internal_stop_signal());
   }
   if (from._internal_has_driver_config()) {
     _this->_internal_mutable_driver_config()->::PROTOBUF_NAMESPACE_ID::Struct::MergeFrom(
@@ -2237,6 +2826,20 @@ void TaskSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTO
     _this->_internal_mutable_image()->::berth::node::v1::TaskImage::MergeFrom(
         from._internal_image());
   }
+  if (from._internal_has_stop_timeout()) {
+    _this->_internal_mutable_stop_timeout()->::PROTOBUF_NAMESPACE_ID::Duration::MergeFrom(
+        from._internal_stop_timeout());
+  }
+  if (from._internal_has_healthcheck()) {
+    _this->_internal_mutable_healthcheck()->::berth::node::v1::HealthCheck::MergeFrom(
+        from._internal_healthcheck());
+  }
+  if (from._internal_stdin_open() != 0) {
+    _this->_internal_set_stdin_open(from._internal_stdin_open());
+  }
+  if (from._internal_tty() != 0) {
+    _this->_internal_set_tty(from._internal_tty());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -2257,6 +2860,9 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
   auto* rhs_arena = other->GetArenaForAllocation();
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   _impl_.env_.InternalSwap(&other->_impl_.env_);
+  _impl_.labels_.InternalSwap(&other->_impl_.labels_);
+  _impl_.extra_hosts_.InternalSwap(&other->_impl_.extra_hosts_);
+  _impl_.ulimits_.InternalSwap(&other->_impl_.ulimits_);
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.name_, lhs_arena,
       &other->_impl_.name_, rhs_arena
@@ -2273,9 +2879,17 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
       &_impl_.userns_, lhs_arena,
       &other->_impl_.userns_, rhs_arena
   );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.hostname_, lhs_arena,
+      &other->_impl_.hostname_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.stop_signal_, lhs_arena,
+      &other->_impl_.stop_signal_, rhs_arena
+  );
   ::PROTOBUF_NAMESPACE_ID::internal::memswap<
-      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.image_)
-      + sizeof(TaskSpec::_impl_.image_)
+      PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.tty_)
+      + sizeof(TaskSpec::_impl_.tty_)
       - PROTOBUF_FIELD_OFFSET(TaskSpec, _impl_.driver_config_)>(
           reinterpret_cast<char*>(&_impl_.driver_config_),
           reinterpret_cast<char*>(&other->_impl_.driver_config_));
@@ -2284,7 +2898,1231 @@ void TaskSpec::InternalSwap(TaskSpec* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskSpec::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[3]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[4]);
+}
+
+// ===================================================================
+
+class HostEntry::_Internal {
+ public:
+};
+
+HostEntry::HostEntry(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.HostEntry)
+}
+HostEntry::HostEntry(const HostEntry& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  HostEntry* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.hostname_){}
+    , decltype(_impl_.ip_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_hostname().empty()) {
+    _this->_impl_.hostname_.Set(from._internal_hostname(), 
+      _this->GetArenaForAllocation());
+  }
+  _impl_.ip_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.ip_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_ip().empty()) {
+    _this->_impl_.ip_.Set(from._internal_ip(), 
+      _this->GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.HostEntry)
+}
+
+inline void HostEntry::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.hostname_){}
+    , decltype(_impl_.ip_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.hostname_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  _impl_.ip_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.ip_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+HostEntry::~HostEntry() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.HostEntry)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void HostEntry::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.hostname_.Destroy();
+  _impl_.ip_.Destroy();
+}
+
+void HostEntry::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void HostEntry::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.HostEntry)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.hostname_.ClearToEmpty();
+  _impl_.ip_.ClearToEmpty();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* HostEntry::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string hostname = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_hostname();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.HostEntry.hostname"));
+        } else
+          goto handle_unusual;
+        continue;
+      // string ip = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          auto str = _internal_mutable_ip();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.HostEntry.ip"));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* HostEntry::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.HostEntry)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string hostname = 1;
+  if (!this->_internal_hostname().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_hostname().data(), static_cast<int>(this->_internal_hostname().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.HostEntry.hostname");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_hostname(), target);
+  }
+
+  // string ip = 2;
+  if (!this->_internal_ip().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_ip().data(), static_cast<int>(this->_internal_ip().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.HostEntry.ip");
+    target = stream->WriteStringMaybeAliased(
+        2, this->_internal_ip(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.HostEntry)
+  return target;
+}
+
+size_t HostEntry::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.HostEntry)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string hostname = 1;
+  if (!this->_internal_hostname().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_hostname());
+  }
+
+  // string ip = 2;
+  if (!this->_internal_ip().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_ip());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData HostEntry::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    HostEntry::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*HostEntry::GetClassData() const { return &_class_data_; }
+
+
+void HostEntry::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<HostEntry*>(&to_msg);
+  auto& from = static_cast<const HostEntry&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.HostEntry)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_hostname().empty()) {
+    _this->_internal_set_hostname(from._internal_hostname());
+  }
+  if (!from._internal_ip().empty()) {
+    _this->_internal_set_ip(from._internal_ip());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void HostEntry::CopyFrom(const HostEntry& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.HostEntry)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool HostEntry::IsInitialized() const {
+  return true;
+}
+
+void HostEntry::InternalSwap(HostEntry* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.hostname_, lhs_arena,
+      &other->_impl_.hostname_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.ip_, lhs_arena,
+      &other->_impl_.ip_, rhs_arena
+  );
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata HostEntry::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[5]);
+}
+
+// ===================================================================
+
+class HealthCheck::_Internal {
+ public:
+  static const ::PROTOBUF_NAMESPACE_ID::Duration& interval(const HealthCheck* msg);
+  static const ::PROTOBUF_NAMESPACE_ID::Duration& timeout(const HealthCheck* msg);
+  static const ::PROTOBUF_NAMESPACE_ID::Duration& start_period(const HealthCheck* msg);
+};
+
+const ::PROTOBUF_NAMESPACE_ID::Duration&
+HealthCheck::_Internal::interval(const HealthCheck* msg) {
+  return *msg->_impl_.interval_;
+}
+const ::PROTOBUF_NAMESPACE_ID::Duration&
+HealthCheck::_Internal::timeout(const HealthCheck* msg) {
+  return *msg->_impl_.timeout_;
+}
+const ::PROTOBUF_NAMESPACE_ID::Duration&
+HealthCheck::_Internal::start_period(const HealthCheck* msg) {
+  return *msg->_impl_.start_period_;
+}
+void HealthCheck::clear_interval() {
+  if (GetArenaForAllocation() == nullptr && _impl_.interval_ != nullptr) {
+    delete _impl_.interval_;
+  }
+  _impl_.interval_ = nullptr;
+}
+void HealthCheck::clear_timeout() {
+  if (GetArenaForAllocation() == nullptr && _impl_.timeout_ != nullptr) {
+    delete _impl_.timeout_;
+  }
+  _impl_.timeout_ = nullptr;
+}
+void HealthCheck::clear_start_period() {
+  if (GetArenaForAllocation() == nullptr && _impl_.start_period_ != nullptr) {
+    delete _impl_.start_period_;
+  }
+  _impl_.start_period_ = nullptr;
+}
+HealthCheck::HealthCheck(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.HealthCheck)
+}
+HealthCheck::HealthCheck(const HealthCheck& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  HealthCheck* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.test_){from._impl_.test_}
+    , decltype(_impl_.interval_){nullptr}
+    , decltype(_impl_.timeout_){nullptr}
+    , decltype(_impl_.start_period_){nullptr}
+    , decltype(_impl_.retries_){}
+    , decltype(_impl_.on_failure_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  if (from._internal_has_interval()) {
+    _this->_impl_.interval_ = new ::PROTOBUF_NAMESPACE_ID::Duration(*from._impl_.interval_);
+  }
+  if (from._internal_has_timeout()) {
+    _this->_impl_.timeout_ = new ::PROTOBUF_NAMESPACE_ID::Duration(*from._impl_.timeout_);
+  }
+  if (from._internal_has_start_period()) {
+    _this->_impl_.start_period_ = new ::PROTOBUF_NAMESPACE_ID::Duration(*from._impl_.start_period_);
+  }
+  ::memcpy(&_impl_.retries_, &from._impl_.retries_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.on_failure_) -
+    reinterpret_cast<char*>(&_impl_.retries_)) + sizeof(_impl_.on_failure_));
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.HealthCheck)
+}
+
+inline void HealthCheck::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.test_){arena}
+    , decltype(_impl_.interval_){nullptr}
+    , decltype(_impl_.timeout_){nullptr}
+    , decltype(_impl_.start_period_){nullptr}
+    , decltype(_impl_.retries_){0u}
+    , decltype(_impl_.on_failure_){0}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+HealthCheck::~HealthCheck() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.HealthCheck)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void HealthCheck::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.test_.~RepeatedPtrField();
+  if (this != internal_default_instance()) delete _impl_.interval_;
+  if (this != internal_default_instance()) delete _impl_.timeout_;
+  if (this != internal_default_instance()) delete _impl_.start_period_;
+}
+
+void HealthCheck::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void HealthCheck::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.HealthCheck)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.test_.Clear();
+  if (GetArenaForAllocation() == nullptr && _impl_.interval_ != nullptr) {
+    delete _impl_.interval_;
+  }
+  _impl_.interval_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.timeout_ != nullptr) {
+    delete _impl_.timeout_;
+  }
+  _impl_.timeout_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.start_period_ != nullptr) {
+    delete _impl_.start_period_;
+  }
+  _impl_.start_period_ = nullptr;
+  ::memset(&_impl_.retries_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.on_failure_) -
+      reinterpret_cast<char*>(&_impl_.retries_)) + sizeof(_impl_.on_failure_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* HealthCheck::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // repeated string test = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            auto str = _internal_add_test();
+            ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+            CHK_(ptr);
+            CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.HealthCheck.test"));
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<10>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      // .google.protobuf.Duration interval = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr = ctx->ParseMessage(_internal_mutable_interval(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .google.protobuf.Duration timeout = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr = ctx->ParseMessage(_internal_mutable_timeout(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .google.protobuf.Duration start_period = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          ptr = ctx->ParseMessage(_internal_mutable_start_period(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 retries = 5;
+      case 5:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 40)) {
+          _impl_.retries_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.HealthFailureAction on_failure = 6;
+      case 6:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 48)) {
+          uint64_t val = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+          _internal_set_on_failure(static_cast<::berth::node::v1::HealthFailureAction>(val));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* HealthCheck::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.HealthCheck)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // repeated string test = 1;
+  for (int i = 0, n = this->_internal_test_size(); i < n; i++) {
+    const auto& s = this->_internal_test(i);
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      s.data(), static_cast<int>(s.length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.HealthCheck.test");
+    target = stream->WriteString(1, s, target);
+  }
+
+  // .google.protobuf.Duration interval = 2;
+  if (this->_internal_has_interval()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(2, _Internal::interval(this),
+        _Internal::interval(this).GetCachedSize(), target, stream);
+  }
+
+  // .google.protobuf.Duration timeout = 3;
+  if (this->_internal_has_timeout()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(3, _Internal::timeout(this),
+        _Internal::timeout(this).GetCachedSize(), target, stream);
+  }
+
+  // .google.protobuf.Duration start_period = 4;
+  if (this->_internal_has_start_period()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(4, _Internal::start_period(this),
+        _Internal::start_period(this).GetCachedSize(), target, stream);
+  }
+
+  // uint32 retries = 5;
+  if (this->_internal_retries() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(5, this->_internal_retries(), target);
+  }
+
+  // .berth.node.v1.HealthFailureAction on_failure = 6;
+  if (this->_internal_on_failure() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteEnumToArray(
+      6, this->_internal_on_failure(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.HealthCheck)
+  return target;
+}
+
+size_t HealthCheck::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.HealthCheck)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated string test = 1;
+  total_size += 1 *
+      ::PROTOBUF_NAMESPACE_ID::internal::FromIntSize(_impl_.test_.size());
+  for (int i = 0, n = _impl_.test_.size(); i < n; i++) {
+    total_size += ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+      _impl_.test_.Get(i));
+  }
+
+  // .google.protobuf.Duration interval = 2;
+  if (this->_internal_has_interval()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.interval_);
+  }
+
+  // .google.protobuf.Duration timeout = 3;
+  if (this->_internal_has_timeout()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.timeout_);
+  }
+
+  // .google.protobuf.Duration start_period = 4;
+  if (this->_internal_has_start_period()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.start_period_);
+  }
+
+  // uint32 retries = 5;
+  if (this->_internal_retries() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_retries());
+  }
+
+  // .berth.node.v1.HealthFailureAction on_failure = 6;
+  if (this->_internal_on_failure() != 0) {
+    total_size += 1 +
+      ::_pbi::WireFormatLite::EnumSize(this->_internal_on_failure());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData HealthCheck::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    HealthCheck::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*HealthCheck::GetClassData() const { return &_class_data_; }
+
+
+void HealthCheck::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<HealthCheck*>(&to_msg);
+  auto& from = static_cast<const HealthCheck&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.HealthCheck)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.test_.MergeFrom(from._impl_.test_);
+  if (from._internal_has_interval()) {
+    _this->_internal_mutable_interval()->::PROTOBUF_NAMESPACE_ID::Duration::MergeFrom(
+        from._internal_interval());
+  }
+  if (from._internal_has_timeout()) {
+    _this->_internal_mutable_timeout()->::PROTOBUF_NAMESPACE_ID::Duration::MergeFrom(
+        from._internal_timeout());
+  }
+  if (from._internal_has_start_period()) {
+    _this->_internal_mutable_start_period()->::PROTOBUF_NAMESPACE_ID::Duration::MergeFrom(
+        from._internal_start_period());
+  }
+  if (from._internal_retries() != 0) {
+    _this->_internal_set_retries(from._internal_retries());
+  }
+  if (from._internal_on_failure() != 0) {
+    _this->_internal_set_on_failure(from._internal_on_failure());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void HealthCheck::CopyFrom(const HealthCheck& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.HealthCheck)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool HealthCheck::IsInitialized() const {
+  return true;
+}
+
+void HealthCheck::InternalSwap(HealthCheck* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.test_.InternalSwap(&other->_impl_.test_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(HealthCheck, _impl_.on_failure_)
+      + sizeof(HealthCheck::_impl_.on_failure_)
+      - PROTOBUF_FIELD_OFFSET(HealthCheck, _impl_.interval_)>(
+          reinterpret_cast<char*>(&_impl_.interval_),
+          reinterpret_cast<char*>(&other->_impl_.interval_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata HealthCheck::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[6]);
+}
+
+// ===================================================================
+
+class HealthCheckResult::_Internal {
+ public:
+  static const ::PROTOBUF_NAMESPACE_ID::Timestamp& started_at(const HealthCheckResult* msg);
+  static const ::PROTOBUF_NAMESPACE_ID::Timestamp& finished_at(const HealthCheckResult* msg);
+};
+
+const ::PROTOBUF_NAMESPACE_ID::Timestamp&
+HealthCheckResult::_Internal::started_at(const HealthCheckResult* msg) {
+  return *msg->_impl_.started_at_;
+}
+const ::PROTOBUF_NAMESPACE_ID::Timestamp&
+HealthCheckResult::_Internal::finished_at(const HealthCheckResult* msg) {
+  return *msg->_impl_.finished_at_;
+}
+void HealthCheckResult::clear_started_at() {
+  if (GetArenaForAllocation() == nullptr && _impl_.started_at_ != nullptr) {
+    delete _impl_.started_at_;
+  }
+  _impl_.started_at_ = nullptr;
+}
+void HealthCheckResult::clear_finished_at() {
+  if (GetArenaForAllocation() == nullptr && _impl_.finished_at_ != nullptr) {
+    delete _impl_.finished_at_;
+  }
+  _impl_.finished_at_ = nullptr;
+}
+HealthCheckResult::HealthCheckResult(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.HealthCheckResult)
+}
+HealthCheckResult::HealthCheckResult(const HealthCheckResult& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  HealthCheckResult* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.output_){}
+    , decltype(_impl_.started_at_){nullptr}
+    , decltype(_impl_.finished_at_){nullptr}
+    , decltype(_impl_.exit_code_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.output_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.output_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_output().empty()) {
+    _this->_impl_.output_.Set(from._internal_output(), 
+      _this->GetArenaForAllocation());
+  }
+  if (from._internal_has_started_at()) {
+    _this->_impl_.started_at_ = new ::PROTOBUF_NAMESPACE_ID::Timestamp(*from._impl_.started_at_);
+  }
+  if (from._internal_has_finished_at()) {
+    _this->_impl_.finished_at_ = new ::PROTOBUF_NAMESPACE_ID::Timestamp(*from._impl_.finished_at_);
+  }
+  _this->_impl_.exit_code_ = from._impl_.exit_code_;
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.HealthCheckResult)
+}
+
+inline void HealthCheckResult::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.output_){}
+    , decltype(_impl_.started_at_){nullptr}
+    , decltype(_impl_.finished_at_){nullptr}
+    , decltype(_impl_.exit_code_){0}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.output_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.output_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+HealthCheckResult::~HealthCheckResult() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.HealthCheckResult)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void HealthCheckResult::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.output_.Destroy();
+  if (this != internal_default_instance()) delete _impl_.started_at_;
+  if (this != internal_default_instance()) delete _impl_.finished_at_;
+}
+
+void HealthCheckResult::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void HealthCheckResult::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.HealthCheckResult)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.output_.ClearToEmpty();
+  if (GetArenaForAllocation() == nullptr && _impl_.started_at_ != nullptr) {
+    delete _impl_.started_at_;
+  }
+  _impl_.started_at_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.finished_at_ != nullptr) {
+    delete _impl_.finished_at_;
+  }
+  _impl_.finished_at_ = nullptr;
+  _impl_.exit_code_ = 0;
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* HealthCheckResult::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // .google.protobuf.Timestamp started_at = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          ptr = ctx->ParseMessage(_internal_mutable_started_at(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .google.protobuf.Timestamp finished_at = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr = ctx->ParseMessage(_internal_mutable_finished_at(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // int32 exit_code = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.exit_code_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // string output = 4;
+      case 4:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 34)) {
+          auto str = _internal_mutable_output();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.node.v1.HealthCheckResult.output"));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* HealthCheckResult::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.HealthCheckResult)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // .google.protobuf.Timestamp started_at = 1;
+  if (this->_internal_has_started_at()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(1, _Internal::started_at(this),
+        _Internal::started_at(this).GetCachedSize(), target, stream);
+  }
+
+  // .google.protobuf.Timestamp finished_at = 2;
+  if (this->_internal_has_finished_at()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(2, _Internal::finished_at(this),
+        _Internal::finished_at(this).GetCachedSize(), target, stream);
+  }
+
+  // int32 exit_code = 3;
+  if (this->_internal_exit_code() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteInt32ToArray(3, this->_internal_exit_code(), target);
+  }
+
+  // string output = 4;
+  if (!this->_internal_output().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_output().data(), static_cast<int>(this->_internal_output().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.node.v1.HealthCheckResult.output");
+    target = stream->WriteStringMaybeAliased(
+        4, this->_internal_output(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.HealthCheckResult)
+  return target;
+}
+
+size_t HealthCheckResult::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.HealthCheckResult)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string output = 4;
+  if (!this->_internal_output().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_output());
+  }
+
+  // .google.protobuf.Timestamp started_at = 1;
+  if (this->_internal_has_started_at()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.started_at_);
+  }
+
+  // .google.protobuf.Timestamp finished_at = 2;
+  if (this->_internal_has_finished_at()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.finished_at_);
+  }
+
+  // int32 exit_code = 3;
+  if (this->_internal_exit_code() != 0) {
+    total_size += ::_pbi::WireFormatLite::Int32SizePlusOne(this->_internal_exit_code());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData HealthCheckResult::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    HealthCheckResult::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*HealthCheckResult::GetClassData() const { return &_class_data_; }
+
+
+void HealthCheckResult::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<HealthCheckResult*>(&to_msg);
+  auto& from = static_cast<const HealthCheckResult&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.HealthCheckResult)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_output().empty()) {
+    _this->_internal_set_output(from._internal_output());
+  }
+  if (from._internal_has_started_at()) {
+    _this->_internal_mutable_started_at()->::PROTOBUF_NAMESPACE_ID::Timestamp::MergeFrom(
+        from._internal_started_at());
+  }
+  if (from._internal_has_finished_at()) {
+    _this->_internal_mutable_finished_at()->::PROTOBUF_NAMESPACE_ID::Timestamp::MergeFrom(
+        from._internal_finished_at());
+  }
+  if (from._internal_exit_code() != 0) {
+    _this->_internal_set_exit_code(from._internal_exit_code());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void HealthCheckResult::CopyFrom(const HealthCheckResult& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.HealthCheckResult)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool HealthCheckResult::IsInitialized() const {
+  return true;
+}
+
+void HealthCheckResult::InternalSwap(HealthCheckResult* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.output_, lhs_arena,
+      &other->_impl_.output_, rhs_arena
+  );
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(HealthCheckResult, _impl_.exit_code_)
+      + sizeof(HealthCheckResult::_impl_.exit_code_)
+      - PROTOBUF_FIELD_OFFSET(HealthCheckResult, _impl_.started_at_)>(
+          reinterpret_cast<char*>(&_impl_.started_at_),
+          reinterpret_cast<char*>(&other->_impl_.started_at_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata HealthCheckResult::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[7]);
+}
+
+// ===================================================================
+
+class TaskHealth::_Internal {
+ public:
+};
+
+TaskHealth::TaskHealth(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.node.v1.TaskHealth)
+}
+TaskHealth::TaskHealth(const TaskHealth& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  TaskHealth* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.log_){from._impl_.log_}
+    , decltype(_impl_.status_){}
+    , decltype(_impl_.failing_streak_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.status_, &from._impl_.status_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.failing_streak_) -
+    reinterpret_cast<char*>(&_impl_.status_)) + sizeof(_impl_.failing_streak_));
+  // @@protoc_insertion_point(copy_constructor:berth.node.v1.TaskHealth)
+}
+
+inline void TaskHealth::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.log_){arena}
+    , decltype(_impl_.status_){0}
+    , decltype(_impl_.failing_streak_){0u}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+TaskHealth::~TaskHealth() {
+  // @@protoc_insertion_point(destructor:berth.node.v1.TaskHealth)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void TaskHealth::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.log_.~RepeatedPtrField();
+}
+
+void TaskHealth::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void TaskHealth::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.node.v1.TaskHealth)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.log_.Clear();
+  ::memset(&_impl_.status_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.failing_streak_) -
+      reinterpret_cast<char*>(&_impl_.status_)) + sizeof(_impl_.failing_streak_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* TaskHealth::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // .berth.node.v1.HealthStatus status = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          uint64_t val = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+          _internal_set_status(static_cast<::berth::node::v1::HealthStatus>(val));
+        } else
+          goto handle_unusual;
+        continue;
+      // uint32 failing_streak = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.failing_streak_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // repeated .berth.node.v1.HealthCheckResult log = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 26)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_log(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<26>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* TaskHealth::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.node.v1.TaskHealth)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // .berth.node.v1.HealthStatus status = 1;
+  if (this->_internal_status() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteEnumToArray(
+      1, this->_internal_status(), target);
+  }
+
+  // uint32 failing_streak = 2;
+  if (this->_internal_failing_streak() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt32ToArray(2, this->_internal_failing_streak(), target);
+  }
+
+  // repeated .berth.node.v1.HealthCheckResult log = 3;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_log_size()); i < n; i++) {
+    const auto& repfield = this->_internal_log(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(3, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.node.v1.TaskHealth)
+  return target;
+}
+
+size_t TaskHealth::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.node.v1.TaskHealth)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // repeated .berth.node.v1.HealthCheckResult log = 3;
+  total_size += 1UL * this->_internal_log_size();
+  for (const auto& msg : this->_impl_.log_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
+  }
+
+  // .berth.node.v1.HealthStatus status = 1;
+  if (this->_internal_status() != 0) {
+    total_size += 1 +
+      ::_pbi::WireFormatLite::EnumSize(this->_internal_status());
+  }
+
+  // uint32 failing_streak = 2;
+  if (this->_internal_failing_streak() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt32SizePlusOne(this->_internal_failing_streak());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData TaskHealth::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    TaskHealth::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*TaskHealth::GetClassData() const { return &_class_data_; }
+
+
+void TaskHealth::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<TaskHealth*>(&to_msg);
+  auto& from = static_cast<const TaskHealth&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.node.v1.TaskHealth)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  _this->_impl_.log_.MergeFrom(from._impl_.log_);
+  if (from._internal_status() != 0) {
+    _this->_internal_set_status(from._internal_status());
+  }
+  if (from._internal_failing_streak() != 0) {
+    _this->_internal_set_failing_streak(from._internal_failing_streak());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void TaskHealth::CopyFrom(const TaskHealth& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.node.v1.TaskHealth)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool TaskHealth::IsInitialized() const {
+  return true;
+}
+
+void TaskHealth::InternalSwap(TaskHealth* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  _impl_.log_.InternalSwap(&other->_impl_.log_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(TaskHealth, _impl_.failing_streak_)
+      + sizeof(TaskHealth::_impl_.failing_streak_)
+      - PROTOBUF_FIELD_OFFSET(TaskHealth, _impl_.status_)>(
+          reinterpret_cast<char*>(&_impl_.status_),
+          reinterpret_cast<char*>(&other->_impl_.status_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata TaskHealth::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[8]);
 }
 
 // ===================================================================
@@ -2553,7 +4391,7 @@ void TaskImage::InternalSwap(TaskImage* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskImage::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[4]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[9]);
 }
 
 // ===================================================================
@@ -2956,7 +4794,7 @@ void TaskImageStatus::InternalSwap(TaskImageStatus* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskImageStatus::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[5]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[10]);
 }
 
 // ===================================================================
@@ -2970,6 +4808,8 @@ class Task::_Internal {
   static const ::berth::driver::v1::ExitResult& exit_result(const Task* msg);
   static const ::berth::network::v1::NetworkStatus& network(const Task* msg);
   static const ::berth::node::v1::TaskImageStatus& image(const Task* msg);
+  static const ::berth::node::v1::TaskHealth& health(const Task* msg);
+  static const ::berth::node::v1::HealthCheck& healthcheck(const Task* msg);
 };
 
 const ::berth::node::v1::TaskSpec&
@@ -2999,6 +4839,14 @@ Task::_Internal::network(const Task* msg) {
 const ::berth::node::v1::TaskImageStatus&
 Task::_Internal::image(const Task* msg) {
   return *msg->_impl_.image_;
+}
+const ::berth::node::v1::TaskHealth&
+Task::_Internal::health(const Task* msg) {
+  return *msg->_impl_.health_;
+}
+const ::berth::node::v1::HealthCheck&
+Task::_Internal::healthcheck(const Task* msg) {
+  return *msg->_impl_.healthcheck_;
 }
 void Task::clear_created_at() {
   if (GetArenaForAllocation() == nullptr && _impl_.created_at_ != nullptr) {
@@ -3049,6 +4897,8 @@ Task::Task(const Task& from)
     , decltype(_impl_.exit_result_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.image_){nullptr}
+    , decltype(_impl_.health_){nullptr}
+    , decltype(_impl_.healthcheck_){nullptr}
     , decltype(_impl_.state_){}
     , decltype(_impl_.restarts_){}
     , decltype(_impl_.stopped_){}
@@ -3092,6 +4942,12 @@ Task::Task(const Task& from)
   if (from._internal_has_image()) {
     _this->_impl_.image_ = new ::berth::node::v1::TaskImageStatus(*from._impl_.image_);
   }
+  if (from._internal_has_health()) {
+    _this->_impl_.health_ = new ::berth::node::v1::TaskHealth(*from._impl_.health_);
+  }
+  if (from._internal_has_healthcheck()) {
+    _this->_impl_.healthcheck_ = new ::berth::node::v1::HealthCheck(*from._impl_.healthcheck_);
+  }
   ::memcpy(&_impl_.state_, &from._impl_.state_,
     static_cast<size_t>(reinterpret_cast<char*>(&_impl_.stopped_) -
     reinterpret_cast<char*>(&_impl_.state_)) + sizeof(_impl_.stopped_));
@@ -3112,6 +4968,8 @@ inline void Task::SharedCtor(
     , decltype(_impl_.exit_result_){nullptr}
     , decltype(_impl_.network_){nullptr}
     , decltype(_impl_.image_){nullptr}
+    , decltype(_impl_.health_){nullptr}
+    , decltype(_impl_.healthcheck_){nullptr}
     , decltype(_impl_.state_){0}
     , decltype(_impl_.restarts_){0u}
     , decltype(_impl_.stopped_){false}
@@ -3147,6 +5005,8 @@ inline void Task::SharedDtor() {
   if (this != internal_default_instance()) delete _impl_.exit_result_;
   if (this != internal_default_instance()) delete _impl_.network_;
   if (this != internal_default_instance()) delete _impl_.image_;
+  if (this != internal_default_instance()) delete _impl_.health_;
+  if (this != internal_default_instance()) delete _impl_.healthcheck_;
 }
 
 void Task::SetCachedSize(int size) const {
@@ -3189,6 +5049,14 @@ void Task::Clear() {
     delete _impl_.image_;
   }
   _impl_.image_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.health_ != nullptr) {
+    delete _impl_.health_;
+  }
+  _impl_.health_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.healthcheck_ != nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  _impl_.healthcheck_ = nullptr;
   ::memset(&_impl_.state_, 0, static_cast<size_t>(
       reinterpret_cast<char*>(&_impl_.stopped_) -
       reinterpret_cast<char*>(&_impl_.state_)) + sizeof(_impl_.stopped_));
@@ -3298,6 +5166,22 @@ const char* Task::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
       case 12:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 98)) {
           ptr = ctx->ParseMessage(_internal_mutable_image(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.TaskHealth health = 13;
+      case 13:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 106)) {
+          ptr = ctx->ParseMessage(_internal_mutable_health(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.node.v1.HealthCheck healthcheck = 14;
+      case 14:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 114)) {
+          ptr = ctx->ParseMessage(_internal_mutable_healthcheck(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -3419,6 +5303,20 @@ uint8_t* Task::_InternalSerialize(
         _Internal::image(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.node.v1.TaskHealth health = 13;
+  if (this->_internal_has_health()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(13, _Internal::health(this),
+        _Internal::health(this).GetCachedSize(), target, stream);
+  }
+
+  // .berth.node.v1.HealthCheck healthcheck = 14;
+  if (this->_internal_has_healthcheck()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(14, _Internal::healthcheck(this),
+        _Internal::healthcheck(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -3498,6 +5396,20 @@ size_t Task::ByteSizeLong() const {
         *_impl_.image_);
   }
 
+  // .berth.node.v1.TaskHealth health = 13;
+  if (this->_internal_has_health()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.health_);
+  }
+
+  // .berth.node.v1.HealthCheck healthcheck = 14;
+  if (this->_internal_has_healthcheck()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.healthcheck_);
+  }
+
   // .berth.node.v1.TaskState state = 3;
   if (this->_internal_state() != 0) {
     total_size += 1 +
@@ -3566,6 +5478,14 @@ void Task::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_
     _this->_internal_mutable_image()->::berth::node::v1::TaskImageStatus::MergeFrom(
         from._internal_image());
   }
+  if (from._internal_has_health()) {
+    _this->_internal_mutable_health()->::berth::node::v1::TaskHealth::MergeFrom(
+        from._internal_health());
+  }
+  if (from._internal_has_healthcheck()) {
+    _this->_internal_mutable_healthcheck()->::berth::node::v1::HealthCheck::MergeFrom(
+        from._internal_healthcheck());
+  }
   if (from._internal_state() != 0) {
     _this->_internal_set_state(from._internal_state());
   }
@@ -3613,7 +5533,7 @@ void Task::InternalSwap(Task* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Task::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[6]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[11]);
 }
 
 // ===================================================================
@@ -3837,7 +5757,7 @@ void RunTaskRequest::InternalSwap(RunTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RunTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[7]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[12]);
 }
 
 // ===================================================================
@@ -4030,7 +5950,7 @@ void RunTaskResponse::InternalSwap(RunTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RunTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[8]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[13]);
 }
 
 // ===================================================================
@@ -4208,7 +6128,7 @@ void ListTasksRequest::InternalSwap(ListTasksRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ListTasksRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[9]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[14]);
 }
 
 // ===================================================================
@@ -4393,7 +6313,7 @@ void ListTasksResponse::InternalSwap(ListTasksResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ListTasksResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[10]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[15]);
 }
 
 // ===================================================================
@@ -4596,7 +6516,7 @@ void InspectTaskRequest::InternalSwap(InspectTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[11]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[16]);
 }
 
 // ===================================================================
@@ -4789,7 +6709,7 @@ void InspectTaskResponse::InternalSwap(InspectTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[12]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[17]);
 }
 
 // ===================================================================
@@ -5090,7 +7010,7 @@ void StopTaskRequest::InternalSwap(StopTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[13]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[18]);
 }
 
 // ===================================================================
@@ -5283,7 +7203,7 @@ void StopTaskResponse::InternalSwap(StopTaskResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata StopTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[14]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[19]);
 }
 
 // ===================================================================
@@ -5513,7 +7433,7 @@ void RemoveTaskRequest::InternalSwap(RemoveTaskRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata RemoveTaskRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[15]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[20]);
 }
 
 // ===================================================================
@@ -5553,7 +7473,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*RemoveTaskResponse::GetClassDa
 ::PROTOBUF_NAMESPACE_ID::Metadata RemoveTaskResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[16]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[21]);
 }
 
 // ===================================================================
@@ -5804,7 +7724,7 @@ void TaskStatsRequest::InternalSwap(TaskStatsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[17]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[22]);
 }
 
 // ===================================================================
@@ -6003,7 +7923,7 @@ void TaskStatsResponse::InternalSwap(TaskStatsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskStatsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[18]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[23]);
 }
 
 // ===================================================================
@@ -6312,7 +8232,7 @@ void TaskLogsRequest::InternalSwap(TaskLogsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskLogsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[19]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[24]);
 }
 
 // ===================================================================
@@ -6540,7 +8460,7 @@ void TaskLogsResponse::InternalSwap(TaskLogsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata TaskLogsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[20]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[25]);
 }
 
 // ===================================================================
@@ -6730,7 +8650,7 @@ void EventsRequest::InternalSwap(EventsRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[21]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[26]);
 }
 
 // ===================================================================
@@ -6744,7 +8664,7 @@ void EventsResponse_AnnotationsEntry_DoNotUse::MergeFrom(const EventsResponse_An
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsResponse_AnnotationsEntry_DoNotUse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[22]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[27]);
 }
 
 // ===================================================================
@@ -7147,7 +9067,7 @@ void EventsResponse::InternalSwap(EventsResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata EventsResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[23]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[28]);
 }
 
 // ===================================================================
@@ -7510,7 +9430,7 @@ void ComponentStatus::InternalSwap(ComponentStatus* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ComponentStatus::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[24]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[29]);
 }
 
 // ===================================================================
@@ -7550,7 +9470,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetNodeStatusRequest::GetClass
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatusRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[25]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[30]);
 }
 
 // ===================================================================
@@ -7869,7 +9789,7 @@ void GetNodeStatusResponse::InternalSwap(GetNodeStatusResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata GetNodeStatusResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_getter, &descriptor_table_berth_2fnode_2fv1_2fnode_2eproto_once,
-      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[26]);
+      file_level_metadata_berth_2fnode_2fv1_2fnode_2eproto[31]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -7889,9 +9809,29 @@ template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskSpec_EnvEntry_DoNotUse*
 Arena::CreateMaybeMessage< ::berth::node::v1::TaskSpec_EnvEntry_DoNotUse >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::node::v1::TaskSpec_EnvEntry_DoNotUse >(arena);
 }
+template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse*
+Arena::CreateMaybeMessage< ::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse >(arena);
+}
 template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskSpec*
 Arena::CreateMaybeMessage< ::berth::node::v1::TaskSpec >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::node::v1::TaskSpec >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::HostEntry*
+Arena::CreateMaybeMessage< ::berth::node::v1::HostEntry >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::HostEntry >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::HealthCheck*
+Arena::CreateMaybeMessage< ::berth::node::v1::HealthCheck >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::HealthCheck >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::HealthCheckResult*
+Arena::CreateMaybeMessage< ::berth::node::v1::HealthCheckResult >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::HealthCheckResult >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskHealth*
+Arena::CreateMaybeMessage< ::berth::node::v1::TaskHealth >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::node::v1::TaskHealth >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::node::v1::TaskImage*
 Arena::CreateMaybeMessage< ::berth::node::v1::TaskImage >(Arena* arena) {

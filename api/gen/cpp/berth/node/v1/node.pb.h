@@ -76,6 +76,15 @@ extern GetNodeStatusRequestDefaultTypeInternal _GetNodeStatusRequest_default_ins
 class GetNodeStatusResponse;
 struct GetNodeStatusResponseDefaultTypeInternal;
 extern GetNodeStatusResponseDefaultTypeInternal _GetNodeStatusResponse_default_instance_;
+class HealthCheck;
+struct HealthCheckDefaultTypeInternal;
+extern HealthCheckDefaultTypeInternal _HealthCheck_default_instance_;
+class HealthCheckResult;
+struct HealthCheckResultDefaultTypeInternal;
+extern HealthCheckResultDefaultTypeInternal _HealthCheckResult_default_instance_;
+class HostEntry;
+struct HostEntryDefaultTypeInternal;
+extern HostEntryDefaultTypeInternal _HostEntry_default_instance_;
 class InspectTaskRequest;
 struct InspectTaskRequestDefaultTypeInternal;
 extern InspectTaskRequestDefaultTypeInternal _InspectTaskRequest_default_instance_;
@@ -115,6 +124,9 @@ extern StopTaskResponseDefaultTypeInternal _StopTaskResponse_default_instance_;
 class Task;
 struct TaskDefaultTypeInternal;
 extern TaskDefaultTypeInternal _Task_default_instance_;
+class TaskHealth;
+struct TaskHealthDefaultTypeInternal;
+extern TaskHealthDefaultTypeInternal _TaskHealth_default_instance_;
 class TaskImage;
 struct TaskImageDefaultTypeInternal;
 extern TaskImageDefaultTypeInternal _TaskImage_default_instance_;
@@ -133,6 +145,9 @@ extern TaskSpecDefaultTypeInternal _TaskSpec_default_instance_;
 class TaskSpec_EnvEntry_DoNotUse;
 struct TaskSpec_EnvEntry_DoNotUseDefaultTypeInternal;
 extern TaskSpec_EnvEntry_DoNotUseDefaultTypeInternal _TaskSpec_EnvEntry_DoNotUse_default_instance_;
+class TaskSpec_LabelsEntry_DoNotUse;
+struct TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal;
+extern TaskSpec_LabelsEntry_DoNotUseDefaultTypeInternal _TaskSpec_LabelsEntry_DoNotUse_default_instance_;
 class TaskStatsRequest;
 struct TaskStatsRequestDefaultTypeInternal;
 extern TaskStatsRequestDefaultTypeInternal _TaskStatsRequest_default_instance_;
@@ -149,6 +164,9 @@ template<> ::berth::node::v1::EventsResponse* Arena::CreateMaybeMessage<::berth:
 template<> ::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::node::v1::EventsResponse_AnnotationsEntry_DoNotUse>(Arena*);
 template<> ::berth::node::v1::GetNodeStatusRequest* Arena::CreateMaybeMessage<::berth::node::v1::GetNodeStatusRequest>(Arena*);
 template<> ::berth::node::v1::GetNodeStatusResponse* Arena::CreateMaybeMessage<::berth::node::v1::GetNodeStatusResponse>(Arena*);
+template<> ::berth::node::v1::HealthCheck* Arena::CreateMaybeMessage<::berth::node::v1::HealthCheck>(Arena*);
+template<> ::berth::node::v1::HealthCheckResult* Arena::CreateMaybeMessage<::berth::node::v1::HealthCheckResult>(Arena*);
+template<> ::berth::node::v1::HostEntry* Arena::CreateMaybeMessage<::berth::node::v1::HostEntry>(Arena*);
 template<> ::berth::node::v1::InspectTaskRequest* Arena::CreateMaybeMessage<::berth::node::v1::InspectTaskRequest>(Arena*);
 template<> ::berth::node::v1::InspectTaskResponse* Arena::CreateMaybeMessage<::berth::node::v1::InspectTaskResponse>(Arena*);
 template<> ::berth::node::v1::ListTasksRequest* Arena::CreateMaybeMessage<::berth::node::v1::ListTasksRequest>(Arena*);
@@ -162,12 +180,14 @@ template<> ::berth::node::v1::RunTaskResponse* Arena::CreateMaybeMessage<::berth
 template<> ::berth::node::v1::StopTaskRequest* Arena::CreateMaybeMessage<::berth::node::v1::StopTaskRequest>(Arena*);
 template<> ::berth::node::v1::StopTaskResponse* Arena::CreateMaybeMessage<::berth::node::v1::StopTaskResponse>(Arena*);
 template<> ::berth::node::v1::Task* Arena::CreateMaybeMessage<::berth::node::v1::Task>(Arena*);
+template<> ::berth::node::v1::TaskHealth* Arena::CreateMaybeMessage<::berth::node::v1::TaskHealth>(Arena*);
 template<> ::berth::node::v1::TaskImage* Arena::CreateMaybeMessage<::berth::node::v1::TaskImage>(Arena*);
 template<> ::berth::node::v1::TaskImageStatus* Arena::CreateMaybeMessage<::berth::node::v1::TaskImageStatus>(Arena*);
 template<> ::berth::node::v1::TaskLogsRequest* Arena::CreateMaybeMessage<::berth::node::v1::TaskLogsRequest>(Arena*);
 template<> ::berth::node::v1::TaskLogsResponse* Arena::CreateMaybeMessage<::berth::node::v1::TaskLogsResponse>(Arena*);
 template<> ::berth::node::v1::TaskSpec* Arena::CreateMaybeMessage<::berth::node::v1::TaskSpec>(Arena*);
 template<> ::berth::node::v1::TaskSpec_EnvEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::node::v1::TaskSpec_EnvEntry_DoNotUse>(Arena*);
+template<> ::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse* Arena::CreateMaybeMessage<::berth::node::v1::TaskSpec_LabelsEntry_DoNotUse>(Arena*);
 template<> ::berth::node::v1::TaskStatsRequest* Arena::CreateMaybeMessage<::berth::node::v1::TaskStatsRequest>(Arena*);
 template<> ::berth::node::v1::TaskStatsResponse* Arena::CreateMaybeMessage<::berth::node::v1::TaskStatsResponse>(Arena*);
 PROTOBUF_NAMESPACE_CLOSE
@@ -201,6 +221,61 @@ inline bool RestartMode_Parse(
     ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, RestartMode* value) {
   return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<RestartMode>(
     RestartMode_descriptor(), name, value);
+}
+enum HealthFailureAction : int {
+  HEALTH_FAILURE_ACTION_UNSPECIFIED = 0,
+  HEALTH_FAILURE_ACTION_NONE = 1,
+  HEALTH_FAILURE_ACTION_KILL = 2,
+  HEALTH_FAILURE_ACTION_RESTART = 3,
+  HEALTH_FAILURE_ACTION_STOP = 4,
+  HealthFailureAction_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
+  HealthFailureAction_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
+};
+bool HealthFailureAction_IsValid(int value);
+constexpr HealthFailureAction HealthFailureAction_MIN = HEALTH_FAILURE_ACTION_UNSPECIFIED;
+constexpr HealthFailureAction HealthFailureAction_MAX = HEALTH_FAILURE_ACTION_STOP;
+constexpr int HealthFailureAction_ARRAYSIZE = HealthFailureAction_MAX + 1;
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* HealthFailureAction_descriptor();
+template<typename T>
+inline const std::string& HealthFailureAction_Name(T enum_t_value) {
+  static_assert(::std::is_same<T, HealthFailureAction>::value ||
+    ::std::is_integral<T>::value,
+    "Incorrect type passed to function HealthFailureAction_Name.");
+  return ::PROTOBUF_NAMESPACE_ID::internal::NameOfEnum(
+    HealthFailureAction_descriptor(), enum_t_value);
+}
+inline bool HealthFailureAction_Parse(
+    ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, HealthFailureAction* value) {
+  return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<HealthFailureAction>(
+    HealthFailureAction_descriptor(), name, value);
+}
+enum HealthStatus : int {
+  HEALTH_STATUS_UNSPECIFIED = 0,
+  HEALTH_STATUS_STARTING = 1,
+  HEALTH_STATUS_HEALTHY = 2,
+  HEALTH_STATUS_UNHEALTHY = 3,
+  HealthStatus_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
+  HealthStatus_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
+};
+bool HealthStatus_IsValid(int value);
+constexpr HealthStatus HealthStatus_MIN = HEALTH_STATUS_UNSPECIFIED;
+constexpr HealthStatus HealthStatus_MAX = HEALTH_STATUS_UNHEALTHY;
+constexpr int HealthStatus_ARRAYSIZE = HealthStatus_MAX + 1;
+
+const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* HealthStatus_descriptor();
+template<typename T>
+inline const std::string& HealthStatus_Name(T enum_t_value) {
+  static_assert(::std::is_same<T, HealthStatus>::value ||
+    ::std::is_integral<T>::value,
+    "Incorrect type passed to function HealthStatus_Name.");
+  return ::PROTOBUF_NAMESPACE_ID::internal::NameOfEnum(
+    HealthStatus_descriptor(), enum_t_value);
+}
+inline bool HealthStatus_Parse(
+    ::PROTOBUF_NAMESPACE_ID::ConstStringParam name, HealthStatus* value) {
+  return ::PROTOBUF_NAMESPACE_ID::internal::ParseNamedEnum<HealthStatus>(
+    HealthStatus_descriptor(), name, value);
 }
 enum TaskState : int {
   TASK_STATE_UNSPECIFIED = 0,
@@ -268,12 +343,13 @@ enum EventType : int {
   EVENT_TYPE_TASK_REMOVED = 6,
   EVENT_TYPE_DRIVER = 7,
   EVENT_TYPE_NODE = 8,
+  EVENT_TYPE_TASK_HEALTH = 9,
   EventType_INT_MIN_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::min(),
   EventType_INT_MAX_SENTINEL_DO_NOT_USE_ = std::numeric_limits<int32_t>::max()
 };
 bool EventType_IsValid(int value);
 constexpr EventType EventType_MIN = EVENT_TYPE_UNSPECIFIED;
-constexpr EventType EventType_MAX = EVENT_TYPE_NODE;
+constexpr EventType EventType_MAX = EVENT_TYPE_TASK_HEALTH;
 constexpr int EventType_ARRAYSIZE = EventType_MAX + 1;
 
 const ::PROTOBUF_NAMESPACE_ID::EnumDescriptor* EventType_descriptor();
@@ -703,6 +779,34 @@ public:
 
 // -------------------------------------------------------------------
 
+class TaskSpec_LabelsEntry_DoNotUse : public ::PROTOBUF_NAMESPACE_ID::internal::MapEntry<TaskSpec_LabelsEntry_DoNotUse, 
+    std::string, std::string,
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING,
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING> {
+public:
+  typedef ::PROTOBUF_NAMESPACE_ID::internal::MapEntry<TaskSpec_LabelsEntry_DoNotUse, 
+    std::string, std::string,
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING,
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING> SuperType;
+  TaskSpec_LabelsEntry_DoNotUse();
+  explicit PROTOBUF_CONSTEXPR TaskSpec_LabelsEntry_DoNotUse(
+      ::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+  explicit TaskSpec_LabelsEntry_DoNotUse(::PROTOBUF_NAMESPACE_ID::Arena* arena);
+  void MergeFrom(const TaskSpec_LabelsEntry_DoNotUse& other);
+  static const TaskSpec_LabelsEntry_DoNotUse* internal_default_instance() { return reinterpret_cast<const TaskSpec_LabelsEntry_DoNotUse*>(&_TaskSpec_LabelsEntry_DoNotUse_default_instance_); }
+  static bool ValidateKey(std::string* s) {
+    return ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(s->data(), static_cast<int>(s->size()), ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::PARSE, "berth.node.v1.TaskSpec.LabelsEntry.key");
+ }
+  static bool ValidateValue(std::string* s) {
+    return ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(s->data(), static_cast<int>(s->size()), ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::PARSE, "berth.node.v1.TaskSpec.LabelsEntry.value");
+ }
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+
+// -------------------------------------------------------------------
+
 class TaskSpec final :
     public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.TaskSpec) */ {
  public:
@@ -751,7 +855,7 @@ class TaskSpec final :
                &_TaskSpec_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    3;
+    4;
 
   friend void swap(TaskSpec& a, TaskSpec& b) {
     a.Swap(&b);
@@ -828,10 +932,15 @@ class TaskSpec final :
 
   enum : int {
     kEnvFieldNumber = 4,
+    kLabelsFieldNumber = 13,
+    kExtraHostsFieldNumber = 15,
+    kUlimitsFieldNumber = 16,
     kNameFieldNumber = 1,
     kDriverFieldNumber = 2,
     kUserFieldNumber = 9,
     kUsernsFieldNumber = 11,
+    kHostnameFieldNumber = 14,
+    kStopSignalFieldNumber = 17,
     kDriverConfigFieldNumber = 3,
     kResourcesFieldNumber = 5,
     kNetworkFieldNumber = 6,
@@ -839,6 +948,10 @@ class TaskSpec final :
     kLogsFieldNumber = 8,
     kIsolationFieldNumber = 10,
     kImageFieldNumber = 12,
+    kStopTimeoutFieldNumber = 18,
+    kHealthcheckFieldNumber = 19,
+    kStdinOpenFieldNumber = 20,
+    kTtyFieldNumber = 21,
   };
   // map<string, string> env = 4;
   int env_size() const;
@@ -856,6 +969,59 @@ class TaskSpec final :
       env() const;
   ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
       mutable_env();
+
+  // map<string, string> labels = 13;
+  int labels_size() const;
+  private:
+  int _internal_labels_size() const;
+  public:
+  void clear_labels();
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >&
+      _internal_labels() const;
+  ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
+      _internal_mutable_labels();
+  public:
+  const ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >&
+      labels() const;
+  ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
+      mutable_labels();
+
+  // repeated .berth.node.v1.HostEntry extra_hosts = 15;
+  int extra_hosts_size() const;
+  private:
+  int _internal_extra_hosts_size() const;
+  public:
+  void clear_extra_hosts();
+  ::berth::node::v1::HostEntry* mutable_extra_hosts(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HostEntry >*
+      mutable_extra_hosts();
+  private:
+  const ::berth::node::v1::HostEntry& _internal_extra_hosts(int index) const;
+  ::berth::node::v1::HostEntry* _internal_add_extra_hosts();
+  public:
+  const ::berth::node::v1::HostEntry& extra_hosts(int index) const;
+  ::berth::node::v1::HostEntry* add_extra_hosts();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HostEntry >&
+      extra_hosts() const;
+
+  // repeated .berth.driver.v1.Rlimit ulimits = 16;
+  int ulimits_size() const;
+  private:
+  int _internal_ulimits_size() const;
+  public:
+  void clear_ulimits();
+  ::berth::driver::v1::Rlimit* mutable_ulimits(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >*
+      mutable_ulimits();
+  private:
+  const ::berth::driver::v1::Rlimit& _internal_ulimits(int index) const;
+  ::berth::driver::v1::Rlimit* _internal_add_ulimits();
+  public:
+  const ::berth::driver::v1::Rlimit& ulimits(int index) const;
+  ::berth::driver::v1::Rlimit* add_ulimits();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >&
+      ulimits() const;
 
   // string name = 1;
   void clear_name();
@@ -911,6 +1077,34 @@ class TaskSpec final :
   const std::string& _internal_userns() const;
   inline PROTOBUF_ALWAYS_INLINE void _internal_set_userns(const std::string& value);
   std::string* _internal_mutable_userns();
+  public:
+
+  // string hostname = 14;
+  void clear_hostname();
+  const std::string& hostname() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_hostname(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_hostname();
+  PROTOBUF_NODISCARD std::string* release_hostname();
+  void set_allocated_hostname(std::string* hostname);
+  private:
+  const std::string& _internal_hostname() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_hostname(const std::string& value);
+  std::string* _internal_mutable_hostname();
+  public:
+
+  // string stop_signal = 17;
+  void clear_stop_signal();
+  const std::string& stop_signal() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_stop_signal(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_stop_signal();
+  PROTOBUF_NODISCARD std::string* release_stop_signal();
+  void set_allocated_stop_signal(std::string* stop_signal);
+  private:
+  const std::string& _internal_stop_signal() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_stop_signal(const std::string& value);
+  std::string* _internal_mutable_stop_signal();
   public:
 
   // .google.protobuf.Struct driver_config = 3;
@@ -1039,6 +1233,60 @@ class TaskSpec final :
       ::berth::node::v1::TaskImage* image);
   ::berth::node::v1::TaskImage* unsafe_arena_release_image();
 
+  // .google.protobuf.Duration stop_timeout = 18;
+  bool has_stop_timeout() const;
+  private:
+  bool _internal_has_stop_timeout() const;
+  public:
+  void clear_stop_timeout();
+  const ::PROTOBUF_NAMESPACE_ID::Duration& stop_timeout() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Duration* release_stop_timeout();
+  ::PROTOBUF_NAMESPACE_ID::Duration* mutable_stop_timeout();
+  void set_allocated_stop_timeout(::PROTOBUF_NAMESPACE_ID::Duration* stop_timeout);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Duration& _internal_stop_timeout() const;
+  ::PROTOBUF_NAMESPACE_ID::Duration* _internal_mutable_stop_timeout();
+  public:
+  void unsafe_arena_set_allocated_stop_timeout(
+      ::PROTOBUF_NAMESPACE_ID::Duration* stop_timeout);
+  ::PROTOBUF_NAMESPACE_ID::Duration* unsafe_arena_release_stop_timeout();
+
+  // .berth.node.v1.HealthCheck healthcheck = 19;
+  bool has_healthcheck() const;
+  private:
+  bool _internal_has_healthcheck() const;
+  public:
+  void clear_healthcheck();
+  const ::berth::node::v1::HealthCheck& healthcheck() const;
+  PROTOBUF_NODISCARD ::berth::node::v1::HealthCheck* release_healthcheck();
+  ::berth::node::v1::HealthCheck* mutable_healthcheck();
+  void set_allocated_healthcheck(::berth::node::v1::HealthCheck* healthcheck);
+  private:
+  const ::berth::node::v1::HealthCheck& _internal_healthcheck() const;
+  ::berth::node::v1::HealthCheck* _internal_mutable_healthcheck();
+  public:
+  void unsafe_arena_set_allocated_healthcheck(
+      ::berth::node::v1::HealthCheck* healthcheck);
+  ::berth::node::v1::HealthCheck* unsafe_arena_release_healthcheck();
+
+  // bool stdin_open = 20;
+  void clear_stdin_open();
+  bool stdin_open() const;
+  void set_stdin_open(bool value);
+  private:
+  bool _internal_stdin_open() const;
+  void _internal_set_stdin_open(bool value);
+  public:
+
+  // bool tty = 21;
+  void clear_tty();
+  bool tty() const;
+  void set_tty(bool value);
+  private:
+  bool _internal_tty() const;
+  void _internal_set_tty(bool value);
+  public:
+
   // @@protoc_insertion_point(class_scope:berth.node.v1.TaskSpec)
  private:
   class _Internal;
@@ -1052,10 +1300,19 @@ class TaskSpec final :
         std::string, std::string,
         ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING,
         ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING> env_;
+    ::PROTOBUF_NAMESPACE_ID::internal::MapField<
+        TaskSpec_LabelsEntry_DoNotUse,
+        std::string, std::string,
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING,
+        ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::TYPE_STRING> labels_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HostEntry > extra_hosts_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit > ulimits_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr name_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr driver_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr user_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr userns_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr hostname_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr stop_signal_;
     ::PROTOBUF_NAMESPACE_ID::Struct* driver_config_;
     ::berth::driver::v1::Resources* resources_;
     ::berth::node::v1::NetworkSpec* network_;
@@ -1063,6 +1320,807 @@ class TaskSpec final :
     ::berth::driver::v1::LogConfig* logs_;
     ::berth::driver::v1::Isolation* isolation_;
     ::berth::node::v1::TaskImage* image_;
+    ::PROTOBUF_NAMESPACE_ID::Duration* stop_timeout_;
+    ::berth::node::v1::HealthCheck* healthcheck_;
+    bool stdin_open_;
+    bool tty_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class HostEntry final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.HostEntry) */ {
+ public:
+  inline HostEntry() : HostEntry(nullptr) {}
+  ~HostEntry() override;
+  explicit PROTOBUF_CONSTEXPR HostEntry(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  HostEntry(const HostEntry& from);
+  HostEntry(HostEntry&& from) noexcept
+    : HostEntry() {
+    *this = ::std::move(from);
+  }
+
+  inline HostEntry& operator=(const HostEntry& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline HostEntry& operator=(HostEntry&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const HostEntry& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const HostEntry* internal_default_instance() {
+    return reinterpret_cast<const HostEntry*>(
+               &_HostEntry_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    5;
+
+  friend void swap(HostEntry& a, HostEntry& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(HostEntry* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(HostEntry* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  HostEntry* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<HostEntry>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const HostEntry& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const HostEntry& from) {
+    HostEntry::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(HostEntry* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.HostEntry";
+  }
+  protected:
+  explicit HostEntry(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kHostnameFieldNumber = 1,
+    kIpFieldNumber = 2,
+  };
+  // string hostname = 1;
+  void clear_hostname();
+  const std::string& hostname() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_hostname(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_hostname();
+  PROTOBUF_NODISCARD std::string* release_hostname();
+  void set_allocated_hostname(std::string* hostname);
+  private:
+  const std::string& _internal_hostname() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_hostname(const std::string& value);
+  std::string* _internal_mutable_hostname();
+  public:
+
+  // string ip = 2;
+  void clear_ip();
+  const std::string& ip() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_ip(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_ip();
+  PROTOBUF_NODISCARD std::string* release_ip();
+  void set_allocated_ip(std::string* ip);
+  private:
+  const std::string& _internal_ip() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_ip(const std::string& value);
+  std::string* _internal_mutable_ip();
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.HostEntry)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr hostname_;
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr ip_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class HealthCheck final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.HealthCheck) */ {
+ public:
+  inline HealthCheck() : HealthCheck(nullptr) {}
+  ~HealthCheck() override;
+  explicit PROTOBUF_CONSTEXPR HealthCheck(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  HealthCheck(const HealthCheck& from);
+  HealthCheck(HealthCheck&& from) noexcept
+    : HealthCheck() {
+    *this = ::std::move(from);
+  }
+
+  inline HealthCheck& operator=(const HealthCheck& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline HealthCheck& operator=(HealthCheck&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const HealthCheck& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const HealthCheck* internal_default_instance() {
+    return reinterpret_cast<const HealthCheck*>(
+               &_HealthCheck_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    6;
+
+  friend void swap(HealthCheck& a, HealthCheck& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(HealthCheck* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(HealthCheck* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  HealthCheck* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<HealthCheck>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const HealthCheck& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const HealthCheck& from) {
+    HealthCheck::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(HealthCheck* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.HealthCheck";
+  }
+  protected:
+  explicit HealthCheck(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kTestFieldNumber = 1,
+    kIntervalFieldNumber = 2,
+    kTimeoutFieldNumber = 3,
+    kStartPeriodFieldNumber = 4,
+    kRetriesFieldNumber = 5,
+    kOnFailureFieldNumber = 6,
+  };
+  // repeated string test = 1;
+  int test_size() const;
+  private:
+  int _internal_test_size() const;
+  public:
+  void clear_test();
+  const std::string& test(int index) const;
+  std::string* mutable_test(int index);
+  void set_test(int index, const std::string& value);
+  void set_test(int index, std::string&& value);
+  void set_test(int index, const char* value);
+  void set_test(int index, const char* value, size_t size);
+  std::string* add_test();
+  void add_test(const std::string& value);
+  void add_test(std::string&& value);
+  void add_test(const char* value);
+  void add_test(const char* value, size_t size);
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>& test() const;
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>* mutable_test();
+  private:
+  const std::string& _internal_test(int index) const;
+  std::string* _internal_add_test();
+  public:
+
+  // .google.protobuf.Duration interval = 2;
+  bool has_interval() const;
+  private:
+  bool _internal_has_interval() const;
+  public:
+  void clear_interval();
+  const ::PROTOBUF_NAMESPACE_ID::Duration& interval() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Duration* release_interval();
+  ::PROTOBUF_NAMESPACE_ID::Duration* mutable_interval();
+  void set_allocated_interval(::PROTOBUF_NAMESPACE_ID::Duration* interval);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Duration& _internal_interval() const;
+  ::PROTOBUF_NAMESPACE_ID::Duration* _internal_mutable_interval();
+  public:
+  void unsafe_arena_set_allocated_interval(
+      ::PROTOBUF_NAMESPACE_ID::Duration* interval);
+  ::PROTOBUF_NAMESPACE_ID::Duration* unsafe_arena_release_interval();
+
+  // .google.protobuf.Duration timeout = 3;
+  bool has_timeout() const;
+  private:
+  bool _internal_has_timeout() const;
+  public:
+  void clear_timeout();
+  const ::PROTOBUF_NAMESPACE_ID::Duration& timeout() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Duration* release_timeout();
+  ::PROTOBUF_NAMESPACE_ID::Duration* mutable_timeout();
+  void set_allocated_timeout(::PROTOBUF_NAMESPACE_ID::Duration* timeout);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Duration& _internal_timeout() const;
+  ::PROTOBUF_NAMESPACE_ID::Duration* _internal_mutable_timeout();
+  public:
+  void unsafe_arena_set_allocated_timeout(
+      ::PROTOBUF_NAMESPACE_ID::Duration* timeout);
+  ::PROTOBUF_NAMESPACE_ID::Duration* unsafe_arena_release_timeout();
+
+  // .google.protobuf.Duration start_period = 4;
+  bool has_start_period() const;
+  private:
+  bool _internal_has_start_period() const;
+  public:
+  void clear_start_period();
+  const ::PROTOBUF_NAMESPACE_ID::Duration& start_period() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Duration* release_start_period();
+  ::PROTOBUF_NAMESPACE_ID::Duration* mutable_start_period();
+  void set_allocated_start_period(::PROTOBUF_NAMESPACE_ID::Duration* start_period);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Duration& _internal_start_period() const;
+  ::PROTOBUF_NAMESPACE_ID::Duration* _internal_mutable_start_period();
+  public:
+  void unsafe_arena_set_allocated_start_period(
+      ::PROTOBUF_NAMESPACE_ID::Duration* start_period);
+  ::PROTOBUF_NAMESPACE_ID::Duration* unsafe_arena_release_start_period();
+
+  // uint32 retries = 5;
+  void clear_retries();
+  uint32_t retries() const;
+  void set_retries(uint32_t value);
+  private:
+  uint32_t _internal_retries() const;
+  void _internal_set_retries(uint32_t value);
+  public:
+
+  // .berth.node.v1.HealthFailureAction on_failure = 6;
+  void clear_on_failure();
+  ::berth::node::v1::HealthFailureAction on_failure() const;
+  void set_on_failure(::berth::node::v1::HealthFailureAction value);
+  private:
+  ::berth::node::v1::HealthFailureAction _internal_on_failure() const;
+  void _internal_set_on_failure(::berth::node::v1::HealthFailureAction value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.HealthCheck)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> test_;
+    ::PROTOBUF_NAMESPACE_ID::Duration* interval_;
+    ::PROTOBUF_NAMESPACE_ID::Duration* timeout_;
+    ::PROTOBUF_NAMESPACE_ID::Duration* start_period_;
+    uint32_t retries_;
+    int on_failure_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class HealthCheckResult final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.HealthCheckResult) */ {
+ public:
+  inline HealthCheckResult() : HealthCheckResult(nullptr) {}
+  ~HealthCheckResult() override;
+  explicit PROTOBUF_CONSTEXPR HealthCheckResult(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  HealthCheckResult(const HealthCheckResult& from);
+  HealthCheckResult(HealthCheckResult&& from) noexcept
+    : HealthCheckResult() {
+    *this = ::std::move(from);
+  }
+
+  inline HealthCheckResult& operator=(const HealthCheckResult& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline HealthCheckResult& operator=(HealthCheckResult&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const HealthCheckResult& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const HealthCheckResult* internal_default_instance() {
+    return reinterpret_cast<const HealthCheckResult*>(
+               &_HealthCheckResult_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    7;
+
+  friend void swap(HealthCheckResult& a, HealthCheckResult& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(HealthCheckResult* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(HealthCheckResult* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  HealthCheckResult* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<HealthCheckResult>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const HealthCheckResult& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const HealthCheckResult& from) {
+    HealthCheckResult::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(HealthCheckResult* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.HealthCheckResult";
+  }
+  protected:
+  explicit HealthCheckResult(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kOutputFieldNumber = 4,
+    kStartedAtFieldNumber = 1,
+    kFinishedAtFieldNumber = 2,
+    kExitCodeFieldNumber = 3,
+  };
+  // string output = 4;
+  void clear_output();
+  const std::string& output() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_output(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_output();
+  PROTOBUF_NODISCARD std::string* release_output();
+  void set_allocated_output(std::string* output);
+  private:
+  const std::string& _internal_output() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_output(const std::string& value);
+  std::string* _internal_mutable_output();
+  public:
+
+  // .google.protobuf.Timestamp started_at = 1;
+  bool has_started_at() const;
+  private:
+  bool _internal_has_started_at() const;
+  public:
+  void clear_started_at();
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp& started_at() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Timestamp* release_started_at();
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* mutable_started_at();
+  void set_allocated_started_at(::PROTOBUF_NAMESPACE_ID::Timestamp* started_at);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp& _internal_started_at() const;
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* _internal_mutable_started_at();
+  public:
+  void unsafe_arena_set_allocated_started_at(
+      ::PROTOBUF_NAMESPACE_ID::Timestamp* started_at);
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* unsafe_arena_release_started_at();
+
+  // .google.protobuf.Timestamp finished_at = 2;
+  bool has_finished_at() const;
+  private:
+  bool _internal_has_finished_at() const;
+  public:
+  void clear_finished_at();
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp& finished_at() const;
+  PROTOBUF_NODISCARD ::PROTOBUF_NAMESPACE_ID::Timestamp* release_finished_at();
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* mutable_finished_at();
+  void set_allocated_finished_at(::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at);
+  private:
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp& _internal_finished_at() const;
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* _internal_mutable_finished_at();
+  public:
+  void unsafe_arena_set_allocated_finished_at(
+      ::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at);
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* unsafe_arena_release_finished_at();
+
+  // int32 exit_code = 3;
+  void clear_exit_code();
+  int32_t exit_code() const;
+  void set_exit_code(int32_t value);
+  private:
+  int32_t _internal_exit_code() const;
+  void _internal_set_exit_code(int32_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.HealthCheckResult)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr output_;
+    ::PROTOBUF_NAMESPACE_ID::Timestamp* started_at_;
+    ::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at_;
+    int32_t exit_code_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fnode_2fv1_2fnode_2eproto;
+};
+// -------------------------------------------------------------------
+
+class TaskHealth final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.node.v1.TaskHealth) */ {
+ public:
+  inline TaskHealth() : TaskHealth(nullptr) {}
+  ~TaskHealth() override;
+  explicit PROTOBUF_CONSTEXPR TaskHealth(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  TaskHealth(const TaskHealth& from);
+  TaskHealth(TaskHealth&& from) noexcept
+    : TaskHealth() {
+    *this = ::std::move(from);
+  }
+
+  inline TaskHealth& operator=(const TaskHealth& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline TaskHealth& operator=(TaskHealth&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const TaskHealth& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const TaskHealth* internal_default_instance() {
+    return reinterpret_cast<const TaskHealth*>(
+               &_TaskHealth_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    8;
+
+  friend void swap(TaskHealth& a, TaskHealth& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(TaskHealth* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(TaskHealth* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  TaskHealth* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<TaskHealth>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const TaskHealth& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const TaskHealth& from) {
+    TaskHealth::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(TaskHealth* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.node.v1.TaskHealth";
+  }
+  protected:
+  explicit TaskHealth(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kLogFieldNumber = 3,
+    kStatusFieldNumber = 1,
+    kFailingStreakFieldNumber = 2,
+  };
+  // repeated .berth.node.v1.HealthCheckResult log = 3;
+  int log_size() const;
+  private:
+  int _internal_log_size() const;
+  public:
+  void clear_log();
+  ::berth::node::v1::HealthCheckResult* mutable_log(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HealthCheckResult >*
+      mutable_log();
+  private:
+  const ::berth::node::v1::HealthCheckResult& _internal_log(int index) const;
+  ::berth::node::v1::HealthCheckResult* _internal_add_log();
+  public:
+  const ::berth::node::v1::HealthCheckResult& log(int index) const;
+  ::berth::node::v1::HealthCheckResult* add_log();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HealthCheckResult >&
+      log() const;
+
+  // .berth.node.v1.HealthStatus status = 1;
+  void clear_status();
+  ::berth::node::v1::HealthStatus status() const;
+  void set_status(::berth::node::v1::HealthStatus value);
+  private:
+  ::berth::node::v1::HealthStatus _internal_status() const;
+  void _internal_set_status(::berth::node::v1::HealthStatus value);
+  public:
+
+  // uint32 failing_streak = 2;
+  void clear_failing_streak();
+  uint32_t failing_streak() const;
+  void set_failing_streak(uint32_t value);
+  private:
+  uint32_t _internal_failing_streak() const;
+  void _internal_set_failing_streak(uint32_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.node.v1.TaskHealth)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HealthCheckResult > log_;
+    int status_;
+    uint32_t failing_streak_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -1118,7 +2176,7 @@ class TaskImage final :
                &_TaskImage_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    4;
+    9;
 
   friend void swap(TaskImage& a, TaskImage& b) {
     a.Swap(&b);
@@ -1308,7 +2366,7 @@ class TaskImageStatus final :
                &_TaskImageStatus_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    10;
 
   friend void swap(TaskImageStatus& a, TaskImageStatus& b) {
     a.Swap(&b);
@@ -1525,7 +2583,7 @@ class Task final :
                &_Task_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    11;
 
   friend void swap(Task& a, Task& b) {
     a.Swap(&b);
@@ -1607,6 +2665,8 @@ class Task final :
     kExitResultFieldNumber = 7,
     kNetworkFieldNumber = 9,
     kImageFieldNumber = 12,
+    kHealthFieldNumber = 13,
+    kHealthcheckFieldNumber = 14,
     kStateFieldNumber = 3,
     kRestartsFieldNumber = 8,
     kStoppedFieldNumber = 11,
@@ -1765,6 +2825,42 @@ class Task final :
       ::berth::node::v1::TaskImageStatus* image);
   ::berth::node::v1::TaskImageStatus* unsafe_arena_release_image();
 
+  // .berth.node.v1.TaskHealth health = 13;
+  bool has_health() const;
+  private:
+  bool _internal_has_health() const;
+  public:
+  void clear_health();
+  const ::berth::node::v1::TaskHealth& health() const;
+  PROTOBUF_NODISCARD ::berth::node::v1::TaskHealth* release_health();
+  ::berth::node::v1::TaskHealth* mutable_health();
+  void set_allocated_health(::berth::node::v1::TaskHealth* health);
+  private:
+  const ::berth::node::v1::TaskHealth& _internal_health() const;
+  ::berth::node::v1::TaskHealth* _internal_mutable_health();
+  public:
+  void unsafe_arena_set_allocated_health(
+      ::berth::node::v1::TaskHealth* health);
+  ::berth::node::v1::TaskHealth* unsafe_arena_release_health();
+
+  // .berth.node.v1.HealthCheck healthcheck = 14;
+  bool has_healthcheck() const;
+  private:
+  bool _internal_has_healthcheck() const;
+  public:
+  void clear_healthcheck();
+  const ::berth::node::v1::HealthCheck& healthcheck() const;
+  PROTOBUF_NODISCARD ::berth::node::v1::HealthCheck* release_healthcheck();
+  ::berth::node::v1::HealthCheck* mutable_healthcheck();
+  void set_allocated_healthcheck(::berth::node::v1::HealthCheck* healthcheck);
+  private:
+  const ::berth::node::v1::HealthCheck& _internal_healthcheck() const;
+  ::berth::node::v1::HealthCheck* _internal_mutable_healthcheck();
+  public:
+  void unsafe_arena_set_allocated_healthcheck(
+      ::berth::node::v1::HealthCheck* healthcheck);
+  ::berth::node::v1::HealthCheck* unsafe_arena_release_healthcheck();
+
   // .berth.node.v1.TaskState state = 3;
   void clear_state();
   ::berth::node::v1::TaskState state() const;
@@ -1809,6 +2905,8 @@ class Task final :
     ::berth::driver::v1::ExitResult* exit_result_;
     ::berth::network::v1::NetworkStatus* network_;
     ::berth::node::v1::TaskImageStatus* image_;
+    ::berth::node::v1::TaskHealth* health_;
+    ::berth::node::v1::HealthCheck* healthcheck_;
     int state_;
     uint32_t restarts_;
     bool stopped_;
@@ -1867,7 +2965,7 @@ class RunTaskRequest final :
                &_RunTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    12;
 
   friend void swap(RunTaskRequest& a, RunTaskRequest& b) {
     a.Swap(&b);
@@ -2035,7 +3133,7 @@ class RunTaskResponse final :
                &_RunTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    13;
 
   friend void swap(RunTaskResponse& a, RunTaskResponse& b) {
     a.Swap(&b);
@@ -2192,7 +3290,7 @@ class ListTasksRequest final :
                &_ListTasksRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    9;
+    14;
 
   friend void swap(ListTasksRequest& a, ListTasksRequest& b) {
     a.Swap(&b);
@@ -2340,7 +3438,7 @@ class ListTasksResponse final :
                &_ListTasksResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    15;
 
   friend void swap(ListTasksResponse& a, ListTasksResponse& b) {
     a.Swap(&b);
@@ -2497,7 +3595,7 @@ class InspectTaskRequest final :
                &_InspectTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    16;
 
   friend void swap(InspectTaskRequest& a, InspectTaskRequest& b) {
     a.Swap(&b);
@@ -2650,7 +3748,7 @@ class InspectTaskResponse final :
                &_InspectTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    17;
 
   friend void swap(InspectTaskResponse& a, InspectTaskResponse& b) {
     a.Swap(&b);
@@ -2807,7 +3905,7 @@ class StopTaskRequest final :
                &_StopTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    18;
 
   friend void swap(StopTaskRequest& a, StopTaskRequest& b) {
     a.Swap(&b);
@@ -2996,7 +4094,7 @@ class StopTaskResponse final :
                &_StopTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    19;
 
   friend void swap(StopTaskResponse& a, StopTaskResponse& b) {
     a.Swap(&b);
@@ -3153,7 +4251,7 @@ class RemoveTaskRequest final :
                &_RemoveTaskRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    20;
 
   friend void swap(RemoveTaskRequest& a, RemoveTaskRequest& b) {
     a.Swap(&b);
@@ -3316,7 +4414,7 @@ class RemoveTaskResponse final :
                &_RemoveTaskResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    21;
 
   friend void swap(RemoveTaskResponse& a, RemoveTaskResponse& b) {
     a.Swap(&b);
@@ -3435,7 +4533,7 @@ class TaskStatsRequest final :
                &_TaskStatsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    22;
 
   friend void swap(TaskStatsRequest& a, TaskStatsRequest& b) {
     a.Swap(&b);
@@ -3608,7 +4706,7 @@ class TaskStatsResponse final :
                &_TaskStatsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    23;
 
   friend void swap(TaskStatsResponse& a, TaskStatsResponse& b) {
     a.Swap(&b);
@@ -3765,7 +4863,7 @@ class TaskLogsRequest final :
                &_TaskLogsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    24;
 
   friend void swap(TaskLogsRequest& a, TaskLogsRequest& b) {
     a.Swap(&b);
@@ -3960,7 +5058,7 @@ class TaskLogsResponse final :
                &_TaskLogsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    25;
 
   friend void swap(TaskLogsResponse& a, TaskLogsResponse& b) {
     a.Swap(&b);
@@ -4124,7 +5222,7 @@ class EventsRequest final :
                &_EventsRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    26;
 
   friend void swap(EventsRequest& a, EventsRequest& b) {
     a.Swap(&b);
@@ -4315,7 +5413,7 @@ class EventsResponse final :
                &_EventsResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    28;
 
   friend void swap(EventsResponse& a, EventsResponse& b) {
     a.Swap(&b);
@@ -4541,7 +5639,7 @@ class ComponentStatus final :
                &_ComponentStatus_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    29;
 
   friend void swap(ComponentStatus& a, ComponentStatus& b) {
     a.Swap(&b);
@@ -4747,7 +5845,7 @@ class GetNodeStatusRequest final :
                &_GetNodeStatusRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    30;
 
   friend void swap(GetNodeStatusRequest& a, GetNodeStatusRequest& b) {
     a.Swap(&b);
@@ -4866,7 +5964,7 @@ class GetNodeStatusResponse final :
                &_GetNodeStatusResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    31;
 
   friend void swap(GetNodeStatusResponse& a, GetNodeStatusResponse& b) {
     a.Swap(&b);
@@ -5360,6 +6458,8 @@ inline void NetworkSpec::set_allocated_dns(::berth::network::v1::DnsConfig* dns)
   _impl_.dns_ = dns;
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.NetworkSpec.dns)
 }
+
+// -------------------------------------------------------------------
 
 // -------------------------------------------------------------------
 
@@ -6204,6 +7304,1233 @@ inline void TaskSpec::set_allocated_image(::berth::node::v1::TaskImage* image) {
   }
   _impl_.image_ = image;
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.image)
+}
+
+// map<string, string> labels = 13;
+inline int TaskSpec::_internal_labels_size() const {
+  return _impl_.labels_.size();
+}
+inline int TaskSpec::labels_size() const {
+  return _internal_labels_size();
+}
+inline void TaskSpec::clear_labels() {
+  _impl_.labels_.Clear();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >&
+TaskSpec::_internal_labels() const {
+  return _impl_.labels_.GetMap();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >&
+TaskSpec::labels() const {
+  // @@protoc_insertion_point(field_map:berth.node.v1.TaskSpec.labels)
+  return _internal_labels();
+}
+inline ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
+TaskSpec::_internal_mutable_labels() {
+  return _impl_.labels_.MutableMap();
+}
+inline ::PROTOBUF_NAMESPACE_ID::Map< std::string, std::string >*
+TaskSpec::mutable_labels() {
+  // @@protoc_insertion_point(field_mutable_map:berth.node.v1.TaskSpec.labels)
+  return _internal_mutable_labels();
+}
+
+// string hostname = 14;
+inline void TaskSpec::clear_hostname() {
+  _impl_.hostname_.ClearToEmpty();
+}
+inline const std::string& TaskSpec::hostname() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.hostname)
+  return _internal_hostname();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskSpec::set_hostname(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.hostname_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskSpec.hostname)
+}
+inline std::string* TaskSpec::mutable_hostname() {
+  std::string* _s = _internal_mutable_hostname();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.hostname)
+  return _s;
+}
+inline const std::string& TaskSpec::_internal_hostname() const {
+  return _impl_.hostname_.Get();
+}
+inline void TaskSpec::_internal_set_hostname(const std::string& value) {
+  
+  _impl_.hostname_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskSpec::_internal_mutable_hostname() {
+  
+  return _impl_.hostname_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskSpec::release_hostname() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.hostname)
+  return _impl_.hostname_.Release();
+}
+inline void TaskSpec::set_allocated_hostname(std::string* hostname) {
+  if (hostname != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.hostname_.SetAllocated(hostname, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.hostname_.IsDefault()) {
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.hostname)
+}
+
+// repeated .berth.node.v1.HostEntry extra_hosts = 15;
+inline int TaskSpec::_internal_extra_hosts_size() const {
+  return _impl_.extra_hosts_.size();
+}
+inline int TaskSpec::extra_hosts_size() const {
+  return _internal_extra_hosts_size();
+}
+inline void TaskSpec::clear_extra_hosts() {
+  _impl_.extra_hosts_.Clear();
+}
+inline ::berth::node::v1::HostEntry* TaskSpec::mutable_extra_hosts(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.extra_hosts)
+  return _impl_.extra_hosts_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HostEntry >*
+TaskSpec::mutable_extra_hosts() {
+  // @@protoc_insertion_point(field_mutable_list:berth.node.v1.TaskSpec.extra_hosts)
+  return &_impl_.extra_hosts_;
+}
+inline const ::berth::node::v1::HostEntry& TaskSpec::_internal_extra_hosts(int index) const {
+  return _impl_.extra_hosts_.Get(index);
+}
+inline const ::berth::node::v1::HostEntry& TaskSpec::extra_hosts(int index) const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.extra_hosts)
+  return _internal_extra_hosts(index);
+}
+inline ::berth::node::v1::HostEntry* TaskSpec::_internal_add_extra_hosts() {
+  return _impl_.extra_hosts_.Add();
+}
+inline ::berth::node::v1::HostEntry* TaskSpec::add_extra_hosts() {
+  ::berth::node::v1::HostEntry* _add = _internal_add_extra_hosts();
+  // @@protoc_insertion_point(field_add:berth.node.v1.TaskSpec.extra_hosts)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HostEntry >&
+TaskSpec::extra_hosts() const {
+  // @@protoc_insertion_point(field_list:berth.node.v1.TaskSpec.extra_hosts)
+  return _impl_.extra_hosts_;
+}
+
+// repeated .berth.driver.v1.Rlimit ulimits = 16;
+inline int TaskSpec::_internal_ulimits_size() const {
+  return _impl_.ulimits_.size();
+}
+inline int TaskSpec::ulimits_size() const {
+  return _internal_ulimits_size();
+}
+inline ::berth::driver::v1::Rlimit* TaskSpec::mutable_ulimits(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.ulimits)
+  return _impl_.ulimits_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >*
+TaskSpec::mutable_ulimits() {
+  // @@protoc_insertion_point(field_mutable_list:berth.node.v1.TaskSpec.ulimits)
+  return &_impl_.ulimits_;
+}
+inline const ::berth::driver::v1::Rlimit& TaskSpec::_internal_ulimits(int index) const {
+  return _impl_.ulimits_.Get(index);
+}
+inline const ::berth::driver::v1::Rlimit& TaskSpec::ulimits(int index) const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.ulimits)
+  return _internal_ulimits(index);
+}
+inline ::berth::driver::v1::Rlimit* TaskSpec::_internal_add_ulimits() {
+  return _impl_.ulimits_.Add();
+}
+inline ::berth::driver::v1::Rlimit* TaskSpec::add_ulimits() {
+  ::berth::driver::v1::Rlimit* _add = _internal_add_ulimits();
+  // @@protoc_insertion_point(field_add:berth.node.v1.TaskSpec.ulimits)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::driver::v1::Rlimit >&
+TaskSpec::ulimits() const {
+  // @@protoc_insertion_point(field_list:berth.node.v1.TaskSpec.ulimits)
+  return _impl_.ulimits_;
+}
+
+// string stop_signal = 17;
+inline void TaskSpec::clear_stop_signal() {
+  _impl_.stop_signal_.ClearToEmpty();
+}
+inline const std::string& TaskSpec::stop_signal() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.stop_signal)
+  return _internal_stop_signal();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void TaskSpec::set_stop_signal(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.stop_signal_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskSpec.stop_signal)
+}
+inline std::string* TaskSpec::mutable_stop_signal() {
+  std::string* _s = _internal_mutable_stop_signal();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.stop_signal)
+  return _s;
+}
+inline const std::string& TaskSpec::_internal_stop_signal() const {
+  return _impl_.stop_signal_.Get();
+}
+inline void TaskSpec::_internal_set_stop_signal(const std::string& value) {
+  
+  _impl_.stop_signal_.Set(value, GetArenaForAllocation());
+}
+inline std::string* TaskSpec::_internal_mutable_stop_signal() {
+  
+  return _impl_.stop_signal_.Mutable(GetArenaForAllocation());
+}
+inline std::string* TaskSpec::release_stop_signal() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.stop_signal)
+  return _impl_.stop_signal_.Release();
+}
+inline void TaskSpec::set_allocated_stop_signal(std::string* stop_signal) {
+  if (stop_signal != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.stop_signal_.SetAllocated(stop_signal, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.stop_signal_.IsDefault()) {
+    _impl_.stop_signal_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.stop_signal)
+}
+
+// .google.protobuf.Duration stop_timeout = 18;
+inline bool TaskSpec::_internal_has_stop_timeout() const {
+  return this != internal_default_instance() && _impl_.stop_timeout_ != nullptr;
+}
+inline bool TaskSpec::has_stop_timeout() const {
+  return _internal_has_stop_timeout();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& TaskSpec::_internal_stop_timeout() const {
+  const ::PROTOBUF_NAMESPACE_ID::Duration* p = _impl_.stop_timeout_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Duration&>(
+      ::PROTOBUF_NAMESPACE_ID::_Duration_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& TaskSpec::stop_timeout() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.stop_timeout)
+  return _internal_stop_timeout();
+}
+inline void TaskSpec::unsafe_arena_set_allocated_stop_timeout(
+    ::PROTOBUF_NAMESPACE_ID::Duration* stop_timeout) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.stop_timeout_);
+  }
+  _impl_.stop_timeout_ = stop_timeout;
+  if (stop_timeout) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.TaskSpec.stop_timeout)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* TaskSpec::release_stop_timeout() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.stop_timeout_;
+  _impl_.stop_timeout_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* TaskSpec::unsafe_arena_release_stop_timeout() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.stop_timeout)
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.stop_timeout_;
+  _impl_.stop_timeout_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* TaskSpec::_internal_mutable_stop_timeout() {
+  
+  if (_impl_.stop_timeout_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Duration>(GetArenaForAllocation());
+    _impl_.stop_timeout_ = p;
+  }
+  return _impl_.stop_timeout_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* TaskSpec::mutable_stop_timeout() {
+  ::PROTOBUF_NAMESPACE_ID::Duration* _msg = _internal_mutable_stop_timeout();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.stop_timeout)
+  return _msg;
+}
+inline void TaskSpec::set_allocated_stop_timeout(::PROTOBUF_NAMESPACE_ID::Duration* stop_timeout) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.stop_timeout_);
+  }
+  if (stop_timeout) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(stop_timeout));
+    if (message_arena != submessage_arena) {
+      stop_timeout = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, stop_timeout, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.stop_timeout_ = stop_timeout;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.stop_timeout)
+}
+
+// .berth.node.v1.HealthCheck healthcheck = 19;
+inline bool TaskSpec::_internal_has_healthcheck() const {
+  return this != internal_default_instance() && _impl_.healthcheck_ != nullptr;
+}
+inline bool TaskSpec::has_healthcheck() const {
+  return _internal_has_healthcheck();
+}
+inline void TaskSpec::clear_healthcheck() {
+  if (GetArenaForAllocation() == nullptr && _impl_.healthcheck_ != nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  _impl_.healthcheck_ = nullptr;
+}
+inline const ::berth::node::v1::HealthCheck& TaskSpec::_internal_healthcheck() const {
+  const ::berth::node::v1::HealthCheck* p = _impl_.healthcheck_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::node::v1::HealthCheck&>(
+      ::berth::node::v1::_HealthCheck_default_instance_);
+}
+inline const ::berth::node::v1::HealthCheck& TaskSpec::healthcheck() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.healthcheck)
+  return _internal_healthcheck();
+}
+inline void TaskSpec::unsafe_arena_set_allocated_healthcheck(
+    ::berth::node::v1::HealthCheck* healthcheck) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.healthcheck_);
+  }
+  _impl_.healthcheck_ = healthcheck;
+  if (healthcheck) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.TaskSpec.healthcheck)
+}
+inline ::berth::node::v1::HealthCheck* TaskSpec::release_healthcheck() {
+  
+  ::berth::node::v1::HealthCheck* temp = _impl_.healthcheck_;
+  _impl_.healthcheck_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::node::v1::HealthCheck* TaskSpec::unsafe_arena_release_healthcheck() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.TaskSpec.healthcheck)
+  
+  ::berth::node::v1::HealthCheck* temp = _impl_.healthcheck_;
+  _impl_.healthcheck_ = nullptr;
+  return temp;
+}
+inline ::berth::node::v1::HealthCheck* TaskSpec::_internal_mutable_healthcheck() {
+  
+  if (_impl_.healthcheck_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::node::v1::HealthCheck>(GetArenaForAllocation());
+    _impl_.healthcheck_ = p;
+  }
+  return _impl_.healthcheck_;
+}
+inline ::berth::node::v1::HealthCheck* TaskSpec::mutable_healthcheck() {
+  ::berth::node::v1::HealthCheck* _msg = _internal_mutable_healthcheck();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskSpec.healthcheck)
+  return _msg;
+}
+inline void TaskSpec::set_allocated_healthcheck(::berth::node::v1::HealthCheck* healthcheck) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  if (healthcheck) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(healthcheck);
+    if (message_arena != submessage_arena) {
+      healthcheck = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, healthcheck, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.healthcheck_ = healthcheck;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.TaskSpec.healthcheck)
+}
+
+// bool stdin_open = 20;
+inline void TaskSpec::clear_stdin_open() {
+  _impl_.stdin_open_ = false;
+}
+inline bool TaskSpec::_internal_stdin_open() const {
+  return _impl_.stdin_open_;
+}
+inline bool TaskSpec::stdin_open() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.stdin_open)
+  return _internal_stdin_open();
+}
+inline void TaskSpec::_internal_set_stdin_open(bool value) {
+  
+  _impl_.stdin_open_ = value;
+}
+inline void TaskSpec::set_stdin_open(bool value) {
+  _internal_set_stdin_open(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskSpec.stdin_open)
+}
+
+// bool tty = 21;
+inline void TaskSpec::clear_tty() {
+  _impl_.tty_ = false;
+}
+inline bool TaskSpec::_internal_tty() const {
+  return _impl_.tty_;
+}
+inline bool TaskSpec::tty() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskSpec.tty)
+  return _internal_tty();
+}
+inline void TaskSpec::_internal_set_tty(bool value) {
+  
+  _impl_.tty_ = value;
+}
+inline void TaskSpec::set_tty(bool value) {
+  _internal_set_tty(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskSpec.tty)
+}
+
+// -------------------------------------------------------------------
+
+// HostEntry
+
+// string hostname = 1;
+inline void HostEntry::clear_hostname() {
+  _impl_.hostname_.ClearToEmpty();
+}
+inline const std::string& HostEntry::hostname() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HostEntry.hostname)
+  return _internal_hostname();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void HostEntry::set_hostname(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.hostname_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.HostEntry.hostname)
+}
+inline std::string* HostEntry::mutable_hostname() {
+  std::string* _s = _internal_mutable_hostname();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HostEntry.hostname)
+  return _s;
+}
+inline const std::string& HostEntry::_internal_hostname() const {
+  return _impl_.hostname_.Get();
+}
+inline void HostEntry::_internal_set_hostname(const std::string& value) {
+  
+  _impl_.hostname_.Set(value, GetArenaForAllocation());
+}
+inline std::string* HostEntry::_internal_mutable_hostname() {
+  
+  return _impl_.hostname_.Mutable(GetArenaForAllocation());
+}
+inline std::string* HostEntry::release_hostname() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HostEntry.hostname)
+  return _impl_.hostname_.Release();
+}
+inline void HostEntry::set_allocated_hostname(std::string* hostname) {
+  if (hostname != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.hostname_.SetAllocated(hostname, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.hostname_.IsDefault()) {
+    _impl_.hostname_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HostEntry.hostname)
+}
+
+// string ip = 2;
+inline void HostEntry::clear_ip() {
+  _impl_.ip_.ClearToEmpty();
+}
+inline const std::string& HostEntry::ip() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HostEntry.ip)
+  return _internal_ip();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void HostEntry::set_ip(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.ip_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.HostEntry.ip)
+}
+inline std::string* HostEntry::mutable_ip() {
+  std::string* _s = _internal_mutable_ip();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HostEntry.ip)
+  return _s;
+}
+inline const std::string& HostEntry::_internal_ip() const {
+  return _impl_.ip_.Get();
+}
+inline void HostEntry::_internal_set_ip(const std::string& value) {
+  
+  _impl_.ip_.Set(value, GetArenaForAllocation());
+}
+inline std::string* HostEntry::_internal_mutable_ip() {
+  
+  return _impl_.ip_.Mutable(GetArenaForAllocation());
+}
+inline std::string* HostEntry::release_ip() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HostEntry.ip)
+  return _impl_.ip_.Release();
+}
+inline void HostEntry::set_allocated_ip(std::string* ip) {
+  if (ip != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.ip_.SetAllocated(ip, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.ip_.IsDefault()) {
+    _impl_.ip_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HostEntry.ip)
+}
+
+// -------------------------------------------------------------------
+
+// HealthCheck
+
+// repeated string test = 1;
+inline int HealthCheck::_internal_test_size() const {
+  return _impl_.test_.size();
+}
+inline int HealthCheck::test_size() const {
+  return _internal_test_size();
+}
+inline void HealthCheck::clear_test() {
+  _impl_.test_.Clear();
+}
+inline std::string* HealthCheck::add_test() {
+  std::string* _s = _internal_add_test();
+  // @@protoc_insertion_point(field_add_mutable:berth.node.v1.HealthCheck.test)
+  return _s;
+}
+inline const std::string& HealthCheck::_internal_test(int index) const {
+  return _impl_.test_.Get(index);
+}
+inline const std::string& HealthCheck::test(int index) const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.test)
+  return _internal_test(index);
+}
+inline std::string* HealthCheck::mutable_test(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheck.test)
+  return _impl_.test_.Mutable(index);
+}
+inline void HealthCheck::set_test(int index, const std::string& value) {
+  _impl_.test_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::set_test(int index, std::string&& value) {
+  _impl_.test_.Mutable(index)->assign(std::move(value));
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::set_test(int index, const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.test_.Mutable(index)->assign(value);
+  // @@protoc_insertion_point(field_set_char:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::set_test(int index, const char* value, size_t size) {
+  _impl_.test_.Mutable(index)->assign(
+    reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_set_pointer:berth.node.v1.HealthCheck.test)
+}
+inline std::string* HealthCheck::_internal_add_test() {
+  return _impl_.test_.Add();
+}
+inline void HealthCheck::add_test(const std::string& value) {
+  _impl_.test_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::add_test(std::string&& value) {
+  _impl_.test_.Add(std::move(value));
+  // @@protoc_insertion_point(field_add:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::add_test(const char* value) {
+  GOOGLE_DCHECK(value != nullptr);
+  _impl_.test_.Add()->assign(value);
+  // @@protoc_insertion_point(field_add_char:berth.node.v1.HealthCheck.test)
+}
+inline void HealthCheck::add_test(const char* value, size_t size) {
+  _impl_.test_.Add()->assign(reinterpret_cast<const char*>(value), size);
+  // @@protoc_insertion_point(field_add_pointer:berth.node.v1.HealthCheck.test)
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>&
+HealthCheck::test() const {
+  // @@protoc_insertion_point(field_list:berth.node.v1.HealthCheck.test)
+  return _impl_.test_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string>*
+HealthCheck::mutable_test() {
+  // @@protoc_insertion_point(field_mutable_list:berth.node.v1.HealthCheck.test)
+  return &_impl_.test_;
+}
+
+// .google.protobuf.Duration interval = 2;
+inline bool HealthCheck::_internal_has_interval() const {
+  return this != internal_default_instance() && _impl_.interval_ != nullptr;
+}
+inline bool HealthCheck::has_interval() const {
+  return _internal_has_interval();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::_internal_interval() const {
+  const ::PROTOBUF_NAMESPACE_ID::Duration* p = _impl_.interval_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Duration&>(
+      ::PROTOBUF_NAMESPACE_ID::_Duration_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::interval() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.interval)
+  return _internal_interval();
+}
+inline void HealthCheck::unsafe_arena_set_allocated_interval(
+    ::PROTOBUF_NAMESPACE_ID::Duration* interval) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.interval_);
+  }
+  _impl_.interval_ = interval;
+  if (interval) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.HealthCheck.interval)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::release_interval() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.interval_;
+  _impl_.interval_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::unsafe_arena_release_interval() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheck.interval)
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.interval_;
+  _impl_.interval_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::_internal_mutable_interval() {
+  
+  if (_impl_.interval_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Duration>(GetArenaForAllocation());
+    _impl_.interval_ = p;
+  }
+  return _impl_.interval_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::mutable_interval() {
+  ::PROTOBUF_NAMESPACE_ID::Duration* _msg = _internal_mutable_interval();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheck.interval)
+  return _msg;
+}
+inline void HealthCheck::set_allocated_interval(::PROTOBUF_NAMESPACE_ID::Duration* interval) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.interval_);
+  }
+  if (interval) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(interval));
+    if (message_arena != submessage_arena) {
+      interval = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, interval, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.interval_ = interval;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheck.interval)
+}
+
+// .google.protobuf.Duration timeout = 3;
+inline bool HealthCheck::_internal_has_timeout() const {
+  return this != internal_default_instance() && _impl_.timeout_ != nullptr;
+}
+inline bool HealthCheck::has_timeout() const {
+  return _internal_has_timeout();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::_internal_timeout() const {
+  const ::PROTOBUF_NAMESPACE_ID::Duration* p = _impl_.timeout_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Duration&>(
+      ::PROTOBUF_NAMESPACE_ID::_Duration_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::timeout() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.timeout)
+  return _internal_timeout();
+}
+inline void HealthCheck::unsafe_arena_set_allocated_timeout(
+    ::PROTOBUF_NAMESPACE_ID::Duration* timeout) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.timeout_);
+  }
+  _impl_.timeout_ = timeout;
+  if (timeout) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.HealthCheck.timeout)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::release_timeout() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.timeout_;
+  _impl_.timeout_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::unsafe_arena_release_timeout() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheck.timeout)
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.timeout_;
+  _impl_.timeout_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::_internal_mutable_timeout() {
+  
+  if (_impl_.timeout_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Duration>(GetArenaForAllocation());
+    _impl_.timeout_ = p;
+  }
+  return _impl_.timeout_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::mutable_timeout() {
+  ::PROTOBUF_NAMESPACE_ID::Duration* _msg = _internal_mutable_timeout();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheck.timeout)
+  return _msg;
+}
+inline void HealthCheck::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID::Duration* timeout) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.timeout_);
+  }
+  if (timeout) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(timeout));
+    if (message_arena != submessage_arena) {
+      timeout = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, timeout, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.timeout_ = timeout;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheck.timeout)
+}
+
+// .google.protobuf.Duration start_period = 4;
+inline bool HealthCheck::_internal_has_start_period() const {
+  return this != internal_default_instance() && _impl_.start_period_ != nullptr;
+}
+inline bool HealthCheck::has_start_period() const {
+  return _internal_has_start_period();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::_internal_start_period() const {
+  const ::PROTOBUF_NAMESPACE_ID::Duration* p = _impl_.start_period_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Duration&>(
+      ::PROTOBUF_NAMESPACE_ID::_Duration_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Duration& HealthCheck::start_period() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.start_period)
+  return _internal_start_period();
+}
+inline void HealthCheck::unsafe_arena_set_allocated_start_period(
+    ::PROTOBUF_NAMESPACE_ID::Duration* start_period) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.start_period_);
+  }
+  _impl_.start_period_ = start_period;
+  if (start_period) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.HealthCheck.start_period)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::release_start_period() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.start_period_;
+  _impl_.start_period_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::unsafe_arena_release_start_period() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheck.start_period)
+  
+  ::PROTOBUF_NAMESPACE_ID::Duration* temp = _impl_.start_period_;
+  _impl_.start_period_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::_internal_mutable_start_period() {
+  
+  if (_impl_.start_period_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Duration>(GetArenaForAllocation());
+    _impl_.start_period_ = p;
+  }
+  return _impl_.start_period_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Duration* HealthCheck::mutable_start_period() {
+  ::PROTOBUF_NAMESPACE_ID::Duration* _msg = _internal_mutable_start_period();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheck.start_period)
+  return _msg;
+}
+inline void HealthCheck::set_allocated_start_period(::PROTOBUF_NAMESPACE_ID::Duration* start_period) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.start_period_);
+  }
+  if (start_period) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(start_period));
+    if (message_arena != submessage_arena) {
+      start_period = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, start_period, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.start_period_ = start_period;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheck.start_period)
+}
+
+// uint32 retries = 5;
+inline void HealthCheck::clear_retries() {
+  _impl_.retries_ = 0u;
+}
+inline uint32_t HealthCheck::_internal_retries() const {
+  return _impl_.retries_;
+}
+inline uint32_t HealthCheck::retries() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.retries)
+  return _internal_retries();
+}
+inline void HealthCheck::_internal_set_retries(uint32_t value) {
+  
+  _impl_.retries_ = value;
+}
+inline void HealthCheck::set_retries(uint32_t value) {
+  _internal_set_retries(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheck.retries)
+}
+
+// .berth.node.v1.HealthFailureAction on_failure = 6;
+inline void HealthCheck::clear_on_failure() {
+  _impl_.on_failure_ = 0;
+}
+inline ::berth::node::v1::HealthFailureAction HealthCheck::_internal_on_failure() const {
+  return static_cast< ::berth::node::v1::HealthFailureAction >(_impl_.on_failure_);
+}
+inline ::berth::node::v1::HealthFailureAction HealthCheck::on_failure() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheck.on_failure)
+  return _internal_on_failure();
+}
+inline void HealthCheck::_internal_set_on_failure(::berth::node::v1::HealthFailureAction value) {
+  
+  _impl_.on_failure_ = value;
+}
+inline void HealthCheck::set_on_failure(::berth::node::v1::HealthFailureAction value) {
+  _internal_set_on_failure(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheck.on_failure)
+}
+
+// -------------------------------------------------------------------
+
+// HealthCheckResult
+
+// .google.protobuf.Timestamp started_at = 1;
+inline bool HealthCheckResult::_internal_has_started_at() const {
+  return this != internal_default_instance() && _impl_.started_at_ != nullptr;
+}
+inline bool HealthCheckResult::has_started_at() const {
+  return _internal_has_started_at();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Timestamp& HealthCheckResult::_internal_started_at() const {
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp* p = _impl_.started_at_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Timestamp&>(
+      ::PROTOBUF_NAMESPACE_ID::_Timestamp_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Timestamp& HealthCheckResult::started_at() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheckResult.started_at)
+  return _internal_started_at();
+}
+inline void HealthCheckResult::unsafe_arena_set_allocated_started_at(
+    ::PROTOBUF_NAMESPACE_ID::Timestamp* started_at) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.started_at_);
+  }
+  _impl_.started_at_ = started_at;
+  if (started_at) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.HealthCheckResult.started_at)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::release_started_at() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* temp = _impl_.started_at_;
+  _impl_.started_at_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::unsafe_arena_release_started_at() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheckResult.started_at)
+  
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* temp = _impl_.started_at_;
+  _impl_.started_at_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::_internal_mutable_started_at() {
+  
+  if (_impl_.started_at_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Timestamp>(GetArenaForAllocation());
+    _impl_.started_at_ = p;
+  }
+  return _impl_.started_at_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::mutable_started_at() {
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* _msg = _internal_mutable_started_at();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheckResult.started_at)
+  return _msg;
+}
+inline void HealthCheckResult::set_allocated_started_at(::PROTOBUF_NAMESPACE_ID::Timestamp* started_at) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.started_at_);
+  }
+  if (started_at) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(started_at));
+    if (message_arena != submessage_arena) {
+      started_at = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, started_at, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.started_at_ = started_at;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheckResult.started_at)
+}
+
+// .google.protobuf.Timestamp finished_at = 2;
+inline bool HealthCheckResult::_internal_has_finished_at() const {
+  return this != internal_default_instance() && _impl_.finished_at_ != nullptr;
+}
+inline bool HealthCheckResult::has_finished_at() const {
+  return _internal_has_finished_at();
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Timestamp& HealthCheckResult::_internal_finished_at() const {
+  const ::PROTOBUF_NAMESPACE_ID::Timestamp* p = _impl_.finished_at_;
+  return p != nullptr ? *p : reinterpret_cast<const ::PROTOBUF_NAMESPACE_ID::Timestamp&>(
+      ::PROTOBUF_NAMESPACE_ID::_Timestamp_default_instance_);
+}
+inline const ::PROTOBUF_NAMESPACE_ID::Timestamp& HealthCheckResult::finished_at() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheckResult.finished_at)
+  return _internal_finished_at();
+}
+inline void HealthCheckResult::unsafe_arena_set_allocated_finished_at(
+    ::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.finished_at_);
+  }
+  _impl_.finished_at_ = finished_at;
+  if (finished_at) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.HealthCheckResult.finished_at)
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::release_finished_at() {
+  
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* temp = _impl_.finished_at_;
+  _impl_.finished_at_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::unsafe_arena_release_finished_at() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheckResult.finished_at)
+  
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* temp = _impl_.finished_at_;
+  _impl_.finished_at_ = nullptr;
+  return temp;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::_internal_mutable_finished_at() {
+  
+  if (_impl_.finished_at_ == nullptr) {
+    auto* p = CreateMaybeMessage<::PROTOBUF_NAMESPACE_ID::Timestamp>(GetArenaForAllocation());
+    _impl_.finished_at_ = p;
+  }
+  return _impl_.finished_at_;
+}
+inline ::PROTOBUF_NAMESPACE_ID::Timestamp* HealthCheckResult::mutable_finished_at() {
+  ::PROTOBUF_NAMESPACE_ID::Timestamp* _msg = _internal_mutable_finished_at();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheckResult.finished_at)
+  return _msg;
+}
+inline void HealthCheckResult::set_allocated_finished_at(::PROTOBUF_NAMESPACE_ID::Timestamp* finished_at) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete reinterpret_cast< ::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.finished_at_);
+  }
+  if (finished_at) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(
+                reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(finished_at));
+    if (message_arena != submessage_arena) {
+      finished_at = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, finished_at, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.finished_at_ = finished_at;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheckResult.finished_at)
+}
+
+// int32 exit_code = 3;
+inline void HealthCheckResult::clear_exit_code() {
+  _impl_.exit_code_ = 0;
+}
+inline int32_t HealthCheckResult::_internal_exit_code() const {
+  return _impl_.exit_code_;
+}
+inline int32_t HealthCheckResult::exit_code() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheckResult.exit_code)
+  return _internal_exit_code();
+}
+inline void HealthCheckResult::_internal_set_exit_code(int32_t value) {
+  
+  _impl_.exit_code_ = value;
+}
+inline void HealthCheckResult::set_exit_code(int32_t value) {
+  _internal_set_exit_code(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheckResult.exit_code)
+}
+
+// string output = 4;
+inline void HealthCheckResult::clear_output() {
+  _impl_.output_.ClearToEmpty();
+}
+inline const std::string& HealthCheckResult::output() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.HealthCheckResult.output)
+  return _internal_output();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void HealthCheckResult::set_output(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.output_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.node.v1.HealthCheckResult.output)
+}
+inline std::string* HealthCheckResult::mutable_output() {
+  std::string* _s = _internal_mutable_output();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.HealthCheckResult.output)
+  return _s;
+}
+inline const std::string& HealthCheckResult::_internal_output() const {
+  return _impl_.output_.Get();
+}
+inline void HealthCheckResult::_internal_set_output(const std::string& value) {
+  
+  _impl_.output_.Set(value, GetArenaForAllocation());
+}
+inline std::string* HealthCheckResult::_internal_mutable_output() {
+  
+  return _impl_.output_.Mutable(GetArenaForAllocation());
+}
+inline std::string* HealthCheckResult::release_output() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.HealthCheckResult.output)
+  return _impl_.output_.Release();
+}
+inline void HealthCheckResult::set_allocated_output(std::string* output) {
+  if (output != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.output_.SetAllocated(output, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.output_.IsDefault()) {
+    _impl_.output_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.HealthCheckResult.output)
+}
+
+// -------------------------------------------------------------------
+
+// TaskHealth
+
+// .berth.node.v1.HealthStatus status = 1;
+inline void TaskHealth::clear_status() {
+  _impl_.status_ = 0;
+}
+inline ::berth::node::v1::HealthStatus TaskHealth::_internal_status() const {
+  return static_cast< ::berth::node::v1::HealthStatus >(_impl_.status_);
+}
+inline ::berth::node::v1::HealthStatus TaskHealth::status() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskHealth.status)
+  return _internal_status();
+}
+inline void TaskHealth::_internal_set_status(::berth::node::v1::HealthStatus value) {
+  
+  _impl_.status_ = value;
+}
+inline void TaskHealth::set_status(::berth::node::v1::HealthStatus value) {
+  _internal_set_status(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskHealth.status)
+}
+
+// uint32 failing_streak = 2;
+inline void TaskHealth::clear_failing_streak() {
+  _impl_.failing_streak_ = 0u;
+}
+inline uint32_t TaskHealth::_internal_failing_streak() const {
+  return _impl_.failing_streak_;
+}
+inline uint32_t TaskHealth::failing_streak() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskHealth.failing_streak)
+  return _internal_failing_streak();
+}
+inline void TaskHealth::_internal_set_failing_streak(uint32_t value) {
+  
+  _impl_.failing_streak_ = value;
+}
+inline void TaskHealth::set_failing_streak(uint32_t value) {
+  _internal_set_failing_streak(value);
+  // @@protoc_insertion_point(field_set:berth.node.v1.TaskHealth.failing_streak)
+}
+
+// repeated .berth.node.v1.HealthCheckResult log = 3;
+inline int TaskHealth::_internal_log_size() const {
+  return _impl_.log_.size();
+}
+inline int TaskHealth::log_size() const {
+  return _internal_log_size();
+}
+inline void TaskHealth::clear_log() {
+  _impl_.log_.Clear();
+}
+inline ::berth::node::v1::HealthCheckResult* TaskHealth::mutable_log(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.TaskHealth.log)
+  return _impl_.log_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HealthCheckResult >*
+TaskHealth::mutable_log() {
+  // @@protoc_insertion_point(field_mutable_list:berth.node.v1.TaskHealth.log)
+  return &_impl_.log_;
+}
+inline const ::berth::node::v1::HealthCheckResult& TaskHealth::_internal_log(int index) const {
+  return _impl_.log_.Get(index);
+}
+inline const ::berth::node::v1::HealthCheckResult& TaskHealth::log(int index) const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.TaskHealth.log)
+  return _internal_log(index);
+}
+inline ::berth::node::v1::HealthCheckResult* TaskHealth::_internal_add_log() {
+  return _impl_.log_.Add();
+}
+inline ::berth::node::v1::HealthCheckResult* TaskHealth::add_log() {
+  ::berth::node::v1::HealthCheckResult* _add = _internal_add_log();
+  // @@protoc_insertion_point(field_add:berth.node.v1.TaskHealth.log)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::node::v1::HealthCheckResult >&
+TaskHealth::log() const {
+  // @@protoc_insertion_point(field_list:berth.node.v1.TaskHealth.log)
+  return _impl_.log_;
 }
 
 // -------------------------------------------------------------------
@@ -7376,6 +9703,186 @@ inline void Task::set_allocated_image(::berth::node::v1::TaskImageStatus* image)
   }
   _impl_.image_ = image;
   // @@protoc_insertion_point(field_set_allocated:berth.node.v1.Task.image)
+}
+
+// .berth.node.v1.TaskHealth health = 13;
+inline bool Task::_internal_has_health() const {
+  return this != internal_default_instance() && _impl_.health_ != nullptr;
+}
+inline bool Task::has_health() const {
+  return _internal_has_health();
+}
+inline void Task::clear_health() {
+  if (GetArenaForAllocation() == nullptr && _impl_.health_ != nullptr) {
+    delete _impl_.health_;
+  }
+  _impl_.health_ = nullptr;
+}
+inline const ::berth::node::v1::TaskHealth& Task::_internal_health() const {
+  const ::berth::node::v1::TaskHealth* p = _impl_.health_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::node::v1::TaskHealth&>(
+      ::berth::node::v1::_TaskHealth_default_instance_);
+}
+inline const ::berth::node::v1::TaskHealth& Task::health() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.Task.health)
+  return _internal_health();
+}
+inline void Task::unsafe_arena_set_allocated_health(
+    ::berth::node::v1::TaskHealth* health) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.health_);
+  }
+  _impl_.health_ = health;
+  if (health) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.Task.health)
+}
+inline ::berth::node::v1::TaskHealth* Task::release_health() {
+  
+  ::berth::node::v1::TaskHealth* temp = _impl_.health_;
+  _impl_.health_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::node::v1::TaskHealth* Task::unsafe_arena_release_health() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.Task.health)
+  
+  ::berth::node::v1::TaskHealth* temp = _impl_.health_;
+  _impl_.health_ = nullptr;
+  return temp;
+}
+inline ::berth::node::v1::TaskHealth* Task::_internal_mutable_health() {
+  
+  if (_impl_.health_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::node::v1::TaskHealth>(GetArenaForAllocation());
+    _impl_.health_ = p;
+  }
+  return _impl_.health_;
+}
+inline ::berth::node::v1::TaskHealth* Task::mutable_health() {
+  ::berth::node::v1::TaskHealth* _msg = _internal_mutable_health();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.Task.health)
+  return _msg;
+}
+inline void Task::set_allocated_health(::berth::node::v1::TaskHealth* health) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.health_;
+  }
+  if (health) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(health);
+    if (message_arena != submessage_arena) {
+      health = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, health, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.health_ = health;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.Task.health)
+}
+
+// .berth.node.v1.HealthCheck healthcheck = 14;
+inline bool Task::_internal_has_healthcheck() const {
+  return this != internal_default_instance() && _impl_.healthcheck_ != nullptr;
+}
+inline bool Task::has_healthcheck() const {
+  return _internal_has_healthcheck();
+}
+inline void Task::clear_healthcheck() {
+  if (GetArenaForAllocation() == nullptr && _impl_.healthcheck_ != nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  _impl_.healthcheck_ = nullptr;
+}
+inline const ::berth::node::v1::HealthCheck& Task::_internal_healthcheck() const {
+  const ::berth::node::v1::HealthCheck* p = _impl_.healthcheck_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::node::v1::HealthCheck&>(
+      ::berth::node::v1::_HealthCheck_default_instance_);
+}
+inline const ::berth::node::v1::HealthCheck& Task::healthcheck() const {
+  // @@protoc_insertion_point(field_get:berth.node.v1.Task.healthcheck)
+  return _internal_healthcheck();
+}
+inline void Task::unsafe_arena_set_allocated_healthcheck(
+    ::berth::node::v1::HealthCheck* healthcheck) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.healthcheck_);
+  }
+  _impl_.healthcheck_ = healthcheck;
+  if (healthcheck) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.node.v1.Task.healthcheck)
+}
+inline ::berth::node::v1::HealthCheck* Task::release_healthcheck() {
+  
+  ::berth::node::v1::HealthCheck* temp = _impl_.healthcheck_;
+  _impl_.healthcheck_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::node::v1::HealthCheck* Task::unsafe_arena_release_healthcheck() {
+  // @@protoc_insertion_point(field_release:berth.node.v1.Task.healthcheck)
+  
+  ::berth::node::v1::HealthCheck* temp = _impl_.healthcheck_;
+  _impl_.healthcheck_ = nullptr;
+  return temp;
+}
+inline ::berth::node::v1::HealthCheck* Task::_internal_mutable_healthcheck() {
+  
+  if (_impl_.healthcheck_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::node::v1::HealthCheck>(GetArenaForAllocation());
+    _impl_.healthcheck_ = p;
+  }
+  return _impl_.healthcheck_;
+}
+inline ::berth::node::v1::HealthCheck* Task::mutable_healthcheck() {
+  ::berth::node::v1::HealthCheck* _msg = _internal_mutable_healthcheck();
+  // @@protoc_insertion_point(field_mutable:berth.node.v1.Task.healthcheck)
+  return _msg;
+}
+inline void Task::set_allocated_healthcheck(::berth::node::v1::HealthCheck* healthcheck) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.healthcheck_;
+  }
+  if (healthcheck) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(healthcheck);
+    if (message_arena != submessage_arena) {
+      healthcheck = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, healthcheck, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.healthcheck_ = healthcheck;
+  // @@protoc_insertion_point(field_set_allocated:berth.node.v1.Task.healthcheck)
 }
 
 // -------------------------------------------------------------------
@@ -9393,6 +11900,16 @@ inline void GetNodeStatusResponse::set_allocated_started_at(::PROTOBUF_NAMESPACE
 
 // -------------------------------------------------------------------
 
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 
 // @@protoc_insertion_point(namespace_scope)
 
@@ -9406,6 +11923,16 @@ template <> struct is_proto_enum< ::berth::node::v1::RestartMode> : ::std::true_
 template <>
 inline const EnumDescriptor* GetEnumDescriptor< ::berth::node::v1::RestartMode>() {
   return ::berth::node::v1::RestartMode_descriptor();
+}
+template <> struct is_proto_enum< ::berth::node::v1::HealthFailureAction> : ::std::true_type {};
+template <>
+inline const EnumDescriptor* GetEnumDescriptor< ::berth::node::v1::HealthFailureAction>() {
+  return ::berth::node::v1::HealthFailureAction_descriptor();
+}
+template <> struct is_proto_enum< ::berth::node::v1::HealthStatus> : ::std::true_type {};
+template <>
+inline const EnumDescriptor* GetEnumDescriptor< ::berth::node::v1::HealthStatus>() {
+  return ::berth::node::v1::HealthStatus_descriptor();
 }
 template <> struct is_proto_enum< ::berth::node::v1::TaskState> : ::std::true_type {};
 template <>

@@ -80,6 +80,11 @@ class DriverServiceStub(object):
                 request_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.SerializeToString,
                 response_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.FromString,
                 )
+        self.AttachTask = channel.stream_stream(
+                '/berth.driver.v1.DriverService/AttachTask',
+                request_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.SerializeToString,
+                response_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.FromString,
+                )
         self.CreateNetwork = channel.unary_unary(
                 '/berth.driver.v1.DriverService/CreateNetwork',
                 request_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.CreateNetworkRequest.SerializeToString,
@@ -202,6 +207,18 @@ class DriverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AttachTask(self, request_iterator, context):
+        """Joins the task's own stdin and output (TaskConfig.stdin_open and tty),
+        as `docker attach` does: output from the moment of the call (and, for
+        the first attach of a run, what the task wrote before it: see
+        AttachTaskResponse), stdin and terminal resizes to the task. Ends, OK,
+        when the task's output ends; the caller ending it leaves the task
+        running. Needs DriverCapabilities.attach.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateNetwork(self, request, context):
         """For a driver whose capabilities say must_create_network: makes the
         network namespace of an allocation. Idempotent.
@@ -285,6 +302,11 @@ def add_DriverServiceServicer_to_server(servicer, server):
                     servicer.ExecTaskStreaming,
                     request_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.FromString,
                     response_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.SerializeToString,
+            ),
+            'AttachTask': grpc.stream_stream_rpc_method_handler(
+                    servicer.AttachTask,
+                    request_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.FromString,
+                    response_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.SerializeToString,
             ),
             'CreateNetwork': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateNetwork,
@@ -525,6 +547,23 @@ class DriverService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/berth.driver.v1.DriverService/ExecTaskStreaming',
             berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.SerializeToString,
             berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AttachTask(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/berth.driver.v1.DriverService/AttachTask',
+            berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.SerializeToString,
+            berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

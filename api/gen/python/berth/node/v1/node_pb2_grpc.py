@@ -46,6 +46,11 @@ class NodeServiceStub(object):
                 request_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.SerializeToString,
                 response_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.FromString,
                 )
+        self.AttachTask = channel.stream_stream(
+                '/berth.node.v1.NodeService/AttachTask',
+                request_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.SerializeToString,
+                response_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.FromString,
+                )
         self.TaskStats = channel.unary_stream(
                 '/berth.node.v1.NodeService/TaskStats',
                 request_serializer=berth_dot_node_dot_v1_dot_node__pb2.TaskStatsRequest.SerializeToString,
@@ -120,6 +125,15 @@ class NodeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AttachTask(self, request_iterator, context):
+        """Joins a task's stdin and output (TaskSpec.stdin_open, tty), as `docker
+        attach`: see berth.driver.v1.DriverService.AttachTask. The last response
+        carries the task's exit when its run ended while attached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TaskStats(self, request, context):
         """Resource usage of a task at an interval until the caller cancels.
         """
@@ -181,6 +195,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.ExecTaskStreaming,
                     request_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.FromString,
                     response_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.SerializeToString,
+            ),
+            'AttachTask': grpc.stream_stream_rpc_method_handler(
+                    servicer.AttachTask,
+                    request_deserializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.FromString,
+                    response_serializer=berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.SerializeToString,
             ),
             'TaskStats': grpc.unary_stream_rpc_method_handler(
                     servicer.TaskStats,
@@ -312,6 +331,23 @@ class NodeService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/berth.node.v1.NodeService/ExecTaskStreaming',
             berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingRequest.SerializeToString,
             berth_dot_driver_dot_v1_dot_driver__pb2.ExecTaskStreamingResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AttachTask(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/berth.node.v1.NodeService/AttachTask',
+            berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskRequest.SerializeToString,
+            berth_dot_driver_dot_v1_dot_driver__pb2.AttachTaskResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
