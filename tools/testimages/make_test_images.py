@@ -420,6 +420,25 @@ def shared_image(base):
                  ["busybox-static", "a layer of its own"])
 
 
+def health_image(base):
+    # What `berth run` takes from an image besides its command (issue 17):
+    # a HEALTHCHECK with a short interval, healthy once /tmp/healthy exists,
+    # a StopSignal and labels. busybox's sleep ends on SIGUSR1's default
+    # action, so a stop shows which signal was sent.
+    config = {"config": {
+        "Cmd": ["sleep", "600"],
+        "Env": [PATH_ENV],
+        "WorkingDir": "/",
+        "StopSignal": "SIGUSR1",
+        "Labels": {"org.berth.test": "health"},
+        "Healthcheck": {"Test": ["CMD-SHELL", "test -f /tmp/healthy"],
+                        "Interval": 200000000, "Timeout": 2000000000,
+                        "Retries": 2},
+    }}
+    return Image([base], config, go_arch(),
+                 ["busybox-static"])
+
+
 def big_image(base, megabytes, nlayers=5):
     total = megabytes * 1024 * 1024
     layers = [base]
@@ -439,7 +458,20 @@ def big_image(base, megabytes, nlayers=5):
                                        for i in range(nlayers)])
 
 
-ALL = ["busybox", "multilayer", "multiarch", "shared", "archives"]
+def write_oci_archive(out, name, image):
+    """Writes <out>/<name>-oci.tar, an OCI layout of `image` as a tar."""
+    layout = os.path.join(out, ".layout-" + name)
+    image_layout(layout, image)
+    write_file(os.path.join(out, name + "-oci.tar"), layout_archive(layout))
+    for root, dirs, names in os.walk(layout, topdown=False):
+        for n in names:
+            os.unlink(os.path.join(root, n))
+        for d in dirs:
+            os.rmdir(os.path.join(root, d))
+    os.rmdir(layout)
+
+
+ALL = ["busybox", "multilayer", "multiarch", "shared", "archives", "health"]
 
 
 def main(argv):
@@ -488,16 +520,11 @@ def main(argv):
         for name, image in (("busybox", busybox), ("multilayer", multilayer)):
             write_file(os.path.join(args.out, name + "-docker.tar"),
                        docker_archive(image, name + ":latest"))
-            layout = os.path.join(args.out, ".layout-" + name)
-            image_layout(layout, image)
-            write_file(os.path.join(args.out, name + "-oci.tar"),
-                       layout_archive(layout))
-            for root, dirs, names in os.walk(layout, topdown=False):
-                for n in names:
-                    os.unlink(os.path.join(root, n))
-                for d in dirs:
-                    os.rmdir(os.path.join(root, d))
-            os.rmdir(layout)
+            write_oci_archive(args.out, name, image)
+    if "health" in only:
+        health = health_image(base)
+        write_oci_archive(args.out, "health", health)
+        summary["health"] = health.summary()
     if args.big_mb > 0:
         big = big_image(base, args.big_mb)
         image_layout(os.path.join(args.out, "big"), big)
