@@ -57,6 +57,7 @@ PROTOBUF_CONSTEXPR ProcessSpec::ProcessSpec(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.args_)*/{}
   , /*decltype(_impl_.env_)*/{}
+  , /*decltype(_impl_.rlimits_)*/{}
   , /*decltype(_impl_.cwd_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
   , /*decltype(_impl_.user_)*/nullptr
   , /*decltype(_impl_.terminal_size_)*/nullptr
@@ -72,6 +73,21 @@ struct ProcessSpecDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 ProcessSpecDefaultTypeInternal _ProcessSpec_default_instance_;
+PROTOBUF_CONSTEXPR Rlimit::Rlimit(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.soft_)*/uint64_t{0u}
+  , /*decltype(_impl_.hard_)*/uint64_t{0u}
+  , /*decltype(_impl_.resource_)*/0
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct RlimitDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR RlimitDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~RlimitDefaultTypeInternal() {}
+  union {
+    Rlimit _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 RlimitDefaultTypeInternal _Rlimit_default_instance_;
 PROTOBUF_CONSTEXPR Privileges::Privileges(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.seccomp_filter_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
@@ -400,7 +416,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 }  // namespace v1
 }  // namespace agent
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[27];
+static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[28];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 
@@ -435,6 +451,16 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.terminal_),
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.terminal_size_),
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.privileges_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::ProcessSpec, _impl_.rlimits_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Rlimit, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Rlimit, _impl_.resource_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Rlimit, _impl_.soft_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Rlimit, _impl_.hard_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::agent::v1::Privileges, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -634,36 +660,38 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 0, -1, -1, sizeof(::berth::agent::v1::TerminalSize)},
   { 8, -1, -1, sizeof(::berth::agent::v1::User)},
   { 17, -1, -1, sizeof(::berth::agent::v1::ProcessSpec)},
-  { 30, -1, -1, sizeof(::berth::agent::v1::Privileges)},
-  { 40, -1, -1, sizeof(::berth::agent::v1::ProcessExit)},
-  { 49, -1, -1, sizeof(::berth::agent::v1::PingRequest)},
-  { 55, -1, -1, sizeof(::berth::agent::v1::PingResponse)},
-  { 63, -1, -1, sizeof(::berth::agent::v1::NewContainerRequest)},
-  { 72, -1, -1, sizeof(::berth::agent::v1::NewContainerResponse)},
-  { 79, -1, -1, sizeof(::berth::agent::v1::ExecCmdRequest)},
-  { 88, -1, -1, sizeof(::berth::agent::v1::ExecCmdResponse)},
-  { 95, -1, -1, sizeof(::berth::agent::v1::SignalRequest)},
-  { 104, -1, -1, sizeof(::berth::agent::v1::SignalResponse)},
-  { 110, -1, -1, sizeof(::berth::agent::v1::ResizeRequest)},
-  { 119, -1, -1, sizeof(::berth::agent::v1::ResizeResponse)},
-  { 125, -1, -1, sizeof(::berth::agent::v1::ProcessIoAttach)},
-  { 135, -1, -1, sizeof(::berth::agent::v1::OutputAck)},
-  { 143, -1, -1, sizeof(::berth::agent::v1::OutputChunk)},
-  { 151, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
-  { 157, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
-  { 168, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
-  { 180, -1, -1, sizeof(::berth::agent::v1::AckOutputRequest)},
-  { 190, -1, -1, sizeof(::berth::agent::v1::AckOutputResponse)},
-  { 196, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
-  { 204, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
-  { 211, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
-  { 218, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
+  { 31, -1, -1, sizeof(::berth::agent::v1::Rlimit)},
+  { 40, -1, -1, sizeof(::berth::agent::v1::Privileges)},
+  { 50, -1, -1, sizeof(::berth::agent::v1::ProcessExit)},
+  { 59, -1, -1, sizeof(::berth::agent::v1::PingRequest)},
+  { 65, -1, -1, sizeof(::berth::agent::v1::PingResponse)},
+  { 73, -1, -1, sizeof(::berth::agent::v1::NewContainerRequest)},
+  { 82, -1, -1, sizeof(::berth::agent::v1::NewContainerResponse)},
+  { 89, -1, -1, sizeof(::berth::agent::v1::ExecCmdRequest)},
+  { 98, -1, -1, sizeof(::berth::agent::v1::ExecCmdResponse)},
+  { 105, -1, -1, sizeof(::berth::agent::v1::SignalRequest)},
+  { 114, -1, -1, sizeof(::berth::agent::v1::SignalResponse)},
+  { 120, -1, -1, sizeof(::berth::agent::v1::ResizeRequest)},
+  { 129, -1, -1, sizeof(::berth::agent::v1::ResizeResponse)},
+  { 135, -1, -1, sizeof(::berth::agent::v1::ProcessIoAttach)},
+  { 145, -1, -1, sizeof(::berth::agent::v1::OutputAck)},
+  { 153, -1, -1, sizeof(::berth::agent::v1::OutputChunk)},
+  { 161, -1, -1, sizeof(::berth::agent::v1::StdinClose)},
+  { 167, -1, -1, sizeof(::berth::agent::v1::ProcessIoRequest)},
+  { 178, -1, -1, sizeof(::berth::agent::v1::ProcessIoResponse)},
+  { 190, -1, -1, sizeof(::berth::agent::v1::AckOutputRequest)},
+  { 200, -1, -1, sizeof(::berth::agent::v1::AckOutputResponse)},
+  { 206, -1, -1, sizeof(::berth::agent::v1::WaitProcessRequest)},
+  { 214, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
+  { 221, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
+  { 228, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
   &::berth::agent::v1::_TerminalSize_default_instance_._instance,
   &::berth::agent::v1::_User_default_instance_._instance,
   &::berth::agent::v1::_ProcessSpec_default_instance_._instance,
+  &::berth::agent::v1::_Rlimit_default_instance_._instance,
   &::berth::agent::v1::_Privileges_default_instance_._instance,
   &::berth::agent::v1::_ProcessExit_default_instance_._instance,
   &::berth::agent::v1::_PingRequest_default_instance_._instance,
@@ -696,76 +724,78 @@ const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOB
   "ogle/protobuf/timestamp.proto\"-\n\014Termina"
   "lSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007columns\030\002 \001(\r\"9\n\004"
   "User\022\013\n\003uid\030\001 \001(\r\022\013\n\003gid\030\002 \001(\r\022\027\n\017additi"
-  "onal_gids\030\003 \003(\r\"\320\001\n\013ProcessSpec\022\014\n\004args\030"
+  "onal_gids\030\003 \003(\r\"\371\001\n\013ProcessSpec\022\014\n\004args\030"
   "\001 \003(\t\022\013\n\003env\030\002 \003(\t\022\013\n\003cwd\030\003 \001(\t\022\"\n\004user\030"
   "\004 \001(\0132\024.berth.agent.v1.User\022\020\n\010terminal\030"
   "\005 \001(\010\0223\n\rterminal_size\030\006 \001(\0132\034.berth.age"
   "nt.v1.TerminalSize\022.\n\nprivileges\030\007 \001(\0132\032"
-  ".berth.agent.v1.Privileges\"a\n\nPrivileges"
-  "\022\017\n\007enabled\030\001 \001(\010\022\024\n\014capabilities\030\002 \001(\004\022"
-  "\024\n\014no_new_privs\030\003 \001(\010\022\026\n\016seccomp_filter\030"
-  "\004 \001(\014\"_\n\013ProcessExit\022\021\n\texit_code\030\001 \001(\005\022"
-  "\016\n\006signal\030\002 \001(\005\022-\n\texited_at\030\003 \001(\0132\032.goo"
-  "gle.protobuf.Timestamp\"\r\n\013PingRequest\"P\n"
-  "\014PingResponse\022\025\n\ragent_version\030\001 \001(\t\022)\n\006"
-  "uptime\030\002 \001(\0132\031.google.protobuf.Duration\""
-  "m\n\023NewContainerRequest\022\024\n\014container_id\030\001"
+  ".berth.agent.v1.Privileges\022\'\n\007rlimits\030\010 "
+  "\003(\0132\026.berth.agent.v1.Rlimit\"6\n\006Rlimit\022\020\n"
+  "\010resource\030\001 \001(\005\022\014\n\004soft\030\002 \001(\004\022\014\n\004hard\030\003 "
+  "\001(\004\"a\n\nPrivileges\022\017\n\007enabled\030\001 \001(\010\022\024\n\014ca"
+  "pabilities\030\002 \001(\004\022\024\n\014no_new_privs\030\003 \001(\010\022\026"
+  "\n\016seccomp_filter\030\004 \001(\014\"_\n\013ProcessExit\022\021\n"
+  "\texit_code\030\001 \001(\005\022\016\n\006signal\030\002 \001(\005\022-\n\texit"
+  "ed_at\030\003 \001(\0132\032.google.protobuf.Timestamp\""
+  "\r\n\013PingRequest\"P\n\014PingResponse\022\025\n\ragent_"
+  "version\030\001 \001(\t\022)\n\006uptime\030\002 \001(\0132\031.google.p"
+  "rotobuf.Duration\"m\n\023NewContainerRequest\022"
+  "\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001("
+  "\t\022,\n\007process\030\003 \001(\0132\033.berth.agent.v1.Proc"
+  "essSpec\"#\n\024NewContainerResponse\022\013\n\003pid\030\001"
+  " \001(\005\"h\n\016ExecCmdRequest\022\024\n\014container_id\030\001"
   " \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022,\n\007process\030\003 \001("
-  "\0132\033.berth.agent.v1.ProcessSpec\"#\n\024NewCon"
-  "tainerResponse\022\013\n\003pid\030\001 \001(\005\"h\n\016ExecCmdRe"
-  "quest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_i"
-  "d\030\002 \001(\t\022,\n\007process\030\003 \001(\0132\033.berth.agent.v"
-  "1.ProcessSpec\"\036\n\017ExecCmdResponse\022\013\n\003pid\030"
-  "\001 \001(\005\"I\n\rSignalRequest\022\024\n\014container_id\030\001"
-  " \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022\016\n\006signal\030\003 \001(\005"
-  "\"\020\n\016SignalResponse\"e\n\rResizeRequest\022\024\n\014c"
-  "ontainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022*\n"
-  "\004size\030\003 \001(\0132\034.berth.agent.v1.TerminalSiz"
-  "e\"\020\n\016ResizeResponse\"i\n\017ProcessIoAttach\022\024"
-  "\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t"
-  "\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rstderr_offset"
-  "\030\004 \001(\004\"9\n\tOutputAck\022\025\n\rstdout_offset\030\001 \001"
-  "(\004\022\025\n\rstderr_offset\030\002 \001(\004\"+\n\013OutputChunk"
-  "\022\014\n\004data\030\001 \001(\014\022\016\n\006offset\030\002 \001(\004\"\014\n\nStdinC"
-  "lose\"\274\001\n\020ProcessIoRequest\0221\n\006attach\030\001 \001("
-  "\0132\037.berth.agent.v1.ProcessIoAttachH\000\022\017\n\005"
-  "stdin\030\002 \001(\014H\000\0221\n\013stdin_close\030\003 \001(\0132\032.ber"
-  "th.agent.v1.StdinCloseH\000\022(\n\003ack\030\004 \001(\0132\031."
-  "berth.agent.v1.OutputAckH\000B\007\n\005frame\"\327\001\n\021"
-  "ProcessIoResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006s"
-  "tderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.agen"
-  "t.v1.ProcessExitH\000\0223\n\014stdout_chunk\030\004 \001(\013"
-  "2\033.berth.agent.v1.OutputChunkH\000\0223\n\014stder"
-  "r_chunk\030\005 \001(\0132\033.berth.agent.v1.OutputChu"
-  "nkH\000B\007\n\005frame\"j\n\020AckOutputRequest\022\024\n\014con"
-  "tainer_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001(\t\022\025\n\rs"
-  "tdout_offset\030\003 \001(\004\022\025\n\rstderr_offset\030\004 \001("
-  "\004\"\023\n\021AckOutputResponse\">\n\022WaitProcessReq"
-  "uest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id"
-  "\030\002 \001(\t\"@\n\023WaitProcessResponse\022)\n\004exit\030\001 "
-  "\001(\0132\033.berth.agent.v1.ProcessExit\"C\n\025Dest"
-  "roySandboxRequest\022*\n\007timeout\030\001 \001(\0132\031.goo"
-  "gle.protobuf.Duration\"\030\n\026DestroySandboxR"
-  "esponse2\353\005\n\014AgentService\022A\n\004Ping\022\033.berth"
-  ".agent.v1.PingRequest\032\034.berth.agent.v1.P"
-  "ingResponse\022Y\n\014NewContainer\022#.berth.agen"
-  "t.v1.NewContainerRequest\032$.berth.agent.v"
-  "1.NewContainerResponse\022J\n\007ExecCmd\022\036.bert"
-  "h.agent.v1.ExecCmdRequest\032\037.berth.agent."
-  "v1.ExecCmdResponse\022G\n\006Signal\022\035.berth.age"
-  "nt.v1.SignalRequest\032\036.berth.agent.v1.Sig"
-  "nalResponse\022G\n\006Resize\022\035.berth.agent.v1.R"
-  "esizeRequest\032\036.berth.agent.v1.ResizeResp"
-  "onse\022T\n\tProcessIo\022 .berth.agent.v1.Proce"
-  "ssIoRequest\032!.berth.agent.v1.ProcessIoRe"
-  "sponse(\0010\001\022P\n\tAckOutput\022 .berth.agent.v1"
-  ".AckOutputRequest\032!.berth.agent.v1.AckOu"
-  "tputResponse\022V\n\013WaitProcess\022\".berth.agen"
-  "t.v1.WaitProcessRequest\032#.berth.agent.v1"
-  ".WaitProcessResponse\022_\n\016DestroySandbox\022%"
-  ".berth.agent.v1.DestroySandboxRequest\032&."
-  "berth.agent.v1.DestroySandboxResponseB\003\370"
-  "\001\001b\006proto3"
+  "\0132\033.berth.agent.v1.ProcessSpec\"\036\n\017ExecCm"
+  "dResponse\022\013\n\003pid\030\001 \001(\005\"I\n\rSignalRequest\022"
+  "\024\n\014container_id\030\001 \001(\t\022\022\n\nprocess_id\030\002 \001("
+  "\t\022\016\n\006signal\030\003 \001(\005\"\020\n\016SignalResponse\"e\n\rR"
+  "esizeRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\npr"
+  "ocess_id\030\002 \001(\t\022*\n\004size\030\003 \001(\0132\034.berth.age"
+  "nt.v1.TerminalSize\"\020\n\016ResizeResponse\"i\n\017"
+  "ProcessIoAttach\022\024\n\014container_id\030\001 \001(\t\022\022\n"
+  "\nprocess_id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004"
+  "\022\025\n\rstderr_offset\030\004 \001(\004\"9\n\tOutputAck\022\025\n\r"
+  "stdout_offset\030\001 \001(\004\022\025\n\rstderr_offset\030\002 \001"
+  "(\004\"+\n\013OutputChunk\022\014\n\004data\030\001 \001(\014\022\016\n\006offse"
+  "t\030\002 \001(\004\"\014\n\nStdinClose\"\274\001\n\020ProcessIoReque"
+  "st\0221\n\006attach\030\001 \001(\0132\037.berth.agent.v1.Proc"
+  "essIoAttachH\000\022\017\n\005stdin\030\002 \001(\014H\000\0221\n\013stdin_"
+  "close\030\003 \001(\0132\032.berth.agent.v1.StdinCloseH"
+  "\000\022(\n\003ack\030\004 \001(\0132\031.berth.agent.v1.OutputAc"
+  "kH\000B\007\n\005frame\"\327\001\n\021ProcessIoResponse\022\020\n\006st"
+  "dout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003"
+  " \001(\0132\033.berth.agent.v1.ProcessExitH\000\0223\n\014s"
+  "tdout_chunk\030\004 \001(\0132\033.berth.agent.v1.Outpu"
+  "tChunkH\000\0223\n\014stderr_chunk\030\005 \001(\0132\033.berth.a"
+  "gent.v1.OutputChunkH\000B\007\n\005frame\"j\n\020AckOut"
+  "putRequest\022\024\n\014container_id\030\001 \001(\t\022\022\n\nproc"
+  "ess_id\030\002 \001(\t\022\025\n\rstdout_offset\030\003 \001(\004\022\025\n\rs"
+  "tderr_offset\030\004 \001(\004\"\023\n\021AckOutputResponse\""
+  ">\n\022WaitProcessRequest\022\024\n\014container_id\030\001 "
+  "\001(\t\022\022\n\nprocess_id\030\002 \001(\t\"@\n\023WaitProcessRe"
+  "sponse\022)\n\004exit\030\001 \001(\0132\033.berth.agent.v1.Pr"
+  "ocessExit\"C\n\025DestroySandboxRequest\022*\n\007ti"
+  "meout\030\001 \001(\0132\031.google.protobuf.Duration\"\030"
+  "\n\026DestroySandboxResponse2\353\005\n\014AgentServic"
+  "e\022A\n\004Ping\022\033.berth.agent.v1.PingRequest\032\034"
+  ".berth.agent.v1.PingResponse\022Y\n\014NewConta"
+  "iner\022#.berth.agent.v1.NewContainerReques"
+  "t\032$.berth.agent.v1.NewContainerResponse\022"
+  "J\n\007ExecCmd\022\036.berth.agent.v1.ExecCmdReque"
+  "st\032\037.berth.agent.v1.ExecCmdResponse\022G\n\006S"
+  "ignal\022\035.berth.agent.v1.SignalRequest\032\036.b"
+  "erth.agent.v1.SignalResponse\022G\n\006Resize\022\035"
+  ".berth.agent.v1.ResizeRequest\032\036.berth.ag"
+  "ent.v1.ResizeResponse\022T\n\tProcessIo\022 .ber"
+  "th.agent.v1.ProcessIoRequest\032!.berth.age"
+  "nt.v1.ProcessIoResponse(\0010\001\022P\n\tAckOutput"
+  "\022 .berth.agent.v1.AckOutputRequest\032!.ber"
+  "th.agent.v1.AckOutputResponse\022V\n\013WaitPro"
+  "cess\022\".berth.agent.v1.WaitProcessRequest"
+  "\032#.berth.agent.v1.WaitProcessResponse\022_\n"
+  "\016DestroySandbox\022%.berth.agent.v1.Destroy"
+  "SandboxRequest\032&.berth.agent.v1.DestroyS"
+  "andboxResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -773,9 +803,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fagent_2fv1_2fagent_2eproto = {
-    false, false, 2970, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
+    false, false, 3067, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
     "berth/agent/v1/agent.proto",
-    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 27,
+    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 28,
     schemas, file_default_instances, TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets,
     file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto, file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
     file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
@@ -1287,6 +1317,7 @@ ProcessSpec::ProcessSpec(const ProcessSpec& from)
   new (&_impl_) Impl_{
       decltype(_impl_.args_){from._impl_.args_}
     , decltype(_impl_.env_){from._impl_.env_}
+    , decltype(_impl_.rlimits_){from._impl_.rlimits_}
     , decltype(_impl_.cwd_){}
     , decltype(_impl_.user_){nullptr}
     , decltype(_impl_.terminal_size_){nullptr}
@@ -1323,6 +1354,7 @@ inline void ProcessSpec::SharedCtor(
   new (&_impl_) Impl_{
       decltype(_impl_.args_){arena}
     , decltype(_impl_.env_){arena}
+    , decltype(_impl_.rlimits_){arena}
     , decltype(_impl_.cwd_){}
     , decltype(_impl_.user_){nullptr}
     , decltype(_impl_.terminal_size_){nullptr}
@@ -1349,6 +1381,7 @@ inline void ProcessSpec::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   _impl_.args_.~RepeatedPtrField();
   _impl_.env_.~RepeatedPtrField();
+  _impl_.rlimits_.~RepeatedPtrField();
   _impl_.cwd_.Destroy();
   if (this != internal_default_instance()) delete _impl_.user_;
   if (this != internal_default_instance()) delete _impl_.terminal_size_;
@@ -1367,6 +1400,7 @@ void ProcessSpec::Clear() {
 
   _impl_.args_.Clear();
   _impl_.env_.Clear();
+  _impl_.rlimits_.Clear();
   _impl_.cwd_.ClearToEmpty();
   if (GetArenaForAllocation() == nullptr && _impl_.user_ != nullptr) {
     delete _impl_.user_;
@@ -1462,6 +1496,19 @@ const char* ProcessSpec::_InternalParse(const char* ptr, ::_pbi::ParseContext* c
         } else
           goto handle_unusual;
         continue;
+      // repeated .berth.agent.v1.Rlimit rlimits = 8;
+      case 8:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 66)) {
+          ptr -= 1;
+          do {
+            ptr += 1;
+            ptr = ctx->ParseMessage(_internal_add_rlimits(), ptr);
+            CHK_(ptr);
+            if (!ctx->DataAvailable(ptr)) break;
+          } while (::PROTOBUF_NAMESPACE_ID::internal::ExpectTag<66>(ptr));
+        } else
+          goto handle_unusual;
+        continue;
       default:
         goto handle_unusual;
     }  // switch
@@ -1548,6 +1595,14 @@ uint8_t* ProcessSpec::_InternalSerialize(
         _Internal::privileges(this).GetCachedSize(), target, stream);
   }
 
+  // repeated .berth.agent.v1.Rlimit rlimits = 8;
+  for (unsigned i = 0,
+      n = static_cast<unsigned>(this->_internal_rlimits_size()); i < n; i++) {
+    const auto& repfield = this->_internal_rlimits(i);
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+        InternalWriteMessage(8, repfield, repfield.GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -1578,6 +1633,13 @@ size_t ProcessSpec::ByteSizeLong() const {
   for (int i = 0, n = _impl_.env_.size(); i < n; i++) {
     total_size += ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
       _impl_.env_.Get(i));
+  }
+
+  // repeated .berth.agent.v1.Rlimit rlimits = 8;
+  total_size += 1UL * this->_internal_rlimits_size();
+  for (const auto& msg : this->_impl_.rlimits_) {
+    total_size +=
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(msg);
   }
 
   // string cwd = 3;
@@ -1633,6 +1695,7 @@ void ProcessSpec::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PR
 
   _this->_impl_.args_.MergeFrom(from._impl_.args_);
   _this->_impl_.env_.MergeFrom(from._impl_.env_);
+  _this->_impl_.rlimits_.MergeFrom(from._impl_.rlimits_);
   if (!from._internal_cwd().empty()) {
     _this->_internal_set_cwd(from._internal_cwd());
   }
@@ -1672,6 +1735,7 @@ void ProcessSpec::InternalSwap(ProcessSpec* other) {
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
   _impl_.args_.InternalSwap(&other->_impl_.args_);
   _impl_.env_.InternalSwap(&other->_impl_.env_);
+  _impl_.rlimits_.InternalSwap(&other->_impl_.rlimits_);
   ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
       &_impl_.cwd_, lhs_arena,
       &other->_impl_.cwd_, rhs_arena
@@ -1688,6 +1752,241 @@ void ProcessSpec::InternalSwap(ProcessSpec* other) {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
       file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[2]);
+}
+
+// ===================================================================
+
+class Rlimit::_Internal {
+ public:
+};
+
+Rlimit::Rlimit(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.Rlimit)
+}
+Rlimit::Rlimit(const Rlimit& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  Rlimit* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.soft_){}
+    , decltype(_impl_.hard_){}
+    , decltype(_impl_.resource_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  ::memcpy(&_impl_.soft_, &from._impl_.soft_,
+    static_cast<size_t>(reinterpret_cast<char*>(&_impl_.resource_) -
+    reinterpret_cast<char*>(&_impl_.soft_)) + sizeof(_impl_.resource_));
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.Rlimit)
+}
+
+inline void Rlimit::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.soft_){uint64_t{0u}}
+    , decltype(_impl_.hard_){uint64_t{0u}}
+    , decltype(_impl_.resource_){0}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+}
+
+Rlimit::~Rlimit() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.Rlimit)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void Rlimit::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+}
+
+void Rlimit::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void Rlimit::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.Rlimit)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  ::memset(&_impl_.soft_, 0, static_cast<size_t>(
+      reinterpret_cast<char*>(&_impl_.resource_) -
+      reinterpret_cast<char*>(&_impl_.soft_)) + sizeof(_impl_.resource_));
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* Rlimit::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // int32 resource = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 8)) {
+          _impl_.resource_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint32(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 soft = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.soft_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // uint64 hard = 3;
+      case 3:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 24)) {
+          _impl_.hard_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* Rlimit::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.Rlimit)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // int32 resource = 1;
+  if (this->_internal_resource() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteInt32ToArray(1, this->_internal_resource(), target);
+  }
+
+  // uint64 soft = 2;
+  if (this->_internal_soft() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(2, this->_internal_soft(), target);
+  }
+
+  // uint64 hard = 3;
+  if (this->_internal_hard() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteUInt64ToArray(3, this->_internal_hard(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.Rlimit)
+  return target;
+}
+
+size_t Rlimit::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.Rlimit)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // uint64 soft = 2;
+  if (this->_internal_soft() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_soft());
+  }
+
+  // uint64 hard = 3;
+  if (this->_internal_hard() != 0) {
+    total_size += ::_pbi::WireFormatLite::UInt64SizePlusOne(this->_internal_hard());
+  }
+
+  // int32 resource = 1;
+  if (this->_internal_resource() != 0) {
+    total_size += ::_pbi::WireFormatLite::Int32SizePlusOne(this->_internal_resource());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData Rlimit::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    Rlimit::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*Rlimit::GetClassData() const { return &_class_data_; }
+
+
+void Rlimit::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<Rlimit*>(&to_msg);
+  auto& from = static_cast<const Rlimit&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.Rlimit)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (from._internal_soft() != 0) {
+    _this->_internal_set_soft(from._internal_soft());
+  }
+  if (from._internal_hard() != 0) {
+    _this->_internal_set_hard(from._internal_hard());
+  }
+  if (from._internal_resource() != 0) {
+    _this->_internal_set_resource(from._internal_resource());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void Rlimit::CopyFrom(const Rlimit& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.Rlimit)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool Rlimit::IsInitialized() const {
+  return true;
+}
+
+void Rlimit::InternalSwap(Rlimit* other) {
+  using std::swap;
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(Rlimit, _impl_.resource_)
+      + sizeof(Rlimit::_impl_.resource_)
+      - PROTOBUF_FIELD_OFFSET(Rlimit, _impl_.soft_)>(
+          reinterpret_cast<char*>(&_impl_.soft_),
+          reinterpret_cast<char*>(&other->_impl_.soft_));
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata Rlimit::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[3]);
 }
 
 // ===================================================================
@@ -1969,7 +2268,7 @@ void Privileges::InternalSwap(Privileges* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata Privileges::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[3]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[4]);
 }
 
 // ===================================================================
@@ -2227,7 +2526,7 @@ void ProcessExit::InternalSwap(ProcessExit* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessExit::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[4]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[5]);
 }
 
 // ===================================================================
@@ -2267,7 +2566,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*PingRequest::GetClassData() co
 ::PROTOBUF_NAMESPACE_ID::Metadata PingRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[5]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[6]);
 }
 
 // ===================================================================
@@ -2518,7 +2817,7 @@ void PingResponse::InternalSwap(PingResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata PingResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[6]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[7]);
 }
 
 // ===================================================================
@@ -2813,7 +3112,7 @@ void NewContainerRequest::InternalSwap(NewContainerRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata NewContainerRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[7]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[8]);
 }
 
 // ===================================================================
@@ -2991,7 +3290,7 @@ void NewContainerResponse::InternalSwap(NewContainerResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata NewContainerResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[8]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[9]);
 }
 
 // ===================================================================
@@ -3286,7 +3585,7 @@ void ExecCmdRequest::InternalSwap(ExecCmdRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecCmdRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[9]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[10]);
 }
 
 // ===================================================================
@@ -3464,7 +3763,7 @@ void ExecCmdResponse::InternalSwap(ExecCmdResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ExecCmdResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[10]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[11]);
 }
 
 // ===================================================================
@@ -3744,7 +4043,7 @@ void SignalRequest::InternalSwap(SignalRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[11]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[12]);
 }
 
 // ===================================================================
@@ -3784,7 +4083,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*SignalResponse::GetClassData()
 ::PROTOBUF_NAMESPACE_ID::Metadata SignalResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[12]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[13]);
 }
 
 // ===================================================================
@@ -4079,7 +4378,7 @@ void ResizeRequest::InternalSwap(ResizeRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ResizeRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[13]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[14]);
 }
 
 // ===================================================================
@@ -4119,7 +4418,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*ResizeResponse::GetClassData()
 ::PROTOBUF_NAMESPACE_ID::Metadata ResizeResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[14]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
 }
 
 // ===================================================================
@@ -4432,7 +4731,7 @@ void ProcessIoAttach::InternalSwap(ProcessIoAttach* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoAttach::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[15]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
 }
 
 // ===================================================================
@@ -4643,7 +4942,7 @@ void OutputAck::InternalSwap(OutputAck* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata OutputAck::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[16]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
 }
 
 // ===================================================================
@@ -4868,7 +5167,7 @@ void OutputChunk::InternalSwap(OutputChunk* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata OutputChunk::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[17]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
 }
 
 // ===================================================================
@@ -4908,7 +5207,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*StdinClose::GetClassData() con
 ::PROTOBUF_NAMESPACE_ID::Metadata StdinClose::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[18]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
 }
 
 // ===================================================================
@@ -5305,7 +5604,7 @@ void ProcessIoRequest::InternalSwap(ProcessIoRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[19]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
 }
 
 // ===================================================================
@@ -5736,7 +6035,7 @@ void ProcessIoResponse::InternalSwap(ProcessIoResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata ProcessIoResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[20]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
 }
 
 // ===================================================================
@@ -6049,7 +6348,7 @@ void AckOutputRequest::InternalSwap(AckOutputRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata AckOutputRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[21]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
 }
 
 // ===================================================================
@@ -6089,7 +6388,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*AckOutputResponse::GetClassDat
 ::PROTOBUF_NAMESPACE_ID::Metadata AckOutputResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[22]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
 }
 
 // ===================================================================
@@ -6342,7 +6641,7 @@ void WaitProcessRequest::InternalSwap(WaitProcessRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[23]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24]);
 }
 
 // ===================================================================
@@ -6535,7 +6834,7 @@ void WaitProcessResponse::InternalSwap(WaitProcessResponse* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata WaitProcessResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[24]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[25]);
 }
 
 // ===================================================================
@@ -6734,7 +7033,7 @@ void DestroySandboxRequest::InternalSwap(DestroySandboxRequest* other) {
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxRequest::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[25]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[26]);
 }
 
 // ===================================================================
@@ -6774,7 +7073,7 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroySandboxResponse::GetCla
 ::PROTOBUF_NAMESPACE_ID::Metadata DestroySandboxResponse::GetMetadata() const {
   return ::_pbi::AssignDescriptors(
       &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
-      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[26]);
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[27]);
 }
 
 // @@protoc_insertion_point(namespace_scope)
@@ -6793,6 +7092,10 @@ Arena::CreateMaybeMessage< ::berth::agent::v1::User >(Arena* arena) {
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::ProcessSpec*
 Arena::CreateMaybeMessage< ::berth::agent::v1::ProcessSpec >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::agent::v1::ProcessSpec >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::Rlimit*
+Arena::CreateMaybeMessage< ::berth::agent::v1::Rlimit >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::Rlimit >(arena);
 }
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::Privileges*
 Arena::CreateMaybeMessage< ::berth::agent::v1::Privileges >(Arena* arena) {

@@ -110,6 +110,9 @@ extern ResizeRequestDefaultTypeInternal _ResizeRequest_default_instance_;
 class ResizeResponse;
 struct ResizeResponseDefaultTypeInternal;
 extern ResizeResponseDefaultTypeInternal _ResizeResponse_default_instance_;
+class Rlimit;
+struct RlimitDefaultTypeInternal;
+extern RlimitDefaultTypeInternal _Rlimit_default_instance_;
 class SignalRequest;
 struct SignalRequestDefaultTypeInternal;
 extern SignalRequestDefaultTypeInternal _SignalRequest_default_instance_;
@@ -155,6 +158,7 @@ template<> ::berth::agent::v1::ProcessIoResponse* Arena::CreateMaybeMessage<::be
 template<> ::berth::agent::v1::ProcessSpec* Arena::CreateMaybeMessage<::berth::agent::v1::ProcessSpec>(Arena*);
 template<> ::berth::agent::v1::ResizeRequest* Arena::CreateMaybeMessage<::berth::agent::v1::ResizeRequest>(Arena*);
 template<> ::berth::agent::v1::ResizeResponse* Arena::CreateMaybeMessage<::berth::agent::v1::ResizeResponse>(Arena*);
+template<> ::berth::agent::v1::Rlimit* Arena::CreateMaybeMessage<::berth::agent::v1::Rlimit>(Arena*);
 template<> ::berth::agent::v1::SignalRequest* Arena::CreateMaybeMessage<::berth::agent::v1::SignalRequest>(Arena*);
 template<> ::berth::agent::v1::SignalResponse* Arena::CreateMaybeMessage<::berth::agent::v1::SignalResponse>(Arena*);
 template<> ::berth::agent::v1::StdinClose* Arena::CreateMaybeMessage<::berth::agent::v1::StdinClose>(Arena*);
@@ -635,6 +639,7 @@ class ProcessSpec final :
   enum : int {
     kArgsFieldNumber = 1,
     kEnvFieldNumber = 2,
+    kRlimitsFieldNumber = 8,
     kCwdFieldNumber = 3,
     kUserFieldNumber = 4,
     kTerminalSizeFieldNumber = 6,
@@ -688,6 +693,24 @@ class ProcessSpec final :
   const std::string& _internal_env(int index) const;
   std::string* _internal_add_env();
   public:
+
+  // repeated .berth.agent.v1.Rlimit rlimits = 8;
+  int rlimits_size() const;
+  private:
+  int _internal_rlimits_size() const;
+  public:
+  void clear_rlimits();
+  ::berth::agent::v1::Rlimit* mutable_rlimits(int index);
+  ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::agent::v1::Rlimit >*
+      mutable_rlimits();
+  private:
+  const ::berth::agent::v1::Rlimit& _internal_rlimits(int index) const;
+  ::berth::agent::v1::Rlimit* _internal_add_rlimits();
+  public:
+  const ::berth::agent::v1::Rlimit& rlimits(int index) const;
+  ::berth::agent::v1::Rlimit* add_rlimits();
+  const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::agent::v1::Rlimit >&
+      rlimits() const;
 
   // string cwd = 3;
   void clear_cwd();
@@ -776,11 +799,182 @@ class ProcessSpec final :
   struct Impl_ {
     ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> args_;
     ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField<std::string> env_;
+    ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::agent::v1::Rlimit > rlimits_;
     ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr cwd_;
     ::berth::agent::v1::User* user_;
     ::berth::agent::v1::TerminalSize* terminal_size_;
     ::berth::agent::v1::Privileges* privileges_;
     bool terminal_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class Rlimit final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.Rlimit) */ {
+ public:
+  inline Rlimit() : Rlimit(nullptr) {}
+  ~Rlimit() override;
+  explicit PROTOBUF_CONSTEXPR Rlimit(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  Rlimit(const Rlimit& from);
+  Rlimit(Rlimit&& from) noexcept
+    : Rlimit() {
+    *this = ::std::move(from);
+  }
+
+  inline Rlimit& operator=(const Rlimit& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline Rlimit& operator=(Rlimit&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const Rlimit& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const Rlimit* internal_default_instance() {
+    return reinterpret_cast<const Rlimit*>(
+               &_Rlimit_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    3;
+
+  friend void swap(Rlimit& a, Rlimit& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(Rlimit* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(Rlimit* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  Rlimit* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<Rlimit>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const Rlimit& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const Rlimit& from) {
+    Rlimit::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(Rlimit* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.Rlimit";
+  }
+  protected:
+  explicit Rlimit(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kSoftFieldNumber = 2,
+    kHardFieldNumber = 3,
+    kResourceFieldNumber = 1,
+  };
+  // uint64 soft = 2;
+  void clear_soft();
+  uint64_t soft() const;
+  void set_soft(uint64_t value);
+  private:
+  uint64_t _internal_soft() const;
+  void _internal_set_soft(uint64_t value);
+  public:
+
+  // uint64 hard = 3;
+  void clear_hard();
+  uint64_t hard() const;
+  void set_hard(uint64_t value);
+  private:
+  uint64_t _internal_hard() const;
+  void _internal_set_hard(uint64_t value);
+  public:
+
+  // int32 resource = 1;
+  void clear_resource();
+  int32_t resource() const;
+  void set_resource(int32_t value);
+  private:
+  int32_t _internal_resource() const;
+  void _internal_set_resource(int32_t value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.Rlimit)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    uint64_t soft_;
+    uint64_t hard_;
+    int32_t resource_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -836,7 +1030,7 @@ class Privileges final :
                &_Privileges_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    3;
+    4;
 
   friend void swap(Privileges& a, Privileges& b) {
     a.Swap(&b);
@@ -1022,7 +1216,7 @@ class ProcessExit final :
                &_ProcessExit_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    4;
+    5;
 
   friend void swap(ProcessExit& a, ProcessExit& b) {
     a.Swap(&b);
@@ -1200,7 +1394,7 @@ class PingRequest final :
                &_PingRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    5;
+    6;
 
   friend void swap(PingRequest& a, PingRequest& b) {
     a.Swap(&b);
@@ -1319,7 +1513,7 @@ class PingResponse final :
                &_PingResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    6;
+    7;
 
   friend void swap(PingResponse& a, PingResponse& b) {
     a.Swap(&b);
@@ -1492,7 +1686,7 @@ class NewContainerRequest final :
                &_NewContainerRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    7;
+    8;
 
   friend void swap(NewContainerRequest& a, NewContainerRequest& b) {
     a.Swap(&b);
@@ -1681,7 +1875,7 @@ class NewContainerResponse final :
                &_NewContainerResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    8;
+    9;
 
   friend void swap(NewContainerResponse& a, NewContainerResponse& b) {
     a.Swap(&b);
@@ -1829,7 +2023,7 @@ class ExecCmdRequest final :
                &_ExecCmdRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    9;
+    10;
 
   friend void swap(ExecCmdRequest& a, ExecCmdRequest& b) {
     a.Swap(&b);
@@ -2018,7 +2212,7 @@ class ExecCmdResponse final :
                &_ExecCmdResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    10;
+    11;
 
   friend void swap(ExecCmdResponse& a, ExecCmdResponse& b) {
     a.Swap(&b);
@@ -2166,7 +2360,7 @@ class SignalRequest final :
                &_SignalRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    11;
+    12;
 
   friend void swap(SignalRequest& a, SignalRequest& b) {
     a.Swap(&b);
@@ -2345,7 +2539,7 @@ class SignalResponse final :
                &_SignalResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    12;
+    13;
 
   friend void swap(SignalResponse& a, SignalResponse& b) {
     a.Swap(&b);
@@ -2464,7 +2658,7 @@ class ResizeRequest final :
                &_ResizeRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    13;
+    14;
 
   friend void swap(ResizeRequest& a, ResizeRequest& b) {
     a.Swap(&b);
@@ -2652,7 +2846,7 @@ class ResizeResponse final :
                &_ResizeResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    14;
+    15;
 
   friend void swap(ResizeResponse& a, ResizeResponse& b) {
     a.Swap(&b);
@@ -2771,7 +2965,7 @@ class ProcessIoAttach final :
                &_ProcessIoAttach_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    15;
+    16;
 
   friend void swap(ProcessIoAttach& a, ProcessIoAttach& b) {
     a.Swap(&b);
@@ -2962,7 +3156,7 @@ class OutputAck final :
                &_OutputAck_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    16;
+    17;
 
   friend void swap(OutputAck& a, OutputAck& b) {
     a.Swap(&b);
@@ -3121,7 +3315,7 @@ class OutputChunk final :
                &_OutputChunk_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    17;
+    18;
 
   friend void swap(OutputChunk& a, OutputChunk& b) {
     a.Swap(&b);
@@ -3284,7 +3478,7 @@ class StdinClose final :
                &_StdinClose_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    18;
+    19;
 
   friend void swap(StdinClose& a, StdinClose& b) {
     a.Swap(&b);
@@ -3411,7 +3605,7 @@ class ProcessIoRequest final :
                &_ProcessIoRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    19;
+    20;
 
   friend void swap(ProcessIoRequest& a, ProcessIoRequest& b) {
     a.Swap(&b);
@@ -3652,7 +3846,7 @@ class ProcessIoResponse final :
                &_ProcessIoResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    20;
+    21;
 
   friend void swap(ProcessIoResponse& a, ProcessIoResponse& b) {
     a.Swap(&b);
@@ -3905,7 +4099,7 @@ class AckOutputRequest final :
                &_AckOutputRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    21;
+    22;
 
   friend void swap(AckOutputRequest& a, AckOutputRequest& b) {
     a.Swap(&b);
@@ -4095,7 +4289,7 @@ class AckOutputResponse final :
                &_AckOutputResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    22;
+    23;
 
   friend void swap(AckOutputResponse& a, AckOutputResponse& b) {
     a.Swap(&b);
@@ -4214,7 +4408,7 @@ class WaitProcessRequest final :
                &_WaitProcessRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    23;
+    24;
 
   friend void swap(WaitProcessRequest& a, WaitProcessRequest& b) {
     a.Swap(&b);
@@ -4383,7 +4577,7 @@ class WaitProcessResponse final :
                &_WaitProcessResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    24;
+    25;
 
   friend void swap(WaitProcessResponse& a, WaitProcessResponse& b) {
     a.Swap(&b);
@@ -4540,7 +4734,7 @@ class DestroySandboxRequest final :
                &_DestroySandboxRequest_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    25;
+    26;
 
   friend void swap(DestroySandboxRequest& a, DestroySandboxRequest& b) {
     a.Swap(&b);
@@ -4696,7 +4890,7 @@ class DestroySandboxResponse final :
                &_DestroySandboxResponse_default_instance_);
   }
   static constexpr int kIndexInFileMessages =
-    26;
+    27;
 
   friend void swap(DestroySandboxResponse& a, DestroySandboxResponse& b) {
     a.Swap(&b);
@@ -5399,6 +5593,110 @@ inline void ProcessSpec::set_allocated_privileges(::berth::agent::v1::Privileges
   }
   _impl_.privileges_ = privileges;
   // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.ProcessSpec.privileges)
+}
+
+// repeated .berth.agent.v1.Rlimit rlimits = 8;
+inline int ProcessSpec::_internal_rlimits_size() const {
+  return _impl_.rlimits_.size();
+}
+inline int ProcessSpec::rlimits_size() const {
+  return _internal_rlimits_size();
+}
+inline void ProcessSpec::clear_rlimits() {
+  _impl_.rlimits_.Clear();
+}
+inline ::berth::agent::v1::Rlimit* ProcessSpec::mutable_rlimits(int index) {
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.ProcessSpec.rlimits)
+  return _impl_.rlimits_.Mutable(index);
+}
+inline ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::agent::v1::Rlimit >*
+ProcessSpec::mutable_rlimits() {
+  // @@protoc_insertion_point(field_mutable_list:berth.agent.v1.ProcessSpec.rlimits)
+  return &_impl_.rlimits_;
+}
+inline const ::berth::agent::v1::Rlimit& ProcessSpec::_internal_rlimits(int index) const {
+  return _impl_.rlimits_.Get(index);
+}
+inline const ::berth::agent::v1::Rlimit& ProcessSpec::rlimits(int index) const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.ProcessSpec.rlimits)
+  return _internal_rlimits(index);
+}
+inline ::berth::agent::v1::Rlimit* ProcessSpec::_internal_add_rlimits() {
+  return _impl_.rlimits_.Add();
+}
+inline ::berth::agent::v1::Rlimit* ProcessSpec::add_rlimits() {
+  ::berth::agent::v1::Rlimit* _add = _internal_add_rlimits();
+  // @@protoc_insertion_point(field_add:berth.agent.v1.ProcessSpec.rlimits)
+  return _add;
+}
+inline const ::PROTOBUF_NAMESPACE_ID::RepeatedPtrField< ::berth::agent::v1::Rlimit >&
+ProcessSpec::rlimits() const {
+  // @@protoc_insertion_point(field_list:berth.agent.v1.ProcessSpec.rlimits)
+  return _impl_.rlimits_;
+}
+
+// -------------------------------------------------------------------
+
+// Rlimit
+
+// int32 resource = 1;
+inline void Rlimit::clear_resource() {
+  _impl_.resource_ = 0;
+}
+inline int32_t Rlimit::_internal_resource() const {
+  return _impl_.resource_;
+}
+inline int32_t Rlimit::resource() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Rlimit.resource)
+  return _internal_resource();
+}
+inline void Rlimit::_internal_set_resource(int32_t value) {
+  
+  _impl_.resource_ = value;
+}
+inline void Rlimit::set_resource(int32_t value) {
+  _internal_set_resource(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Rlimit.resource)
+}
+
+// uint64 soft = 2;
+inline void Rlimit::clear_soft() {
+  _impl_.soft_ = uint64_t{0u};
+}
+inline uint64_t Rlimit::_internal_soft() const {
+  return _impl_.soft_;
+}
+inline uint64_t Rlimit::soft() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Rlimit.soft)
+  return _internal_soft();
+}
+inline void Rlimit::_internal_set_soft(uint64_t value) {
+  
+  _impl_.soft_ = value;
+}
+inline void Rlimit::set_soft(uint64_t value) {
+  _internal_set_soft(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Rlimit.soft)
+}
+
+// uint64 hard = 3;
+inline void Rlimit::clear_hard() {
+  _impl_.hard_ = uint64_t{0u};
+}
+inline uint64_t Rlimit::_internal_hard() const {
+  return _impl_.hard_;
+}
+inline uint64_t Rlimit::hard() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.Rlimit.hard)
+  return _internal_hard();
+}
+inline void Rlimit::_internal_set_hard(uint64_t value) {
+  
+  _impl_.hard_ = value;
+}
+inline void Rlimit::set_hard(uint64_t value) {
+  _internal_set_hard(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.Rlimit.hard)
 }
 
 // -------------------------------------------------------------------
@@ -7958,6 +8256,8 @@ inline void DestroySandboxRequest::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------
