@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/io.h"
@@ -48,6 +51,7 @@ enum ChildStep {
   kStepExec,
   kStepNamespaces,
   kStepPrivileges,
+  kStepRlimits,
 };
 
 [[noreturn]] void ChildFail(int fd, int step, const char* what = "") {
@@ -78,6 +82,19 @@ absl::Status ValidateProcessSpec(const v1::ProcessSpec& spec) {
           "process.env[", i, "] \"", spec.env(i), "\" is not KEY=VALUE"));
     }
   }
+  for (int i = 0; i < spec.rlimits_size(); ++i) {
+    const v1::Rlimit& limit = spec.rlimits(i);
+    if (limit.resource() < 0 || limit.resource() >= RLIMIT_NLIMITS) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "process.rlimits[", i, "].resource ", limit.resource(),
+          " is not a resource limit (0 to ", RLIMIT_NLIMITS - 1, ")"));
+    }
+    if (limit.soft() > limit.hard()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "process.rlimits[", i, "]: the soft limit ", limit.soft(),
+          " is above the hard limit ", limit.hard()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -106,6 +123,16 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
   // Without a user the process stays the agent's, root's, identity.
   const uid_t drop_uid = set_user ? uid : getuid();
   const gid_t drop_gid = set_user ? gid : getgid();
+  struct Limit {
+    int resource;
+    struct rlimit value;
+  };
+  std::vector<Limit> limits;
+  for (const v1::Rlimit& limit : spec.rlimits()) {
+    limits.push_back({limit.resource(),
+                      {static_cast<rlim_t>(limit.soft()),
+                       static_cast<rlim_t>(limit.hard())}});
+  }
 
   // Our ends (the caller's once the child has executed) and the child's
   // (the terminal's slave, or the pipes' other ends), closed on every way
@@ -202,6 +229,23 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
     if (mount_ns >= 0 && setns(mount_ns, CLONE_NEWNS) != 0) {
       ChildFail(error_fd, kStepNamespaces);
     }
+    // Before the user and privileges: raising a hard limit takes
+    // CAP_SYS_RESOURCE, which the program may not keep.
+    for (size_t i = 0; i < limits.size(); ++i) {
+      if (setrlimit(static_cast<__rlimit_resource_t>(limits[i].resource),
+                    &limits[i].value) != 0) {
+        // The index in decimal, without stdio (async-signal-safe).
+        char what[24];
+        char* end = what + sizeof(what) - 1;
+        *end = '\0';
+        size_t n = i;
+        do {
+          *--end = static_cast<char>('0' + n % 10);
+          n /= 10;
+        } while (n != 0);
+        ChildFail(error_fd, kStepRlimits, end);
+      }
+    }
     if (drop) {
       std::string what;
       int error_number = 0;
@@ -271,6 +315,18 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const v1::ProcessSpec& spec,
       case kStepNamespaces:
         return absl::FailedPreconditionError(
             absl::StrCat("joining the container's mount namespace: ", reason));
+      case kStepRlimits: {
+        error.what[sizeof(error.what) - 1] = '\0';
+        size_t index = 0;
+        (void)absl::SimpleAtoi(error.what, &index);
+        const v1::Rlimit& limit =
+            spec.rlimits(static_cast<int>(std::min<size_t>(
+                index, static_cast<size_t>(spec.rlimits_size() - 1))));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "process.rlimits[", error.what, "]: cannot set resource ",
+            limit.resource(), " to soft ", limit.soft(), ", hard ",
+            limit.hard(), ": ", reason));
+      }
       case kStepPrivileges:
         error.what[sizeof(error.what) - 1] = '\0';
         return absl::InvalidArgumentError(

@@ -1,6 +1,10 @@
 #include "services/agent/spawn.h"
 
+#include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "base/unique_fd.h"
 #include "berth/agent/v1/agent.pb.h"
 #include "gmock/gmock.h"
@@ -111,6 +116,96 @@ TEST(SpawnProcessTest, AMissingDirectoryNamesProcessCwd) {
       HasSubstr("process.cwd: cannot change to \"/no/such/directory\""));
   int status = 0;
   EXPECT_GT(waitpid(-1, &status, 0), 0);
+}
+
+TEST(SpawnProcessTest, RlimitsAreSetBeforeTheProgramRuns) {
+  // Lowering needs no privilege: the soft and hard nofile limits, and the
+  // core size, as /proc/self/limits shows them to the program.
+  v1::ProcessSpec spec =
+      Spec({"sh", "-c",
+            "grep -E '^Max (open files|core file size)' /proc/self/limits | "
+            "tr -s ' '"});
+  v1::Rlimit* nofile = spec.add_rlimits();
+  nofile->set_resource(RLIMIT_NOFILE);
+  nofile->set_soft(123);
+  nofile->set_hard(456);
+  v1::Rlimit* core = spec.add_rlimits();
+  core->set_resource(RLIMIT_CORE);
+  core->set_soft(0);
+  core->set_hard(0);
+  ASSERT_TRUE(ValidateProcessSpec(spec).ok());
+  bool forked = false;
+  absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
+  ASSERT_TRUE(spawned.ok()) << spawned.status();
+  spawned->in_fd.reset();
+  EXPECT_EQ(ReadToEnd(std::move(spawned->out_fd)),
+            "Max core file size 0 0 bytes \nMax open files 123 456 files \n");
+  EXPECT_EQ(WaitExitCode(spawned->pid), 0);
+}
+
+TEST(SpawnProcessTest, ARlimitThatCannotBeSetNamesItsIndex) {
+  // Raising a hard limit takes CAP_SYS_RESOURCE: in a child of the test that
+  // lowered its own hard limit and is not root (none of root's
+  // capabilities), asking for more than that fails in the spawned child.
+  int result[2];
+  ASSERT_EQ(pipe2(result, O_CLOEXEC), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(result[0]);
+    struct rlimit lower = {64, 128};
+    if (setrlimit(RLIMIT_NOFILE, &lower) != 0) _exit(2);
+    // Without CAP_SYS_RESOURCE (root keeps the others).
+    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (syscall(SYS_capget, &header, data) != 0) _exit(3);
+    for (__user_cap_data_struct& set : data) {
+      set.effective &= ~(1u << CAP_SYS_RESOURCE);
+      set.permitted &= ~(1u << CAP_SYS_RESOURCE);
+      set.inheritable &= ~(1u << CAP_SYS_RESOURCE);
+    }
+    if (syscall(SYS_capset, &header, data) != 0) _exit(4);
+    v1::ProcessSpec spec = Spec({"true"});
+    spec.add_rlimits()->set_resource(RLIMIT_CORE);
+    v1::Rlimit* limit = spec.add_rlimits();
+    limit->set_resource(RLIMIT_NOFILE);
+    limit->set_soft(256);
+    limit->set_hard(256);
+    bool forked = false;
+    absl::StatusOr<SpawnedProcess> spawned = SpawnProcess(spec, &forked);
+    const std::string message =
+        absl::StrCat(static_cast<int>(spawned.status().code()), " ",
+                     spawned.status().message());
+    (void)!write(result[1], message.data(), message.size());
+    _exit(0);
+  }
+  close(result[1]);
+  std::string message;
+  char buffer[512];
+  ssize_t n;
+  while ((n = read(result[0], buffer, sizeof(buffer))) > 0) {
+    message.append(buffer, static_cast<size_t>(n));
+  }
+  close(result[0]);
+  EXPECT_EQ(WaitExitCode(child), 0);
+  EXPECT_EQ(message,
+            absl::StrCat(static_cast<int>(absl::StatusCode::kInvalidArgument),
+                         " process.rlimits[1]: cannot set resource 7 to soft "
+                         "256, hard 256: Operation not permitted"));
+}
+
+TEST(ValidateProcessSpecTest, RlimitsNameTheField) {
+  v1::ProcessSpec spec = Spec({"true"});
+  v1::Rlimit* limit = spec.add_rlimits();
+  limit->set_resource(RLIMIT_NOFILE);
+  limit->set_soft(10);
+  limit->set_hard(5);
+  EXPECT_EQ(ValidateProcessSpec(spec).message(),
+            "process.rlimits[0]: the soft limit 10 is above the hard limit 5");
+  limit->set_resource(RLIMIT_NLIMITS);
+  limit->set_soft(1);
+  EXPECT_THAT(std::string(ValidateProcessSpec(spec).message()),
+              HasSubstr("process.rlimits[0].resource"));
 }
 
 }  // namespace
