@@ -162,6 +162,14 @@ class Cli {
   void PumpInput(ExecStream* stream, bool forward_stdin, bool tty, int stop_fd,
                  SignalPipe* window_change, bool* writes_done);
 
+  // --- attach (attach_command.cc): `berth attach TASK`.
+
+  int AttachCommand(const ParsedArgs& args);
+
+  // --- completion: `berth completion bash|zsh`.
+
+  int Completion(const ParsedArgs& args);
+
   // --- stats (stats_command.cc).
 
   int Stats(const ParsedArgs& args);

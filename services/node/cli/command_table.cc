@@ -52,6 +52,15 @@ const std::vector<CommandInfo>& Commands() {
        "[FLAGS]",
        "List the tasks: running ones, or all with -a.",
        {{"all", 'a', "", "Show every task, not only running ones"},
+        {"filter", 'f', "KEY=VALUE",
+         "Show only the tasks that match: label=K or label=K=V, name=NAME, "
+         "id=PREFIX, status=STATE, health=starting|healthy|unhealthy|none "
+         "(repeatable: every key must match, one of a key's values)",
+         true},
+        {"format", 0, "TEMPLATE",
+         "Print each task with a Go-template-like TEMPLATE, e.g. "
+         "'{{.ID}} {{.Names}} {{.Status}}', or 'table TEMPLATE' with a "
+         "header ('json': one JSON object a line)"},
         {"json", 0, "", "Print the ListTasksResponse in protobuf JSON"},
         {"quiet", 'q', "", "Print only the (short) task ids"},
         kHelpFlag}},
@@ -77,6 +86,16 @@ const std::vector<CommandInfo>& Commands() {
          "resized with it)"},
         kHelpFlag},
        PositionalMode::kStopAtFirst},
+      {"attach",
+       "[FLAGS] TASK",
+       "Join a running task's input and output (as it was started: -i for\n"
+       "stdin, -t for a terminal, this one in raw mode and resized with it),\n"
+       "showing its output from now on (the first attach of a run also what\n"
+       "it wrote before). The detach keys (default Ctrl-P Ctrl-Q) leave it\n"
+       "running; exits with the task's exit code once it ends.",
+       {DetachKeysFlagSpec(),
+        {"no-stdin", 0, "", "Do not pass stdin to the task"},
+        kHelpFlag}},
       {"stats",
        "[FLAGS] [TASK...]",
        "Show the resource usage of tasks (every running task when none is\n"
@@ -105,6 +124,14 @@ const std::vector<CommandInfo>& Commands() {
        {{"json", 0, "",
          "Print events as JSON lines (berth.node.v1.EventsResponse)"},
         kHelpFlag}},
+      {"completion",
+       "bash|zsh",
+       "Print the shell completion script for bash or zsh (commands, flags,\n"
+       "task and image names). Load it in the running shell:\n"
+       "  bash: source <(berth completion bash)\n"
+       "  zsh:  source <(berth completion zsh)\n"
+       "or install it where the shell looks for completions.",
+       {kHelpFlag}},
       {"node status",
        "[FLAGS]",
        "Show the node's services and driver plugins and whether each is\n"
@@ -228,10 +255,12 @@ std::string TopUsage() {
       {"inspect", "Show a task as JSON"},
       {"logs", "Show a task's output"},
       {"exec", "Run a command inside a running task"},
+      {"attach", "Join a running task's input and output"},
       {"stats", "Show the resource usage of tasks"},
       {"stop", "Stop tasks"},
       {"rm", "Remove tasks"},
       {"events", "Show the node's events as they happen"},
+      {"completion", "Print the shell completion script (bash, zsh)"},
       {"node status", "Show the node's services and plugins"},
   };
   for (const auto& [name, summary] : kSummaries) {

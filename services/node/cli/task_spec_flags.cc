@@ -292,6 +292,14 @@ absl::Status ApplySecurityOpt(absl::string_view text,
                    "seccomp=unconfined or seccomp=PATH"));
 }
 
+const FlagSpec& DetachKeysFlagSpec() {
+  static const FlagSpec* const kSpec = new FlagSpec{
+      "detach-keys", 0, "KEYS",
+      "Keys that detach from the task and leave it running: ctrl-X and "
+      "single characters, comma-separated (default ctrl-p,ctrl-q)"};
+  return *kSpec;
+}
+
 const std::vector<FlagSpec>& RunFlagSpecs() {
   static const std::vector<FlagSpec>* const kSpecs = new std::vector<FlagSpec>{
       {"name", 0, "NAME", "Name of the task (unique on the node)"},
@@ -340,6 +348,11 @@ const std::vector<FlagSpec>& RunFlagSpecs() {
        "Pull the image: missing (default), always or never"},
       {"quiet", 'q', "", "Do not print the image's pull progress"},
       {"detach", 'd', "", "Print the task id and return at once"},
+      {"interactive", 'i', "", "Keep the task's stdin open and pass this one"},
+      {"tty", 't', "",
+       "Give the task a terminal (with -i: this terminal in raw mode, "
+       "resized with it)"},
+      DetachKeysFlagSpec(),
       {"rm", 0, "", "Remove the task when it ends (not with -d)"},
       {"json-spec", 0, "FILE",
        "A TaskSpec in protobuf JSON ('-': stdin); flags replace its fields"},
@@ -569,6 +582,8 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     }
     spec.set_user(flags.Value("user"));
   }
+  if (flags.Has("interactive")) spec.set_stdin_open(true);
+  if (flags.Has("tty")) spec.set_tty(true);
   if (absl::Status s = IsolationFromRunFlags(flags, read_file, &spec);
       !s.ok()) {
     return s;

@@ -120,6 +120,11 @@ absl::StatusOr<PullPolicy> ParsePullPolicy(absl::string_view text);
 // The flags of `berth run`.
 const std::vector<FlagSpec>& RunFlagSpecs();
 
+// --detach-keys, of `berth run` and `berth attach`: docker's format, a
+// comma-separated sequence of "ctrl-X" and single characters (default
+// "ctrl-p,ctrl-q").
+const FlagSpec& DetachKeysFlagSpec();
+
 }  // namespace berth::cli
 
 #endif  // SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
