@@ -31,15 +31,15 @@
 #include "services/node/cli/cli_args.h"
 #include "services/node/cli/command_table.h"
 #include "services/node/cli/commands.h"
+#include "services/node/cli/event_text.h"
+#include "services/node/cli/ps_filter.h"
+#include "services/node/cli/ps_format.h"
 #include "services/node/cli/table.h"
 
 namespace berth::cli {
 namespace {
 
 namespace nodepb = ::berth::node::v1;
-
-// Width of the COMMAND column of `ps`.
-constexpr size_t kCommandWidth = 30;
 
 }  // namespace
 
@@ -219,14 +219,33 @@ grpc::Status Cli::CopyLogs(const std::string& task, bool follow,
 
 int Cli::Ps(const ParsedArgs& args) {
   if (int code = NoArguments("ps", args); code != kExitOk) return code;
+  absl::StatusOr<PsFilters> filters = PsFilters::Parse(args.Values("filter"));
+  if (!filters.ok()) return UsageError("ps", filters.status().message());
+  std::optional<PsFormat> format;
+  if (args.Has("format")) {
+    if (args.Has("json")) {
+      return UsageError("ps", "--format and --json cannot be used together");
+    }
+    absl::StatusOr<PsFormat> parsed = PsFormat::Parse(args.Value("format"));
+    if (!parsed.ok()) return UsageError("ps", parsed.status().message());
+    format = *std::move(parsed);
+  }
   if (!Connect()) return Unreachable();
   grpc::ClientContext context;
   SetDeadline(&context);
   nodepb::ListTasksRequest request;
-  request.set_all(args.Has("all"));
+  // A status filter decides which states show (docker's rule).
+  request.set_all(args.Has("all") || filters->ImpliesAll());
   nodepb::ListTasksResponse response;
   grpc::Status status = stub_->ListTasks(&context, request, &response);
   if (!status.ok()) return NodeError(status);
+  if (!filters->empty()) {
+    nodepb::ListTasksResponse matching;
+    for (const nodepb::Task& task : response.tasks()) {
+      if (filters->Matches(task)) *matching.add_tasks() = task;
+    }
+    response = std::move(matching);
+  }
 
   if (args.Has("json")) {
     if (response.tasks().empty()) {
@@ -241,20 +260,13 @@ int Cli::Ps(const ParsedArgs& args) {
     }
     return kExitOk;
   }
-  Table table(
-      {"ID", "NAME", "IMAGE", "DRIVER", "STATE", "CREATED", "EXIT", "COMMAND"});
-  const absl::Time now = env_.now();
-  for (const nodepb::Task& task : response.tasks()) {
-    const std::string created =
-        task.has_created_at()
-            ? HumanAgo(base::FromProtoTimestamp(task.created_at()), now)
-            : "-";
-    table.AddRow({ShortId(task.id()), task.spec().name(),
-                  task.spec().image().reference(), task.spec().driver(),
-                  StateText(task.state()), created, ExitText(task),
-                  CommandText(task.spec(), kCommandWidth)});
+  const std::vector<nodepb::Task> tasks(response.tasks().begin(),
+                                        response.tasks().end());
+  if (format.has_value()) {
+    Out(format->Render(tasks, env_.now(), absl::LocalTimeZone()));
+  } else {
+    Out(PsTable(tasks, env_.now()));
   }
-  Out(table.Render());
   return kExitOk;
 }
 
@@ -356,17 +368,7 @@ int Cli::Events(const ParsedArgs& args) {
       }
       continue;
     }
-    const absl::Time when = absl::FromUnixSeconds(event.timestamp().seconds()) +
-                            absl::Nanoseconds(event.timestamp().nanos());
-    const std::string type_name = nodepb::EventType_Name(event.type());
-    absl::string_view type = type_name;
-    absl::ConsumePrefix(&type, "EVENT_TYPE_");
-    absl::ConsumePrefix(&type, "TASK_");
-    Out(absl::StrCat(
-        absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", when, absl::LocalTimeZone()),
-        " ", absl::AsciiStrToLower(type), " ",
-        event.task_id().empty() ? "-" : ShortId(event.task_id()), " ",
-        event.message(), "\n"));
+    Out(EventLine(event, absl::LocalTimeZone()));
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return NodeError(status);
