@@ -60,6 +60,10 @@ absl::StatusOr<stats::v1::TaskResourceUsage> Driver::TaskStats(
   return Unimplemented("TaskStats", *this);
 }
 
+absl::Status Driver::AttachTask(AttachTaskStream*) {
+  return Unimplemented("AttachTask", *this);
+}
+
 absl::StatusOr<driver::v1::ExecTaskResponse> Driver::ExecTask(
     const std::string&, const std::vector<std::string>&, absl::Duration,
     const CancelToken&) {

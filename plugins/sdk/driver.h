@@ -59,6 +59,7 @@ struct DriverInfo {
 };
 
 class TaskEventSubscription;
+class AttachTaskStream;  // attach.h
 
 class Driver {
  public:
@@ -138,6 +139,12 @@ class Driver {
   virtual absl::StatusOr<driver::v1::ExecTaskResponse> ExecTask(
       const std::string& task_id, const std::vector<std::string>& command,
       absl::Duration timeout, const CancelToken& cancel);
+
+  // Serves one AttachTask call (attach.h): the task's output to the caller,
+  // the caller's stdin and terminal resizes to the task, until the task's
+  // output ends (OK). For drivers whose capabilities say attach; the
+  // default answers UNIMPLEMENTED.
+  virtual absl::Status AttachTask(AttachTaskStream* stream);
 
   // For drivers whose capabilities say must_create_network.
   virtual absl::StatusOr<driver::v1::CreateNetworkResponse> CreateNetwork(

@@ -1,0 +1,225 @@
+#include "services/driver/common/attach_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "services/common/test_util.h"
+#include "services/driver/common/attach_hub.h"
+
+namespace berth::driver_common {
+namespace {
+
+namespace dv1 = ::berth::driver::v1;
+using ::berth::testing::ShortTempDir;
+using ::berth::testing::WaitFor;
+
+// An AttachTask call's stream, driven by the test.
+class FakeStream : public plugin::AttachTaskStream {
+ public:
+  explicit FakeStream(dv1::AttachSetup setup) : setup_(std::move(setup)) {}
+
+  const dv1::AttachSetup& setup() const override { return setup_; }
+  bool Recv(dv1::AttachTaskRequest* request) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](FakeStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+          return !s->requests_.empty() || s->closed_;
+        },
+        this));
+    if (closed_) return false;
+    *request = requests_.front();
+    requests_.pop_front();
+    return true;
+  }
+  void CloseRecv() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool Send(const dv1::AttachTaskResponse& response) override {
+    absl::MutexLock lock(&mu_);
+    responses_.push_back(response);
+    return true;
+  }
+  const plugin::CancelToken& cancel() const override { return cancel_; }
+
+  void Push(const dv1::AttachTaskRequest& request) {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(request);
+  }
+  std::string Stdout() {
+    absl::MutexLock lock(&mu_);
+    std::string out;
+    for (const auto& response : responses_) out += response.stdout();
+    return out;
+  }
+  std::vector<dv1::AttachTaskResponse> responses() {
+    absl::MutexLock lock(&mu_);
+    return responses_;
+  }
+  void Cancel() { cancel_.Cancel(); }
+
+ private:
+  const dv1::AttachSetup setup_;
+  plugin::CancelToken cancel_;
+  absl::Mutex mu_;
+  std::deque<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<dv1::AttachTaskResponse> responses_ ABSL_GUARDED_BY(mu_);
+};
+
+void Pump(AttachHub& hub) {
+  std::vector<struct pollfd> fds;
+  const size_t n = hub.AddPollFds(&fds);
+  poll(fds.data(), fds.size(), 10);
+  hub.HandlePoll(fds.data(), n);
+}
+
+dv1::AttachSetup AttachSetupFor(bool want_stdin) {
+  dv1::AttachSetup setup;
+  setup.set_task_id("web-1");
+  setup.set_stdin(want_stdin);
+  return setup;
+}
+
+TEST(AttachClient, RelaysOutputAndStdinUntilTheOutputEnds) {
+  ShortTempDir dir;
+  ASSERT_EQ(mkdir(dir.Join(".berth").c_str(), 0700), 0);
+  const std::string path = AttachSocketPath(dir.path());
+  EXPECT_EQ(path, dir.Join(".berth/attach.sock"));
+  absl::StatusOr<base::UniqueFd> listening = ListenAttachSocket(path);
+  ASSERT_TRUE(listening.ok()) << listening.status();
+  EXPECT_EQ(testing::FileMode(path), 0600);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK), 0);
+  AttachHub::Options options;
+  options.listen_fd = listening->release();
+  options.stdin_fd = pipe_fds[1];
+  AttachHub hub(options);
+  hub.Output(AttachStream::kStdout, "prompt> ", 8);
+
+  FakeStream stream(AttachSetupFor(true));
+  absl::Status relayed = absl::UnknownError("not returned");
+  std::thread relay([&] {
+    relayed = RelayAttach({"web-1", path, /*stdin_open=*/true}, &stream);
+  });
+  dv1::AttachTaskRequest request;
+  request.set_stdin("ls\n");
+  stream.Push(request);
+  std::string stdin_read;
+  ASSERT_TRUE(WaitFor([&] {
+    Pump(hub);
+    char buffer[64];
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n > 0) stdin_read.append(buffer, static_cast<size_t>(n));
+    return stdin_read == "ls\n" && stream.Stdout() == "prompt> ";
+  }));
+  hub.Output(AttachStream::kStdout, "a b c\n", 6);
+  hub.Output(AttachStream::kStderr, "oops\n", 5);
+  ASSERT_TRUE(WaitFor([&] {
+    Pump(hub);
+    return stream.responses().size() >= 3;
+  }));
+  hub.Exit(0, 0);
+  hub.Flush(5000);
+  relay.join();
+  EXPECT_TRUE(relayed.ok()) << relayed;
+  const std::vector<dv1::AttachTaskResponse> responses = stream.responses();
+  ASSERT_EQ(responses.size(), 3u);  // no exit frame: the node adds it
+  EXPECT_EQ(responses[0].stdout(), "prompt> ");
+  EXPECT_EQ(responses[1].stdout(), "a b c\n");
+  EXPECT_EQ(responses[2].stderr(), "oops\n");
+  close(pipe_fds[0]);
+}
+
+TEST(AttachClient, StdinOfATaskWithoutStdinOpenIsRefused) {
+  FakeStream stream(AttachSetupFor(true));
+  const absl::Status status =
+      RelayAttach({"web-1", "/nonexistent/attach.sock", false}, &stream);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(status.message(), "task web-1")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "stdin_open")) << status;
+}
+
+TEST(AttachClient, NothingListeningIsFailedPrecondition) {
+  ShortTempDir dir;
+  FakeStream stream(AttachSetupFor(false));
+  const absl::Status status =
+      RelayAttach({"web-1", dir.Join("attach.sock"), false}, &stream);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(status.message(), "task web-1")) << status;
+}
+
+TEST(AttachClient, CancelEndsTheRelayAndLeavesTheHubServing) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("attach.sock");
+  absl::StatusOr<base::UniqueFd> listening = ListenAttachSocket(path);
+  ASSERT_TRUE(listening.ok()) << listening.status();
+  AttachHub::Options options;
+  options.listen_fd = listening->release();
+  AttachHub hub(options);
+  FakeStream stream(AttachSetupFor(false));
+  absl::Status relayed;
+  std::thread relay([&] {
+    relayed = RelayAttach({"web-1", path, false}, &stream);
+  });
+  ASSERT_TRUE(WaitFor([&] {
+    Pump(hub);
+    return hub.client_count() == 1;
+  }));
+  stream.Cancel();
+  relay.join();
+  EXPECT_EQ(relayed.code(), absl::StatusCode::kCancelled) << relayed;
+  ASSERT_TRUE(WaitFor([&] {
+    Pump(hub);
+    return hub.client_count() == 0;
+  }));
+  // The output goes on without anyone attached.
+  hub.Output(AttachStream::kStdout, "x", 1);
+}
+
+TEST(AttachClient, LongSocketPathsWork) {
+  ShortTempDir dir;
+  std::string deep = dir.path();
+  while (deep.size() < 140) {
+    deep += "/a-rather-long-directory-name";
+    ASSERT_EQ(mkdir(deep.c_str(), 0700), 0);
+  }
+  const std::string path = absl::StrCat(deep, "/attach.sock");
+  absl::StatusOr<base::UniqueFd> listening = ListenAttachSocket(path);
+  ASSERT_TRUE(listening.ok()) << listening.status();
+  EXPECT_TRUE(testing::PathExists(path));
+  AttachHub::Options options;
+  options.listen_fd = listening->release();
+  AttachHub hub(options);
+  hub.Output(AttachStream::kStdout, "deep", 4);
+  FakeStream stream(AttachSetupFor(false));
+  absl::Status relayed;
+  std::thread relay([&] {
+    relayed = RelayAttach({"web-1", path, false}, &stream);
+  });
+  ASSERT_TRUE(WaitFor([&] {
+    Pump(hub);
+    return stream.Stdout() == "deep";
+  }));
+  hub.Exit(0, 0);
+  hub.Flush(5000);
+  relay.join();
+  EXPECT_TRUE(relayed.ok()) << relayed;
+  RemoveAttachSocket(path);
+  EXPECT_FALSE(testing::PathExists(path));
+}
+
+}  // namespace
+}  // namespace berth::driver_common
