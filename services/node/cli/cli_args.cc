@@ -13,10 +13,21 @@
 namespace berth::cli {
 namespace {
 
+// The flag called `name` or with `name` among its aliases; `*alias` tells
+// which.
 const FlagSpec* FindLong(const std::vector<FlagSpec>& specs,
-                         absl::string_view name) {
+                         absl::string_view name, bool* alias) {
+  *alias = false;
   for (const FlagSpec& spec : specs) {
     if (spec.name == name) return &spec;
+  }
+  for (const FlagSpec& spec : specs) {
+    for (const std::string& other : spec.aliases) {
+      if (other == name) {
+        *alias = true;
+        return &spec;
+      }
+    }
   }
   return nullptr;
 }
@@ -38,6 +49,11 @@ void Record(const FlagSpec& spec, std::string value, ParsedArgs* parsed) {
 
 bool ParsedArgs::Has(absl::string_view name) const {
   return flags.find(name) != flags.end();
+}
+
+std::string ParsedArgs::FlagName(absl::string_view name) const {
+  auto it = aliases_used.find(name);
+  return absl::StrCat("--", it == aliases_used.end() ? name : it->second);
 }
 
 std::string ParsedArgs::Value(absl::string_view name) const {
@@ -77,10 +93,16 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
       const size_t equals = arg.find('=');
       const std::string name = arg.substr(
           2, equals == std::string::npos ? std::string::npos : equals - 2);
-      const FlagSpec* spec = FindLong(specs, name);
+      bool alias = false;
+      const FlagSpec* spec = FindLong(specs, name, &alias);
       if (spec == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat("unknown flag --", name));
+      }
+      if (alias) {
+        parsed.aliases_used[spec->name] = name;
+      } else {
+        parsed.aliases_used.erase(spec->name);
       }
       if (spec->value_name.empty()) {
         if (equals != std::string::npos) {
@@ -139,11 +161,39 @@ std::string FormatFlagHelp(const std::vector<FlagSpec>& specs) {
     width = std::max(width, name.size());
     names.push_back(std::move(name));
   }
+  auto line = [&](size_t i) {
+    const FlagSpec& spec = specs[i];
+    std::string text =
+        absl::StrCat("  ", names[i],
+                     std::string(width - names[i].size() + 3, ' '), spec.help);
+    for (size_t a = 0; a < spec.aliases.size(); ++a) {
+      absl::StrAppend(&text, a == 0 ? " (alias " : ", ", "--", spec.aliases[a]);
+    }
+    if (!spec.aliases.empty()) absl::StrAppend(&text, ")");
+    return absl::StrCat(text, "\n");
+  };
+  const bool grouped =
+      std::any_of(specs.begin(), specs.end(),
+                  [](const FlagSpec& spec) { return !spec.group.empty(); });
   std::string help;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    absl::StrAppend(&help, "  ", names[i],
-                    std::string(width - names[i].size() + 3, ' '),
-                    specs[i].help, "\n");
+  if (!grouped) {
+    for (size_t i = 0; i < specs.size(); ++i) absl::StrAppend(&help, line(i));
+    return help;
+  }
+  std::vector<std::string> groups;
+  for (const FlagSpec& spec : specs) {
+    const std::string group = spec.group.empty() ? "Flags" : spec.group;
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) {
+      groups.push_back(group);
+    }
+  }
+  for (const std::string& group : groups) {
+    absl::StrAppend(&help, help.empty() ? "" : "\n", group, ":\n");
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if ((specs[i].group.empty() ? "Flags" : specs[i].group) == group) {
+        absl::StrAppend(&help, line(i));
+      }
+    }
   }
   return help;
 }

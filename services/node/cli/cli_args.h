@@ -1,6 +1,7 @@
 // A small command-line parser for berth's subcommands: long flags
-// ("--name=VALUE", "--name VALUE"), short flags ("-n VALUE", "-nVALUE") and
-// clusters of short booleans ("-it"), "--" ending the flags.
+// ("--name=VALUE", "--name VALUE") and their aliases, short flags
+// ("-n VALUE", "-nVALUE") and clusters of short booleans ("-it"), "--"
+// ending the flags.
 
 #ifndef SERVICES_NODE_CLI_CLI_ARGS_H_
 #define SERVICES_NODE_CLI_CLI_ARGS_H_
@@ -29,6 +30,13 @@ struct FlagSpec {
   std::string help;
   // May be given several times, every value kept (e.g. -e K=V -e K2=V2).
   bool repeated = false;
+  // Other long names it answers to (docker's spellings where berth's
+  // differ, e.g. "cpu" for "cpus"): parsed as `name`, listed in its help
+  // line as "(alias --cpu)".
+  std::vector<std::string> aliases = {};
+  // The heading it is listed under in the help ("Resources"); empty for
+  // none. The flags of a command are grouped when any has a group.
+  std::string group = {};
 };
 
 // The flags found and the positional arguments, in order.
@@ -40,8 +48,14 @@ struct ParsedArgs {
   // when there was none. `berth run -- CMD` (0: the command follows "--")
   // runs no image, `berth run IMAGE CMD` does.
   std::optional<size_t> positional_before_dash_dash;
+  // The long names typed through an alias, by the flag's name (the last
+  // use): "cpu" for `--cpu 2` of the flag "cpus".
+  std::map<std::string, std::string, std::less<>> aliases_used;
 
   bool Has(absl::string_view name) const;
+  // The flag as the user spelled it, for messages: "--cpu" when the last
+  // use was through that alias, "--cpus" otherwise.
+  std::string FlagName(absl::string_view name) const;
   // The last value of the flag; empty if it is not given.
   std::string Value(absl::string_view name) const;
   // Every value of the flag, in order.
@@ -65,7 +79,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<FlagSpec>& specs,
                                      const std::vector<std::string>& args,
                                      PositionalMode mode);
 
-// The flags as help lines: "  -m, --memory=BYTES   Memory limit ...".
+// The flags as help lines: "  -m, --memory=BYTES   Memory limit ...",
+// aliases after the help ("(alias --cpu)"). Grouped flags (any with a
+// group) come under their groups' headings ("Resources:"), the groups in
+// the order of their first flag, those without a group under "Flags:"; the
+// help aligned across groups.
 std::string FormatFlagHelp(const std::vector<FlagSpec>& specs);
 
 }  // namespace berth::cli

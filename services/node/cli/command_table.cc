@@ -1,5 +1,6 @@
 #include "services/node/cli/command_table.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -236,9 +237,13 @@ std::string CommandUsage(const CommandInfo& command) {
     absl::StrAppend(&aliases, aliases.empty() ? "\n\nAliases: " : ", ",
                     "berth ", alias);
   }
+  // Grouped flags come with their groups' headings.
+  const bool grouped =
+      std::any_of(command.flags.begin(), command.flags.end(),
+                  [](const FlagSpec& flag) { return !flag.group.empty(); });
   return absl::StrCat("usage: berth ", command.name, " ", command.synopsis,
-                      "\n\n", command.description, aliases, "\n\nFlags:\n",
-                      FormatFlagHelp(command.flags));
+                      "\n\n", command.description, aliases, "\n\n",
+                      grouped ? "" : "Flags:\n", FormatFlagHelp(command.flags));
 }
 
 std::string TopUsage() {

@@ -1,7 +1,14 @@
 #include "services/node/cli/task_spec_flags.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +22,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
+#include "google/protobuf/duration.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "services/images/oci/reference.h"
 #include "services/node/task_isolation.h"
@@ -300,64 +309,440 @@ const FlagSpec& DetachKeysFlagSpec() {
   return *kSpec;
 }
 
+namespace {
+
+// docker's --ulimit names and getrlimit(2)'s.
+constexpr std::pair<const char*, const char*> kRlimitNames[] = {
+    {"as", "RLIMIT_AS"},
+    {"core", "RLIMIT_CORE"},
+    {"cpu", "RLIMIT_CPU"},
+    {"data", "RLIMIT_DATA"},
+    {"fsize", "RLIMIT_FSIZE"},
+    {"locks", "RLIMIT_LOCKS"},
+    {"memlock", "RLIMIT_MEMLOCK"},
+    {"msgqueue", "RLIMIT_MSGQUEUE"},
+    {"nice", "RLIMIT_NICE"},
+    {"nofile", "RLIMIT_NOFILE"},
+    {"nproc", "RLIMIT_NPROC"},
+    {"rss", "RLIMIT_RSS"},
+    {"rtprio", "RLIMIT_RTPRIO"},
+    {"rttime", "RLIMIT_RTTIME"},
+    {"sigpending", "RLIMIT_SIGPENDING"},
+    {"stack", "RLIMIT_STACK"},
+};
+
+absl::StatusOr<uint64_t> ParseRlimitValue(absl::string_view text,
+                                          absl::string_view which) {
+  if (text == "unlimited" || text == "-1") {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  uint64_t value = 0;
+  if (text.empty() || !absl::ascii_isdigit(text[0]) ||
+      !absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", which, " limit \"", text,
+                     "\" is not a whole number, unlimited or -1"));
+  }
+  return value;
+}
+
+std::string RlimitValueText(uint64_t value) {
+  return value == std::numeric_limits<uint64_t>::max() ? "unlimited"
+                                                       : absl::StrCat(value);
+}
+
+bool HasSpace(absl::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return absl::ascii_isspace(c); });
+}
+
+// Letters, digits, '-' and '.', starting and ending with a letter or digit.
+bool IsHostName(absl::string_view name, size_t max) {
+  if (name.empty() || name.size() > max) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') return false;
+  }
+  return absl::ascii_isalnum(name.front()) && absl::ascii_isalnum(name.back());
+}
+
+// The lines of a K=V file: a UTF-8 byte order mark dropped, "\r\n" ends,
+// leading white space trimmed, blank lines and # comments skipped. Calls
+// `line` with each line's number and text.
+absl::Status ForEachFileLine(
+    absl::string_view content,
+    const std::function<absl::Status(size_t, absl::string_view)>& line) {
+  absl::ConsumePrefix(&content, "\xEF\xBB\xBF");
+  size_t number = 0;
+  for (absl::string_view text : absl::StrSplit(content, '\n')) {
+    ++number;
+    absl::ConsumeSuffix(&text, "\r");
+    text = absl::StripLeadingAsciiWhitespace(text);
+    if (text.empty() || text[0] == '#') continue;
+    if (absl::Status s = line(number, text); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", number, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<driverpb::Rlimit> ParseUlimit(absl::string_view text) {
+  const size_t equals = text.find('=');
+  if (equals == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "must be NAME=SOFT[:HARD], e.g. nofile=1024:4096");
+  }
+  std::string name = absl::AsciiStrToLower(text.substr(0, equals));
+  absl::string_view short_name = name;
+  absl::ConsumePrefix(&short_name, "rlimit_");
+  const char* type = nullptr;
+  for (const auto& [docker_name, rlimit] : kRlimitNames) {
+    if (short_name == docker_name) type = rlimit;
+  }
+  if (type == nullptr) {
+    std::string names;
+    for (const auto& entry : kRlimitNames) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", entry.first);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown limit \"", text.substr(0, equals), "\": use one of ", names));
+  }
+  const absl::string_view values = text.substr(equals + 1);
+  const size_t colon = values.find(':');
+  absl::StatusOr<uint64_t> soft =
+      ParseRlimitValue(values.substr(0, colon), "soft");
+  if (!soft.ok()) return soft.status();
+  uint64_t hard = *soft;
+  if (colon != absl::string_view::npos) {
+    absl::StatusOr<uint64_t> parsed =
+        ParseRlimitValue(values.substr(colon + 1), "hard");
+    if (!parsed.ok()) return parsed.status();
+    hard = *parsed;
+  }
+  if (*soft > hard) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft limit ", RlimitValueText(*soft),
+                     " is above the hard limit ", RlimitValueText(hard)));
+  }
+  driverpb::Rlimit limit;
+  limit.set_type(type);
+  limit.set_soft(*soft);
+  limit.set_hard(hard);
+  return limit;
+}
+
+bool IsIpAddress(absl::string_view text) {
+  const std::string address(text);
+  unsigned char buffer[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, address.c_str(), buffer) == 1 ||
+         inet_pton(AF_INET6, address.c_str(), buffer) == 1;
+}
+
+absl::StatusOr<nodepb::HostEntry> ParseExtraHost(absl::string_view text) {
+  size_t separator = text.find('=');
+  if (separator == absl::string_view::npos) separator = text.find(':');
+  if (separator == absl::string_view::npos) {
+    return absl::InvalidArgumentError("must be NAME:IP or NAME=IP");
+  }
+  const absl::string_view name = text.substr(0, separator);
+  absl::string_view ip = text.substr(separator + 1);
+  if (!IsHostName(name, 253)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\" is not a host name (letters, digits, '-' and '.')"));
+  }
+  // docker's bracketed IPv6: "db=[::1]".
+  if (absl::StartsWith(ip, "[") && absl::EndsWith(ip, "]")) {
+    ip = ip.substr(1, ip.size() - 2);
+  }
+  if (ip == "host-gateway") {
+    return absl::InvalidArgumentError(
+        "host-gateway is not supported: give the host's address");
+  }
+  if (!IsIpAddress(ip)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", ip, "\" is not an IPv4 or IPv6 address"));
+  }
+  nodepb::HostEntry entry;
+  entry.set_hostname(std::string(name));
+  entry.set_ip(std::string(ip));
+  return entry;
+}
+
+absl::StatusOr<absl::Duration> ParseGoDuration(absl::string_view text) {
+  absl::Duration duration;
+  if (text.empty() || !absl::ParseDuration(text, &duration) ||
+      duration == absl::InfiniteDuration() ||
+      duration == -absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "is not a duration: a number and a unit (ms, s, m, h), e.g. 30s, "
+        "1m30s or 500ms");
+  }
+  if (duration < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("is negative");
+  }
+  if (duration != absl::ZeroDuration() && duration < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("must be 0 or at least 1ms");
+  }
+  return duration;
+}
+
+absl::StatusOr<std::string> CanonicalSignal(absl::string_view text) {
+  int number = 0;
+  if (absl::SimpleAtoi(text, &number) && !text.empty() &&
+      absl::ascii_isdigit(text[0])) {
+    if (number < 1 || number > SIGRTMAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("is not a signal (1 to ", SIGRTMAX, ")"));
+    }
+    const char* name = sigabbrev_np(number);
+    return name == nullptr ? absl::StrCat(number) : absl::StrCat("SIG", name);
+  }
+  std::string name = absl::AsciiStrToUpper(text);
+  absl::string_view bare = name;
+  absl::ConsumePrefix(&bare, "SIG");
+  for (int signal = 1; signal < NSIG; ++signal) {
+    const char* abbrev = sigabbrev_np(signal);
+    if (abbrev != nullptr && !bare.empty() && bare == abbrev) {
+      return absl::StrCat("SIG", abbrev);
+    }
+  }
+  return absl::InvalidArgumentError(
+      "is not a signal: a name (SIGTERM, TERM) or a number");
+}
+
+absl::Status ParseEnvFile(
+    absl::string_view content, const EnvLookup& env,
+    std::vector<std::pair<std::string, std::string>>* vars) {
+  return ForEachFileLine(
+      content, [&](size_t, absl::string_view line) -> absl::Status {
+        const size_t equals = line.find('=');
+        const absl::string_view name = line.substr(0, equals);
+        if (name.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("no variable name in \"", line, "\""));
+        }
+        if (HasSpace(name)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the variable name \"", name, "\" holds white space"));
+        }
+        if (equals != absl::string_view::npos) {
+          vars->emplace_back(std::string(name),
+                             std::string(line.substr(equals + 1)));
+        } else if (std::optional<std::string> value = env(std::string(name))) {
+          vars->emplace_back(std::string(name), *std::move(value));
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(
+    absl::string_view text) {
+  const size_t equals = text.find('=');
+  const absl::string_view key = text.substr(0, equals);
+  if (key.empty()) {
+    return absl::InvalidArgumentError("the label's key is empty");
+  }
+  return std::make_pair(std::string(key),
+                        equals == absl::string_view::npos
+                            ? std::string()
+                            : std::string(text.substr(equals + 1)));
+}
+
+absl::Status ParseLabelFile(
+    absl::string_view content,
+    std::vector<std::pair<std::string, std::string>>* labels) {
+  return ForEachFileLine(
+      content, [&](size_t, absl::string_view line) -> absl::Status {
+        absl::StatusOr<std::pair<std::string, std::string>> label =
+            ParseLabel(line);
+        if (!label.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("\"", line, "\": ", label.status().message()));
+        }
+        labels->push_back(*std::move(label));
+        return absl::OkStatus();
+      });
+}
+
+namespace {
+
+// `specs`, each listed under `group` in the help.
+std::vector<FlagSpec> InGroup(const char* group, std::vector<FlagSpec> specs) {
+  for (FlagSpec& spec : specs) spec.group = group;
+  return specs;
+}
+
+}  // namespace
+
 const std::vector<FlagSpec>& RunFlagSpecs() {
-  static const std::vector<FlagSpec>* const kSpecs = new std::vector<FlagSpec>{
-      {"name", 0, "NAME", "Name of the task (unique on the node)"},
-      {"driver", 0, "DRIVER", "Driver plugin that runs it (default exec)"},
-      {"net", 0, "MODE", "Network: none, host, bridge or cni:NAME"},
-      {"publish", 'p', "PORTS",
-       "[IP:]HOST:CONTAINER[/tcp|udp]: forward a host port into the task "
-       "(repeatable)",
-       true},
-      {"cpu", 0, "CPUS", "CPU limit in cores, e.g. 0.5"},
-      {"memory", 'm', "SIZE", "Memory limit, e.g. 64m or 1g"},
-      {"pids", 0, "N", "Limit on processes and threads"},
-      {"log-max-size", 0, "SIZE",
-       "Rotate each output file at this size, e.g. 10m (driver default: 10 "
-       "MiB)"},
-      {"log-max-files", 0, "N", "Rotated files kept per stream"},
-      {"env", 'e', "K=V",
-       "Environment variable (repeatable; -e K passes K from here)", true},
-      {"restart", 0, "POLICY", "no, on-failure[:N] or always (default no)"},
-      {"user", 'u', "USER",
-       "User to run as: NAME or UID, optionally :GROUP or :GID"},
-      {"volume", 'v', "SRC:DST[:ro|rw]",
-       "Bind the absolute host path SRC at DST (repeatable; no named volumes)",
-       true},
-      {"tmpfs", 0, "DST", "An empty tmpfs at DST (repeatable)", true},
-      {"read-only", 0, "", "Mount the task's root read-only"},
-      {"cap-add", 0, "CAP",
-       "Add a capability to the default set, e.g. NET_ADMIN; ALL "
-       "(repeatable)",
-       true},
-      {"cap-drop", 0, "CAP",
-       "Drop a capability from the default set; ALL (repeatable)", true},
-      {"privileged", 0, "",
-       "Every capability and device, no seccomp filter (own root and "
-       "namespaces kept)"},
-      {"security-opt", 0, "OPT",
-       "no-new-privileges[=true|false], seccomp=unconfined or seccomp=PATH "
-       "(a JSON profile) (repeatable)",
-       true},
-      {"userns", 0, "MODE",
-       "auto: a user namespace of the task's own; host: the host's"},
-      {"workdir", 'w', "DIR", "Working directory inside the task directory"},
-      {"entrypoint", 0, "CMD",
-       "Replace the image's Entrypoint with CMD ('': clear it)"},
-      {"pull", 0, "POLICY",
-       "Pull the image: missing (default), always or never"},
-      {"quiet", 'q', "", "Do not print the image's pull progress"},
-      {"detach", 'd', "", "Print the task id and return at once"},
-      {"interactive", 'i', "", "Keep the task's stdin open and pass this one"},
-      {"tty", 't', "",
-       "Give the task a terminal (with -i: this terminal in raw mode, "
-       "resized with it)"},
-      DetachKeysFlagSpec(),
-      {"rm", 0, "", "Remove the task when it ends (not with -d)"},
-      {"json-spec", 0, "FILE",
-       "A TaskSpec in protobuf JSON ('-': stdin); flags replace its fields"},
-      {"help", 'h', "", "Print this help"},
-  };
+  static const std::vector<FlagSpec>* const kSpecs = [] {
+    std::vector<FlagSpec> specs;
+    const std::vector<std::vector<FlagSpec>> groups = {
+        InGroup(
+            "Options",
+            {
+                {"name", 0, "NAME", "Name of the task (unique on the node)"},
+                {"detach", 'd', "", "Print the task id and return at once"},
+                {"rm", 0, "", "Remove the task when it ends (not with -d)"},
+                {"driver", 0, "DRIVER",
+                 "Driver plugin that runs it (default exec)"},
+                {"restart", 0, "POLICY",
+                 "no, on-failure[:N] or always (default no)"},
+                {"workdir", 'w', "DIR",
+                 "Working directory inside the task directory"},
+                {"env", 'e', "K=V",
+                 "Environment variable (repeatable; -e K passes K from here)",
+                 true},
+                {"env-file", 0, "FILE",
+                 "Environment variables from FILE: K=V lines, K alone passes "
+                 "K from here, # comments (repeatable; -e wins)",
+                 true},
+                {"label", 'l', "K=V",
+                 "Label of the task (repeatable; K alone: empty value)", true},
+                {"label-file", 0, "FILE",
+                 "Labels from FILE: K=V lines, # comments (repeatable; "
+                 "--label wins)",
+                 true},
+                {"stop-signal", 0, "SIGNAL",
+                 "Signal that stops the task, e.g. SIGQUIT (default: the "
+                 "image's, else SIGTERM)"},
+                {"stop-timeout", 0, "SECONDS",
+                 "Time between the stop signal and SIGKILL when berth stop "
+                 "gives none (default 5)"},
+                {"init", 0, "",
+                 "Accepted for docker's sake, no effect: berth-task-init is "
+                 "always the task's PID 1 (reaps orphans, forwards signals)"},
+                {"log-max-size", 0, "SIZE",
+                 "Rotate each output file at this size, e.g. 10m (driver "
+                 "default: 10 MiB)"},
+                {"log-max-files", 0, "N", "Rotated files kept per stream"},
+                {"json-spec", 0, "FILE",
+                 "A TaskSpec in protobuf JSON ('-': stdin); flags replace its "
+                 "fields"},
+                {"help", 'h', "", "Print this help"},
+            }),
+        InGroup("Terminal",
+                {
+                    {"interactive", 'i', "",
+                     "Keep the task's stdin open and pass this one"},
+                    {"tty", 't', "",
+                     "Give the task a terminal (with -i: this terminal in raw "
+                     "mode, resized with it)"},
+                    DetachKeysFlagSpec(),
+                }),
+        InGroup(
+            "Image",
+            {
+                {"pull", 0, "POLICY",
+                 "Pull the image: missing (default), always or never"},
+                {"quiet", 'q', "", "Do not print the image's pull progress"},
+                {"entrypoint", 0, "CMD",
+                 "Replace the image's Entrypoint with CMD ('': clear it)"},
+            }),
+        InGroup("Resources",
+                {
+                    {"cpus",
+                     0,
+                     "CPUS",
+                     "CPU limit in cores, e.g. 0.5",
+                     false,
+                     {"cpu"}},
+                    {"memory", 'm', "SIZE", "Memory limit, e.g. 64m or 1g"},
+                    {"pids-limit",
+                     0,
+                     "N",
+                     "Limit on processes and threads",
+                     false,
+                     {"pids"}},
+                    {"ulimit", 0, "NAME=SOFT[:HARD]",
+                     "Resource limit of the task's program, e.g. "
+                     "nofile=1024:4096 (unlimited or -1: none) (repeatable)",
+                     true},
+                }),
+        InGroup(
+            "Network",
+            {
+                {"network",
+                 0,
+                 "MODE",
+                 "Network: none, host, bridge or cni:NAME",
+                 false,
+                 {"net"}},
+                {"publish", 'p', "PORTS",
+                 "[IP:]HOST:CONTAINER[/tcp|udp]: forward a host port into the "
+                 "task (repeatable)",
+                 true},
+                {"hostname", 0, "NAME",
+                 "Host name inside the task (default: its name, else its id; "
+                 "no -h, which is --help here)"},
+                {"dns", 0, "IP", "Name server (repeatable)", true},
+                {"dns-search", 0, "DOMAIN", "DNS search domain (repeatable)",
+                 true},
+                {"dns-option", 0, "OPT",
+                 "resolv.conf option, e.g. ndots:2 (repeatable)", true},
+                {"add-host", 0, "NAME:IP",
+                 "A line of the task's /etc/hosts; NAME=IP too, IPv6 as "
+                 "NAME:::1 or NAME=[::1] (repeatable)",
+                 true},
+            }),
+        InGroup(
+            "Mounts",
+            {
+                {"volume", 'v', "SRC:DST[:ro|rw]",
+                 "Bind the absolute host path SRC at DST (repeatable; no "
+                 "named volumes)",
+                 true},
+                {"tmpfs", 0, "DST", "An empty tmpfs at DST (repeatable)", true},
+                {"read-only", 0, "", "Mount the task's root read-only"},
+            }),
+        InGroup(
+            "Security",
+            {
+                {"user", 'u', "USER",
+                 "User to run as: NAME or UID, optionally :GROUP or :GID"},
+                {"cap-add", 0, "CAP",
+                 "Add a capability to the default set, e.g. NET_ADMIN; ALL "
+                 "(repeatable)",
+                 true},
+                {"cap-drop", 0, "CAP",
+                 "Drop a capability from the default set; ALL (repeatable)",
+                 true},
+                {"privileged", 0, "",
+                 "Every capability and device, no seccomp filter (own root "
+                 "and namespaces kept)"},
+                {"security-opt", 0, "OPT",
+                 "no-new-privileges[=true|false], seccomp=unconfined or "
+                 "seccomp=PATH (a JSON profile) (repeatable)",
+                 true},
+                {"userns", 0, "MODE",
+                 "auto: a user namespace of the task's own; host: the host's"},
+            }),
+        InGroup(
+            "Health",
+            {
+                {"health-cmd", 0, "CMD",
+                 "Command that checks the task works, run with /bin/sh -c in "
+                 "the task (exit 0: healthy)"},
+                {"health-interval", 0, "DURATION",
+                 "Time between checks, e.g. 30s or 1m30s (default 30s)"},
+                {"health-timeout", 0, "DURATION",
+                 "Time a check may take (default 30s)"},
+                {"health-start-period", 0, "DURATION",
+                 "Time after a start when failures do not count (default 0s)"},
+                {"health-retries", 0, "N",
+                 "Failures in a row that make the task unhealthy (default 3)"},
+                {"health-on-failure", 0, "ACTION",
+                 "When unhealthy: none (default), kill, restart or stop"},
+                {"no-healthcheck", 0, "", "Turn off the image's HEALTHCHECK"},
+            }),
+    };
+    for (const std::vector<FlagSpec>& group : groups) {
+      specs.insert(specs.end(), group.begin(), group.end());
+    }
+    return new std::vector<FlagSpec>(std::move(specs));
+  }();
   return *kSpecs;
 }
 
@@ -481,6 +866,221 @@ absl::Status IsolationFromRunFlags(const ParsedArgs& flags,
   return absl::OkStatus();
 }
 
+// --label-file, then --label, over the spec's labels.
+absl::Status LabelsFromRunFlags(const ParsedArgs& flags,
+                                const FileReader& read_file,
+                                nodepb::TaskSpec* spec) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  for (const std::string& path : flags.Values("label-file")) {
+    absl::StatusOr<std::string> content = read_file(path);
+    if (!content.ok()) {
+      return FlagError("--label-file", path, content.status().message());
+    }
+    if (absl::Status s = ParseLabelFile(*content, &labels); !s.ok()) {
+      return FlagError("--label-file", path, s.message());
+    }
+  }
+  for (const std::string& text : flags.Values("label")) {
+    absl::StatusOr<std::pair<std::string, std::string>> label =
+        ParseLabel(text);
+    if (!label.ok()) {
+      return FlagError("--label", text, label.status().message());
+    }
+    labels.push_back(*std::move(label));
+  }
+  for (auto& [key, value] : labels) {
+    (*spec->mutable_labels())[key] = std::move(value);
+  }
+  return absl::OkStatus();
+}
+
+// --hostname, --dns, --dns-search, --dns-option and --add-host: each given
+// replaces the base's.
+absl::Status NamesFromRunFlags(const ParsedArgs& flags,
+                               nodepb::TaskSpec* spec) {
+  if (flags.Has("hostname")) {
+    const std::string hostname = flags.Value("hostname");
+    if (!hostname.empty() && !IsHostName(hostname, 63)) {
+      return FlagError("--hostname", hostname,
+                       "is not a host name: at most 63 letters, digits, '-' "
+                       "and '.', starting and ending with a letter or digit");
+    }
+    spec->set_hostname(hostname);
+  }
+  if (flags.Has("dns")) {
+    network::v1::DnsConfig& dns = *spec->mutable_network()->mutable_dns();
+    dns.clear_servers();
+    for (const std::string& server : flags.Values("dns")) {
+      if (!IsIpAddress(server)) {
+        return FlagError("--dns", server, "is not an IPv4 or IPv6 address");
+      }
+      dns.add_servers(server);
+    }
+  }
+  if (flags.Has("dns-search")) {
+    network::v1::DnsConfig& dns = *spec->mutable_network()->mutable_dns();
+    dns.clear_searches();
+    for (const std::string& domain : flags.Values("dns-search")) {
+      // docker's "." means no search domain.
+      if (domain != "." && !IsHostName(domain, 253)) {
+        return FlagError("--dns-search", domain,
+                         "is not a domain name (letters, digits, '-' and "
+                         "'.')");
+      }
+      dns.add_searches(domain);
+    }
+  }
+  if (flags.Has("dns-option")) {
+    network::v1::DnsConfig& dns = *spec->mutable_network()->mutable_dns();
+    dns.clear_options();
+    for (const std::string& option : flags.Values("dns-option")) {
+      if (option.empty() || HasSpace(option)) {
+        return FlagError("--dns-option", option,
+                         "is not a resolv.conf option (one word, e.g. "
+                         "ndots:2)");
+      }
+      dns.add_options(option);
+    }
+  }
+  if (flags.Has("add-host")) {
+    spec->clear_extra_hosts();
+    for (const std::string& text : flags.Values("add-host")) {
+      absl::StatusOr<nodepb::HostEntry> entry = ParseExtraHost(text);
+      if (!entry.ok()) {
+        return FlagError("--add-host", text, entry.status().message());
+      }
+      *spec->add_extra_hosts() = *std::move(entry);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --ulimit: replaces the base's; a limit given twice keeps the last.
+absl::Status UlimitsFromRunFlags(const ParsedArgs& flags,
+                                 nodepb::TaskSpec* spec) {
+  if (!flags.Has("ulimit")) return absl::OkStatus();
+  spec->clear_ulimits();
+  for (const std::string& text : flags.Values("ulimit")) {
+    absl::StatusOr<driverpb::Rlimit> limit = ParseUlimit(text);
+    if (!limit.ok()) {
+      return FlagError("--ulimit", text, limit.status().message());
+    }
+    bool replaced = false;
+    for (driverpb::Rlimit& known : *spec->mutable_ulimits()) {
+      if (known.type() == limit->type()) {
+        known = *limit;
+        replaced = true;
+      }
+    }
+    if (!replaced) *spec->add_ulimits() = *std::move(limit);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StopFromRunFlags(const ParsedArgs& flags, nodepb::TaskSpec* spec) {
+  if (flags.Has("stop-signal")) {
+    absl::StatusOr<std::string> signal =
+        CanonicalSignal(flags.Value("stop-signal"));
+    if (!signal.ok()) {
+      return FlagError("--stop-signal", flags.Value("stop-signal"),
+                       signal.status().message());
+    }
+    spec->set_stop_signal(*signal);
+  }
+  if (flags.Has("stop-timeout")) {
+    const std::string text = flags.Value("stop-timeout");
+    uint32_t seconds = 0;
+    if (text.empty() || !absl::ascii_isdigit(text[0]) ||
+        !absl::SimpleAtoi(text, &seconds)) {
+      return FlagError("--stop-timeout", text,
+                       "must be a whole number of seconds");
+    }
+    spec->mutable_stop_timeout()->set_seconds(seconds);
+  }
+  return absl::OkStatus();
+}
+
+// The --health-* flags over the base's check; --no-healthcheck alone.
+absl::Status HealthFromRunFlags(const ParsedArgs& flags,
+                                nodepb::TaskSpec* spec) {
+  static constexpr const char* kHealthFlags[] = {
+      "health-cmd",     "health-interval",     "health-timeout",
+      "health-retries", "health-start-period", "health-on-failure"};
+  std::vector<std::string> given;
+  for (const char* flag : kHealthFlags) {
+    if (flags.Has(flag)) given.push_back(flag);
+  }
+  if (flags.Has("no-healthcheck")) {
+    if (!given.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--no-healthcheck cannot be used with --", given.front()));
+    }
+    spec->mutable_healthcheck()->Clear();
+    spec->mutable_healthcheck()->add_test("NONE");
+    return absl::OkStatus();
+  }
+  if (given.empty()) return absl::OkStatus();
+  nodepb::HealthCheck& check = *spec->mutable_healthcheck();
+  if (flags.Has("health-cmd")) {
+    const std::string command = flags.Value("health-cmd");
+    if (command.empty()) {
+      return FlagError("--health-cmd", command, "is empty");
+    }
+    check.clear_test();
+    check.add_test("CMD-SHELL");
+    check.add_test(command);
+  }
+  if (check.test().empty() || check.test(0) == "NONE") {
+    // The node cannot change the timing of the image's HEALTHCHECK alone.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", given.front(),
+                     " needs --health-cmd (the command to check with)"));
+  }
+  const std::pair<const char*, google::protobuf::Duration*> durations[] = {
+      {"health-interval", check.mutable_interval()},
+      {"health-timeout", check.mutable_timeout()},
+      {"health-start-period", check.mutable_start_period()},
+  };
+  for (const auto& [flag, field] : durations) {
+    if (!flags.Has(flag)) continue;
+    const std::string text = flags.Value(flag);
+    absl::StatusOr<absl::Duration> duration = ParseGoDuration(text);
+    if (!duration.ok()) {
+      return FlagError(absl::StrCat("--", flag), text,
+                       duration.status().message());
+    }
+    const int64_t nanos = absl::ToInt64Nanoseconds(*duration);
+    field->set_seconds(nanos / 1000000000);
+    field->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  }
+  if (flags.Has("health-retries")) {
+    const std::string text = flags.Value("health-retries");
+    uint32_t retries = 0;
+    if (text.empty() || !absl::ascii_isdigit(text[0]) ||
+        !absl::SimpleAtoi(text, &retries)) {
+      return FlagError("--health-retries", text,
+                       "must be a whole number (0: the default, 3)");
+    }
+    check.set_retries(retries);
+  }
+  if (flags.Has("health-on-failure")) {
+    const std::string text = flags.Value("health-on-failure");
+    if (text == "none") {
+      check.set_on_failure(nodepb::HEALTH_FAILURE_ACTION_NONE);
+    } else if (text == "kill") {
+      check.set_on_failure(nodepb::HEALTH_FAILURE_ACTION_KILL);
+    } else if (text == "restart") {
+      check.set_on_failure(nodepb::HEALTH_FAILURE_ACTION_RESTART);
+    } else if (text == "stop") {
+      check.set_on_failure(nodepb::HEALTH_FAILURE_ACTION_STOP);
+    } else {
+      return FlagError("--health-on-failure", text,
+                       "must be none, kill, restart or stop");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
@@ -506,6 +1106,19 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
         flags.Value("workdir"));
   }
 
+  for (const std::string& path : flags.Values("env-file")) {
+    absl::StatusOr<std::string> content = read_file(path);
+    if (!content.ok()) {
+      return FlagError("--env-file", path, content.status().message());
+    }
+    std::vector<std::pair<std::string, std::string>> vars;
+    if (absl::Status s = ParseEnvFile(*content, env, &vars); !s.ok()) {
+      return FlagError("--env-file", path, s.message());
+    }
+    for (auto& [name, value] : vars) {
+      (*spec.mutable_env())[name] = std::move(value);
+    }
+  }
   for (const std::string& entry : flags.Values("env")) {
     const size_t equals = entry.find('=');
     const std::string name = entry.substr(0, equals);
@@ -519,10 +1132,12 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     }
   }
 
-  if (flags.Has("cpu")) {
+  if (flags.Has("cpus")) {
     absl::StatusOr<uint64_t> millicores =
-        ParseCpuMillicores(flags.Value("cpu"));
-    if (!millicores.ok()) return Prefixed("--cpu", millicores.status());
+        ParseCpuMillicores(flags.Value("cpus"));
+    if (!millicores.ok()) {
+      return Prefixed(flags.FlagName("cpus"), millicores.status());
+    }
     spec.mutable_resources()->set_cpu_millicores(*millicores);
   }
   if (flags.Has("memory")) {
@@ -530,10 +1145,10 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     if (!bytes.ok()) return Prefixed("--memory", bytes.status());
     spec.mutable_resources()->set_memory_bytes(*bytes);
   }
-  if (flags.Has("pids")) {
+  if (flags.Has("pids-limit")) {
     uint64_t pids = 0;
-    if (!absl::SimpleAtoi(flags.Value("pids"), &pids) || pids == 0) {
-      return FlagError("--pids", flags.Value("pids"),
+    if (!absl::SimpleAtoi(flags.Value("pids-limit"), &pids) || pids == 0) {
+      return FlagError(flags.FlagName("pids-limit"), flags.Value("pids-limit"),
                        "must be a whole number above zero");
     }
     spec.mutable_resources()->set_pids_limit(pids);
@@ -553,10 +1168,10 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
     spec.mutable_logs()->set_max_files(files);
   }
 
-  if (flags.Has("net")) {
+  if (flags.Has("network")) {
     absl::Status net =
-        ParseNetworkMode(flags.Value("net"), spec.mutable_network());
-    if (!net.ok()) return Prefixed("--net", net);
+        ParseNetworkMode(flags.Value("network"), spec.mutable_network());
+    if (!net.ok()) return Prefixed(flags.FlagName("network"), net);
     if (spec.network().mode() != netpb::NETWORK_MODE_CNI) {
       spec.mutable_network()->clear_cni_network();
     }
@@ -588,6 +1203,13 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = LabelsFromRunFlags(flags, read_file, &spec); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = NamesFromRunFlags(flags, &spec); !s.ok()) return s;
+  if (absl::Status s = UlimitsFromRunFlags(flags, &spec); !s.ok()) return s;
+  if (absl::Status s = StopFromRunFlags(flags, &spec); !s.ok()) return s;
+  if (absl::Status s = HealthFromRunFlags(flags, &spec); !s.ok()) return s;
   return spec;
 }
 

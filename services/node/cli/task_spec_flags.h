@@ -1,8 +1,10 @@
 // The flags of `berth run` turned into a berth.node.v1.TaskSpec: memory
 // sizes ("64m"), CPUs ("0.5"), ports ("8080:80/tcp"), restart policies
-// ("on-failure:3"), network modes ("cni:NAME"), environment ("K=V"), and
-// isolation: volumes ("/src:/dst:ro"), tmpfs, capabilities, security
-// options, user namespaces.
+// ("on-failure:3"), network modes ("cni:NAME"), environment ("K=V", env
+// files), labels, names (hostname, DNS, /etc/hosts lines), ulimits, stop
+// signal and timeout, health checks, -i/-t, and isolation: volumes
+// ("/src:/dst:ro"), tmpfs, capabilities, security options, user
+// namespaces.
 // Every error names the flag and the value at fault.
 
 #ifndef SERVICES_NODE_CLI_TASK_SPEC_FLAGS_H_
@@ -12,10 +14,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "berth/driver/v1/driver.pb.h"
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
@@ -69,13 +73,62 @@ absl::Status ApplySecurityOpt(absl::string_view text,
                               const FileReader& read_file,
                               driver::v1::Isolation* isolation);
 
+// The parsers below return INVALID_ARGUMENT saying why, without the value
+// (TaskSpecFromRunFlags names the flag and the value before it).
+
+// "NAME=SOFT[:HARD]" (--ulimit): docker's names (nofile, nproc, core, ...;
+// "rlimit_nofile" too) as getrlimit(2)'s ("RLIMIT_NOFILE"); "unlimited" or
+// -1 is UINT64_MAX; without HARD, hard = soft; soft above hard is refused.
+absl::StatusOr<driver::v1::Rlimit> ParseUlimit(absl::string_view text);
+
+// Whether `text` is an IPv4 or IPv6 address.
+bool IsIpAddress(absl::string_view text);
+
+// "NAME:IP" or "NAME=IP" (--add-host), split at the first '=', else the
+// first ':' (so "db:::1" is db at ::1); an IPv6 address may be bracketed
+// ("db=[::1]").
+absl::StatusOr<node::v1::HostEntry> ParseExtraHost(absl::string_view text);
+
+// Go's durations (--health-*): "30s", "1m30s", "500ms", "0"; not negative,
+// 0 or at least 1ms.
+absl::StatusOr<absl::Duration> ParseGoDuration(absl::string_view text);
+
+// "SIGQUIT", "QUIT", "sigquit" or "3" (--stop-signal) as "SIGQUIT"; a
+// number without a name (a real-time signal) stays a number.
+absl::StatusOr<std::string> CanonicalSignal(absl::string_view text);
+
+// An --env-file's variables in order, docker's format: K=V lines (V as it
+// is, up to the line's end), K alone takes K from `env` (left out when
+// unset), leading white space trimmed, blank lines and # comments skipped.
+// Errors name the line ("line 3: ...").
+absl::Status ParseEnvFile(
+    absl::string_view content, const EnvLookup& env,
+    std::vector<std::pair<std::string, std::string>>* vars);
+
+// "K=V" or "K" (an empty value) (--label); the key is not empty.
+absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(
+    absl::string_view text);
+
+// A --label-file's labels in order: ParseLabel's lines, blank lines and #
+// comments skipped.
+absl::Status ParseLabelFile(
+    absl::string_view content,
+    std::vector<std::pair<std::string, std::string>>* labels);
+
 // The flags of `berth run` (see RunFlagSpecs) over `base` (a spec read from
 // --json-spec, or empty): each flag given replaces what `base` says; a
 // non-empty `command` sets driver_config.command and driver_config.args;
 // -w sets driver_config.work_dir; the driver is kDefaultDriver when neither
 // names one. "-e K" without "=" takes K from `env` (left out when unset).
 // -v and --tmpfs replace the base's mounts (volumes first), --cap-add and
-// --cap-drop its lists; `read_file` reads a seccomp profile.
+// --cap-drop its lists; `read_file` reads a seccomp profile, --env-file and
+// --label-file. Variables of --env-file come before -e's, labels of
+// --label-file before --label's (the later wins), over the base's. --dns,
+// --dns-search, --dns-option, --add-host and --ulimit replace the base's
+// lists (a limit given twice: the last); --health-* change the base's check
+// and need a command (--health-cmd, or the base's): the node cannot retime
+// an image's HEALTHCHECK alone; --no-healthcheck is ["NONE"] and takes no
+// other --health-* flag. -i sets stdin_open, -t tty.
 absl::StatusOr<node::v1::TaskSpec> TaskSpecFromRunFlags(
     const ParsedArgs& flags, const std::vector<std::string>& command,
     node::v1::TaskSpec base, const EnvLookup& env, const FileReader& read_file);
