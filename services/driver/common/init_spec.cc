@@ -113,6 +113,11 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   Put(&out, "cwd", spec.cwd);
   PutFlag(&out, "tty", spec.tty);
   PutFlag(&out, "join_user_namespace", spec.join_user_namespace);
+  for (const RlimitSpec& rlimit : spec.rlimits) {
+    Put(&out, "rlimit",
+        std::to_string(rlimit.resource) + " " + std::to_string(rlimit.soft) +
+            " " + std::to_string(rlimit.hard));
+  }
   const PrivilegeSpec& privileges = spec.privileges;
   PutFlag(&out, "privileges", privileges.enabled);
   Put(&out, "capabilities", std::to_string(privileges.capabilities));
@@ -151,6 +156,8 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   }
   PutFlag(&out, "root.privileged", root.privileged);
   PutFlag(&out, "root.cgroup_namespace", root.cgroup_namespace);
+  PutFlag(&out, "stdin_open", spec.stdin_open);
+  PutFd(&out, "attach_fd", spec.attach_fd);
   return out;
 }
 
@@ -212,6 +219,22 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       if (!need_flag(&spec->tty)) return false;
     } else if (key == "join_user_namespace") {
       if (!need_flag(&spec->join_user_namespace)) return false;
+    } else if (key == "rlimit") {
+      const std::vector<std::string> fields = Fields(value, 3);
+      uint64_t resource = 0;
+      RlimitSpec rlimit;
+      if (fields.size() != 3 || !ParseUnsigned(fields[0], &resource) ||
+          resource > 64 || !ParseUnsigned(fields[1], &rlimit.soft) ||
+          !ParseUnsigned(fields[2], &rlimit.hard)) {
+        *error = "rlimit is not RESOURCE SOFT HARD: " + value;
+        return false;
+      }
+      rlimit.resource = static_cast<int>(resource);
+      spec->rlimits.push_back(rlimit);
+    } else if (key == "stdin_open") {
+      if (!need_flag(&spec->stdin_open)) return false;
+    } else if (key == "attach_fd") {
+      if (!need_fd(&spec->attach_fd)) return false;
     } else if (key == "privileges") {
       if (!need_flag(&spec->privileges.enabled)) return false;
     } else if (key == "capabilities") {

@@ -94,6 +94,15 @@ struct PrivilegeSpec {
   std::string seccomp_filter;
 };
 
+// One resource limit the program gets (setrlimit before it executes).
+struct RlimitSpec {
+  // RLIMIT_NOFILE, RLIMIT_NPROC, ... (sys/resource.h).
+  int resource = 0;
+  // RLIM_INFINITY (UINT64_MAX) is unlimited.
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
+
 struct InitSpec {
   // Absolute path of the program (already resolved on the task's PATH).
   std::string path;
@@ -107,8 +116,13 @@ struct InitSpec {
   std::vector<gid_t> groups;
   // Working directory of the command.
   std::string cwd;
-  // Allocate a controlling terminal from fd 0 (exec only).
+  // exec: fd 0 is a terminal, made the command's controlling terminal.
+  // run: the program gets a terminal of its own (a pty of the task's
+  // devpts) as its controlling terminal, stdin, stdout and stderr; the init
+  // copies its output into stdout.log (TaskConfig.tty).
   bool tty = false;
+  // Resource limits set in the program (run and exec) before it executes.
+  std::vector<RlimitSpec> rlimits;
   // What the program keeps of root's privileges (run and exec).
   PrivilegeSpec privileges;
   // exec: the task is in a user namespace of its own, which the helper
@@ -135,6 +149,13 @@ struct InitSpec {
   int exit_dir_fd = -1;
   // The task's root (run; exec joins the task's mount namespace).
   RootSpec root;
+  // The program's stdin is a pipe that attached callers write to
+  // (TaskConfig.stdin_open); else /dev/null (or, with `tty`, the terminal,
+  // which only attached callers can write to when this is set).
+  bool stdin_open = false;
+  // A listening attach socket (a passed descriptor) the init serves with an
+  // AttachHub (attach_hub.h); -1 for none.
+  int attach_fd = -1;
 };
 
 std::string EncodeInitSpec(const InitSpec& spec);

@@ -45,6 +45,9 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   spec.root.mounts[0].source_fd = 8;
   spec.log_dir_fd = 9;
   spec.exit_dir_fd = 10;
+  spec.rlimits = {{7, 1024, 4096}, {4, 0, UINT64_MAX}};
+  spec.stdin_open = true;
+  spec.attach_fd = 11;
 
   InitSpec decoded;
   std::string error;
@@ -56,6 +59,14 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.gid, spec.gid);
   EXPECT_EQ(decoded.groups, spec.groups);
   EXPECT_EQ(decoded.cwd, spec.cwd);
+  ASSERT_EQ(decoded.rlimits.size(), 2u);
+  EXPECT_EQ(decoded.rlimits[0].resource, 7);
+  EXPECT_EQ(decoded.rlimits[0].soft, 1024u);
+  EXPECT_EQ(decoded.rlimits[0].hard, 4096u);
+  EXPECT_EQ(decoded.rlimits[1].resource, 4);
+  EXPECT_EQ(decoded.rlimits[1].hard, UINT64_MAX);
+  EXPECT_TRUE(decoded.stdin_open);
+  EXPECT_EQ(decoded.attach_fd, 11);
   EXPECT_TRUE(decoded.tty);
   EXPECT_TRUE(decoded.join_user_namespace);
   EXPECT_EQ(decoded.hostname, spec.hostname);

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/openat2.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,6 +57,89 @@ std::string StringField(const google::protobuf::Struct& config,
 std::string DefaultTaskDir(const std::string& state_dir,
                            const std::string& task_id) {
   return absl::StrCat(state_dir, "/tasks/", task_id);
+}
+
+namespace {
+
+struct RlimitName {
+  const char* name;
+  int resource;
+};
+
+constexpr RlimitName kRlimitNames[] = {
+    {"RLIMIT_AS", RLIMIT_AS},
+    {"RLIMIT_CORE", RLIMIT_CORE},
+    {"RLIMIT_CPU", RLIMIT_CPU},
+    {"RLIMIT_DATA", RLIMIT_DATA},
+    {"RLIMIT_FSIZE", RLIMIT_FSIZE},
+    {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
+    {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+    {"RLIMIT_NICE", RLIMIT_NICE},
+    {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+    {"RLIMIT_NPROC", RLIMIT_NPROC},
+    {"RLIMIT_RSS", RLIMIT_RSS},
+    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
+    {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
+    {"RLIMIT_STACK", RLIMIT_STACK},
+};
+
+// A host name as sethostname(2) and RFC 1123 take it: 1-63 letters, digits,
+// '-' and '.'.
+absl::Status CheckHostname(const std::string& hostname) {
+  if (hostname.empty() || hostname.size() > 63) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hostname \"", absl::CHexEscape(hostname),
+                     "\" must be 1 to 63 letters, digits, '-' or '.'"));
+  }
+  for (char c : hostname) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hostname \"", absl::CHexEscape(hostname), "\" has '",
+                       absl::CHexEscape(std::string(1, c)),
+                       "': only letters, digits, '-' and '.' are allowed"));
+    }
+  }
+  if (hostname.front() == '-' || hostname.front() == '.') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hostname \"", hostname, "\" must start with a letter or a digit"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RlimitSpec>> ResolveRlimits(
+    const google::protobuf::RepeatedPtrField<driver::v1::Rlimit>& rlimits) {
+  std::vector<RlimitSpec> resolved;
+  for (int i = 0; i < rlimits.size(); ++i) {
+    const driver::v1::Rlimit& rlimit = rlimits[i];
+    const RlimitName* found = nullptr;
+    for (const RlimitName& name : kRlimitNames) {
+      if (rlimit.type() == name.name) found = &name;
+    }
+    if (found == nullptr) {
+      std::vector<std::string> names;
+      for (const RlimitName& name : kRlimitNames) names.push_back(name.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rlimits[", i, "].type \"", absl::CHexEscape(rlimit.type()),
+          "\" is not a resource limit (", absl::StrJoin(names, ", "), ")"));
+    }
+    for (const RlimitSpec& earlier : resolved) {
+      if (earlier.resource == found->resource) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rlimits[", i, "].type ", rlimit.type(), " is given twice"));
+      }
+    }
+    if (rlimit.soft() > rlimit.hard()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rlimits[", i, "].soft ", rlimit.soft(), " of ", rlimit.type(),
+          " is above its hard limit ", rlimit.hard()));
+    }
+    resolved.push_back({found->resource, rlimit.soft(), rlimit.hard()});
+  }
+  return resolved;
 }
 
 absl::Status CheckTaskId(const std::string& id) {
@@ -567,8 +651,19 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   }
   TaskSpec spec;
   spec.id = task.id();
-  spec.hostname = task.name().empty() ? task.id() : task.name();
-  if (spec.hostname.size() > 63) spec.hostname.resize(63);
+  if (!task.hostname().empty()) {
+    if (absl::Status status = CheckHostname(task.hostname()); !status.ok()) {
+      return invalid(status);
+    }
+    spec.hostname = task.hostname();
+  } else {
+    spec.hostname = task.name().empty() ? task.id() : task.name();
+    if (spec.hostname.size() > 63) spec.hostname.resize(63);
+  }
+  absl::StatusOr<std::vector<RlimitSpec>> rlimits =
+      ResolveRlimits(task.rlimits());
+  if (!rlimits.ok()) return invalid(rlimits.status());
+  spec.rlimits = *std::move(rlimits);
 
   // Task directory and working directory.
   if (task.task_dir().empty()) {

@@ -62,7 +62,10 @@ struct TaskSpec {
   std::string cwd;
   // Empty for the host's network namespace.
   std::string netns_path;
+  // TaskConfig.hostname, else the task's name, else its id.
   std::string hostname;
+  // TaskConfig.rlimits resolved.
+  std::vector<RlimitSpec> rlimits;
   CgroupLimits limits;
   uint64_t log_max_bytes = kDefaultLogFileBytes;
   uint32_t log_max_files = kDefaultLogFiles;
@@ -111,6 +114,12 @@ driver::v1::IsolationCapabilities OwnRootIsolationCapabilities();
 absl::Status ResolveIsolation(const driver::v1::Isolation& isolation,
                               const IsolationDefaults& defaults,
                               TaskSpec* spec);
+
+// TaskConfig.rlimits resolved: each type one of getrlimit(2)'s RLIMIT_*
+// names, at most once, soft at most hard; INVALID_ARGUMENT naming
+// rlimits[i].type (or .soft) otherwise.
+absl::StatusOr<std::vector<RlimitSpec>> ResolveRlimits(
+    const google::protobuf::RepeatedPtrField<driver::v1::Rlimit>& rlimits);
 
 // A task id usable as a file and cgroup name: 1-128 of [A-Za-z0-9._-], not
 // starting with '.'. INVALID_ARGUMENT naming task.id otherwise.

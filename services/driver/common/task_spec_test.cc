@@ -1,5 +1,6 @@
 #include "services/driver/common/task_spec.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -101,6 +102,66 @@ TEST(TaskSpecTest, ResolvesTheProgramDirectoriesAndEnvironment) {
               Contains("BERTH_TASK_DIR=/var/lib/berth/exec/tasks/t1"));
   EXPECT_EQ(spec->log_max_bytes, kDefaultLogFileBytes);
   EXPECT_TRUE(spec->netns_path.empty());
+}
+
+TEST(TaskSpecTest, HostnameReplacesTheDefaultAndIsChecked) {
+  dv1::TaskConfig task = Config("sh");
+  task.set_name("web");
+  task.set_hostname("db-1.example");
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/var/lib/berth/x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hostname, "db-1.example");
+  for (const std::string bad :
+       {std::string(64, 'a'), std::string("a b"), std::string("x/y"),
+        std::string("-lead"), std::string("under_score")}) {
+    task.set_hostname(bad);
+    spec = ResolveTaskSpec(task, "/var/lib/berth/x");
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(spec.status().message(), HasSubstr("task t1: hostname"))
+        << bad << ": " << spec.status();
+  }
+}
+
+TEST(TaskSpecTest, RlimitsAreResolvedAndCheckedNamingTheEntry) {
+  dv1::TaskConfig task = Config("sh");
+  dv1::Rlimit* nofile = task.add_rlimits();
+  nofile->set_type("RLIMIT_NOFILE");
+  nofile->set_soft(1024);
+  nofile->set_hard(2048);
+  dv1::Rlimit* core = task.add_rlimits();
+  core->set_type("RLIMIT_CORE");
+  core->set_soft(UINT64_MAX);
+  core->set_hard(UINT64_MAX);
+  absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/var/lib/berth/x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->rlimits.size(), 2u);
+  EXPECT_EQ(spec->rlimits[0].resource, RLIMIT_NOFILE);
+  EXPECT_EQ(spec->rlimits[0].soft, 1024u);
+  EXPECT_EQ(spec->rlimits[0].hard, 2048u);
+  EXPECT_EQ(spec->rlimits[1].resource, RLIMIT_CORE);
+  EXPECT_EQ(spec->rlimits[1].soft, RLIM_INFINITY);
+
+  struct Case {
+    std::string type;
+    uint64_t soft, hard;
+    std::string want;
+  };
+  for (const Case& c : {Case{"NOFILE", 1, 1, "rlimits[1].type \"NOFILE\""},
+                        Case{"RLIMIT_NPROC", 10, 5, "rlimits[1].soft 10"},
+                        Case{"RLIMIT_NOFILE", 1, 1,
+                             "rlimits[2].type RLIMIT_NOFILE is given twice"}}) {
+    dv1::TaskConfig bad = Config("sh");
+    *bad.add_rlimits() = *core;
+    dv1::Rlimit* entry = bad.add_rlimits();
+    entry->set_type(c.type);
+    entry->set_soft(c.soft);
+    entry->set_hard(c.hard);
+    if (c.type == "RLIMIT_NOFILE") *bad.add_rlimits() = *entry;  // twice
+    spec = ResolveTaskSpec(bad, "/var/lib/berth/x");
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.type;
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.want)) << spec.status();
+  }
 }
 
 TEST(TaskSpecTest, TheTasksPathIsSearchedAndAPathWithASlashTakenAsIs) {
