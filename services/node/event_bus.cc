@@ -47,7 +47,14 @@ void EventBus::Unsubscribe(Subscription* subscription) {
 
 void EventBus::Publish(v1::EventType type, const std::string& task_id,
                        const std::string& message) {
+  Publish(type, task_id, message, {});
+}
+
+void EventBus::Publish(v1::EventType type, const std::string& task_id,
+                       const std::string& message,
+                       const std::map<std::string, std::string>& annotations) {
   v1::EventsResponse event;
+  event.mutable_annotations()->insert(annotations.begin(), annotations.end());
   *event.mutable_timestamp() = NowProto();
   event.set_type(type);
   event.set_task_id(task_id);

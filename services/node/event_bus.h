@@ -4,9 +4,11 @@
 #define SERVICES_NODE_EVENT_BUS_H_
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -54,6 +56,11 @@ class EventBus {
   // Stamps the time and hands the event to every subscriber.
   void Publish(v1::EventType type, const std::string& task_id,
                const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same with machine-readable details (EventsResponse.annotations).
+  void Publish(v1::EventType type, const std::string& task_id,
+               const std::string& message,
+               const std::map<std::string, std::string>& annotations)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Unsubscribe(Subscription* subscription) ABSL_LOCKS_EXCLUDED(mu_);

@@ -43,9 +43,11 @@ size_t Utf8SequenceLength(const std::string& s, size_t i) {
   return n;
 }
 
-absl::Duration DurationOr(bool has, const google::protobuf::Duration& value,
+// `value` when positive, else `fallback` (unset and 0 mean the default).
+absl::Duration PositiveOr(const google::protobuf::Duration& value,
                           absl::Duration fallback) {
-  return has ? base::FromProtoDuration(value) : fallback;
+  const absl::Duration d = base::FromProtoDuration(value);
+  return d > absl::ZeroDuration() ? d : fallback;
 }
 
 }  // namespace
@@ -96,11 +98,14 @@ absl::Status ValidateHealthCheck(const v1::HealthCheck& check,
   for (const auto& d : durations) {
     if (!d.has) continue;
     const absl::Duration value = base::FromProtoDuration(d.value);
+    // 0 is the default (docker's); a positive interval or timeout is at
+    // least 1ms.
     if (value < absl::ZeroDuration() ||
-        (d.positive && value < absl::Milliseconds(1))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".", d.name, ": ", absl::FormatDuration(value),
-                       " is ", d.positive ? "less than 1ms" : "negative"));
+        (d.positive && value > absl::ZeroDuration() &&
+         value < absl::Milliseconds(1))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".", d.name, ": ", absl::FormatDuration(value), " is ",
+          value < absl::ZeroDuration() ? "negative" : "less than 1ms"));
     }
   }
   if (!v1::HealthFailureAction_IsValid(check.on_failure())) {
@@ -114,11 +119,12 @@ std::optional<v1::HealthCheck> HealthCheckInForce(
     const v1::HealthCheck& check) {
   if (check.test().empty() || check.test(0) == kNone) return std::nullopt;
   v1::HealthCheck in_force = check;
-  if (!in_force.has_interval()) {
+  // Unset or 0: the default (docker's).
+  if (base::FromProtoDuration(in_force.interval()) <= absl::ZeroDuration()) {
     *in_force.mutable_interval() =
         base::ToProtoDuration(kDefaultHealthInterval);
   }
-  if (!in_force.has_timeout()) {
+  if (base::FromProtoDuration(in_force.timeout()) <= absl::ZeroDuration()) {
     *in_force.mutable_timeout() = base::ToProtoDuration(kDefaultHealthTimeout);
   }
   if (in_force.retries() == 0) in_force.set_retries(kDefaultHealthRetries);
@@ -179,8 +185,8 @@ bool RecordHealthResult(const v1::HealthCheck& check, absl::Time started,
     if (health->status() == v1::HEALTH_STATUS_STARTING) {
       // As docker: while starting, failures of checks begun within the start
       // period do not count.
-      const absl::Duration start_period = DurationOr(
-          check.has_start_period(), check.start_period(), absl::ZeroDuration());
+      const absl::Duration start_period =
+          base::FromProtoDuration(check.start_period());
       counts = base::FromProtoTimestamp(result.started_at()) >=
                started + start_period;
     }
@@ -229,8 +235,7 @@ v1::TaskHealth HealthChecker::CheckOnce() {
     ++checks_;
   }
   const absl::Duration timeout =
-      DurationOr(options_.check.has_timeout(), options_.check.timeout(),
-                 kDefaultHealthTimeout);
+      PositiveOr(options_.check.timeout(), kDefaultHealthTimeout);
   v1::HealthCheckResult result;
   const absl::Time start = options_.now();
   *result.mutable_started_at() = base::ToProtoTimestamp(start);
@@ -285,8 +290,7 @@ void HealthChecker::Start() {
 
 void HealthChecker::Loop() {
   const absl::Duration interval =
-      DurationOr(options_.check.has_interval(), options_.check.interval(),
-                 kDefaultHealthInterval);
+      PositiveOr(options_.check.interval(), kDefaultHealthInterval);
   while (true) {
     {
       absl::MutexLock lock(&mu_);

@@ -94,6 +94,14 @@ TEST(HealthCheckInForceTest, FillsDockersDefaultsAndTurnsOffNone) {
   EXPECT_EQ(base::FromProtoDuration(kept->interval()), absl::Seconds(2));
   EXPECT_EQ(kept->retries(), 7u);
 
+  v1::HealthCheck zeros = Check({"CMD", "true"});
+  zeros.mutable_interval();
+  zeros.mutable_timeout();
+  const std::optional<v1::HealthCheck> defaulted = HealthCheckInForce(zeros);
+  ASSERT_TRUE(defaulted.has_value());
+  EXPECT_EQ(base::FromProtoDuration(defaulted->interval()), absl::Seconds(30));
+  EXPECT_EQ(base::FromProtoDuration(defaulted->timeout()), absl::Seconds(30));
+
   EXPECT_FALSE(HealthCheckInForce(Check({"NONE"})).has_value());
   EXPECT_FALSE(HealthCheckInForce(v1::HealthCheck()).has_value());
 }
@@ -123,10 +131,19 @@ TEST(ValidateHealthCheckTest, NamesTheField) {
   EXPECT_FALSE(
       ValidateHealthCheck(Check({"CMD", std::string("a\0b", 3)})).ok());
 
-  v1::HealthCheck zero_interval = Check({"CMD", "true"});
-  zero_interval.mutable_interval();  // set, 0
-  bad = ValidateHealthCheck(zero_interval);
+  v1::HealthCheck short_interval = Check({"CMD", "true"});
+  *short_interval.mutable_interval() =
+      base::ToProtoDuration(absl::Microseconds(10));
+  bad = ValidateHealthCheck(short_interval);
   EXPECT_THAT(bad.message(), HasSubstr("spec.healthcheck.interval"));
+  v1::HealthCheck negative_timeout = Check({"CMD", "true"});
+  *negative_timeout.mutable_timeout() =
+      base::ToProtoDuration(-absl::Seconds(1));
+  EXPECT_THAT(ValidateHealthCheck(negative_timeout).message(),
+              HasSubstr("spec.healthcheck.timeout"));
+  v1::HealthCheck zero_interval = Check({"CMD", "true"});
+  zero_interval.mutable_interval();  // set, 0: the default
+  EXPECT_TRUE(ValidateHealthCheck(zero_interval).ok());
 
   v1::HealthCheck negative_start = Check({"CMD", "true"});
   *negative_start.mutable_start_period() =

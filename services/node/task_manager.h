@@ -23,6 +23,7 @@
 #include "berth/node/v1/node.pb.h"
 #include "plugins/host/driver_client.h"
 #include "services/node/event_bus.h"
+#include "services/node/health_checker.h"
 #include "services/node/id_ranges.h"
 #include "services/node/images_client.h"
 #include "services/node/plugin_manager.h"
@@ -147,6 +148,12 @@ class TaskManager {
     absl::Status start_error;
     // Serializes Save of this task so the last state written is the last.
     absl::Mutex save_mu;
+    // The health checks of the current run, while it runs; only its
+    // supervisor thread touches it (task_health.cc).
+    std::unique_ptr<HealthChecker> health_checker;
+    // The health check's on_failure "restart" ended the run: it starts
+    // again whatever its restart policy (guarded by mu_).
+    bool health_restart = false;
   };
   enum class Resume { kStart, kCleanThenStart, kWait, kPostrunOnly };
 
@@ -192,6 +199,23 @@ class TaskManager {
   // Moves the run's logs/ to HistoryDir(id)/run-<run> before the driver
   // destroys the run (and its directory) for a restart.
   void KeepRunLogs(const std::string& id, uint32_t run);
+
+  // --- Health checks (task_health.cc).
+  // Starts the checks of the run that is starting or recovered, when the
+  // task has a health check: its health STARTING (persisted, an event).
+  void StartHealthCheck(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends them (the run ended, or the node stops); the health stays.
+  void StopHealthCheck(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // From the checker's thread: the health recorded and persisted, an event
+  // on a change of status, the check's on_failure when it turned unhealthy.
+  // `canceller` interrupts its driver calls when the checks end.
+  void OnHealthUpdate(Entry& entry, const v1::TaskHealth& health,
+                      bool status_changed, v1::HealthFailureAction action,
+                      plugin::host::CallCanceller* canceller)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ActOnUnhealthy(Entry& entry, v1::HealthFailureAction action,
+                      plugin::host::CallCanceller* canceller)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // --- Image snapshots (task_snapshots.cc).
   // For a spec with an image: the task's snapshot (on a restart the one it

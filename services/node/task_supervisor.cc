@@ -407,6 +407,11 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
                       entry.stop_requested || task.stopped());
     restart = decision.restart;
     delay = decision.delay;
+    if (entry.health_restart) {
+      // Its health check's on_failure ended the run to restart it.
+      entry.health_restart = false;
+      restart = !(entry.stop_requested || task.stopped());
+    }
     task.set_state(restart ? v1::TASK_STATE_RESTARTING : v1::TASK_STATE_EXITED);
   }
   Save(entry);
@@ -517,7 +522,9 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
         }
       }
     }
+    StartHealthCheck(*entry);  // task_health.cc
     absl::StatusOr<driver::v1::ExitResult> result = WaitRun(*entry, recover);
+    StopHealthCheck(*entry);
     recover = false;
     if (!result.ok()) {
       if (absl::IsCancelled(result.status())) return;  // node shutdown
