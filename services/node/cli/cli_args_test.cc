@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<FlagSpec> kSpecs = {
     {"name", 0, "NAME", "name"},
@@ -111,6 +112,83 @@ TEST(FormatFlagHelpTest, ListsEveryFlagAligned) {
   EXPECT_THAT(help, HasSubstr("  -e, --env=K=V"));
   EXPECT_THAT(help, HasSubstr("      --name=NAME"));
   EXPECT_THAT(help, HasSubstr("  -h, --help"));
+}
+
+const std::vector<FlagSpec> kAliasSpecs = {
+    {"cpus", 0, "CPUS", "CPU limit", false, {"cpu"}, "Resources"},
+    {"pids-limit",
+     0,
+     "N",
+     "Processes",
+     false,
+     {"pids", "max-pids"},
+     "Resources"},
+    {"name", 0, "NAME", "Task name", false, {}, "Options"},
+    {"env", 'e', "K=V", "env", true, {"environment"}, "Options"},
+    {"help", 'h', "", "help"},
+};
+
+TEST(ParseArgsTest, AnAliasIsTheSameFlag) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(
+      kAliasSpecs, {"--cpu=2", "--pids", "10", "--environment", "A=1", "-eB=2"},
+      PositionalMode::kInterspersed);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->Value("cpus"), "2");
+  EXPECT_FALSE(parsed->Has("cpu"));
+  EXPECT_EQ(parsed->Value("pids-limit"), "10");
+  // A repeated flag keeps the values of both spellings, in order.
+  EXPECT_THAT(parsed->Values("env"), ElementsAre("A=1", "B=2"));
+  EXPECT_EQ(parsed->FlagName("cpus"), "--cpu");
+  EXPECT_EQ(parsed->FlagName("pids-limit"), "--pids");
+  EXPECT_EQ(parsed->FlagName("name"), "--name");
+}
+
+TEST(ParseArgsTest, TheLastSpellingIsTheOneNamed) {
+  absl::StatusOr<ParsedArgs> parsed =
+      ParseArgs(kAliasSpecs, {"--cpu", "1", "--cpus", "3", "--max-pids=4"},
+                PositionalMode::kInterspersed);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->Values("cpus"), ElementsAre("3"));
+  EXPECT_EQ(parsed->FlagName("cpus"), "--cpus");
+  EXPECT_EQ(parsed->FlagName("pids-limit"), "--max-pids");
+}
+
+TEST(ParseArgsTest, AliasErrorsNameTheSpellingTyped) {
+  EXPECT_EQ(ParseArgs(kAliasSpecs, {"--cpu"}, PositionalMode::kInterspersed)
+                .status()
+                .message(),
+            "flag --cpu needs a value (CPUS)");
+  EXPECT_EQ(ParseArgs(kAliasSpecs, {"--cpux=1"}, PositionalMode::kInterspersed)
+                .status()
+                .message(),
+            "unknown flag --cpux");
+}
+
+TEST(FormatFlagHelpTest, AliasesFollowTheHelp) {
+  const std::string help = FormatFlagHelp(kAliasSpecs);
+  EXPECT_THAT(help, HasSubstr("--cpus=CPUS"));
+  EXPECT_THAT(help, HasSubstr("CPU limit (alias --cpu)\n"));
+  EXPECT_THAT(help, HasSubstr("Processes (alias --pids, --max-pids)\n"));
+  EXPECT_THAT(help, Not(HasSubstr("--cpu=")));
+}
+
+TEST(FormatFlagHelpTest, GroupsInTheOrderOfTheirFirstFlag) {
+  EXPECT_EQ(FormatFlagHelp(kAliasSpecs),
+            "Resources:\n"
+            "      --cpus=CPUS      CPU limit (alias --cpu)\n"
+            "      --pids-limit=N   Processes (alias --pids, --max-pids)\n"
+            "\n"
+            "Options:\n"
+            "      --name=NAME      Task name\n"
+            "  -e, --env=K=V        env (alias --environment)\n"
+            "\n"
+            "Flags:\n"
+            "  -h, --help           help\n");
+  // Without groups: no headings, as before.
+  EXPECT_EQ(
+      FormatFlagHelp({{"all", 'a', "", "Every task"}, {"json", 0, "", "JSON"}}),
+      "  -a, --all    Every task\n"
+      "      --json   JSON\n");
 }
 
 }  // namespace

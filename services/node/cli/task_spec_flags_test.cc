@@ -1,10 +1,14 @@
 #include "services/node/cli/task_spec_flags.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/node/cli/cli_args.h"
@@ -26,6 +30,19 @@ std::optional<std::string> FakeEnv(const std::string& name) {
 absl::StatusOr<std::string> FakeFile(const std::string& path) {
   if (path == "/etc/profile.json")
     return R"({"defaultAction": "SCMP_ACT_ALLOW"})";
+  if (path == "/x/vars.env") {
+    // A byte order mark, CRLF, a comment, blank lines, a variable from here,
+    // one unset here, an empty value and a value with '=' and spaces.
+    return "\xEF\xBB\xBF"
+           "A=1\r\n# a comment\n\n   B=two words \n"
+           "FROM_HERE\nUNSET_HERE\nEMPTY=\nURL=a=b\nSHARED=file\n";
+  }
+  if (path == "/x/bad.env") return "A=1\n\n=oops\n";
+  if (path == "/x/space.env") return "MY VAR=1\n";
+  if (path == "/x/labels") {
+    return "# team labels\ntier=web\n\n  owner=ops team\nflag\nshared=file\n";
+  }
+  if (path == "/x/bad-labels") return "ok=1\n=v\n";
   return absl::InvalidArgumentError(
       absl::StrCat("cannot open ", path, ": No such file or directory"));
 }
@@ -458,6 +475,398 @@ TEST(ParsePullPolicyTest, Values) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "\"sometimes\" must be missing, always or never");
+}
+
+// --- Issue 17's flags.
+
+TEST(ParseUlimitTest, DockerNamesValuesAndUnlimited) {
+  absl::StatusOr<driverpb::Rlimit> nofile = ParseUlimit("nofile=1024:4096");
+  ASSERT_TRUE(nofile.ok()) << nofile.status();
+  EXPECT_EQ(nofile->type(), "RLIMIT_NOFILE");
+  EXPECT_EQ(nofile->soft(), 1024u);
+  EXPECT_EQ(nofile->hard(), 4096u);
+  absl::StatusOr<driverpb::Rlimit> core = ParseUlimit("core=0");
+  ASSERT_TRUE(core.ok());
+  EXPECT_EQ(core->type(), "RLIMIT_CORE");
+  EXPECT_EQ(core->soft(), 0u);
+  EXPECT_EQ(core->hard(), 0u);
+  absl::StatusOr<driverpb::Rlimit> memlock = ParseUlimit("memlock=-1:-1");
+  ASSERT_TRUE(memlock.ok());
+  EXPECT_EQ(memlock->soft(), UINT64_MAX);
+  EXPECT_EQ(memlock->hard(), UINT64_MAX);
+  absl::StatusOr<driverpb::Rlimit> nproc = ParseUlimit("NPROC=100:unlimited");
+  ASSERT_TRUE(nproc.ok());
+  EXPECT_EQ(nproc->type(), "RLIMIT_NPROC");
+  EXPECT_EQ(nproc->soft(), 100u);
+  EXPECT_EQ(nproc->hard(), UINT64_MAX);
+  EXPECT_EQ(ParseUlimit("rlimit_stack=8192")->type(), "RLIMIT_STACK");
+  EXPECT_EQ(ParseUlimit("as=1")->type(), "RLIMIT_AS");
+}
+
+TEST(ParseUlimitTest, Errors) {
+  EXPECT_EQ(ParseUlimit("nofile=10:5").status().message(),
+            "soft limit 10 is above the hard limit 5");
+  EXPECT_EQ(ParseUlimit("nofile=unlimited:5").status().message(),
+            "soft limit unlimited is above the hard limit 5");
+  EXPECT_EQ(ParseUlimit("nofile").status().message(),
+            "must be NAME=SOFT[:HARD], e.g. nofile=1024:4096");
+  EXPECT_THAT(std::string(ParseUlimit("files=1").status().message()),
+              HasSubstr("unknown limit \"files\": use one of as, core, cpu"));
+  EXPECT_EQ(ParseUlimit("nofile=x").status().message(),
+            "the soft limit \"x\" is not a whole number, unlimited or -1");
+  EXPECT_EQ(ParseUlimit("nofile=1:-2").status().message(),
+            "the hard limit \"-2\" is not a whole number, unlimited or -1");
+  EXPECT_FALSE(ParseUlimit("nofile=").ok());
+  EXPECT_FALSE(ParseUlimit("nofile=1:2:3").ok());
+}
+
+TEST(ParseExtraHostTest, ColonOrEqualsAndIpv6) {
+  absl::StatusOr<nodepb::HostEntry> v4 = ParseExtraHost("db.internal:10.0.0.5");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->hostname(), "db.internal");
+  EXPECT_EQ(v4->ip(), "10.0.0.5");
+  absl::StatusOr<nodepb::HostEntry> v6 = ParseExtraHost("db:::1");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->hostname(), "db");
+  EXPECT_EQ(v6->ip(), "::1");
+  absl::StatusOr<nodepb::HostEntry> equals = ParseExtraHost("cache=fd00::2");
+  ASSERT_TRUE(equals.ok()) << equals.status();
+  EXPECT_EQ(equals->hostname(), "cache");
+  EXPECT_EQ(equals->ip(), "fd00::2");
+  absl::StatusOr<nodepb::HostEntry> bracketed = ParseExtraHost("web=[::1]");
+  ASSERT_TRUE(bracketed.ok()) << bracketed.status();
+  EXPECT_EQ(bracketed->ip(), "::1");
+}
+
+TEST(ParseExtraHostTest, Errors) {
+  EXPECT_EQ(ParseExtraHost("db").status().message(),
+            "must be NAME:IP or NAME=IP");
+  EXPECT_EQ(ParseExtraHost("db:10.0.0.300").status().message(),
+            "\"10.0.0.300\" is not an IPv4 or IPv6 address");
+  EXPECT_EQ(ParseExtraHost(":10.0.0.1").status().message(),
+            "\"\" is not a host name (letters, digits, '-' and '.')");
+  EXPECT_EQ(ParseExtraHost("bad_name:10.0.0.1").status().message(),
+            "\"bad_name\" is not a host name (letters, digits, '-' and '.')");
+  EXPECT_EQ(ParseExtraHost("gw:host-gateway").status().message(),
+            "host-gateway is not supported: give the host's address");
+  EXPECT_FALSE(ParseExtraHost("db:").ok());
+}
+
+TEST(ParseGoDurationTest, GoForms) {
+  EXPECT_EQ(*ParseGoDuration("30s"), absl::Seconds(30));
+  EXPECT_EQ(*ParseGoDuration("1m30s"), absl::Seconds(90));
+  EXPECT_EQ(*ParseGoDuration("500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseGoDuration("1h"), absl::Hours(1));
+  EXPECT_EQ(*ParseGoDuration("1.5s"), absl::Milliseconds(1500));
+  EXPECT_EQ(*ParseGoDuration("0"), absl::ZeroDuration());
+  EXPECT_EQ(ParseGoDuration("30").status().message(),
+            "is not a duration: a number and a unit (ms, s, m, h), e.g. 30s, "
+            "1m30s or 500ms");
+  EXPECT_FALSE(ParseGoDuration("").ok());
+  EXPECT_FALSE(ParseGoDuration("soon").ok());
+  EXPECT_FALSE(ParseGoDuration("inf").ok());
+  EXPECT_EQ(ParseGoDuration("-5s").status().message(), "is negative");
+  EXPECT_EQ(ParseGoDuration("10us").status().message(),
+            "must be 0 or at least 1ms");
+}
+
+TEST(CanonicalSignalTest, NamesAndNumbers) {
+  EXPECT_EQ(*CanonicalSignal("SIGQUIT"), "SIGQUIT");
+  EXPECT_EQ(*CanonicalSignal("quit"), "SIGQUIT");
+  EXPECT_EQ(*CanonicalSignal("sigusr1"), "SIGUSR1");
+  EXPECT_EQ(*CanonicalSignal("9"), "SIGKILL");
+  EXPECT_EQ(*CanonicalSignal("15"), "SIGTERM");
+  EXPECT_EQ(*CanonicalSignal("40"), "40");  // real-time: no name
+  EXPECT_EQ(CanonicalSignal("SIGFOO").status().message(),
+            "is not a signal: a name (SIGTERM, TERM) or a number");
+  EXPECT_FALSE(CanonicalSignal("SIG").ok());
+  EXPECT_FALSE(CanonicalSignal("").ok());
+  EXPECT_FALSE(CanonicalSignal("0").ok());
+  EXPECT_FALSE(CanonicalSignal("-9").ok());
+  EXPECT_FALSE(CanonicalSignal("1000").ok());
+}
+
+TEST(TaskSpecFromRunFlagsTest, LabelsFromFlagsAndFiles) {
+  nodepb::TaskSpec base;
+  (*base.mutable_labels())["from"] = "base";
+  (*base.mutable_labels())["shared"] = "base";
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--label", "app=web", "-l", "empty", "--label", "eq=a=b",
+              "--label-file", "/x/labels", "--label", "shared=flag", "x"},
+             base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& labels = spec->labels();
+  EXPECT_EQ(labels.size(), 8u);
+  EXPECT_EQ(labels.at("from"), "base");
+  EXPECT_EQ(labels.at("app"), "web");
+  EXPECT_EQ(labels.at("empty"), "");
+  EXPECT_EQ(labels.at("eq"), "a=b");
+  EXPECT_EQ(labels.at("tier"), "web");
+  EXPECT_EQ(labels.at("owner"), "ops team");
+  EXPECT_EQ(labels.at("flag"), "");
+  // The flag wins over the file, which wins over the base.
+  EXPECT_EQ(labels.at("shared"), "flag");
+}
+
+TEST(TaskSpecFromRunFlagsTest, EnvFileAsDockerReadsIt) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--env-file", "/x/vars.env", "-e", "SHARED=flag", "x"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& env = spec->env();
+  EXPECT_EQ(env.at("A"), "1");
+  EXPECT_EQ(env.at("B"), "two words ");
+  EXPECT_EQ(env.at("FROM_HERE"), "local value");
+  EXPECT_EQ(env.count("UNSET_HERE"), 0u);
+  EXPECT_EQ(env.at("EMPTY"), "");
+  EXPECT_EQ(env.at("URL"), "a=b");
+  EXPECT_EQ(env.at("SHARED"), "flag");
+  EXPECT_EQ(env.size(), 6u);
+}
+
+TEST(TaskSpecFromRunFlagsTest, NamesAndDns) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--hostname", "web-1.local", "--dns", "10.0.0.53", "--dns",
+              "2001:db8::53", "--dns-search", "corp.example", "--dns-search",
+              ".", "--dns-option", "ndots:2", "--add-host", "db:10.0.0.5",
+              "--add-host", "v6=[::1]", "x"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hostname(), "web-1.local");
+  EXPECT_THAT(spec->network().dns().servers(),
+              ElementsAre("10.0.0.53", "2001:db8::53"));
+  EXPECT_THAT(spec->network().dns().searches(),
+              ElementsAre("corp.example", "."));
+  EXPECT_THAT(spec->network().dns().options(), ElementsAre("ndots:2"));
+  ASSERT_EQ(spec->extra_hosts_size(), 2);
+  EXPECT_EQ(spec->extra_hosts(0).hostname(), "db");
+  EXPECT_EQ(spec->extra_hosts(0).ip(), "10.0.0.5");
+  EXPECT_EQ(spec->extra_hosts(1).hostname(), "v6");
+  EXPECT_EQ(spec->extra_hosts(1).ip(), "::1");
+  // Nothing asked: no DNS message, no hostname.
+  absl::StatusOr<nodepb::TaskSpec> plain = SpecOf({"x"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_network());
+  EXPECT_EQ(plain->hostname(), "");
+}
+
+TEST(TaskSpecFromRunFlagsTest, NameFlagsReplaceTheBasesLists) {
+  nodepb::TaskSpec base;
+  base.mutable_network()->mutable_dns()->add_servers("1.1.1.1");
+  base.mutable_network()->mutable_dns()->add_searches("base.example");
+  nodepb::HostEntry* old = base.add_extra_hosts();
+  old->set_hostname("old");
+  old->set_ip("10.9.9.9");
+  base.add_ulimits()->set_type("RLIMIT_CORE");
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--dns", "8.8.8.8", "--add-host", "new=10.1.1.1", "--ulimit",
+              "nofile=5", "x"},
+             base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->network().dns().servers(), ElementsAre("8.8.8.8"));
+  // Not given: kept.
+  EXPECT_THAT(spec->network().dns().searches(), ElementsAre("base.example"));
+  ASSERT_EQ(spec->extra_hosts_size(), 1);
+  EXPECT_EQ(spec->extra_hosts(0).hostname(), "new");
+  ASSERT_EQ(spec->ulimits_size(), 1);
+  EXPECT_EQ(spec->ulimits(0).type(), "RLIMIT_NOFILE");
+}
+
+TEST(TaskSpecFromRunFlagsTest, UlimitsStopAndTerminal) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--ulimit", "nofile=1024:4096", "--ulimit", "core=0", "--ulimit",
+              "nofile=2048", "--stop-signal", "quit", "--stop-timeout", "30",
+              "-it", "--init", "--detach-keys", "ctrl-a,d", "x"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->ulimits_size(), 2);
+  // The later nofile replaces the first, in its place.
+  EXPECT_EQ(spec->ulimits(0).type(), "RLIMIT_NOFILE");
+  EXPECT_EQ(spec->ulimits(0).soft(), 2048u);
+  EXPECT_EQ(spec->ulimits(0).hard(), 2048u);
+  EXPECT_EQ(spec->ulimits(1).type(), "RLIMIT_CORE");
+  EXPECT_EQ(spec->stop_signal(), "SIGQUIT");
+  EXPECT_EQ(spec->stop_timeout().seconds(), 30);
+  EXPECT_TRUE(spec->stdin_open());
+  EXPECT_TRUE(spec->tty());
+  absl::StatusOr<nodepb::TaskSpec> plain = SpecOf({"x"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->stdin_open());
+  EXPECT_FALSE(plain->tty());
+  EXPECT_FALSE(plain->has_stop_timeout());
+  EXPECT_EQ(plain->stop_signal(), "");
+  EXPECT_FALSE(plain->has_healthcheck());
+}
+
+TEST(TaskSpecFromRunFlagsTest, HealthCheck) {
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--health-cmd", "wget -q -O- localhost:80 || exit 1",
+              "--health-interval", "1m30s", "--health-timeout", "500ms",
+              "--health-start-period", "5s", "--health-retries", "5",
+              "--health-on-failure", "restart", "x"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const nodepb::HealthCheck& check = spec->healthcheck();
+  EXPECT_THAT(check.test(),
+              ElementsAre("CMD-SHELL", "wget -q -O- localhost:80 || exit 1"));
+  EXPECT_EQ(check.interval().seconds(), 90);
+  EXPECT_EQ(check.interval().nanos(), 0);
+  EXPECT_EQ(check.timeout().seconds(), 0);
+  EXPECT_EQ(check.timeout().nanos(), 500000000);
+  EXPECT_EQ(check.start_period().seconds(), 5);
+  EXPECT_EQ(check.retries(), 5u);
+  EXPECT_EQ(check.on_failure(), nodepb::HEALTH_FAILURE_ACTION_RESTART);
+  for (const auto& [word, action] :
+       std::vector<std::pair<std::string, nodepb::HealthFailureAction>>{
+           {"none", nodepb::HEALTH_FAILURE_ACTION_NONE},
+           {"kill", nodepb::HEALTH_FAILURE_ACTION_KILL},
+           {"stop", nodepb::HEALTH_FAILURE_ACTION_STOP}}) {
+    EXPECT_EQ(SpecOf({"--health-cmd", "true", "--health-on-failure", word, "x"})
+                  ->healthcheck()
+                  .on_failure(),
+              action)
+        << word;
+  }
+  absl::StatusOr<nodepb::TaskSpec> none = SpecOf({"--no-healthcheck", "x"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(none->healthcheck().test(), ElementsAre("NONE"));
+}
+
+TEST(TaskSpecFromRunFlagsTest, HealthFlagsChangeTheBasesCheck) {
+  nodepb::TaskSpec base;
+  base.mutable_healthcheck()->add_test("CMD");
+  base.mutable_healthcheck()->add_test("/bin/check");
+  base.mutable_healthcheck()->set_retries(7);
+  absl::StatusOr<nodepb::TaskSpec> spec =
+      SpecOf({"--health-interval", "10s", "x"}, base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->healthcheck().test(), ElementsAre("CMD", "/bin/check"));
+  EXPECT_EQ(spec->healthcheck().interval().seconds(), 10);
+  EXPECT_EQ(spec->healthcheck().retries(), 7u);
+  absl::StatusOr<nodepb::TaskSpec> off =
+      SpecOf({"--no-healthcheck", "x"}, base);
+  ASSERT_TRUE(off.ok());
+  EXPECT_THAT(off->healthcheck().test(), ElementsAre("NONE"));
+  EXPECT_EQ(off->healthcheck().retries(), 0u);
+}
+
+TEST(TaskSpecFromRunFlagsTest, DockerSpellingsAndBerthsAreOneFlag) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"--cpus", "1.5", "--pids-limit", "64", "--network", "host", "x"},
+           {"--cpu", "1.5", "--pids", "64", "--net", "host", "x"},
+           {"--cpus=0.5", "--cpu=1.5", "--pids=1", "--pids-limit=64",
+            "--network=none", "--net=host", "x"}}) {
+    absl::StatusOr<nodepb::TaskSpec> spec = SpecOf(args);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->resources().cpu_millicores(), 1500u) << args[0];
+    EXPECT_EQ(spec->resources().pids_limit(), 64u) << args[0];
+    EXPECT_EQ(spec->network().mode(), netpb::NETWORK_MODE_HOST) << args[0];
+  }
+  // The error names the flag as it was typed.
+  EXPECT_EQ(ErrorOf({"--cpus", "lots", "x"}),
+            "--cpus: \"lots\" is not a number of CPUs (e.g. 0.5 or 2)");
+  EXPECT_EQ(ErrorOf({"--cpu", "lots", "x"}),
+            "--cpu: \"lots\" is not a number of CPUs (e.g. 0.5 or 2)");
+  EXPECT_EQ(ErrorOf({"--pids-limit", "0", "x"}),
+            "--pids-limit \"0\": must be a whole number above zero");
+  EXPECT_EQ(ErrorOf({"--net", "mesh", "x"}),
+            "--net: \"mesh\" must be none, host, bridge or cni:NAME");
+}
+
+TEST(TaskSpecFromRunFlagsTest, BadNewFlagsNameTheFlagAndValue) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ulimit", "nofile=10:5"},
+       "--ulimit \"nofile=10:5\": soft limit 10 is above the hard limit "
+       "5"},
+      {{"--ulimit", "fds=10"},
+       "--ulimit \"fds=10\": unknown limit \"fds\": use one of as, core, "
+       "cpu, data, fsize, locks, memlock, msgqueue, nice, nofile, nproc, "
+       "rss, rtprio, rttime, sigpending, stack"},
+      {{"--add-host", "db"}, "--add-host \"db\": must be NAME:IP or NAME=IP"},
+      {{"--add-host", "db:10.0.0"},
+       "--add-host \"db:10.0.0\": \"10.0.0\" is not an IPv4 or IPv6 "
+       "address"},
+      {{"--label", "=v"}, "--label \"=v\": the label's key is empty"},
+      {{"--label-file", "/x/bad-labels"},
+       "--label-file \"/x/bad-labels\": line 2: \"=v\": the label's key "
+       "is empty"},
+      {{"--label-file", "/x/none"},
+       "--label-file \"/x/none\": cannot open /x/none: No such file or "
+       "directory"},
+      {{"--env-file", "/x/bad.env"},
+       "--env-file \"/x/bad.env\": line 3: no variable name in \"=oops\""},
+      {{"--env-file", "/x/space.env"},
+       "--env-file \"/x/space.env\": line 1: the variable name \"MY "
+       "VAR\" holds white space"},
+      {{"--env-file", "/x/none.env"},
+       "--env-file \"/x/none.env\": cannot open /x/none.env: No such file "
+       "or directory"},
+      {{"--dns", "8.8.8"}, "--dns \"8.8.8\": is not an IPv4 or IPv6 address"},
+      {{"--dns", "dns.google"},
+       "--dns \"dns.google\": is not an IPv4 or IPv6 address"},
+      {{"--dns-search", "bad domain"},
+       "--dns-search \"bad domain\": is not a domain name (letters, "
+       "digits, '-' and '.')"},
+      {{"--dns-option", "ndots: 2"},
+       "--dns-option \"ndots: 2\": is not a resolv.conf option (one word, "
+       "e.g. ndots:2)"},
+      {{"--hostname", "web_1"},
+       "--hostname \"web_1\": is not a host name: at most 63 letters, "
+       "digits, '-' and '.', starting and ending with a letter or digit"},
+      {{"--hostname", std::string(64, 'a')},
+       absl::StrCat("--hostname \"", std::string(64, 'a'),
+                    "\": is not a host name: at most 63 letters, digits, "
+                    "'-' and '.', starting and ending with a letter or "
+                    "digit")},
+      {{"--stop-signal", "SIGFOO"},
+       "--stop-signal \"SIGFOO\": is not a signal: a name (SIGTERM, "
+       "TERM) or a number"},
+      {{"--stop-timeout", "10s"},
+       "--stop-timeout \"10s\": must be a whole number of seconds"},
+      {{"--stop-timeout", "-1"},
+       "--stop-timeout \"-1\": must be a whole number of seconds"},
+      {{"--health-cmd", "true", "--health-interval", "30"},
+       "--health-interval \"30\": is not a duration: a number and a unit "
+       "(ms, s, m, h), e.g. 30s, 1m30s or 500ms"},
+      {{"--health-cmd", "true", "--health-timeout", "-1s"},
+       "--health-timeout \"-1s\": is negative"},
+      {{"--health-cmd", "true", "--health-start-period", "soon"},
+       "--health-start-period \"soon\": is not a duration: a number and "
+       "a unit (ms, s, m, h), e.g. 30s, 1m30s or 500ms"},
+      {{"--health-cmd", "true", "--health-retries", "many"},
+       "--health-retries \"many\": must be a whole number (0: the "
+       "default, 3)"},
+      {{"--health-cmd", "true", "--health-on-failure", "panic"},
+       "--health-on-failure \"panic\": must be none, kill, restart or "
+       "stop"},
+      {{"--health-cmd", ""}, "--health-cmd \"\": is empty"},
+      {{"--health-interval", "10s"},
+       "--health-interval needs --health-cmd (the command to check with)"},
+      {{"--no-healthcheck", "--health-cmd", "true"},
+       "--no-healthcheck cannot be used with --health-cmd"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> with_command = args;
+    with_command.push_back("x");
+    EXPECT_EQ(ErrorOf(with_command), message) << args[0];
+  }
+}
+
+TEST(RunFlagSpecsTest, GroupedAsDockersHelpAndEveryFlagOnce) {
+  std::vector<std::string> names;
+  std::vector<std::string> groups;
+  for (const FlagSpec& spec : RunFlagSpecs()) {
+    EXPECT_FALSE(spec.group.empty()) << spec.name;
+    EXPECT_EQ(std::count(names.begin(), names.end(), spec.name), 0)
+        << spec.name;
+    names.push_back(spec.name);
+    for (const std::string& alias : spec.aliases) names.push_back(alias);
+    if (groups.empty() || groups.back() != spec.group) {
+      // A group's flags are together.
+      EXPECT_EQ(std::count(groups.begin(), groups.end(), spec.group), 0)
+          << spec.group;
+      groups.push_back(spec.group);
+    }
+  }
+  EXPECT_THAT(groups, ElementsAre("Options", "Terminal", "Image", "Resources",
+                                  "Network", "Mounts", "Security", "Health"));
 }
 
 }  // namespace
