@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "plugins/sdk/attach_adapter.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/exec_adapter.h"
 #include "plugins/sdk/proto_time.h"
@@ -412,6 +413,17 @@ DriverServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
       driver_, context, [](const grpc::Status& status, bool caller_cancelled) {
         // Below WARNING when cancelled.
         LogStreamEnd(absl::StrCat(kDriverService, "ExecTaskStreaming"), status,
+                     caller_cancelled);
+      });
+}
+
+grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                        driver::v1::AttachTaskResponse>*
+DriverServiceImpl::AttachTask(grpc::CallbackServerContext* context) {
+  return NewAttachTaskReactor(
+      driver_, context, [](const grpc::Status& status, bool caller_cancelled) {
+        // Below WARNING when cancelled.
+        LogStreamEnd(absl::StrCat(kDriverService, "AttachTask"), status,
                      caller_cancelled);
       });
 }

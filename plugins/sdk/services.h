@@ -52,11 +52,12 @@ class PluginServiceImpl final : public v1::PluginService::Service {
   const std::function<void(absl::Duration)> on_shutdown_;
 };
 
-// ExecTaskStreaming is served with gRPC's callback API (exec_adapter.h), every
-// other method with the sync API.
+// ExecTaskStreaming and AttachTask are served with gRPC's callback API
+// (exec_adapter.h, attach_adapter.h), every other method with the sync API.
 class DriverServiceImpl final
-    : public driver::v1::DriverService::WithCallbackMethod_ExecTaskStreaming<
-          driver::v1::DriverService::Service> {
+    : public driver::v1::DriverService::WithCallbackMethod_AttachTask<
+          driver::v1::DriverService::WithCallbackMethod_ExecTaskStreaming<
+              driver::v1::DriverService::Service>> {
  public:
   DriverServiceImpl(Driver& driver, CallWatcher& watcher);
 
@@ -102,6 +103,9 @@ class DriverServiceImpl final
   grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                           driver::v1::ExecTaskStreamingResponse>*
   ExecTaskStreaming(grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                          driver::v1::AttachTaskResponse>*
+  AttachTask(grpc::CallbackServerContext* context) override;
   grpc::Status CreateNetwork(
       grpc::ServerContext* context,
       const driver::v1::CreateNetworkRequest* request,

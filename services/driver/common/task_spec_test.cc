@@ -111,7 +111,7 @@ TEST(TaskSpecTest, HostnameReplacesTheDefaultAndIsChecked) {
   absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/var/lib/berth/x");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->hostname, "db-1.example");
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(64, 'a'), std::string("a b"), std::string("x/y"),
         std::string("-lead"), std::string("under_score")}) {
     task.set_hostname(bad);

@@ -37,6 +37,7 @@
 #include "services/common/remove_tree.h"
 #include "services/common/stats/host_info.h"
 #include "services/common/status.h"
+#include "services/driver/common/attach_client.h"
 #include "services/driver/common/idmap_mount.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/security.h"
@@ -123,6 +124,8 @@ absl::Status NameTheField(const std::string& task_id,
     field = "user";
   } else if (absl::StrContains(message, "network namespace")) {
     field = "network.namespace_path";
+  } else if (absl::StartsWith(message, "setting resource limit")) {
+    field = "rlimits";
   } else {
     code = absl::StatusCode::kFailedPrecondition;
   }
@@ -341,6 +344,8 @@ dv1::DriverCapabilities ExecDriver::Capabilities() const {
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
+  capabilities.set_attach(true);
+  capabilities.set_rlimits(true);
   *capabilities.mutable_isolation() =
       driver_common::OwnRootIsolationCapabilities();
   return capabilities;
@@ -551,6 +556,9 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   init.log_max_bytes = spec->log_max_bytes;
   init.log_max_files = spec->log_max_files;
   init.exit_file = ExitRecordPath(spec->task_dir);
+  init.rlimits = spec->rlimits;
+  init.tty = task.tty();
+  init.stdin_open = task.stdin_open();
   std::vector<base::UniqueFd> passed;
   if (userns.has_value()) {
     absl::Status opened = OpenForUserNamespace(&init, &passed);
@@ -562,6 +570,21 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
                           absl::StrCat(prefix, opened.message()));
     }
   }
+  // The attach socket of this run, served by the init; found again by its
+  // path after a driver restart.
+  const std::string attach_path =
+      driver_common::AttachSocketPath(spec->task_dir);
+  absl::StatusOr<base::UniqueFd> attach =
+      driver_common::ListenAttachSocket(attach_path);
+  if (!attach.ok()) {
+    return absl::Status(attach.status().code(),
+                        absl::StrCat(prefix, attach.status().message()));
+  }
+  undo.push_back(
+      [attach_path] { driver_common::RemoveAttachSocket(attach_path); });
+  init.attach_fd =
+      driver_common::kInitFirstPassedFd + static_cast<int>(passed.size());
+  passed.push_back(*std::move(attach));
   std::vector<int> passed_fds;
   for (const base::UniqueFd& fd : passed) passed_fds.push_back(fd.get());
   const absl::Time started_at = absl::Now();
@@ -964,6 +987,10 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
                              task->state.env().end());
   target.identity.cgroup_procs = task->cgroup.ProcsFiles();
   target.identity.join_user_namespace = task->state.user_namespace();
+  // The task's resource limits, as docker exec inherits the container's.
+  absl::StatusOr<std::vector<driver_common::RlimitSpec>> rlimits =
+      driver_common::ResolveRlimits(task->config.rlimits());
+  if (rlimits.ok()) target.identity.rlimits = *std::move(rlimits);
   if (task->state.isolated()) {
     // The same capabilities, no_new_privs and seccomp filter as the task.
     TaskSpec isolated;
@@ -985,6 +1012,22 @@ absl::StatusOr<plugin::ExitStatus> ExecDriver::RunExec(
                                      status.status().message()));
   }
   return status;
+}
+
+absl::Status ExecDriver::AttachTask(plugin::AttachTaskStream* stream) {
+  const std::string& task_id = stream->setup().task_id();
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<Task>& task = *found;
+  if (task->IsExited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " cannot be attached: it has exited"));
+  }
+  driver_common::AttachTarget target;
+  target.task_id = task_id;
+  target.socket_path = driver_common::AttachSocketPath(task->state.task_dir());
+  target.stdin_open = task->config.stdin_open();
+  return driver_common::RelayAttach(target, stream);
 }
 
 absl::StatusOr<plugin::ExitStatus> ExecDriver::ExecTaskStreaming(

@@ -11,6 +11,8 @@
 //                                      LogConfig.max_file_bytes
 //   .berth/exit                        how the program ended (the init)
 //   .berth/init.log                    the init's own messages
+//   .berth/attach.sock                 the run's attach socket (AttachTask),
+//                                      served by the init
 
 #ifndef SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
 #define SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
@@ -28,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/stats/v1/stats.pb.h"
+#include "plugins/sdk/attach.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
 #include "services/common/stats/cgroup_layout.h"
@@ -91,6 +94,7 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       absl::Duration timeout, const plugin::CancelToken& cancel) override;
   absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
       const plugin::ExecOptions& options) override;
+  absl::Status AttachTask(plugin::AttachTaskStream* stream) override;
 
   // The fingerprint as of now (also published at construction and on
   // SetConfig).

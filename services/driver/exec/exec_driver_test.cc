@@ -28,11 +28,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "berth/stats/v1/stats.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "plugins/sdk/attach.h"
 #include "services/common/dial.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
@@ -140,6 +142,90 @@ std::string MakeImage(const std::string& dir) {
   }
   return "";
 }
+
+// An AttachTask call's stream, driven by a test: requests pushed, responses
+// gathered.
+class TestAttachStream : public plugin::AttachTaskStream {
+ public:
+  explicit TestAttachStream(const std::string& task_id, bool want_stdin,
+                            uint32_t rows = 0, uint32_t columns = 0) {
+    setup_.set_task_id(task_id);
+    setup_.set_stdin(want_stdin);
+    setup_.mutable_terminal_size()->set_rows(rows);
+    setup_.mutable_terminal_size()->set_columns(columns);
+  }
+
+  const dv1::AttachSetup& setup() const override { return setup_; }
+  bool Recv(dv1::AttachTaskRequest* request) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](TestAttachStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+          return !s->requests_.empty() || s->closed_;
+        },
+        this));
+    if (closed_) return false;
+    *request = requests_.front();
+    requests_.erase(requests_.begin());
+    return true;
+  }
+  void CloseRecv() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool Send(const dv1::AttachTaskResponse& response) override {
+    absl::MutexLock lock(&mu_);
+    if (response.has_exit()) saw_exit_ = true;
+    out_ += response.stdout();
+    err_ += response.stderr();
+    return true;
+  }
+  const plugin::CancelToken& cancel() const override { return cancel_; }
+
+  void Stdin(const std::string& data) {
+    dv1::AttachTaskRequest request;
+    request.set_stdin(data);
+    Push(request);
+  }
+  void CloseStdin() {
+    dv1::AttachTaskRequest request;
+    request.mutable_stdin_close();
+    Push(request);
+  }
+  void Resize(uint32_t rows, uint32_t columns) {
+    dv1::AttachTaskRequest request;
+    request.mutable_resize()->set_rows(rows);
+    request.mutable_resize()->set_columns(columns);
+    Push(request);
+  }
+  std::string Out() {
+    absl::MutexLock lock(&mu_);
+    return out_;
+  }
+  std::string Err() {
+    absl::MutexLock lock(&mu_);
+    return err_;
+  }
+  bool WaitForOut(const std::string& text) {
+    return WaitFor([&] { return absl::StrContains(Out(), text); },
+                   absl::Seconds(20));
+  }
+  void Cancel() { cancel_.Cancel(); }
+
+ private:
+  void Push(const dv1::AttachTaskRequest& request) {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(request);
+  }
+
+  dv1::AttachSetup setup_;
+  plugin::CancelToken cancel_;
+  absl::Mutex mu_;
+  std::vector<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  std::string err_ ABSL_GUARDED_BY(mu_);
+  bool saw_exit_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class ExecDriverTest : public ::testing::Test {
  protected:
@@ -659,6 +745,136 @@ TEST_F(ExecDriverTest, ExecRunsInTheTasksNamespacesCgroupAndIdentity) {
   EXPECT_EQ(exec->result().exit_code(), 5);
 }
 
+// `berth run -it -- /bin/sh`: a terminal of the task's own devpts, the
+// caller's stdin and sizes reaching it through AttachTask.
+TEST_F(ExecDriverTest, TtyTaskIsDrivenThroughAttach) {
+  dv1::TaskConfig task =
+      Shell("tty",
+            "tty; echo ready; read line; echo \"got=$line\"; stty size; "
+            "read again; stty size; exit 3");
+  task.set_tty(true);
+  task.set_stdin_open(true);
+  ASSERT_TRUE(Start(task).ok());
+  TestAttachStream stream("tty", /*want_stdin=*/true, 30, 100);
+  absl::Status attached = absl::UnknownError("not returned");
+  std::thread attach([&] { attached = driver_->AttachTask(&stream); });
+  // What it wrote before the attach came first (replayed).
+  ASSERT_TRUE(stream.WaitForOut("ready")) << stream.Out();
+  EXPECT_THAT(stream.Out(), ::testing::ContainsRegex("/dev/pts/[0-9]+\r\n"));
+  stream.Stdin("hello\n");
+  ASSERT_TRUE(stream.WaitForOut("30 100")) << stream.Out();
+  EXPECT_THAT(stream.Out(), HasSubstr("got=hello\r\n"));
+  stream.Resize(40, 120);
+  // A resize and the stdin after it arrive in order.
+  stream.Stdin("\n");
+  ASSERT_TRUE(stream.WaitForOut("40 120")) << stream.Out();
+  attach.join();
+  EXPECT_TRUE(attached.ok()) << attached;
+  EXPECT_EQ(Wait("tty").exit_code(), 3);
+  EXPECT_EQ(stream.Err(), "");
+  // One stream, also in the stdout log.
+  const std::string log = Stdout("tty");
+  EXPECT_THAT(log, HasSubstr("ready"));
+  EXPECT_THAT(log, HasSubstr("got=hello"));
+  EXPECT_EQ(ReadFileOrEmpty(TaskDir("tty") + "/logs/stderr.log"), "");
+}
+
+TEST_F(ExecDriverTest, StdinOpenTaskReadsAttachedStdinUntilItsClose) {
+  dv1::TaskConfig task = Task("cat", {"cat"});
+  task.set_stdin_open(true);
+  ASSERT_TRUE(Start(task).ok());
+  TestAttachStream stream("cat", /*want_stdin=*/true);
+  absl::Status attached = absl::UnknownError("not returned");
+  std::thread attach([&] { attached = driver_->AttachTask(&stream); });
+  stream.Stdin("one\n");
+  ASSERT_TRUE(stream.WaitForOut("one\n")) << stream.Out();
+  stream.Stdin("two\n");
+  stream.CloseStdin();
+  attach.join();
+  EXPECT_TRUE(attached.ok()) << attached;
+  EXPECT_EQ(stream.Out(), "one\ntwo\n");
+  EXPECT_EQ(Wait("cat").exit_code(), 0);
+  EXPECT_EQ(Stdout("cat"), "one\ntwo\n");
+}
+
+// As docker attach: output of a task that takes no stdin, from what it wrote
+// before the first attach; a second attach sees only new output; stdin is
+// refused; a caller leaving leaves the task running.
+TEST_F(ExecDriverTest, AttachToANonInteractiveTaskStreamsItsOutput) {
+  dv1::TaskConfig task =
+      Shell("plain",
+            "echo before; echo warn >&2; "
+            "while [ ! -e /berth/task/go ]; do sleep 0.05; done; echo after");
+  ASSERT_TRUE(Start(task).ok());
+  ASSERT_TRUE(WaitFor([&] { return Stdout("plain") == "before\n"; }));
+
+  TestAttachStream with_stdin("plain", /*want_stdin=*/true);
+  const absl::Status refused = driver_->AttachTask(&with_stdin);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("task plain"));
+  TestAttachStream unknown("no-such-task", false);
+  EXPECT_EQ(driver_->AttachTask(&unknown).code(), absl::StatusCode::kNotFound);
+
+  TestAttachStream first("plain", false);
+  absl::Status first_status = absl::UnknownError("not returned");
+  std::thread first_attach([&] { first_status = driver_->AttachTask(&first); });
+  ASSERT_TRUE(first.WaitForOut("before\n"));
+  ASSERT_TRUE(WaitFor([&] { return first.Err() == "warn\n"; }));
+  // A caller that leaves: the task goes on.
+  TestAttachStream leaving("plain", false);
+  absl::Status left = absl::UnknownError("not returned");
+  std::thread leave([&] { left = driver_->AttachTask(&leaving); });
+  leaving.Cancel();
+  leave.join();
+  EXPECT_EQ(left.code(), absl::StatusCode::kCancelled) << left;
+  EXPECT_EQ(leaving.Out(), "");  // later attaches get no replay
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("plain");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->state(), dv1::TASK_STATE_RUNNING);
+
+  std::ofstream(TaskDir("plain") + "/go") << "";
+  first_attach.join();
+  EXPECT_TRUE(first_status.ok()) << first_status;
+  EXPECT_EQ(first.Out(), "before\nafter\n");
+  EXPECT_EQ(Wait("plain").exit_code(), 0);
+  // An exited task cannot be attached.
+  TestAttachStream late("plain", false);
+  EXPECT_EQ(driver_->AttachTask(&late).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The socket lives in the private directory until the task is destroyed.
+  EXPECT_EQ(testing::FileMode(TaskDir("plain") + "/.berth/attach.sock"), 0600);
+  ASSERT_TRUE(driver_->DestroyTask("plain", false).ok());
+  EXPECT_FALSE(PathExists(TaskDir("plain")));
+}
+
+TEST_F(ExecDriverTest, RlimitsAndHostnameReachTheProgramAndExec) {
+  dv1::TaskConfig task =
+      Shell("limits",
+            "ulimit -n; ulimit -Hn; ulimit -c; hostname; "
+            "grep 'Max open files' /proc/self/limits; sleep 1000");
+  task.set_hostname("db-7.internal");
+  dv1::Rlimit* nofile = task.add_rlimits();
+  nofile->set_type("RLIMIT_NOFILE");
+  nofile->set_soft(1234);
+  nofile->set_hard(2345);
+  dv1::Rlimit* core = task.add_rlimits();
+  core->set_type("RLIMIT_CORE");
+  core->set_soft(0);
+  core->set_hard(0);
+  ASSERT_TRUE(Start(task).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return absl::StrContains(Stdout("limits"), "Max open files"); }));
+  const std::string out = Stdout("limits");
+  EXPECT_THAT(out, HasSubstr("1234\n2345\n0\ndb-7.internal\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("Max open files +1234 +2345"));
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver_->ExecTask(
+      "limits", {"sh", "-c", "ulimit -n; ulimit -Hn; hostname"},
+      absl::Seconds(10), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(exec->stdout(), "1234\n2345\ndb-7.internal\n");
+}
+
 TEST_F(ExecDriverTest, ExecOutputLargerThanAnyBufferArrivesWhole) {
   ASSERT_TRUE(Start(Task("big", {"sleep", "1000"})).ok());
   plugin::CancelToken cancel;
@@ -966,6 +1182,25 @@ TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
        absl::StatusCode::kInvalidArgument, "driver_config.command"},
       {"unknown user", [](dv1::TaskConfig* t) { t->set_user("no-such-user"); },
        absl::StatusCode::kInvalidArgument, "user"},
+      {"unknown rlimit",
+       [](dv1::TaskConfig* t) {
+         dv1::Rlimit* rlimit = t->add_rlimits();
+         rlimit->set_type("RLIMIT_FILES");
+         rlimit->set_soft(1);
+         rlimit->set_hard(1);
+       },
+       absl::StatusCode::kInvalidArgument, "rlimits[0].type"},
+      // Fails in the task's init, after its attach socket was made.
+      {"rlimit beyond the kernel's",
+       [](dv1::TaskConfig* t) {
+         dv1::Rlimit* rlimit = t->add_rlimits();
+         rlimit->set_type("RLIMIT_NOFILE");
+         rlimit->set_soft(UINT64_MAX);
+         rlimit->set_hard(UINT64_MAX);
+       },
+       absl::StatusCode::kInvalidArgument, "rlimits"},
+      {"bad hostname", [](dv1::TaskConfig* t) { t->set_hostname("a b"); },
+       absl::StatusCode::kInvalidArgument, "hostname"},
       {"unknown group",
        [](dv1::TaskConfig* t) { t->set_group("no-such-group"); },
        absl::StatusCode::kInvalidArgument, "group"},

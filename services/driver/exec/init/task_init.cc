@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "plugins/sdk/rotating_log.h"
+#include "services/driver/common/attach_hub.h"
 #include "services/driver/common/exit_file.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/privileges.h"
@@ -56,6 +58,8 @@ extern "C" int __lsan_is_turned_off() { return 1; }
 namespace berth::exec_driver {
 namespace {
 
+using ::berth::driver_common::AttachHub;
+using ::berth::driver_common::AttachStream;
 using ::berth::driver_common::DecodeInitSpec;
 using ::berth::driver_common::DropPrivileges;
 using ::berth::driver_common::EncodeExitRecord;
@@ -66,6 +70,7 @@ using ::berth::driver_common::InitSpec;
 using ::berth::driver_common::kInitReportFd;
 using ::berth::driver_common::kInitSpecFd;
 using ::berth::driver_common::kInitTargetFd;
+using ::berth::driver_common::RlimitSpec;
 using ::berth::driver_common::SetUpRoot;
 using ::berth::driver_common::WriteExitRecordAt;
 using ::berth::plugin::kStderrLogName;
@@ -177,6 +182,16 @@ struct ChildError {
                                     bool search_path) {
   std::vector<char*> argv = CStrings(spec.args);
   std::vector<char*> envp = CStrings(spec.env);
+  // While still privileged: raising a hard limit takes CAP_SYS_RESOURCE.
+  for (const RlimitSpec& limit : spec.rlimits) {
+    struct rlimit value;
+    value.rlim_cur = static_cast<rlim_t>(limit.soft);
+    value.rlim_max = static_cast<rlim_t>(limit.hard);
+    if (setrlimit(limit.resource, &value) != 0) {
+      ChildFail(error_fd,
+                "setting resource limit " + std::to_string(limit.resource));
+    }
+  }
   std::string what;
   int error_number = 0;
   if (!DropPrivileges(spec.privileges, spec.uid, spec.gid, spec.groups, &what,
@@ -229,8 +244,11 @@ int64_t UnixNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Copies what is readable on `fd` into `log`; false at end of file.
-bool Pump(int fd, RotatingLog* log, bool* log_failed) {
+// Copies what is readable on `fd` into `log` and to attached callers;
+// false at end of file (a terminal's master: EIO once no process holds the
+// terminal any more).
+bool Pump(int fd, RotatingLog* log, bool* log_failed, AttachHub* hub,
+          AttachStream stream) {
   char buffer[65536];
   while (true) {
     const ssize_t n = read(fd, buffer, sizeof(buffer));
@@ -240,12 +258,46 @@ bool Pump(int fd, RotatingLog* log, bool* log_failed) {
         std::fprintf(stderr, "berth-task-init: writing %s: %s\n",
                      log->CurrentPath().c_str(), std::strerror(errno));
       }
+      hub->Output(stream, buffer, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) return false;
     if (errno == EINTR) continue;
     return errno == EAGAIN;
   }
+}
+
+// A terminal of the task's own devpts (its root's /dev/ptmx): the master,
+// and its peer in `*slave`. -1 with errno on failure.
+int OpenTerminal(int* slave, std::string* what) {
+  *what = "opening /dev/ptmx";
+  const int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return -1;
+  int unlock = 0;
+  *what = "unlocking the terminal";
+  if (ioctl(master, TIOCSPTLCK, &unlock) != 0) {
+    const int saved = errno;
+    close(master);
+    errno = saved;
+    return -1;
+  }
+  // The peer without a lookup by path (Linux 4.13), else by its name.
+  *what = "opening the terminal's peer";
+  *slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*slave < 0) {
+    int number = 0;
+    if (ioctl(master, TIOCGPTN, &number) == 0) {
+      *slave = open(("/dev/pts/" + std::to_string(number)).c_str(),
+                    O_RDWR | O_NOCTTY | O_CLOEXEC);
+    }
+  }
+  if (*slave < 0) {
+    const int saved = errno;
+    close(master);
+    errno = saved;
+    return -1;
+  }
+  return master;
 }
 
 // The directory holding `path`, opened without following a link at its end.
@@ -260,7 +312,7 @@ int OpenParentDirectory(const std::string& path) {
 // What the program's process is started with (StartProgram's argument).
 struct ProgramStart {
   InitSpec* spec;
-  int null_fd;
+  int stdin_fd;
   int stdout_fd;
   int stderr_fd;
   int error_fd;
@@ -276,10 +328,14 @@ int StartProgram(void* arg) {
   ResetSignals();
   setsid();
   WriteFile("/proc/self/oom_score_adj", "0");
-  if (dup2(start->null_fd, STDIN_FILENO) < 0 ||
+  if (dup2(start->stdin_fd, STDIN_FILENO) < 0 ||
       dup2(start->stdout_fd, STDOUT_FILENO) < 0 ||
       dup2(start->stderr_fd, STDERR_FILENO) < 0) {
     ChildFail(start->error_fd, "setting up stdio");
+  }
+  // The terminal becomes the new session's controlling terminal.
+  if (start->spec->tty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) != 0) {
+    ChildFail(start->error_fd, "taking the terminal");
   }
   BecomeTaskProgram(*start->spec, start->error_fd, /*search_path=*/false);
 }
@@ -289,6 +345,8 @@ int RunInit(InitSpec& spec) {
   // through /proc/1 (it holds host directories open): only a process with
   // CAP_SYS_PTRACE over it could.
   prctl(PR_SET_DUMPABLE, 0);
+  // The attach socket is the init's alone, never the program's.
+  if (spec.attach_fd >= 0) fcntl(spec.attach_fd, F_SETFD, FD_CLOEXEC);
   // The init is tiny and must outlive an OOM in its own cgroup, so that it
   // can record how the program ended; the program gets the default back.
   WriteFile("/proc/self/oom_score_adj", "-1000");
@@ -357,13 +415,38 @@ int RunInit(InitSpec& spec) {
     }
   }
 
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      pipe2(exec_pipe, O_CLOEXEC) != 0) {
+  // The program's stdio: a terminal (tty), else pipes; stdin a pipe that
+  // attached callers write to (stdin_open), else /dev/null.
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, exec_pipe[2];
+  int in_pipe[2] = {-1, -1};
+  int terminal = -1, terminal_peer = -1;
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) Fail(errno, "making pipes");
+  if (spec.tty) {
+    std::string what;
+    terminal = OpenTerminal(&terminal_peer, &what);
+    if (terminal < 0) Fail(errno, what);
+    // The program's user owns its terminal, as a login's does.
+    if (fchown(terminal_peer, spec.uid, static_cast<gid_t>(-1)) != 0) {
+      std::fprintf(stderr,
+                   "berth-task-init: giving the terminal to uid %u: %s\n",
+                   static_cast<unsigned>(spec.uid), std::strerror(errno));
+    }
+  } else if (pipe2(out_pipe, O_CLOEXEC) != 0 ||
+             pipe2(err_pipe, O_CLOEXEC) != 0) {
     Fail(errno, "making pipes");
+  }
+  if (spec.stdin_open && !spec.tty && pipe2(in_pipe, O_CLOEXEC) != 0) {
+    Fail(errno, "making the stdin pipe");
   }
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) Fail(errno, "opening /dev/null");
+  const int program_in = spec.tty          ? terminal_peer
+                         : in_pipe[0] >= 0 ? in_pipe[0]
+                                           : null_fd;
+  const int program_out = spec.tty ? terminal_peer : out_pipe[1];
+  const int program_err = spec.tty ? terminal_peer : err_pipe[1];
+  // A stdin pipe whose program is gone must not kill the init (EPIPE).
+  signal(SIGPIPE, SIG_IGN);
 
   sigset_t handled;
   sigemptyset(&handled);
@@ -377,7 +460,7 @@ int RunInit(InitSpec& spec) {
   // vfork and posix_spawn do: no page tables copied, no copy-on-write
   // faults afterwards; a task's start is measured). This process is single
   // threaded and waits meanwhile, so the child may allocate.
-  ProgramStart start{&spec, null_fd, out_pipe[1], err_pipe[1], exec_pipe[1]};
+  ProgramStart start{&spec, program_in, program_out, program_err, exec_pipe[1]};
   void* const stack = mmap(nullptr, kProgramStackBytes, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) Fail(errno, "mapping the program's first stack");
@@ -386,8 +469,9 @@ int RunInit(InitSpec& spec) {
             CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (program < 0) Fail(errno, "starting the task's program");
   munmap(stack, kProgramStackBytes);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
+  for (int fd : {out_pipe[1], err_pipe[1], in_pipe[0], terminal_peer}) {
+    if (fd >= 0) close(fd);
+  }
   close(exec_pipe[1]);
   close(null_fd);
   ChildError child_error;
@@ -403,28 +487,44 @@ int RunInit(InitSpec& spec) {
   close(kInitReportFd);
   // From here on stderr is the driver's log of this init.
 
-  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-  int out_fd = out_pipe[0];
-  int err_fd = err_pipe[0];
+  // Attached callers (AttachTask): the driver's listening socket; the
+  // program's output goes to them too, their stdin and resizes to it.
+  AttachHub::Options attach;
+  attach.listen_fd = spec.attach_fd;
+  attach.stdin_fd = in_pipe[1];
+  attach.terminal_fd = terminal;
+  attach.terminal_stdin = spec.stdin_open;
+  AttachHub hub(attach);
+
+  int out_fd = spec.tty ? terminal : out_pipe[0];
+  int err_fd = spec.tty ? -1 : err_pipe[0];
+  if (out_fd >= 0) fcntl(out_fd, F_SETFL, O_NONBLOCK);
+  if (err_fd >= 0) fcntl(err_fd, F_SETFL, O_NONBLOCK);
   bool out_failed = false, err_failed = false;
   bool exited = false;
   int wait_status = 0;
+  std::vector<struct pollfd> fds;
   while (!exited) {
-    struct pollfd fds[3] = {
-        {signal_fd, POLLIN, 0}, {out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-    if (poll(fds, 3, -1) < 0 && errno != EINTR) {
+    fds.assign(
+        {{signal_fd, POLLIN, 0}, {out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}});
+    const size_t attach_fds = hub.AddPollFds(&fds);
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
       std::perror("berth-task-init: poll");
       break;
     }
-    if (fds[1].revents != 0 && !Pump(out_fd, &out_log, &out_failed)) {
-      close(out_fd);
+    if (fds[1].revents != 0 &&
+        !Pump(out_fd, &out_log, &out_failed, &hub, AttachStream::kStdout)) {
+      // The terminal stays open: attached callers still write to it.
+      if (out_fd != terminal) close(out_fd);
       out_fd = -1;
     }
-    if (fds[2].revents != 0 && !Pump(err_fd, &err_log, &err_failed)) {
+    if (fds[2].revents != 0 &&
+        !Pump(err_fd, &err_log, &err_failed, &hub, AttachStream::kStderr)) {
       close(err_fd);
       err_fd = -1;
     }
+    hub.HandlePoll(fds.data() + 3, attach_fds);
     struct signalfd_siginfo info;
     while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
       if (info.ssi_signo != SIGCHLD) {
@@ -448,19 +548,27 @@ int RunInit(InitSpec& spec) {
     }
   }
   // All the program wrote before it ended is in the pipes: keep it.
-  if (out_fd >= 0) Pump(out_fd, &out_log, &out_failed);
-  if (err_fd >= 0) Pump(err_fd, &err_log, &err_failed);
+  if (out_fd >= 0) {
+    Pump(out_fd, &out_log, &out_failed, &hub, AttachStream::kStdout);
+  }
+  if (err_fd >= 0) {
+    Pump(err_fd, &err_log, &err_failed, &hub, AttachStream::kStderr);
+  }
 
   ExitRecord record;
   if (WIFEXITED(wait_status)) record.exit_code = WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) record.signal = WTERMSIG(wait_status);
   record.exited_at_unix_nanos = UnixNanos();
-  if (!WriteExitRecordAt(exit_dir_fd, exit_name, record)) {
+  const bool recorded = WriteExitRecordAt(exit_dir_fd, exit_name, record);
+  if (!recorded) {
     std::fprintf(stderr, "berth-task-init: recording the exit in %s: %s\n",
                  spec.exit_file.c_str(), std::strerror(errno));
-    return 1;
   }
-  return 0;
+  // Attached callers get the rest of the output and the exit; one that
+  // does not read holds the init back a second at most.
+  hub.Exit(record.exit_code, record.signal);
+  hub.Flush(1000);
+  return recorded ? 0 : 1;
 }
 
 int RunExec(InitSpec& spec) {
