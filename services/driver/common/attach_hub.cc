@@ -337,7 +337,9 @@ void AttachHub::HandleFrame(Client* client, AttachFrameType type,
 }
 
 void AttachHub::Resize(uint32_t rows, uint32_t columns) {
-  if (options_.terminal_fd < 0 || rows == 0 || columns == 0) return;
+  if (rows == 0 || columns == 0) return;
+  if (options_.on_resize) options_.on_resize(rows, columns);
+  if (options_.terminal_fd < 0) return;
   struct winsize size;
   std::memset(&size, 0, sizeof(size));
   size.ws_row = static_cast<unsigned short>(std::min<uint32_t>(rows, 65535));

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -111,6 +112,10 @@ class AttachHub {
     // it. -1 for none.
     int terminal_fd = -1;
     bool terminal_stdin = false;
+    // Called with each terminal size a caller sends (its hello's, a
+    // resize), for a holder whose terminal is elsewhere (berth-shim sends
+    // it up to the agent); besides terminal_fd's. Empty: none.
+    std::function<void(uint32_t rows, uint32_t columns)> on_resize;
     size_t replay_bytes = kAttachReplayBytes;
     size_t max_backlog_bytes = kAttachMaxBacklogBytes;
   };
