@@ -476,6 +476,122 @@ TEST_F(CommandsTest, RunBadIsolationFlagsAreUsageErrors) {
   EXPECT_TRUE(fake_.run_requests().empty());
 }
 
+TEST_F(CommandsTest, RunIssue17FlagsReachTheSpecAndInspectShowsThem) {
+  const std::string env_file = dir_.Join("app.env");
+  std::ofstream(env_file) << "# settings\nMODE=prod\nFROM_FILE\n";
+  const std::string label_file = dir_.Join("labels");
+  std::ofstream(label_file) << "team=ops\n";
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"--label", "tier=web"},
+      {"--label-file", label_file},
+      {"--env-file", env_file},
+      {"--hostname", "web-1"},
+      {"--dns", "10.0.0.53"},
+      {"--dns-search", "corp.example"},
+      {"--dns-option", "ndots:2"},
+      {"--add-host", "db:10.0.0.5"},
+      {"--ulimit", "nofile=1024:4096"},
+      {"--stop-signal", "SIGQUIT"},
+      {"--stop-timeout", "20"},
+      {"--health-cmd", "test -e /ready"},
+      {"--health-interval", "10s"},
+      {"--health-retries", "2"},
+      {"--health-on-failure", "restart"},
+      {"--cpus", "1.5"},
+      {"--pids-limit", "32"},
+      {"--network", "none"},
+  };
+  std::vector<std::string> args = {"run", "-d", "--init"};
+  for (const auto& [flag, value] : flags) {
+    args.push_back(flag);
+    args.push_back(value);
+  }
+  args.insert(args.end(), {"--", "/bin/true"});
+  CliResult result = Run(args);
+  EXPECT_EQ(result.code, 0) << result.err;
+  const std::vector<nodepb::RunTaskRequest> requests = fake_.run_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const nodepb::TaskSpec& spec = requests[0].spec();
+  EXPECT_EQ(spec.labels().at("tier"), "web");
+  EXPECT_EQ(spec.labels().at("team"), "ops");
+  EXPECT_EQ(spec.env().at("MODE"), "prod");
+  EXPECT_EQ(spec.env().count("FROM_FILE"), 0u);  // unset here
+  EXPECT_EQ(spec.hostname(), "web-1");
+  EXPECT_EQ(spec.network().dns().servers(0), "10.0.0.53");
+  EXPECT_EQ(spec.network().dns().searches(0), "corp.example");
+  EXPECT_EQ(spec.network().dns().options(0), "ndots:2");
+  EXPECT_EQ(spec.network().mode(), netpb::NETWORK_MODE_NONE);
+  ASSERT_EQ(spec.extra_hosts_size(), 1);
+  EXPECT_EQ(spec.extra_hosts(0).ip(), "10.0.0.5");
+  ASSERT_EQ(spec.ulimits_size(), 1);
+  EXPECT_EQ(spec.ulimits(0).type(), "RLIMIT_NOFILE");
+  EXPECT_EQ(spec.ulimits(0).hard(), 4096u);
+  EXPECT_EQ(spec.stop_signal(), "SIGQUIT");
+  EXPECT_EQ(spec.stop_timeout().seconds(), 20);
+  EXPECT_EQ(spec.healthcheck().test(1), "test -e /ready");
+  EXPECT_EQ(spec.healthcheck().interval().seconds(), 10);
+  EXPECT_EQ(spec.healthcheck().retries(), 2u);
+  EXPECT_EQ(spec.healthcheck().on_failure(),
+            nodepb::HEALTH_FAILURE_ACTION_RESTART);
+  EXPECT_EQ(spec.resources().cpu_millicores(), 1500u);
+  EXPECT_EQ(spec.resources().pids_limit(), 32u);
+
+  // inspect prints the whole Task: the new fields with it.
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  *web.mutable_spec() = spec;
+  web.mutable_spec()->set_name("web");
+  web.mutable_health()->set_status(nodepb::HEALTH_STATUS_HEALTHY);
+  fake_.AddTask(web);
+  CliResult inspected = Run({"inspect", "web"});
+  EXPECT_EQ(inspected.code, 0) << inspected.err;
+  for (const char* field :
+       {"\"labels\": {", "\"tier\": \"web\"", "\"hostname\": \"web-1\"",
+        "\"extraHosts\": [", "\"ulimits\": [", "\"type\": \"RLIMIT_NOFILE\"",
+        "\"stopSignal\": \"SIGQUIT\"", "\"stopTimeout\": \"20s\"",
+        "\"healthcheck\": {", "\"CMD-SHELL\"",
+        "\"onFailure\": \"HEALTH_FAILURE_ACTION_RESTART\"", "\"searches\": [",
+        "\"status\": \"HEALTH_STATUS_HEALTHY\""}) {
+    EXPECT_THAT(inspected.out, HasSubstr(field));
+  }
+}
+
+TEST_F(CommandsTest, RunIssue17BadValuesAreUsageErrorsNamingFlagAndValue) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ulimit", "nofile=10:5"},
+       "berth run: --ulimit \"nofile=10:5\": soft limit 10 is above the hard "
+       "limit 5; see 'berth run --help'\n"},
+      {{"--add-host", "db"},
+       "berth run: --add-host \"db\": must be NAME:IP or NAME=IP; see 'berth "
+       "run --help'\n"},
+      {{"--label", "=x"},
+       "berth run: --label \"=x\": the label's key is empty; see 'berth run "
+       "--help'\n"},
+      {{"--dns", "1.2.3"},
+       "berth run: --dns \"1.2.3\": is not an IPv4 or IPv6 address; see "
+       "'berth run --help'\n"},
+      {{"--stop-signal", "NOPE"},
+       "berth run: --stop-signal \"NOPE\": is not a signal: a name (SIGTERM, "
+       "TERM) or a number; see 'berth run --help'\n"},
+      {{"--health-cmd", "true", "--health-interval", "5"},
+       "berth run: --health-interval \"5\": is not a duration: a number and a "
+       "unit (ms, s, m, h), e.g. 30s, 1m30s or 500ms; see 'berth run "
+       "--help'\n"},
+      {{"--cpu", "many"},
+       "berth run: --cpu: \"many\" is not a number of CPUs (e.g. 0.5 or 2); "
+       "see 'berth run --help'\n"},
+  };
+  for (const auto& [flags, err] : cases) {
+    std::vector<std::string> args = {"run", "-d"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    CliResult result = Run(args);
+    EXPECT_EQ(result.code, 2) << flags[0];
+    EXPECT_EQ(result.err, err);
+    EXPECT_EQ(result.out, "");
+  }
+  EXPECT_TRUE(fake_.run_requests().empty());
+}
+
 TEST_F(CommandsTest, RunAttachedCopiesOutputAndExitsWithTheTasksCode) {
   nodepb::Task outcome = MakeTask(kWebId, "", nodepb::TASK_STATE_EXITED);
   outcome.mutable_exit_result()->set_exit_code(3);
