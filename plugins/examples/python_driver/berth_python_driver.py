@@ -2389,6 +2389,11 @@ class DriverServicer:
             context.abort(e.code, e.message)
         yield from session.responses()
 
+    def AttachTask(self, request_iterator, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                      "the python driver does not attach to tasks "
+                      "(attach is false)")
+
     # -- networks --------------------------------------------------------------
 
     def CreateNetwork(self, request, context):
