@@ -67,6 +67,7 @@ int Cli::Dispatch(const CommandInfo& command,
   if (command.name == "inspect") return Inspect(*parsed);
   if (command.name == "logs") return Logs(*parsed);
   if (command.name == "exec") return Exec(*parsed);
+  if (command.name == "attach") return AttachCommand(*parsed);
   if (command.name == "stats") return Stats(*parsed);
   if (command.name == "stop") return Stop(*parsed);
   if (command.name == "rm") return Remove(*parsed);

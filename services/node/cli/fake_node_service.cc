@@ -108,6 +108,46 @@ void FakeNodeService::SetExecScript(
   exec_exit_ = exit;
 }
 
+void FakeNodeService::SetAttachHandler(AttachHandler handler) {
+  absl::MutexLock lock(&mu_);
+  attach_handler_ = std::move(handler);
+}
+
+void FakeNodeService::SetAttachScript(
+    std::vector<driverpb::AttachTaskResponse> output,
+    const driverpb::ExitResult& exit) {
+  absl::MutexLock lock(&mu_);
+  attach_output_ = std::move(output);
+  attach_exit_ = exit;
+}
+
+driverpb::ExitResult FakeNodeService::EndRun(const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  nodepb::Task* task = Find(task_id);
+  if (task == nullptr) return driverpb::ExitResult();
+  auto pending = pending_outcomes_.find(task->id());
+  if (pending != pending_outcomes_.end()) {
+    *task = pending->second.outcome;
+    pending_outcomes_.erase(pending);
+  }
+  return task->exit_result();
+}
+
+std::vector<driverpb::AttachTaskRequest> FakeNodeService::attach_requests()
+    const {
+  absl::MutexLock lock(&mu_);
+  return attach_requests_;
+}
+bool FakeNodeService::attach_cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return attach_cancelled_;
+}
+void FakeNodeService::RecordAttachRequest(
+    const driverpb::AttachTaskRequest& request) {
+  absl::MutexLock lock(&mu_);
+  attach_requests_.push_back(request);
+}
+
 std::vector<nodepb::RunTaskRequest> FakeNodeService::run_requests() const {
   absl::MutexLock lock(&mu_);
   return run_requests_;
@@ -317,6 +357,84 @@ grpc::Status FakeNodeService::DefaultExec(grpc::ServerContext*,
     while (stream->Read(&request)) RecordExecRequest(request);
     absl::MutexLock lock(&mu_);
     exec_half_closed_ = true;
+  }
+  stream->Write(exit);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeNodeService::AttachTask(grpc::ServerContext* context,
+                                         AttachStream* stream) {
+  if (grpc::Status failure = Failure("AttachTask"); !failure.ok()) {
+    return failure;
+  }
+  AttachHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = attach_handler_;
+  }
+  if (handler) return handler(context, stream);
+  return DefaultAttach(context, stream);
+}
+
+grpc::Status FakeNodeService::DefaultAttach(grpc::ServerContext* context,
+                                            AttachStream* stream) {
+  driverpb::AttachTaskRequest request;
+  if (!stream->Read(&request) || !request.has_setup()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first request must be the setup");
+  }
+  RecordAttachRequest(request);
+  const driverpb::AttachSetup setup = request.setup();
+  std::vector<driverpb::AttachTaskResponse> output;
+  {
+    absl::MutexLock lock(&mu_);
+    const nodepb::Task* task = Find(setup.task_id());
+    if (task == nullptr) return NotFound(setup.task_id());
+    if (setup.stdin() && !task->spec().stdin_open()) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("task ", setup.task_id(),
+                       " has no stdin to attach to (started without -i)"));
+    }
+    if (task->state() != nodepb::TASK_STATE_RUNNING) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("task ", setup.task_id(), " is not running"));
+    }
+    output = attach_output_;
+  }
+  for (const auto& frame : output) stream->Write(frame);
+  if (setup.stdin()) {
+    while (true) {
+      if (!stream->Read(&request)) {
+        absl::MutexLock lock(&mu_);
+        attach_cancelled_ = context->IsCancelled();
+        return grpc::Status::CANCELLED;
+      }
+      RecordAttachRequest(request);
+      if (request.has_stdin()) {
+        driverpb::AttachTaskResponse echo;
+        echo.set_stdout(request.stdin());
+        stream->Write(echo);
+      }
+      if (request.has_stdin_close()) break;
+    }
+  }
+  driverpb::AttachTaskResponse exit;
+  {
+    absl::MutexLock lock(&mu_);
+    nodepb::Task* task = Find(setup.task_id());
+    if (task == nullptr) return grpc::Status::OK;
+    auto pending = pending_outcomes_.find(task->id());
+    if (pending != pending_outcomes_.end()) {
+      *task = pending->second.outcome;
+      pending_outcomes_.erase(pending);
+    } else {
+      task->set_state(nodepb::TASK_STATE_EXITED);
+      *task->mutable_exit_result() = attach_exit_;
+    }
+    if (task->state() != nodepb::TASK_STATE_EXITED) return grpc::Status::OK;
+    *exit.mutable_exit() = task->exit_result();
   }
   stream->Write(exit);
   return grpc::Status::OK;

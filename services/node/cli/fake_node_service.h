@@ -34,6 +34,12 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   // to RecordExecRequest.
   using ExecHandler =
       std::function<grpc::Status(grpc::ServerContext*, ExecStream*)>;
+  using AttachStream = grpc::ServerReaderWriter<driver::v1::AttachTaskResponse,
+                                                driver::v1::AttachTaskRequest>;
+  // Handles one AttachTask call; requests it reads should be passed to
+  // RecordAttachRequest.
+  using AttachHandler =
+      std::function<grpc::Status(grpc::ServerContext*, AttachStream*)>;
 
   FakeNodeService();
 
@@ -72,6 +78,23 @@ class FakeNodeService final : public node::v1::NodeService::Service {
                      const driver::v1::ExitResult& exit)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Replaces the default attach behaviour: read the setup (NOT_FOUND for an
+  // unknown task, FAILED_PRECONDITION for stdin to a task without
+  // stdin_open or to one not running), send `attach_output`; with stdin,
+  // echo it as stdout until stdin_close (a cancel or half-close first: end
+  // CANCELLED, the task left running); then the task ends: a task RunTask
+  // made becomes its outcome (see SetRunOutcome), another one exits with
+  // `attach_exit`; the exit frame (none for a FAILED outcome), OK.
+  void SetAttachHandler(AttachHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetAttachScript(std::vector<driver::v1::AttachTaskResponse> output,
+                       const driver::v1::ExitResult& exit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For an AttachHandler: the task `task_id` (RunTask made) ends as its
+  // outcome says; returns its exit result.
+  driver::v1::ExitResult EndRun(const std::string& task_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // --- What was asked.
 
   std::vector<node::v1::RunTaskRequest> run_requests() const
@@ -91,6 +114,13 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   std::vector<driver::v1::ExecTaskStreamingRequest> exec_requests() const
       ABSL_LOCKS_EXCLUDED(mu_);
   bool exec_half_closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every AttachTask request, in order, and whether a call ended because
+  // the caller cancelled it.
+  std::vector<driver::v1::AttachTaskRequest> attach_requests() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool attach_cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordAttachRequest(const driver::v1::AttachTaskRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RecordExecRequest(const driver::v1::ExecTaskStreamingRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -113,6 +143,8 @@ class FakeNodeService final : public node::v1::NodeService::Service {
                           node::v1::RemoveTaskResponse* response) override;
   grpc::Status ExecTaskStreaming(grpc::ServerContext* context,
                                  ExecStream* stream) override;
+  grpc::Status AttachTask(grpc::ServerContext* context,
+                          AttachStream* stream) override;
   grpc::Status TaskStats(
       grpc::ServerContext* context, const node::v1::TaskStatsRequest* request,
       grpc::ServerWriter<node::v1::TaskStatsResponse>* writer) override;
@@ -132,6 +164,8 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   node::v1::Task* Find(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   grpc::Status DefaultExec(grpc::ServerContext* context, ExecStream* stream);
+  grpc::Status DefaultAttach(grpc::ServerContext* context,
+                             AttachStream* stream);
 
   mutable absl::Mutex mu_;
   std::vector<node::v1::Task> tasks_ ABSL_GUARDED_BY(mu_);
@@ -167,6 +201,13 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   std::vector<driver::v1::ExecTaskStreamingRequest> exec_requests_
       ABSL_GUARDED_BY(mu_);
   bool exec_half_closed_ ABSL_GUARDED_BY(mu_) = false;
+  AttachHandler attach_handler_ ABSL_GUARDED_BY(mu_);
+  std::vector<driver::v1::AttachTaskResponse> attach_output_
+      ABSL_GUARDED_BY(mu_);
+  driver::v1::ExitResult attach_exit_ ABSL_GUARDED_BY(mu_);
+  std::vector<driver::v1::AttachTaskRequest> attach_requests_
+      ABSL_GUARDED_BY(mu_);
+  bool attach_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool end_held_streams_ ABSL_GUARDED_BY(mu_) = false;
 };
 

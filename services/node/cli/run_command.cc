@@ -1,6 +1,8 @@
 // `berth run`: pulls the task's image when the node lacks it, starts the
 // task, then (without -d) shows its output until it ends and exits with its
-// exit code (cli.h).
+// exit code (cli.h). With -i or -t the output comes through AttachTask
+// (attach_session.h), with stdin and the terminal, and the detach keys leave
+// the task running.
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,9 +27,11 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
+#include "services/node/cli/attach_session.h"
 #include "services/node/cli/cli.h"
 #include "services/node/cli/cli_args.h"
 #include "services/node/cli/commands.h"
+#include "services/node/cli/detach_keys.h"
 #include "services/node/cli/table.h"
 #include "services/node/cli/task_spec_flags.h"
 #include "services/node/cli/terminal.h"
@@ -82,6 +87,45 @@ absl::Status FromGrpc(const grpc::Status& status) {
                       status.error_message());
 }
 
+// While it lives, `forward` runs on a thread of its own with SIGINT and
+// SIGTERM readable on the pipe it is given and a stop fd that becomes
+// readable when it should return. Without the pipe (the signals watched
+// elsewhere) nothing runs and the signals keep their actions.
+class SignalForwarding {
+ public:
+  explicit SignalForwarding(
+      std::function<void(SignalPipe* signals, int stop_fd)> forward) {
+    signals_ = SignalPipe::Install({SIGINT, SIGTERM});
+    if (int stop_pipe[2]; signals_.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
+      stop_read_.reset(stop_pipe[0]);
+      stop_write_.reset(stop_pipe[1]);
+      thread_ = std::thread([this, forward = std::move(forward)] {
+        forward(signals_->get(), stop_read_.get());
+      });
+    }
+  }
+  // Stops the thread, then puts the signals' actions back.
+  ~SignalForwarding() {
+    if (thread_.joinable()) {
+      BestEffortWrite(stop_write_.get(), "x");
+      thread_.join();
+    }
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<SignalPipe>> signals_;
+  base::UniqueFd stop_read_;
+  base::UniqueFd stop_write_;
+  std::thread thread_;
+};
+
+// `run -i/-t`: how often the task is looked at until it has started.
+constexpr absl::Duration kStartPollInterval = absl::Milliseconds(10);
+
+bool IsInteractive(const nodepb::TaskSpec& spec) {
+  return spec.stdin_open() || spec.tty();
+}
+
 }  // namespace
 
 int Cli::Run(const ParsedArgs& args) {
@@ -113,6 +157,17 @@ int Cli::Run(const ParsedArgs& args) {
   if (args.Has("detach") && args.Has("rm")) {
     return UsageError("run", "--rm cannot be used with -d");
   }
+  std::string detach_keys = *ParseDetachKeys(kDefaultDetachKeys);
+  if (args.Has("detach-keys")) {
+    absl::StatusOr<std::string> keys =
+        ParseDetachKeys(args.Value("detach-keys"));
+    if (!keys.ok()) {
+      return UsageError(
+          "run", absl::StrCat("--detach-keys \"", args.Value("detach-keys"),
+                              "\": ", keys.status().message()));
+    }
+    detach_keys = *std::move(keys);
+  }
   PullPolicy pull = PullPolicy::kMissing;
   if (args.Has("pull")) {
     absl::StatusOr<PullPolicy> policy = ParsePullPolicy(args.Value("pull"));
@@ -128,6 +183,13 @@ int Cli::Run(const ParsedArgs& args) {
                              return ReadFile(path, env_.stdin_fd);
                            });
   if (!spec.ok()) return UsageError("run", spec.status().message());
+  if (args.Has("interactive")) spec->set_stdin_open(true);
+  if (args.Has("tty")) spec->set_tty(true);
+  if (spec->stdin_open() && spec->tty() && !args.Has("detach") &&
+      !isatty(env_.stdin_fd)) {
+    // docker's "the input device is not a TTY".
+    return Fail("run -i -t: stdin is not a terminal (leave out -t)");
+  }
   if (absl::Status image = ApplyRunImage(args, target->image, &*spec);
       !image.ok()) {
     return UsageError("run", image.message());
@@ -154,30 +216,102 @@ int Cli::Run(const ParsedArgs& args) {
     Out(absl::StrCat(task.id(), "\n"));
     return kExitOk;
   }
-  return Attach(task, args.Has("rm"));
+  if (!IsInteractive(task.spec())) return Attach(task, args.Has("rm"));
+  const bool remove = args.Has("rm");
+  const std::string& id = task.id();
+
+  // -i and -t: the task's stdin and output through AttachTask. Its first
+  // attach gets what the task wrote before, so the prompt is not lost.
+  AttachOptions options;
+  options.task = id;
+  options.stdin = task.spec().stdin_open();
+  options.tty = task.spec().tty();
+  options.detach_keys = detach_keys;
+  const bool raw = options.tty && options.stdin && isatty(env_.stdin_fd);
+  absl::StatusOr<AttachOutcome> outcome;
+  {
+    // In raw mode Ctrl-C is a byte for the task; otherwise it stops the
+    // task as without -i.
+    std::unique_ptr<SignalForwarding> forwarding;
+    if (!raw) {
+      forwarding = std::make_unique<SignalForwarding>(
+          [this, id](SignalPipe* signals, int stop_fd) {
+            ForwardSignals(id, signals, stop_fd);
+          });
+    }
+    // The node attaches to running tasks only: wait for the start (an
+    // attach refused then would have read stdin meant for the task).
+    nodepb::Task now = task;
+    while (now.state() == nodepb::TASK_STATE_PENDING ||
+           now.state() == nodepb::TASK_STATE_STARTING ||
+           now.state() == nodepb::TASK_STATE_UNSPECIFIED) {
+      absl::SleepFor(kStartPollInterval);
+      if (grpc::Status status = Inspect(id, &now); !status.ok()) {
+        return NodeError(status);
+      }
+    }
+    outcome = RunAttachSession(*stub_, env_, options);
+  }
+  if (!outcome.ok()) {
+    return Fail(absl::StrCat("run: ", outcome.status().message()));
+  }
+  if (outcome->detached) {
+    // docker leaves a detached --rm task to be removed when it ends; berth
+    // leaves it alone: you may come back to it.
+    Err(absl::StrCat("berth: detached from ", TaskName(task),
+                     remove ? " (left running, not removed)" : "",
+                     "; berth attach ", TaskName(task), " to come back\n"));
+    return kExitOk;
+  }
+
+  // The attach ended: the task's output did. Wait for its end as the node
+  // records it (--rm needs it ended).
+  nodepb::Task ended;
+  while (true) {
+    grpc::Status status = Inspect(id, &ended);
+    if (!status.ok()) return NodeError(status);
+    if (HasEnded(ended)) break;
+    if (!outcome->status.ok()) {
+      // The attach failed with the task still running: say why, leave it.
+      return NodeError(outcome->status);
+    }
+    absl::SleepFor(env_.log_refollow_delay);
+  }
+  if (!outcome->status.ok() && !outcome->received &&
+      ended.state() != nodepb::TASK_STATE_FAILED) {
+    // It ended before it could be attached to: its output from the logs.
+    CopyLogs(id, /*follow=*/false, 0);
+  }
+  int code = 0;
+  if (ended.state() == nodepb::TASK_STATE_FAILED) {
+    Err(absl::StrCat("berth: task ", TaskName(ended), " failed to start",
+                     ended.error().empty() ? "" : ": ", ended.error(), "\n"));
+    code = kExitTaskFailed;
+  } else {
+    code = ExitCodeOf(outcome->exit.has_value() ? *outcome->exit
+                                                : ended.exit_result());
+  }
+  if (remove) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    nodepb::RemoveTaskRequest request;
+    request.set_task_id(id);
+    nodepb::RemoveTaskResponse response;
+    grpc::Status status = stub_->RemoveTask(&context, request, &response);
+    if (!status.ok()) NodeError(status);
+  }
+  return code;
 }
 
 int Cli::Attach(const nodepb::Task& started, bool remove) {
-  absl::StatusOr<std::unique_ptr<SignalPipe>> signals =
-      SignalPipe::Install({SIGINT, SIGTERM});
-  base::UniqueFd stop_read;
-  base::UniqueFd stop_write;
-  std::thread forwarder;
-  if (int stop_pipe[2]; signals.ok() && pipe2(stop_pipe, O_CLOEXEC) == 0) {
-    stop_read.reset(stop_pipe[0]);
-    stop_write.reset(stop_pipe[1]);
-    forwarder = std::thread([this, &started, &signals, &stop_read] {
-      ForwardSignals(started.id(), signals->get(), stop_read.get());
-    });
-  }
-  absl::StatusOr<nodepb::Task> ended = FollowUntilEnd(started);
-  if (forwarder.joinable()) {
-    BestEffortWrite(stop_write.get(), "x");
-    forwarder.join();
-    stop_read.reset();
-    stop_write.reset();
-  }
-  if (signals.ok()) signals->reset();  // the signals' actions back
+  absl::StatusOr<nodepb::Task> ended;
+  {
+    SignalForwarding forwarding(
+        [this, &started](SignalPipe* signals, int stop_fd) {
+          ForwardSignals(started.id(), signals, stop_fd);
+        });
+    ended = FollowUntilEnd(started);
+  }  // the signals' actions back
   if (!ended.ok()) {
     return NodeError(
         grpc::Status(static_cast<grpc::StatusCode>(ended.status().code()),
