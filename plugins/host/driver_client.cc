@@ -382,17 +382,16 @@ TaskStatsStream::Next(absl::Time deadline) {
       std::move(*(*next)->mutable_usage()));
 }
 
-// ExecStream.
+// BidiStream.
 
-ExecStream::ExecStream(
+template <typename Request, typename Response>
+BidiStream<Request, Response>::BidiStream(
     std::unique_ptr<internal::Call> call,
-    std::unique_ptr<
-        grpc::ClientReaderWriter<driver::v1::ExecTaskStreamingRequest,
-                                 driver::v1::ExecTaskStreamingResponse>>
-        stream)
+    std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream)
     : call_(std::move(call)), stream_(std::move(stream)) {}
 
-ExecStream::~ExecStream() {
+template <typename Request, typename Response>
+BidiStream<Request, Response>::~BidiStream() {
   bool done;
   {
     absl::MutexLock lock(&mu_);
@@ -405,20 +404,22 @@ ExecStream::~ExecStream() {
   call_->End();
 }
 
-absl::Status ExecStream::Write(
-    const driver::v1::ExecTaskStreamingRequest& request) {
+template <typename Request, typename Response>
+absl::Status BidiStream<Request, Response>::Write(const Request& request) {
   if (request.has_setup()) call_->set_subject(Task(request.setup().task_id()));
   if (stream_->Write(request)) return absl::OkStatus();
   return call_->WriteFailed();
 }
 
-absl::Status ExecStream::WritesDone() {
+template <typename Request, typename Response>
+absl::Status BidiStream<Request, Response>::WritesDone() {
   if (stream_->WritesDone()) return absl::OkStatus();
   return call_->WriteFailed();
 }
 
-absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>>
-ExecStream::Read(absl::Time deadline) {
+template <typename Request, typename Response>
+absl::StatusOr<std::optional<Response>> BidiStream<Request, Response>::Read(
+    absl::Time deadline) {
   bool done;
   {
     absl::MutexLock lock(&mu_);
@@ -426,22 +427,22 @@ ExecStream::Read(absl::Time deadline) {
   }
   if (!done) {
     call_->ArmReadDeadline(deadline);
-    driver::v1::ExecTaskStreamingResponse response;
+    Response response;
     const bool read = stream_->Read(&response);
     call_->DisarmReadDeadline();
     if (read) {
-      return std::optional<driver::v1::ExecTaskStreamingResponse>(
-          std::move(response));
+      return std::optional<Response>(std::move(response));
     }
   }
   absl::Status status = Finish();
   if (status.ok()) {
-    return std::optional<driver::v1::ExecTaskStreamingResponse>();
+    return std::optional<Response>();
   }
   return status;
 }
 
-absl::Status ExecStream::Finish() {
+template <typename Request, typename Response>
+absl::Status BidiStream<Request, Response>::Finish() {
   {
     absl::MutexLock lock(&mu_);
     if (final_.has_value()) return *final_;
@@ -453,7 +454,7 @@ absl::Status ExecStream::Finish() {
   }
   // gRPC's Finish waits for every response to be read when the call ends
   // OK: drop those not read.
-  driver::v1::ExecTaskStreamingResponse ignored;
+  Response ignored;
   while (stream_->Read(&ignored)) {
   }
   const grpc::Status status = stream_->Finish();
@@ -465,7 +466,15 @@ absl::Status ExecStream::Finish() {
   return mapped;
 }
 
-void ExecStream::Cancel() { call_->CancelByCaller(); }
+template <typename Request, typename Response>
+void BidiStream<Request, Response>::Cancel() {
+  call_->CancelByCaller();
+}
+
+template class BidiStream<driver::v1::ExecTaskStreamingRequest,
+                          driver::v1::ExecTaskStreamingResponse>;
+template class BidiStream<driver::v1::AttachTaskRequest,
+                          driver::v1::AttachTaskResponse>;
 
 // DriverClient.
 
@@ -659,6 +668,15 @@ absl::StatusOr<std::unique_ptr<ExecStream>> DriverClient::ExecTaskStreaming(
   if (absl::Status begun = call->Begin(); !begun.ok()) return begun;
   auto stream = driver_->ExecTaskStreaming(call->context());
   return std::make_unique<ExecStream>(std::move(call), std::move(stream));
+}
+
+absl::StatusOr<std::unique_ptr<AttachStream>> DriverClient::AttachTask(
+    const CallOptions& options) {
+  auto call = std::make_unique<internal::Call>(
+      shared_, "DriverService.AttachTask", "", options);
+  if (absl::Status begun = call->Begin(); !begun.ok()) return begun;
+  auto stream = driver_->AttachTask(call->context());
+  return std::make_unique<AttachStream>(std::move(call), std::move(stream));
 }
 
 absl::StatusOr<driver::v1::CreateNetworkResponse> DriverClient::CreateNetwork(

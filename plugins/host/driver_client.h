@@ -144,34 +144,32 @@ class TaskStatsStream {
   std::unique_ptr<ServerStream<driver::v1::TaskStatsResponse>> stream_;
 };
 
-// DriverService.ExecTaskStreaming as the raw bidirectional stream: the first
-// request carries the setup. One thread may write (Write, WritesDone) while
-// another reads (Read); Finish and Cancel from any. Destroying it cancels the
-// call if it has not finished.
-class ExecStream {
+// A bidirectional stream as it is (DriverService.ExecTaskStreaming and
+// AttachTask): the first request carries the setup. One thread may write
+// (Write, WritesDone) while another reads (Read); Finish and Cancel from
+// any. Destroying it cancels the call if it has not finished.
+template <typename Request, typename Response>
+class BidiStream {
  public:
-  ExecStream(
+  BidiStream(
       std::unique_ptr<internal::Call> call,
-      std::unique_ptr<
-          grpc::ClientReaderWriter<driver::v1::ExecTaskStreamingRequest,
-                                   driver::v1::ExecTaskStreamingResponse>>
-          stream);
-  ~ExecStream();
-  ExecStream(const ExecStream&) = delete;
-  ExecStream& operator=(const ExecStream&) = delete;
+      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream);
+  ~BidiStream();
+  BidiStream(const BidiStream&) = delete;
+  BidiStream& operator=(const BidiStream&) = delete;
 
   // Sends one request. Fails with ErrPluginShutdown once the plugin is gone,
   // CANCELLED once cancelled by the caller, FAILED_PRECONDITION when the call
   // has ended otherwise (Read or Finish then tells how).
-  absl::Status Write(const driver::v1::ExecTaskStreamingRequest& request);
+  absl::Status Write(const Request& request);
 
-  // Half-closes the stream (which closes the command's stdin). Errors as
-  // Write.
+  // Half-closes the stream (for exec, which closes the command's stdin).
+  // Errors as Write.
   absl::Status WritesDone();
 
-  // The next response; std::nullopt once the plugin ended the call OK (the
-  // last response was the exit); errors as ServerStream::Next.
-  absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>> Read(
+  // The next response; std::nullopt once the plugin ended the call OK (for
+  // exec, the last response was the exit); errors as ServerStream::Next.
+  absl::StatusOr<std::optional<Response>> Read(
       absl::Time deadline = absl::InfiniteFuture());
 
   // Waits for the end of the call and returns its status, mapped as every
@@ -179,23 +177,32 @@ class ExecStream {
   // from the reading thread, or when no Read runs.
   absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Cancels the call (which kills the command). Thread-safe.
+  // Cancels the call (for exec, which kills the command; an attach leaves
+  // the task running). Thread-safe.
   void Cancel();
 
  private:
-  absl::Status WriteFailed();
-
   std::unique_ptr<internal::Call> call_;
-  std::unique_ptr<
-      grpc::ClientReaderWriter<driver::v1::ExecTaskStreamingRequest,
-                               driver::v1::ExecTaskStreamingResponse>>
-      stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream_;
 
   absl::Mutex mu_;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // final_ is set
   std::optional<absl::Status> final_ ABSL_GUARDED_BY(mu_);
 };
+
+// Instantiated in driver_client.cc for these two.
+extern template class BidiStream<driver::v1::ExecTaskStreamingRequest,
+                                 driver::v1::ExecTaskStreamingResponse>;
+extern template class BidiStream<driver::v1::AttachTaskRequest,
+                                 driver::v1::AttachTaskResponse>;
+
+// DriverService.ExecTaskStreaming.
+using ExecStream = BidiStream<driver::v1::ExecTaskStreamingRequest,
+                              driver::v1::ExecTaskStreamingResponse>;
+// DriverService.AttachTask.
+using AttachStream =
+    BidiStream<driver::v1::AttachTaskRequest, driver::v1::AttachTaskResponse>;
 
 // The client. Thread-safe; calls may run concurrently. Every method takes the
 // RPC's request and CallOptions and returns its response.
@@ -282,6 +289,9 @@ class DriverClient {
       const CallOptions& options = {});
   // Opens the stream; the caller writes the setup first.
   absl::StatusOr<std::unique_ptr<ExecStream>> ExecTaskStreaming(
+      const CallOptions& options = {});
+  // Opens the stream; the caller writes the setup first.
+  absl::StatusOr<std::unique_ptr<AttachStream>> AttachTask(
       const CallOptions& options = {});
   absl::StatusOr<driver::v1::CreateNetworkResponse> CreateNetwork(
       const driver::v1::CreateNetworkRequest& request,

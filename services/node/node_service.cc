@@ -107,7 +107,8 @@ grpc::Status NodeServiceImpl::InspectTask(grpc::ServerContext*,
 grpc::Status NodeServiceImpl::StopTask(grpc::ServerContext*,
                                        const v1::StopTaskRequest* request,
                                        v1::StopTaskResponse* response) {
-  absl::Duration timeout = absl::Seconds(5);
+  // Unset: the task's own (spec.stop_timeout, else 5 seconds).
+  absl::Duration timeout = -absl::Seconds(1);
   if (request->has_timeout()) {
     timeout = base::FromProtoDuration(request->timeout());
     if (timeout < absl::ZeroDuration()) {
@@ -252,6 +253,185 @@ grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                         driver::v1::ExecTaskStreamingResponse>*
 NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
   return new ExecRelay(tasks_, context);
+}
+
+namespace {
+
+// Relays one AttachTask call between the caller and the task's driver, as
+// ExecRelay does; when the driver's stream ends OK without an exit frame,
+// waits for the run to end and sends its exit. Either side cancelling
+// cancels the other; the task keeps running.
+class AttachRelay final
+    : public grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                                     driver::v1::AttachTaskResponse> {
+ public:
+  AttachRelay(TaskManager* tasks, PluginManager* plugins,
+              grpc::CallbackServerContext* context)
+      : tasks_(tasks), plugins_(plugins), context_(context) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (attach_ == nullptr) {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the caller ended the call before its setup"));
+        return;
+      }
+      absl::Status started = Start();
+      if (!started.ok()) {
+        Finish(ToGrpcStatus(started));
+        return;
+      }
+      StartRead(&request_);
+      return;
+    }
+    if (!ok) {
+      // Half-closed by the caller (it sends nothing more), or cancelled.
+      if (!context_->IsCancelled()) (void)attach_->WritesDone();
+      return;
+    }
+    (void)attach_->Write(request_);
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    write_ok_ = ok;
+  }
+
+  void OnCancel() override { canceller_.Cancel(); }
+
+  void OnDone() override {
+    if (downstream_.joinable()) {
+      if (downstream_.get_id() == std::this_thread::get_id()) {
+        downstream_.detach();
+      } else {
+        downstream_.join();
+      }
+    }
+    delete this;
+  }
+
+ private:
+  static constexpr char kRpc[] = "berth.node.v1.NodeService/AttachTask";
+
+  absl::Status Start() {
+    if (!request_.has_setup()) {
+      return absl::InvalidArgumentError("the first request must be the setup");
+    }
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(request_.setup().task_id());
+    if (!target.ok()) return target.status();
+    absl::StatusOr<driver::v1::DriverCapabilities> caps =
+        plugins_->Capabilities(target->driver_name);
+    if (!caps.ok()) return caps.status();
+    if (!caps->attach()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task ", target->id, ": driver ", target->driver_name,
+          " does not support attaching to tasks (its capabilities claim no "
+          "attach)"));
+    }
+    id_ = target->id;
+    run_ = target->run;
+    // The driver knows the task by its full id, not a name or prefix.
+    request_.mutable_setup()->set_task_id(target->id);
+    absl::StatusOr<std::unique_ptr<plugin::host::AttachStream>> attach =
+        target->driver->AttachTask({absl::InfiniteFuture(), &canceller_});
+    if (!attach.ok()) return attach.status();
+    if (absl::Status s = (*attach)->Write(request_); !s.ok()) return s;
+    attach_ = *std::move(attach);
+    downstream_ = std::thread([this] { Downstream(); });
+    return absl::OkStatus();
+  }
+
+  // Sends one response to the caller; false when it is gone.
+  bool Send(driver::v1::AttachTaskResponse response) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    response_ = std::move(response);
+    writing_ = true;
+    StartWrite(&response_);
+    mu_.Await(absl::Condition(
+        +[](bool* writing) { return !*writing; }, &writing_));
+    return write_ok_;
+  }
+
+  void Cancelled() {
+    const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled");
+    LogStreamEnd(kRpc, cancelled, /*caller_cancelled=*/true);
+    Finish(cancelled);
+  }
+
+  void Downstream() {
+    bool sent_exit = false;
+    while (true) {
+      absl::StatusOr<std::optional<driver::v1::AttachTaskResponse>> next =
+          attach_->Read();
+      if (!next.ok() || !next->has_value()) break;
+      if ((*next)->has_exit()) sent_exit = true;
+      if (!Send(**std::move(next))) {
+        canceller_.Cancel();
+        break;
+      }
+    }
+    absl::Status finished = attach_->Finish();
+    if (context_->IsCancelled()) {
+      Cancelled();
+      return;
+    }
+    if (!finished.ok() || sent_exit) {
+      Finish(ToGrpcStatus(finished));
+      return;
+    }
+    // The task's output ended: its run ends (or has ended); its exit is the
+    // last frame.
+    while (true) {
+      absl::StatusOr<std::optional<driver::v1::ExitResult>> exit =
+          tasks_->AwaitRunExit(id_, run_, absl::Milliseconds(250));
+      if (context_->IsCancelled()) {
+        Cancelled();
+        return;
+      }
+      if (absl::IsDeadlineExceeded(exit.status())) continue;
+      if (!exit.ok()) {
+        Finish(ToGrpcStatus(exit.status()));
+        return;
+      }
+      if (exit->has_value()) {
+        driver::v1::AttachTaskResponse response;
+        *response.mutable_exit() = **exit;
+        if (!Send(std::move(response))) {
+          Cancelled();
+          return;
+        }
+      }
+      Finish(grpc::Status::OK);
+      return;
+    }
+  }
+
+  TaskManager* const tasks_;
+  PluginManager* const plugins_;
+  grpc::CallbackServerContext* const context_;
+  plugin::host::CallCanceller canceller_;
+  driver::v1::AttachTaskRequest request_;
+  std::unique_ptr<plugin::host::AttachStream> attach_;
+  std::string id_;
+  uint32_t run_ = 0;
+  std::thread downstream_;
+  absl::Mutex mu_;
+  driver::v1::AttachTaskResponse response_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                        driver::v1::AttachTaskResponse>*
+NodeServiceImpl::AttachTask(grpc::CallbackServerContext* context) {
+  return new AttachRelay(tasks_, plugins_, context);
 }
 
 grpc::Status NodeServiceImpl::TaskStats(

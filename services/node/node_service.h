@@ -21,7 +21,8 @@ namespace berth::node {
 
 class NodeServiceImpl final
     : public v1::NodeService::WithCallbackMethod_ExecTaskStreaming<
-          v1::NodeService::Service> {
+          v1::NodeService::WithCallbackMethod_AttachTask<
+              v1::NodeService::Service>> {
  public:
   struct Options {
     std::string version;
@@ -60,6 +61,12 @@ class NodeServiceImpl final
   grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                           driver::v1::ExecTaskStreamingResponse>*
   ExecTaskStreaming(grpc::CallbackServerContext* context) override;
+  // Callback API, as ExecTaskStreaming: the task's driver's AttachTask
+  // relayed both ways, then the run's exit (TaskManager::AwaitRunExit) as
+  // the last frame when the driver sent none.
+  grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                          driver::v1::AttachTaskResponse>*
+  AttachTask(grpc::CallbackServerContext* context) override;
   grpc::Status TaskStats(
       grpc::ServerContext* context, const v1::TaskStatsRequest* request,
       grpc::ServerWriter<v1::TaskStatsResponse>* writer) override;

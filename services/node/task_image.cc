@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "base/path.h"
 #include "base/unique_fd.h"
+#include "services/node/health_checker.h"
 #include "services/node/task_isolation.h"
 
 namespace berth::node {
@@ -121,6 +122,24 @@ absl::Status ApplyImageConfig(const v1::TaskSpec& spec,
         dir.empty() || dir[0] != '/' ? absl::StrCat("/", dir) : dir));
   }
   return absl::OkStatus();
+}
+
+std::optional<v1::HealthCheck> HealthCheckInForce(
+    const v1::TaskSpec& spec, const image::v1::ImageConfig* image) {
+  if (spec.has_healthcheck()) return HealthCheckInForce(spec.healthcheck());
+  if (image == nullptr || !image->has_healthcheck()) return std::nullopt;
+  const image::v1::HealthCheck& theirs = image->healthcheck();
+  v1::HealthCheck check;
+  check.mutable_test()->CopyFrom(theirs.test());
+  if (theirs.has_interval()) *check.mutable_interval() = theirs.interval();
+  if (theirs.has_timeout()) *check.mutable_timeout() = theirs.timeout();
+  if (theirs.has_start_period()) {
+    *check.mutable_start_period() = theirs.start_period();
+  }
+  if (theirs.retries() > 0) {
+    check.set_retries(static_cast<uint32_t>(theirs.retries()));
+  }
+  return HealthCheckInForce(check);
 }
 
 v1::TaskImageStatus ImageStatusOf(const image::v1::Image& image,

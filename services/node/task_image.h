@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,14 @@ absl::StatusOr<std::vector<std::string>> ImageCommand(
 absl::Status ApplyImageConfig(const v1::TaskSpec& spec,
                               const image::v1::ImageConfig& image,
                               driver::v1::TaskConfig* config);
+
+// The health check in force (Task.healthcheck): the spec's, none when its
+// test is ["NONE"]; else the image's HEALTHCHECK (`image` null: none), none
+// when it is ["NONE"] or has no test. Defaults filled as the
+// health_checker.h HealthCheckInForce does (interval 30s, timeout 30s,
+// retries 3).
+std::optional<v1::HealthCheck> HealthCheckInForce(
+    const v1::TaskSpec& spec, const image::v1::ImageConfig* image);
 
 // What Task.image shows of a prepared snapshot.
 v1::TaskImageStatus ImageStatusOf(const image::v1::Image& image,

@@ -1,19 +1,27 @@
 #include "services/node/task_isolation.h"
 
+#include <arpa/inet.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/path.h"
+#include "base/proto_time.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::node {
@@ -301,6 +309,115 @@ absl::Status CheckSeccomp(const driverpb::SeccompProfile& seccomp) {
   return absl::OkStatus();
 }
 
+// getrlimit(2)'s resource types, without "RLIMIT_".
+constexpr const char* kRlimitTypes[] = {
+    "AS",      "CORE",     "CPU",        "DATA",   "FSIZE", "LOCKS",
+    "MEMLOCK", "MSGQUEUE", "NICE",       "NOFILE", "NPROC", "RSS",
+    "RTPRIO",  "RTTIME",   "SIGPENDING", "STACK",
+};
+
+// Letters, digits, "-" and "."; not starting or ending with "-" or ".";
+// 1 to `max` characters.
+bool ValidHostname(absl::string_view name, size_t max) {
+  if (name.empty() || name.size() > max) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') return false;
+  }
+  return absl::ascii_isalnum(name.front()) && absl::ascii_isalnum(name.back());
+}
+
+bool ValidIp(const std::string& ip) {
+  unsigned char buffer[16];
+  return inet_pton(AF_INET, ip.c_str(), buffer) == 1 ||
+         inet_pton(AF_INET6, ip.c_str(), buffer) == 1;
+}
+
+std::string Quoted(absl::string_view text) {
+  return absl::StrCat("\"", absl::CHexEscape(text), "\"");
+}
+
+absl::Status CheckLabels(const v1::TaskSpec& spec) {
+  if (spec.labels_size() > kMaxLabels) {
+    return Invalid(
+        "spec.labels",
+        absl::StrCat(spec.labels_size(), " labels; at most ", kMaxLabels));
+  }
+  for (const auto& [key, value] : spec.labels()) {
+    const std::string field = absl::StrCat("spec.labels[", Quoted(key), "]");
+    if (key.empty()) return Invalid(field, "a label's key is not empty");
+    if (absl::StrContains(key, '\0') || absl::StrContains(value, '\0')) {
+      return NulError(field);
+    }
+    if (absl::StrContains(key, '=')) {
+      return Invalid(field, "a label's key holds no '='");
+    }
+    if (HasControl(key)) {
+      return Invalid(field, "a label's key holds no control character");
+    }
+    if (key.size() > kMaxLabelKey) {
+      return Invalid(field, absl::StrCat("a label's key is at most ",
+                                         kMaxLabelKey, " bytes"));
+    }
+    if (value.size() > kMaxLabelValue) {
+      return Invalid(field, absl::StrCat("a label's value is at most ",
+                                         kMaxLabelValue, " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckExtraHosts(const v1::TaskSpec& spec) {
+  for (int i = 0; i < spec.extra_hosts_size(); ++i) {
+    const v1::HostEntry& entry = spec.extra_hosts(i);
+    const std::string field = absl::StrCat("spec.extra_hosts[", i, "]");
+    if (!ValidHostname(entry.hostname(), 253)) {
+      return Invalid(absl::StrCat(field, ".hostname"),
+                     absl::StrCat(Quoted(entry.hostname()),
+                                  " is not a valid host name (letters, "
+                                  "digits, '-' and '.')"));
+    }
+    if (!ValidIp(entry.ip())) {
+      return Invalid(
+          absl::StrCat(field, ".ip"),
+          absl::StrCat(Quoted(entry.ip()), " is not an IPv4 or IPv6 address"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckUlimits(const v1::TaskSpec& spec) {
+  std::vector<std::string> seen;
+  for (int i = 0; i < spec.ulimits_size(); ++i) {
+    const driverpb::Rlimit& limit = spec.ulimits(i);
+    const std::string field = absl::StrCat("spec.ulimits[", i, "]");
+    absl::StatusOr<std::string> type = CanonicalRlimitType(limit.type());
+    if (!type.ok()) {
+      return Invalid(absl::StrCat(field, ".type"), type.status().message());
+    }
+    if (std::find(seen.begin(), seen.end(), *type) != seen.end()) {
+      return Invalid(field, absl::StrCat(*type, " is given more than once"));
+    }
+    seen.push_back(*type);
+    if (limit.soft() > limit.hard()) {
+      return Invalid(field,
+                     absl::StrCat(*type, ": the soft limit ", limit.soft(),
+                                  " is above the hard limit ", limit.hard()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotNegative(const google::protobuf::Duration& duration,
+                              absl::string_view field) {
+  if (base::FromProtoDuration(duration) < absl::ZeroDuration()) {
+    return Invalid(
+        field,
+        absl::StrCat(absl::FormatDuration(base::FromProtoDuration(duration)),
+                     " is negative"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Unsupported(absl::string_view field, const std::string& driver,
                          absl::string_view what, absl::string_view claim) {
   return absl::FailedPreconditionError(
@@ -341,6 +458,75 @@ absl::StatusOr<std::string> CanonicalCapability(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "\"", absl::CHexEscape(name),
       "\" is not a capability (e.g. NET_ADMIN or CAP_NET_ADMIN; ALL)"));
+}
+
+std::optional<int> ParseSignalName(absl::string_view name) {
+  int number;
+  if (absl::SimpleAtoi(name, &number)) {
+    if (number >= 1 && number <= SIGRTMAX) return number;
+    return std::nullopt;
+  }
+  std::string upper = absl::AsciiStrToUpper(name);
+  absl::string_view bare = upper;
+  absl::ConsumePrefix(&bare, "SIG");
+  for (int i = 1; i < NSIG; ++i) {
+    const char* abbrev = sigabbrev_np(i);
+    if (abbrev != nullptr && bare == abbrev) return i;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> CanonicalRlimitType(absl::string_view type) {
+  std::string upper = absl::AsciiStrToUpper(type);
+  absl::string_view bare = upper;
+  absl::ConsumePrefix(&bare, "RLIMIT_");
+  for (const char* known : kRlimitTypes) {
+    if (bare == known) return absl::StrCat("RLIMIT_", bare);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(Quoted(type),
+                   " is not a resource limit (e.g. RLIMIT_NOFILE or nofile; "
+                   "see getrlimit(2))"));
+}
+
+std::string TaskHostname(const v1::TaskSpec& spec) {
+  if (!spec.hostname().empty()) return spec.hostname();
+  return spec.name().substr(0, 63);
+}
+
+absl::Status ValidateTaskSettings(const v1::TaskSpec& spec) {
+  if (absl::Status s = CheckLabels(spec); !s.ok()) return s;
+  if (!spec.hostname().empty() && !ValidHostname(spec.hostname(), 63)) {
+    return Invalid("spec.hostname",
+                   absl::StrCat(Quoted(spec.hostname()),
+                                " is not a valid host name (at most 63 "
+                                "letters, digits, '-' and '.'; starting and "
+                                "ending with a letter or digit)"));
+  }
+  if (absl::Status s = CheckExtraHosts(spec); !s.ok()) return s;
+  if (absl::Status s = CheckUlimits(spec); !s.ok()) return s;
+  if (!spec.stop_signal().empty()) {
+    if (!ParseSignalName(spec.stop_signal()).has_value()) {
+      return Invalid("spec.stop_signal",
+                     absl::StrCat(Quoted(spec.stop_signal()),
+                                  " is not a signal (e.g. SIGTERM, TERM or "
+                                  "15)"));
+    }
+  }
+  if (spec.has_stop_timeout()) {
+    if (absl::Status s =
+            CheckNotNegative(spec.stop_timeout(), "spec.stop_timeout");
+        !s.ok()) {
+      return s;
+    }
+    if (base::FromProtoDuration(spec.stop_timeout()) > absl::Hours(24)) {
+      return Invalid("spec.stop_timeout",
+                     absl::StrCat(absl::FormatDuration(base::FromProtoDuration(
+                                      spec.stop_timeout())),
+                                  " is more than 24h"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
@@ -430,6 +616,18 @@ absl::Status CheckIsolationSupported(const v1::TaskSpec& spec,
     return Unsupported("spec.userns", driver, "user namespaces",
                        "user_namespaces");
   }
+  if (!caps.attach() && (spec.stdin_open() || spec.tty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        spec.tty() ? "spec.tty" : "spec.stdin_open", ": driver ", driver,
+        " does not support interactive tasks (its capabilities claim no "
+        "attach)"));
+  }
+  if (!caps.rlimits() && spec.ulimits_size() > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("spec.ulimits: driver ", driver,
+                     " does not support resource limits (its capabilities "
+                     "claim no rlimits)"));
+  }
   return absl::OkStatus();
 }
 
@@ -490,6 +688,17 @@ absl::Status ApplyTaskIsolation(
   config->set_user(user->user);
   config->set_group(user->group);
   *config->mutable_isolation() = *std::move(isolation);
+  config->set_stdin_open(spec.stdin_open());
+  config->set_tty(spec.tty());
+  config->clear_rlimits();
+  for (const driverpb::Rlimit& limit : spec.ulimits()) {
+    absl::StatusOr<std::string> type = CanonicalRlimitType(limit.type());
+    if (!type.ok()) return type.status();
+    driverpb::Rlimit* out = config->add_rlimits();
+    *out = limit;
+    out->set_type(*type);
+  }
+  config->set_hostname(TaskHostname(spec));
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #ifndef SERVICES_NODE_TASK_ISOLATION_H_
 #define SERVICES_NODE_TASK_ISOLATION_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,11 +53,41 @@ absl::StatusOr<std::string> CanonicalCapability(absl::string_view name);
 absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
                                    const ProtectedDirs& dirs);
 
+// The checks of the spec's other settings, before anything is stored:
+// labels (keys not empty, no "=", no NUL; at most kMaxLabels, each key and
+// value bounded), hostname (at most 63 letters, digits, "-" and "."; not
+// starting or ending with "-" or "."), extra_hosts (a valid host name and
+// an IPv4 or IPv6 literal), ulimits (a known RLIMIT_* type, soft <= hard,
+// each type once), stop_signal (a signal's name or number), stop_timeout
+// (0 to 24 hours); the health check is health_checker.h's
+// ValidateHealthCheck. INVALID_ARGUMENT naming the field and quoting the
+// value.
+absl::Status ValidateTaskSettings(const v1::TaskSpec& spec);
+
+// At most this many labels, keys of at most kMaxLabelKey bytes, values of at
+// most kMaxLabelValue.
+inline constexpr int kMaxLabels = 256;
+inline constexpr size_t kMaxLabelKey = 256;
+inline constexpr size_t kMaxLabelValue = 4096;
+
+// The canonical name of a resource limit type: "RLIMIT_NOFILE" for
+// "RLIMIT_NOFILE", "rlimit_nofile" or "nofile"; INVALID_ARGUMENT for a type
+// that is not one of getrlimit(2)'s.
+absl::StatusOr<std::string> CanonicalRlimitType(absl::string_view type);
+
+// The number of the signal `name` names: "SIGTERM", "TERM", "sigterm" or
+// "15" (1 to SIGRTMAX); nullopt for none.
+std::optional<int> ParseSignalName(absl::string_view name);
+
+// The host name of the task: spec.hostname, else its name (at most 63
+// characters of it).
+std::string TaskHostname(const v1::TaskSpec& spec);
+
 // FAILED_PRECONDITION naming the field and the driver when the spec asks
 // for isolation `caps` does not claim (mounts, readonly_rootfs → mounts;
 // cap_add, cap_drop → capabilities; a seccomp profile other than
 // unconfined → seccomp; userns "auto" → user_namespaces; image →
-// image_rootfs). Asking for less
+// image_rootfs; stdin_open, tty → attach; ulimits → rlimits). Asking for less
 // isolation (privileged, allow_privilege_escalation, seccomp unconfined)
 // needs no claim, so a spec asking nothing runs on every driver.
 absl::Status CheckIsolationSupported(
@@ -72,8 +103,10 @@ absl::StatusOr<driver::v1::Isolation> BuildTaskIsolation(
     const v1::TaskSpec& spec, const ProtectedDirs& dirs,
     const driver::v1::UserNamespace* user_namespace);
 
-// What StartRun calls once the driver is up: sets config's user, group and
-// isolation from `spec` (BuildTaskIsolation), after checking the spec
+// What StartRun calls once the driver is up: sets config's user, group,
+// isolation (BuildTaskIsolation), stdin_open, tty, rlimits (the spec's
+// ulimits, types canonical) and hostname (TaskHostname) from `spec`, after
+// checking the spec
 // against the driver's capabilities again (a relaunched driver may claim
 // less; one that was down at RunTask was not asked). `caps` not ok: a spec
 // that needs a claim fails with its status (not run unconfined).

@@ -25,6 +25,7 @@
 #include "services/common/dial.h"
 #include "services/common/remove_tree.h"
 #include "services/common/status.h"
+#include "services/node/health_checker.h"
 #include "services/node/restart_policy.h"
 #include "services/node/task_network.h"
 #include "services/node/task_userns.h"
@@ -58,6 +59,26 @@ bool ValidName(absl::string_view name) {
 }
 
 }  // namespace
+
+void ResolveStopSettings(const internal::TaskRecord& record,
+                         absl::Duration* timeout, std::string* signal) {
+  const v1::TaskSpec& spec = record.task().spec();
+  if (*timeout < absl::ZeroDuration() || *timeout == absl::InfiniteDuration()) {
+    *timeout = spec.has_stop_timeout()
+                   ? base::FromProtoDuration(spec.stop_timeout())
+                   : kDefaultStopTimeout;
+  }
+  if (!signal->empty()) return;
+  const std::string& image_signal = record.image().config().stop_signal();
+  if (!spec.stop_signal().empty()) {
+    *signal = spec.stop_signal();
+  } else if (!image_signal.empty() &&
+             ParseSignalName(image_signal).has_value()) {
+    *signal = image_signal;
+  } else {
+    *signal = "SIGTERM";
+  }
+}
 
 absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
   if (spec.driver().empty()) {
@@ -119,7 +140,13 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
     return absl::InvalidArgumentError(
         "spec.resources.cpu_millicores: at least 10 (0.01 CPU)");
   }
-  return absl::OkStatus();
+  if (spec.has_healthcheck()) {
+    if (absl::Status s = ValidateHealthCheck(spec.healthcheck()); !s.ok()) {
+      return s;
+    }
+  }
+  // Labels, hostname, extra hosts, ulimits, stop settings.
+  return ValidateTaskSettings(spec);
 }
 
 TaskManager::TaskManager(Options options, TaskStore* store,
@@ -425,6 +452,34 @@ bool TaskManager::AwaitFinished(const std::string& id, absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&finished), timeout);
 }
 
+absl::StatusOr<std::optional<driver::v1::ExitResult>> TaskManager::AwaitRunExit(
+    const std::string& id, uint32_t run, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, &id, run]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = tasks_.find(id);
+    if (shutting_down_ || it == tasks_.end()) return true;
+    const v1::Task& task = it->second->record.task();
+    return task.restarts() != run || (task.state() != v1::TASK_STATE_RUNNING &&
+                                      task.state() != v1::TASK_STATE_STARTING &&
+                                      task.state() != v1::TASK_STATE_PENDING);
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("task ", id, " is still running"));
+  }
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::optional<driver::v1::ExitResult>();
+  const v1::Task& task = it->second->record.task();
+  // The run's exit stays recorded until the next run starts.
+  if (task.restarts() == run && task.has_exit_result()) {
+    return std::optional<driver::v1::ExitResult>(task.exit_result());
+  }
+  if (shutting_down_) {
+    return absl::UnavailableError("berth-node is shutting down");
+  }
+  return std::optional<driver::v1::ExitResult>();
+}
+
 absl::StatusOr<v1::Task> TaskManager::Inspect(const std::string& ref) {
   absl::MutexLock lock(&mu_);
   absl::Status error;
@@ -435,7 +490,7 @@ absl::StatusOr<v1::Task> TaskManager::Inspect(const std::string& ref) {
 
 absl::StatusOr<v1::Task> TaskManager::Stop(const std::string& ref,
                                            absl::Duration timeout,
-                                           const std::string& signal) {
+                                           std::string signal) {
   std::shared_ptr<Entry> entry;
   bool running;
   {
@@ -444,13 +499,13 @@ absl::StatusOr<v1::Task> TaskManager::Stop(const std::string& ref,
     entry = Find(ref, &error);
     if (entry == nullptr) return error;
     if (Finished(entry->record.task().state())) return entry->record.task();
+    ResolveStopSettings(entry->record, &timeout, &signal);
     entry->stop_requested = true;
     entry->record.mutable_task()->set_stopped(true);
     running = entry->record.task().state() == v1::TASK_STATE_RUNNING;
   }
   Save(*entry);
   const std::string id = entry->record.task().id();
-  if (timeout < absl::ZeroDuration()) timeout = kDefaultStopTimeout;
   if (running) {
     absl::StatusOr<std::shared_ptr<DriverClient>> driver =
         Driver(entry->record.task().spec().driver(), absl::Seconds(10));
@@ -535,6 +590,7 @@ absl::Status TaskManager::Remove(const std::string& ref, bool force) {
 absl::StatusOr<TaskManager::Target> TaskManager::RunningTarget(
     const std::string& ref) {
   std::string id, driver_name;
+  uint32_t run;
   {
     absl::MutexLock lock(&mu_);
     absl::Status error;
@@ -543,15 +599,17 @@ absl::StatusOr<TaskManager::Target> TaskManager::RunningTarget(
     id = entry->record.task().id();
     if (entry->record.task().state() != v1::TASK_STATE_RUNNING) {
       return absl::FailedPreconditionError(
-          absl::StrCat("task ", id, " is not running (",
+          absl::StrCat("task ", id, " (", entry->record.task().spec().name(),
+                       ") is not running (",
                        v1::TaskState_Name(entry->record.task().state()), ")"));
     }
     driver_name = entry->record.task().spec().driver();
+    run = entry->record.task().restarts();
   }
   absl::StatusOr<std::shared_ptr<DriverClient>> driver =
       Driver(driver_name, absl::Seconds(10));
   if (!driver.ok()) return driver.status();
-  return Target{id, *std::move(driver)};
+  return Target{id, *std::move(driver), driver_name, run};
 }
 
 std::optional<v1::ComponentStatus> TaskManager::NetnsStatus() {

@@ -62,6 +62,9 @@ class TaskManager {
     // berth-images, for tasks with spec.image (their snapshots); null: the
     // node runs without it and refuses image tasks.
     ImagesClient* images = nullptr;
+    // The host's resolv.conf, which tasks' /etc/resolv.conf starts from
+    // (task_etc_files.h).
+    std::string host_resolv_conf = "/etc/resolv.conf";
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,
@@ -96,9 +99,10 @@ class TaskManager {
 
   // Stops the task (signal, timeout, kill) and returns it once ended; its
   // restart policy no longer applies. A finished task is returned as is.
+  // A negative `timeout` and an empty `signal` are the task's own
+  // (ResolveStopSettings).
   absl::StatusOr<v1::Task> Stop(const std::string& ref, absl::Duration timeout,
-                                const std::string& signal)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                std::string signal) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Removes a finished task (its driver task, network and record).
   // FAILED_PRECONDITION for a running one unless `force` (then killed).
@@ -110,8 +114,19 @@ class TaskManager {
   struct Target {
     std::string id;
     std::shared_ptr<plugin::host::DriverClient> driver;
+    // Its driver's name and the run that is running (Task.restarts).
+    std::string driver_name;
+    uint32_t run = 0;
   };
   absl::StatusOr<Target> RunningTarget(const std::string& ref)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits up to `timeout` for the run `run` (Task.restarts) of the task to
+  // end: its exit result; nullopt when it ended without one (it failed, or
+  // the task is gone); DEADLINE_EXCEEDED when it still runs, UNAVAILABLE
+  // when the node is shutting down.
+  absl::StatusOr<std::optional<driver::v1::ExitResult>> AwaitRunExit(
+      const std::string& id, uint32_t run, absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits up to `timeout` for the task to be finished (or gone); returns
@@ -176,6 +191,12 @@ class TaskManager {
   void Supervise(std::shared_ptr<Entry> entry, Resume resume)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status StartRun(Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the run's /etc/hosts, /etc/hostname and /etc/resolv.conf into
+  // the task directory and binds them in config's isolation
+  // (task_etc_files.h).
+  absl::Status SetUpEtcFiles(Entry& entry, const v1::TaskSpec& spec,
+                             driver::v1::TaskConfig* config)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Empties (or makes) the task's directory, 0755, before a run.
   absl::Status MakeTaskDir(const std::string& id);
   absl::StatusOr<driver::v1::ExitResult> WaitRun(Entry& entry,
@@ -251,6 +272,13 @@ class TaskManager {
   // ReconcileSnapshots, started by Recover.
   std::thread reconciler_;
 };
+
+// The stop settings of a task where the caller gives none (a negative
+// `timeout`, an empty `signal`): spec.stop_timeout, else 5 seconds;
+// spec.stop_signal, else its image's StopSignal (when it names a signal),
+// else SIGTERM.
+void ResolveStopSettings(const internal::TaskRecord& record,
+                         absl::Duration* timeout, std::string* signal);
 
 // Checks a spec before anything is persisted; errors name the field.
 absl::Status ValidateTaskSpec(const v1::TaskSpec& spec);

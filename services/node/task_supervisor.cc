@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@
 #include "plugins/host/errors.h"
 #include "services/common/remove_tree.h"
 #include "services/node/restart_policy.h"
+#include "services/node/task_etc_files.h"
+#include "services/node/task_image.h"
 #include "services/node/task_manager.h"
 #include "services/node/task_network.h"
 #include "services/node/task_userns.h"
@@ -46,6 +49,20 @@ google::protobuf::Timestamp FinishedAt(const v1::Task& task,
     return task.started_at();
   }
   return result.exited_at();
+}
+
+// Reads `path` (at most 64 KiB) into `text`.
+absl::Status ReadSmallFile(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
+  }
+  char buffer[4096];
+  while (text->size() < 64 * 1024 &&
+         in.read(buffer, sizeof(buffer)).gcount() > 0) {
+    text->append(buffer, static_cast<size_t>(in.gcount()));
+  }
+  return absl::OkStatus();
 }
 
 std::string DescribeExit(const driver::v1::ExitResult& result) {
@@ -210,6 +227,50 @@ absl::Status TaskManager::MakeTaskDir(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status TaskManager::SetUpEtcFiles(Entry& entry, const v1::TaskSpec& spec,
+                                        driver::v1::TaskConfig* config) {
+  std::optional<network::v1::NetworkStatus> network;
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = entry.record.task().id();
+    if (spec.network().mode() != network::v1::NETWORK_MODE_HOST) {
+      network = entry.record.task().network();
+    }
+  }
+  std::string host_resolv_conf;
+  if (absl::Status s =
+          ReadSmallFile(options_.host_resolv_conf, &host_resolv_conf);
+      !s.ok()) {
+    // A host without one: the task gets the spec's DNS settings only.
+    LOG(WARNING) << "task " << id << ": " << s;
+  }
+  const TaskEtcFiles files = MakeTaskEtcFiles(
+      spec, config->hostname(), network.has_value() ? &*network : nullptr,
+      host_resolv_conf);
+  // Owned by the task's root, as the host sees it in a user namespace.
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const driver::v1::UserNamespace& userns =
+      config->isolation().user_namespace();
+  for (const driver::v1::IdMapping& mapping : userns.uid_mappings()) {
+    if (mapping.container_id() == 0 && mapping.size() > 0) {
+      uid = mapping.host_id();
+    }
+  }
+  for (const driver::v1::IdMapping& mapping : userns.gid_mappings()) {
+    if (mapping.container_id() == 0 && mapping.size() > 0) {
+      gid = mapping.host_id();
+    }
+  }
+  if (absl::Status s = WriteTaskEtcFiles(TaskDir(id), files, uid, gid);
+      !s.ok()) {
+    return s;
+  }
+  AddTaskEtcMounts(TaskDir(id), config->mutable_isolation());
+  return absl::OkStatus();
+}
+
 absl::Status TaskManager::StartRun(Entry& entry) {
   std::string id;
   v1::TaskSpec spec;
@@ -267,6 +328,19 @@ absl::Status TaskManager::StartRun(Entry& entry) {
       return s;
     }
   }
+  {
+    // The health check in force: the spec's, else its image's.
+    absl::MutexLock lock(&mu_);
+    std::optional<v1::HealthCheck> check = HealthCheckInForce(
+        spec,
+        entry.record.has_image() ? &entry.record.image().config() : nullptr);
+    v1::Task& task = *entry.record.mutable_task();
+    if (check.has_value()) {
+      *task.mutable_healthcheck() = *std::move(check);
+    } else {
+      task.clear_healthcheck();
+    }
+  }
   *config.mutable_resources() = spec.resources();
   *config.mutable_logs() = spec.logs();
   config.set_task_dir(TaskDir(id));
@@ -286,6 +360,15 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   // driver left of an earlier run goes); the driver fills it
   // (plugins/DRIVERS.md, "The task directory").
   if (absl::Status s = MakeTaskDir(id); !s.ok()) return s;
+  if (caps.ok() && WantsTaskEtcFiles(*caps)) {
+    if (absl::Status s = SetUpEtcFiles(entry, spec, &config); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("task ", id,
+                                       ": its /etc/hosts, "
+                                       "/etc/hostname and /etc/resolv.conf: ",
+                                       s.message()));
+    }
+  }
   // The run starts no earlier than the call (a quick task may have exited
   // by the time it returns).
   const google::protobuf::Timestamp start_called = NowProto();
@@ -518,7 +601,16 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
         if (driver.ok()) {
           driver::v1::StopTaskRequest stop;
           stop.set_task_id(id);
-          (void)(*driver)->StopTask(stop, {absl::Now() + absl::Seconds(30)});
+          absl::Duration timeout = absl::InfiniteDuration();
+          std::string signal;
+          {
+            absl::MutexLock lock(&mu_);
+            ResolveStopSettings(entry->record, &timeout, &signal);
+          }
+          *stop.mutable_timeout() = base::ToProtoDuration(timeout);
+          stop.set_signal(signal);
+          (void)(*driver)->StopTask(
+              stop, {absl::Now() + timeout + absl::Seconds(30)});
         }
       }
     }
