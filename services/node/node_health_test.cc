@@ -178,6 +178,9 @@ TEST_F(NodeHealthTest, HealthyThenUnhealthyThenHealthyWithEvents) {
   ASSERT_TRUE(WaitFor([&] { return HealthIs(id, v1::HEALTH_STATUS_HEALTHY); }))
       << Inspect(id).DebugString();
   v1::Task healthy = Inspect(id);
+  // The check in force, as the start recorded it.
+  EXPECT_EQ(healthy.healthcheck().retries(), 2u);
+  EXPECT_EQ(healthy.healthcheck().on_failure(), v1::HEALTH_FAILURE_ACTION_NONE);
   ASSERT_GT(healthy.health().log_size(), 0);
   const v1::HealthCheckResult& ok =
       healthy.health().log(healthy.health().log_size() - 1);
@@ -257,6 +260,7 @@ TEST_F(NodeHealthTest, OnFailureStopStopsItForGood) {
   SetHealthy(false);
   v1::TaskSpec spec = Checked(1, v1::HEALTH_FAILURE_ACTION_STOP);
   spec.mutable_restart()->set_mode(v1::RESTART_MODE_ALWAYS);
+  spec.set_stop_signal("SIGINT");  // stopped as StopTask stops it
   absl::StatusOr<v1::Task> task = testing::RunTask(*stub_, spec);
   ASSERT_TRUE(task.ok()) << task.status();
   const std::string id = task->id();
@@ -264,7 +268,7 @@ TEST_F(NodeHealthTest, OnFailureStopStopsItForGood) {
   const v1::Task stopped = Inspect(id);
   EXPECT_EQ(stopped.state(), v1::TASK_STATE_EXITED);
   EXPECT_TRUE(stopped.stopped());
-  EXPECT_EQ(stopped.exit_result().signal(), SIGTERM);
+  EXPECT_EQ(stopped.exit_result().signal(), SIGINT);
   EXPECT_EQ(stopped.restarts(), 0u) << "restart always does not apply";
   EXPECT_EQ(stopped.health().status(), v1::HEALTH_STATUS_UNHEALTHY);
 }

@@ -26,9 +26,6 @@ namespace {
 using plugin::host::CallCanceller;
 using plugin::host::DriverClient;
 
-// When StopTask's caller and the spec give none (as TaskManager::Stop).
-constexpr absl::Duration kHealthStopTimeout = absl::Seconds(5);
-
 std::string StatusName(v1::HealthStatus status) {
   switch (status) {
     case v1::HEALTH_STATUS_STARTING:
@@ -177,7 +174,7 @@ void TaskManager::ActOnUnhealthy(Entry& entry, v1::HealthFailureAction action,
     return;
   }
   std::string id, driver_name, stop_signal;
-  absl::Duration stop_timeout = kHealthStopTimeout;
+  absl::Duration stop_timeout = -absl::Seconds(1);  // the task's own
   {
     absl::MutexLock lock(&mu_);
     v1::Task& task = *entry.record.mutable_task();
@@ -185,10 +182,9 @@ void TaskManager::ActOnUnhealthy(Entry& entry, v1::HealthFailureAction action,
     if (task.state() != v1::TASK_STATE_RUNNING || entry.stop_requested) return;
     id = task.id();
     driver_name = task.spec().driver();
-    stop_signal = task.spec().stop_signal();
-    if (task.spec().has_stop_timeout()) {
-      stop_timeout = base::FromProtoDuration(task.spec().stop_timeout());
-    }
+    // As StopTask without a signal or timeout: the spec's, else the
+    // image's StopSignal, else SIGTERM and 5 s.
+    ResolveStopSettings(entry.record, &stop_timeout, &stop_signal);
     if (action == v1::HEALTH_FAILURE_ACTION_RESTART) {
       entry.health_restart = true;
     } else if (action == v1::HEALTH_FAILURE_ACTION_STOP) {
