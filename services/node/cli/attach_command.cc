@@ -61,7 +61,9 @@ int Cli::AttachCommand(const ParsedArgs& args) {
   const std::string shown =
       task.spec().name().empty() ? ShortId(task.id()) : task.spec().name();
   if (outcome->detached) {
-    Err(absl::StrCat("berth: detached from ", shown, "; berth attach ", shown,
+    // On a terminal the line may hold the task's prompt: a line of its own.
+    Err(absl::StrCat(isatty(env_.stderr_fd) ? "\n" : "",
+                     "berth: detached from ", shown, "; berth attach ", shown,
                      " to come back\n"));
     return kExitOk;
   }

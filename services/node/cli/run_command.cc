@@ -258,7 +258,9 @@ int Cli::Run(const ParsedArgs& args) {
   if (outcome->detached) {
     // docker leaves a detached --rm task to be removed when it ends; berth
     // leaves it alone: you may come back to it.
-    Err(absl::StrCat("berth: detached from ", TaskName(task),
+    // On a terminal the line may hold the task's prompt: a line of its own.
+    Err(absl::StrCat(isatty(env_.stderr_fd) ? "\n" : "",
+                     "berth: detached from ", TaskName(task),
                      remove ? " (left running, not removed)" : "",
                      "; berth attach ", TaskName(task), " to come back\n"));
     return kExitOk;
