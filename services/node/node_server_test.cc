@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,6 +31,7 @@
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 #include "services/node/node_test_client.h"
+#include "services/node/task_isolation.h"
 #include "services/node/task_manager.h"
 
 namespace berth::node {
@@ -517,6 +519,128 @@ TEST(ValidateTaskSpecTest, ValidAndInvalidSpecs) {
       {"too little cpu",
        [](v1::TaskSpec& s) { s.mutable_resources()->set_cpu_millicores(5); },
        "spec.resources.cpu_millicores: at least 10"},
+      {"labels",
+       [](v1::TaskSpec& s) {
+         (*s.mutable_labels())["app"] = "web";
+         (*s.mutable_labels())["com.example/tier"] = "";
+       },
+       ""},
+      {"empty label key",
+       [](v1::TaskSpec& s) { (*s.mutable_labels())[""] = "x"; },
+       "spec.labels[\"\"]: a label's key is not empty"},
+      {"label key with =",
+       [](v1::TaskSpec& s) { (*s.mutable_labels())["a=b"] = "x"; },
+       "spec.labels[\"a=b\"]: a label's key holds no '='"},
+      {"label value with NUL",
+       [](v1::TaskSpec& s) {
+         (*s.mutable_labels())["a"] = std::string("x\0y", 3);
+       },
+       "spec.labels[\"a\"]: holds a NUL byte"},
+      {"too many labels",
+       [](v1::TaskSpec& s) {
+         for (int i = 0; i <= kMaxLabels; ++i) {
+           (*s.mutable_labels())[absl::StrCat("k", i)] = "v";
+         }
+       },
+       "spec.labels: 257 labels; at most 256"},
+      {"label value too long",
+       [](v1::TaskSpec& s) {
+         (*s.mutable_labels())["a"] = std::string(kMaxLabelValue + 1, 'v');
+       },
+       "a label's value is at most 4096 bytes"},
+      {"hostname", [](v1::TaskSpec& s) { s.set_hostname("web-1.example"); },
+       ""},
+      {"hostname with _", [](v1::TaskSpec& s) { s.set_hostname("web_1"); },
+       "spec.hostname: \"web_1\" is not a valid host name"},
+      {"hostname too long",
+       [](v1::TaskSpec& s) { s.set_hostname(std::string(64, 'h')); },
+       "spec.hostname: \"hhhh"},
+      {"hostname ending with -",
+       [](v1::TaskSpec& s) { s.set_hostname("web-"); },
+       "spec.hostname: \"web-\" is not a valid host name"},
+      {"extra hosts",
+       [](v1::TaskSpec& s) {
+         auto* v4 = s.add_extra_hosts();
+         v4->set_hostname("db.internal");
+         v4->set_ip("192.0.2.10");
+         auto* v6 = s.add_extra_hosts();
+         v6->set_hostname("v6");
+         v6->set_ip("2001:db8::1");
+       },
+       ""},
+      {"extra host without a name",
+       [](v1::TaskSpec& s) { s.add_extra_hosts()->set_ip("192.0.2.10"); },
+       "spec.extra_hosts[0].hostname: \"\" is not a valid host name"},
+      {"extra host with a bad ip",
+       [](v1::TaskSpec& s) {
+         auto* entry = s.add_extra_hosts();
+         entry->set_hostname("db");
+         entry->set_ip("192.0.2.300");
+       },
+       "spec.extra_hosts[0].ip: \"192.0.2.300\" is not an IPv4 or IPv6 "
+       "address"},
+      {"ulimits",
+       [](v1::TaskSpec& s) {
+         auto* nofile = s.add_ulimits();
+         nofile->set_type("RLIMIT_NOFILE");
+         nofile->set_soft(1024);
+         nofile->set_hard(4096);
+         auto* core = s.add_ulimits();
+         core->set_type("core");
+         core->set_soft(UINT64_MAX);
+         core->set_hard(UINT64_MAX);
+       },
+       ""},
+      {"unknown ulimit",
+       [](v1::TaskSpec& s) { s.add_ulimits()->set_type("RLIMIT_FOO"); },
+       "spec.ulimits[0].type: \"RLIMIT_FOO\" is not a resource limit"},
+      {"soft above hard",
+       [](v1::TaskSpec& s) {
+         auto* limit = s.add_ulimits();
+         limit->set_type("nofile");
+         limit->set_soft(10);
+         limit->set_hard(5);
+       },
+       "spec.ulimits[0]: RLIMIT_NOFILE: the soft limit 10 is above the hard "
+       "limit 5"},
+      {"ulimit twice",
+       [](v1::TaskSpec& s) {
+         s.add_ulimits()->set_type("nproc");
+         s.add_ulimits()->set_type("RLIMIT_NPROC");
+       },
+       "spec.ulimits[1]: RLIMIT_NPROC is given more than once"},
+      {"stop signal", [](v1::TaskSpec& s) { s.set_stop_signal("SIGQUIT"); },
+       ""},
+      {"stop signal by number",
+       [](v1::TaskSpec& s) { s.set_stop_signal("10"); }, ""},
+      {"unknown stop signal",
+       [](v1::TaskSpec& s) { s.set_stop_signal("SIGFOO"); },
+       "spec.stop_signal: \"SIGFOO\" is not a signal"},
+      {"stop signal 0", [](v1::TaskSpec& s) { s.set_stop_signal("0"); },
+       "spec.stop_signal: \"0\" is not a signal"},
+      {"negative stop timeout",
+       [](v1::TaskSpec& s) { s.mutable_stop_timeout()->set_seconds(-1); },
+       "spec.stop_timeout: -1s is negative"},
+      {"stop timeout too long",
+       [](v1::TaskSpec& s) {
+         s.mutable_stop_timeout()->set_seconds(25 * 3600);
+       },
+       "spec.stop_timeout: 25h is more than 24h"},
+      {"health check",
+       [](v1::TaskSpec& s) {
+         s.mutable_healthcheck()->add_test("CMD-SHELL");
+         s.mutable_healthcheck()->add_test("true");
+       },
+       ""},
+      {"health check of an unknown kind",
+       [](v1::TaskSpec& s) { s.mutable_healthcheck()->add_test("RUN"); },
+       "spec.healthcheck.test"},
+      {"negative health interval",
+       [](v1::TaskSpec& s) {
+         s.mutable_healthcheck()->add_test("NONE");
+         s.mutable_healthcheck()->mutable_interval()->set_seconds(-2);
+       },
+       "spec.healthcheck.interval"},
   };
   for (const Case& c : cases) {
     v1::TaskSpec spec;
@@ -530,6 +654,208 @@ TEST(ValidateTaskSpecTest, ValidAndInvalidSpecs) {
       EXPECT_THAT(status.message(), HasSubstr(c.error)) << c.name;
     }
   }
+}
+
+using AttachStream = grpc::ClientReaderWriter<driver::v1::AttachTaskRequest,
+                                              driver::v1::AttachTaskResponse>;
+
+driver::v1::AttachTaskRequest AttachSetup(const std::string& ref, bool stdin) {
+  driver::v1::AttachTaskRequest request;
+  request.mutable_setup()->set_task_id(ref);
+  request.mutable_setup()->set_stdin(stdin);
+  return request;
+}
+
+// The status of an AttachTask call that sends only its setup.
+grpc::Status AttachOnce(v1::NodeService::Stub& stub, const std::string& ref) {
+  grpc::ClientContext context;
+  std::unique_ptr<AttachStream> stream = stub.AttachTask(&context);
+  stream->Write(AttachSetup(ref, false));
+  stream->WritesDone();
+  driver::v1::AttachTaskResponse response;
+  while (stream->Read(&response)) {
+  }
+  return stream->Finish();
+}
+
+TEST_F(NodeServerTest, AttachRelaysBothWaysThenSendsTheRunsExit) {
+  StartNode({"--join_networks", "--attach"});
+  const std::string go = dir_.Join("go");
+  v1::TaskSpec spec = Shell(
+      absl::StrCat("while [ ! -e ", go, " ]; do sleep 0.05; done; exit 3"));
+  spec.set_name("echoer");
+  spec.set_stdin_open(true);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+
+  grpc::ClientContext context;
+  std::unique_ptr<AttachStream> stream = stub_->AttachTask(&context);
+  // By name, as `berth attach echoer`.
+  ASSERT_TRUE(stream->Write(AttachSetup("echoer", true)));
+  driver::v1::AttachTaskRequest input;
+  input.set_stdin("hello\n");
+  ASSERT_TRUE(stream->Write(input));
+  driver::v1::AttachTaskResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.stdout(), "hello\n");
+
+  // The task ends: the driver's stream ends, and the node's last frame is
+  // the run's exit.
+  { std::ofstream touch(go); }
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_exit()) << response.DebugString();
+  EXPECT_EQ(response.exit().exit_code(), 3);
+  EXPECT_FALSE(stream->Read(&response));
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_EXITED);
+}
+
+TEST_F(NodeServerTest, AttachCancelledByTheCallerLeavesTheTaskRunning) {
+  StartNode({"--join_networks", "--attach"});
+  absl::StatusOr<v1::Task> task = Run(Shell("sleep 30"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  grpc::ClientContext context;
+  std::unique_ptr<AttachStream> stream = stub_->AttachTask(&context);
+  ASSERT_TRUE(stream->Write(AttachSetup(task->id().substr(0, 8), false)));
+  context.TryCancel();
+  driver::v1::AttachTaskResponse response;
+  while (stream->Read(&response)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
+  // And it can be attached to again.
+  grpc::ClientContext again;
+  std::unique_ptr<AttachStream> second = stub_->AttachTask(&again);
+  ASSERT_TRUE(second->Write(AttachSetup(task->id(), true)));
+  driver::v1::AttachTaskRequest input;
+  input.set_stdin("again");
+  ASSERT_TRUE(second->Write(input));
+  // The mock's echo refuses stdin of a task without stdin_open.
+  while (second->Read(&response)) {
+  }
+  const grpc::Status refused = second->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("without stdin_open"));
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
+}
+
+TEST_F(NodeServerTest, AttachRefusesATaskThatIsNotRunning) {
+  StartNode({"--join_networks", "--attach"});
+  v1::TaskSpec spec = Shell("exit 0");
+  spec.set_name("done");
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
+  const grpc::Status status = AttachOnce(*stub_, "done");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("task ", task->id(),
+                                     " (done) is not running "
+                                     "(TASK_STATE_EXITED)")));
+  EXPECT_EQ(AttachOnce(*stub_, "nosuchtask").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(NodeServerTest, ADriverWithoutAttachRefusesAttachAndInteractiveTasks) {
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(Shell("sleep 30"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  const grpc::Status status = AttachOnce(*stub_, task->id());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("driver mock does not support attaching to tasks"));
+
+  v1::TaskSpec tty = Shell("sh");
+  tty.set_tty(true);
+  absl::StatusOr<v1::Task> refused = Run(tty);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.tty: driver mock does not support interactive "
+                        "tasks (its capabilities claim no attach)"));
+  v1::TaskSpec ulimits = Shell("true");
+  ulimits.add_ulimits()->set_type("nofile");
+  refused = Run(ulimits);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.ulimits: driver mock does not support resource "
+                        "limits"));
+}
+
+TEST_F(NodeServerTest, StopUsesTheSpecsStopSignalWhenTheRequestHasNone) {
+  StartNode();
+  v1::TaskSpec spec = Shell("trap 'exit 7' USR1; while :; do sleep 0.05; done");
+  spec.set_stop_signal("SIGUSR1");
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  v1::StopTaskRequest request;
+  request.set_task_id(task->id());
+  v1::StopTaskResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->StopTask(&context, request, &response).ok());
+  EXPECT_EQ(response.task().exit_result().exit_code(), 7)
+      << response.task().DebugString();
+  EXPECT_EQ(response.task().exit_result().signal(), 0);
+}
+
+TEST_F(NodeServerTest, TheHealthCheckInForceIsTheSpecsWithDefaults) {
+  StartNode();
+  v1::TaskSpec spec = Shell("sleep 30");
+  spec.mutable_healthcheck()->add_test("CMD");
+  spec.mutable_healthcheck()->add_test("true");
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  const v1::HealthCheck& check = task->healthcheck();
+  EXPECT_EQ(check.test_size(), 2);
+  EXPECT_EQ(check.interval().seconds(), 30);
+  EXPECT_EQ(check.timeout().seconds(), 30);
+  EXPECT_EQ(check.retries(), 3u);
+
+  v1::TaskSpec none = Shell("sleep 30");
+  none.mutable_healthcheck()->add_test("NONE");
+  absl::StatusOr<v1::Task> unchecked = Run(none);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status();
+  EXPECT_FALSE(unchecked->has_healthcheck());
+}
+
+TEST(ResolveStopSettingsTest, RequestThenSpecThenImageThenDefaults) {
+  internal::TaskRecord record;
+  absl::Duration timeout = -absl::Seconds(1);
+  std::string signal;
+  ResolveStopSettings(record, &timeout, &signal);
+  EXPECT_EQ(timeout, absl::Seconds(5));
+  EXPECT_EQ(signal, "SIGTERM");
+
+  record.mutable_image()->mutable_config()->set_stop_signal("SIGQUIT");
+  timeout = -absl::Seconds(1);
+  signal.clear();
+  ResolveStopSettings(record, &timeout, &signal);
+  EXPECT_EQ(signal, "SIGQUIT");
+
+  v1::TaskSpec& spec = *record.mutable_task()->mutable_spec();
+  spec.set_stop_signal("SIGINT");
+  spec.mutable_stop_timeout()->set_seconds(42);
+  timeout = -absl::Seconds(1);
+  signal.clear();
+  ResolveStopSettings(record, &timeout, &signal);
+  EXPECT_EQ(signal, "SIGINT");
+  EXPECT_EQ(timeout, absl::Seconds(42));
+
+  // What the request says wins.
+  timeout = absl::ZeroDuration();
+  signal = "SIGKILL";
+  ResolveStopSettings(record, &timeout, &signal);
+  EXPECT_EQ(signal, "SIGKILL");
+  EXPECT_EQ(timeout, absl::ZeroDuration());
+
+  // An image's StopSignal that names no signal is not sent.
+  internal::TaskRecord bad;
+  bad.mutable_image()->mutable_config()->set_stop_signal("SIGNOPE");
+  signal.clear();
+  ResolveStopSettings(bad, &timeout, &signal);
+  EXPECT_EQ(signal, "SIGTERM");
 }
 
 }  // namespace

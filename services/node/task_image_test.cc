@@ -227,5 +227,43 @@ TEST(TaskImageTest, MakeDirInRootStaysInTheRoot) {
   EXPECT_FALSE(MakeDirInRoot(root.path(), "/file/x").ok());
 }
 
+TEST(TaskImageTest, TheHealthCheckInForceIsTheSpecsElseTheImages) {
+  image::v1::ImageConfig image;
+  image.mutable_healthcheck()->add_test("CMD-SHELL");
+  image.mutable_healthcheck()->add_test("wget -q localhost");
+  image.mutable_healthcheck()->mutable_interval()->set_seconds(5);
+  image.mutable_healthcheck()->set_retries(2);
+  v1::TaskSpec spec;
+
+  // The image's, its unset timeout filled.
+  std::optional<v1::HealthCheck> check = HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.has_value());
+  EXPECT_EQ(check->test(1), "wget -q localhost");
+  EXPECT_EQ(check->interval().seconds(), 5);
+  EXPECT_EQ(check->timeout().seconds(), 30);
+  EXPECT_EQ(check->retries(), 2u);
+
+  // The spec's wins; ["NONE"] turns the image's off.
+  spec.mutable_healthcheck()->add_test("CMD");
+  spec.mutable_healthcheck()->add_test("/bin/true");
+  check = HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.has_value());
+  EXPECT_EQ(check->test(1), "/bin/true");
+  EXPECT_EQ(check->interval().seconds(), 30);
+  EXPECT_EQ(check->retries(), 3u);
+  spec.mutable_healthcheck()->clear_test();
+  spec.mutable_healthcheck()->add_test("NONE");
+  EXPECT_FALSE(HealthCheckInForce(spec, &image).has_value());
+
+  // Without an image, or an image without one: none.
+  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(), nullptr).has_value());
+  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(),
+                                  &image::v1::ImageConfig::default_instance())
+                   .has_value());
+  image.mutable_healthcheck()->clear_test();
+  image.mutable_healthcheck()->add_test("NONE");
+  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(), &image).has_value());
+}
+
 }  // namespace
 }  // namespace berth::node

@@ -415,5 +415,79 @@ TEST_F(TaskIsolationTest, ApplyFillsTheTaskConfig) {
   EXPECT_THAT(moved.message(), HasSubstr("is inside berth's state directory"));
 }
 
+TEST_F(TaskIsolationTest, InteractiveSettingsRlimitsAndHostnameReachTheConfig) {
+  v1::TaskSpec spec = Spec();
+  spec.set_name("web");
+  spec.set_stdin_open(true);
+  spec.set_tty(true);
+  driverpb::Rlimit* nofile = spec.add_ulimits();
+  nofile->set_type("nofile");
+  nofile->set_soft(1024);
+  nofile->set_hard(4096);
+  driverpb::Rlimit* core = spec.add_ulimits();
+  core->set_type("RLIMIT_CORE");
+  core->set_soft(UINT64_MAX);
+  core->set_hard(UINT64_MAX);
+  driverpb::DriverCapabilities caps;
+  caps.set_attach(true);
+  caps.set_rlimits(true);
+
+  driverpb::TaskConfig config;
+  ASSERT_TRUE(ApplyTaskIsolation(spec, caps, dirs_, nullptr, &config).ok());
+  EXPECT_TRUE(config.stdin_open());
+  EXPECT_TRUE(config.tty());
+  ASSERT_EQ(config.rlimits_size(), 2);
+  EXPECT_EQ(config.rlimits(0).type(), "RLIMIT_NOFILE");
+  EXPECT_EQ(config.rlimits(0).soft(), 1024u);
+  EXPECT_EQ(config.rlimits(0).hard(), 4096u);
+  EXPECT_EQ(config.rlimits(1).type(), "RLIMIT_CORE");
+  EXPECT_EQ(config.rlimits(1).hard(), UINT64_MAX);
+  // No hostname of its own: its name.
+  EXPECT_EQ(config.hostname(), "web");
+  spec.set_hostname("box.example");
+  ASSERT_TRUE(ApplyTaskIsolation(spec, caps, dirs_, nullptr, &config).ok());
+  EXPECT_EQ(config.hostname(), "box.example");
+  EXPECT_EQ(config.rlimits_size(), 2);  // not added twice
+
+  // A driver without attach or rlimits: refused, naming the field.
+  const absl::Status no_attach =
+      CheckIsolationSupported(spec, "plain", driverpb::DriverCapabilities());
+  EXPECT_EQ(no_attach.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_attach.message(),
+              HasSubstr("spec.tty: driver plain does not support interactive "
+                        "tasks (its capabilities claim no attach)"));
+  spec.set_tty(false);
+  EXPECT_THAT(
+      CheckIsolationSupported(spec, "plain", driverpb::DriverCapabilities())
+          .message(),
+      HasSubstr("spec.stdin_open: driver plain"));
+  spec.set_stdin_open(false);
+  const absl::Status no_rlimits =
+      CheckIsolationSupported(spec, "plain", driverpb::DriverCapabilities());
+  EXPECT_EQ(no_rlimits.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_rlimits.message(),
+              HasSubstr("spec.ulimits: driver plain does not support resource "
+                        "limits (its capabilities claim no rlimits)"));
+  spec.clear_ulimits();
+  EXPECT_TRUE(
+      CheckIsolationSupported(spec, "plain", driverpb::DriverCapabilities())
+          .ok());
+}
+
+TEST(TaskSettingsTest, NamesAndNumbers) {
+  EXPECT_EQ(ParseSignalName("SIGTERM"), 15);
+  EXPECT_EQ(ParseSignalName("term"), 15);
+  EXPECT_EQ(ParseSignalName("9"), 9);
+  EXPECT_EQ(ParseSignalName("SIGRTMIN"), std::nullopt);
+  EXPECT_EQ(ParseSignalName("65"), std::nullopt);
+  EXPECT_EQ(ParseSignalName(""), std::nullopt);
+  EXPECT_EQ(*CanonicalRlimitType("nofile"), "RLIMIT_NOFILE");
+  EXPECT_EQ(*CanonicalRlimitType("rlimit_memlock"), "RLIMIT_MEMLOCK");
+  EXPECT_FALSE(CanonicalRlimitType("RLIMIT_").ok());
+  v1::TaskSpec spec;
+  spec.set_name(std::string(70, 'n'));
+  EXPECT_EQ(TaskHostname(spec), std::string(63, 'n'));
+}
+
 }  // namespace
 }  // namespace berth::node

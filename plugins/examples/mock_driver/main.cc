@@ -28,6 +28,10 @@ ABSL_FLAG(bool, join_networks, false,
           "List NETWORK_ISOLATION_MODE_GROUP and run a GROUP task in the "
           "network namespace the node made for it (setns).");
 
+ABSL_FLAG(bool, attach, false,
+          "Claim attach and serve AttachTask as an echo of the caller's stdin "
+          "(for tests), until the task exits.");
+
 namespace {
 
 constexpr char kUsage[] =
@@ -35,7 +39,7 @@ constexpr char kUsage[] =
     "process, for tests\n"
     "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
-    "[--must_create_network] [--join_networks]";
+    "[--must_create_network] [--join_networks] [--attach]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
   options.default_state_dir = absl::GetFlag(FLAGS_state_dir);
   options.must_create_network = absl::GetFlag(FLAGS_must_create_network);
   options.join_networks = absl::GetFlag(FLAGS_join_networks);
+  options.attach = absl::GetFlag(FLAGS_attach);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

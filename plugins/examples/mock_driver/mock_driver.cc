@@ -435,6 +435,7 @@ void SetPaths(const std::string& id, const HandleState& handle,
 MockDriver::MockDriver(MockDriverOptions options)
     : must_create_network_(options.must_create_network),
       join_networks_(options.join_networks || options.must_create_network),
+      attach_(options.attach),
       state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
@@ -516,11 +517,39 @@ driver::v1::DriverCapabilities MockDriver::Capabilities() const {
   capabilities.set_recover(true);
   capabilities.set_stats(true);
   if (must_create_network_) capabilities.set_must_create_network(true);
+  if (attach_) capabilities.set_attach(true);
   if (join_networks_) {
     capabilities.add_network_isolation_modes(
         driver::v1::NETWORK_ISOLATION_MODE_GROUP);
   }
   return capabilities;
+}
+
+absl::Status MockDriver::AttachTask(plugin::AttachTaskStream* stream) {
+  if (!attach_) return Driver::AttachTask(stream);
+  const std::string& id = stream->setup().task_id();
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(id);
+  if (!task.ok()) return task.status();
+  if (stream->setup().stdin() && !(*task)->config.stdin_open()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", id, " was started without stdin_open"));
+  }
+  // The echo: the caller's stdin comes back as stdout.
+  std::thread echo([stream] {
+    driver::v1::AttachTaskRequest request;
+    while (stream->Recv(&request)) {
+      if (!request.has_stdin()) continue;
+      driver::v1::AttachTaskResponse response;
+      response.set_stdout(request.stdin());
+      if (!stream->Send(response)) break;
+    }
+  });
+  // The output ends when the task exits (or the caller goes).
+  absl::StatusOr<driver::v1::ExitResult> exited =
+      WaitTask(id, stream->cancel());
+  stream->CloseRecv();
+  echo.join();
+  return exited.status();
 }
 
 absl::StatusOr<std::shared_ptr<MockDriver::Task>> MockDriver::Find(

@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "plugins/sdk/attach.h"
 #include "plugins/sdk/driver.h"
 #include "plugins/sdk/exec.h"
 
@@ -80,6 +81,12 @@ struct MockDriverOptions {
   // Lists NETWORK_ISOLATION_MODE_GROUP and joins namespace_path, as with
   // must_create_network but with the node's own networks (berth-netns).
   bool join_networks = false;
+  // Claims attach (and serves AttachTask) as an echo, for the node's tests:
+  // what a caller sends to a task's stdin comes back as its stdout, until
+  // the task exits (the stream then ends OK, without an exit frame). Asking
+  // for stdin of a task started without TaskConfig.stdin_open is
+  // FAILED_PRECONDITION.
+  bool attach = false;
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -118,6 +125,8 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
       const plugin::ExecOptions& options) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AttachTask(plugin::AttachTaskStream* stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<driver::v1::CreateNetworkResponse> CreateNetwork(
       const driver::v1::CreateNetworkRequest& request) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -158,6 +167,7 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
 
   const bool must_create_network_;
   const bool join_networks_;
+  const bool attach_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
