@@ -72,6 +72,7 @@ int Cli::Dispatch(const CommandInfo& command,
   if (command.name == "stop") return Stop(*parsed);
   if (command.name == "rm") return Remove(*parsed);
   if (command.name == "events") return Events(*parsed);
+  if (command.name == "completion") return Completion(*parsed);
   if (command.name == "image pull") return ImagePull(*parsed);
   if (command.name == "image import") return ImageImport(*parsed);
   if (command.name == "image ls") return ImageList(*parsed);

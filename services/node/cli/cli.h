@@ -62,6 +62,11 @@ class Cli {
   int Dispatch(const CommandInfo& command,
                const std::vector<std::string>& args);
 
+  // The hidden `berth __complete tasks|images` the completion scripts call
+  // (completion_command.cc): the names, one a line; exit 1 without a word
+  // when the node cannot be reached.
+  int CompleteNames(const std::vector<std::string>& args);
+
  private:
   // How much of each output stream of a task was copied.
   struct LogPosition {

@@ -86,6 +86,11 @@ int RunCli(const std::vector<std::string>& args, const CliEnvironment& env) {
   }
 
   std::string name = args[i++];
+  if (name == "__complete") {
+    Cli cli(env, ResolveNodeSocket(socket_flag, env));
+    return cli.CompleteNames(
+        std::vector<std::string>(args.begin() + i, args.end()));
+  }
   if (name == "help") {
     if (i == args.size()) {
       out(TopUsage());
