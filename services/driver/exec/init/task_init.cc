@@ -67,6 +67,7 @@ using ::berth::driver_common::EncodeInitReport;
 using ::berth::driver_common::ExitRecord;
 using ::berth::driver_common::InitReport;
 using ::berth::driver_common::InitSpec;
+using ::berth::driver_common::kAttachReplayBytes;
 using ::berth::driver_common::kInitReportFd;
 using ::berth::driver_common::kInitSpecFd;
 using ::berth::driver_common::kInitTargetFd;
@@ -318,6 +319,10 @@ struct ProgramStart {
   int error_fd;
 };
 
+// What a task that is neither tty nor stdin_open keeps of its output for a
+// first attach.
+constexpr size_t kQuietReplayBytes = 64 * 1024;
+
 // Its stack until it executes: most of it never touched.
 constexpr size_t kProgramStackBytes = 1 << 20;
 
@@ -494,6 +499,12 @@ int RunInit(InitSpec& spec) {
   attach.stdin_fd = in_pipe[1];
   attach.terminal_fd = terminal;
   attach.terminal_stdin = spec.stdin_open;
+  // What the first attach gets of the output written before it: the
+  // contract's 1 MiB for an interactive task (`berth run -it` loses no
+  // prompt), less for the others (most never attached), whose init must
+  // stay small however much they write.
+  attach.replay_bytes =
+      spec.tty || spec.stdin_open ? kAttachReplayBytes : kQuietReplayBytes;
   AttachHub hub(attach);
 
   int out_fd = spec.tty ? terminal : out_pipe[0];
