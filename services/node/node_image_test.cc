@@ -570,6 +570,50 @@ TEST_F(NodeImageTest, ATaskRunsOnItsSnapshotWithTheImagesConfiguration) {
   EXPECT_THAT(images_.snapshot_ids(), ElementsAre(plain->id()));
 }
 
+TEST_F(NodeImageTest, TheTaskGetsItsOwnHostsHostnameAndResolvConf) {
+  // busybox's root has no /etc/hosts, /etc/hostname nor /etc/resolv.conf:
+  // the driver makes the mount points.
+  images_.AddImage("etc:1", Image("docker.io/library/etc:1", {}, {}));
+  StartNode();
+  v1::TaskSpec spec = ImageSpec(
+      "etc:1",
+      "cat /etc/hostname; grep db.internal /etc/hosts; hostname; "
+      "grep -c localhost /etc/hosts; grep nameserver /etc/resolv.conf; "
+      "grep search /etc/resolv.conf; echo mine > /etc/hosts && cat /etc/hosts");
+  spec.set_hostname("box");
+  v1::HostEntry* db = spec.add_extra_hosts();
+  db->set_hostname("db.internal");
+  db->set_ip("192.0.2.10");
+  spec.mutable_network()->mutable_dns()->add_servers("192.0.2.53");
+  spec.mutable_network()->mutable_dns()->add_searches("example.test");
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(Output(task->id()),
+            "box\n192.0.2.10\tdb.internal\nbox\n2\nnameserver 192.0.2.53\n"
+            "search example.test\nmine\n");
+  // Read-write, and the node's, in the task directory (not the image's).
+  EXPECT_EQ(ReadFileOrEmpty(dir_.Join(
+                absl::StrCat("state/node/tasks/", task->id(), "/etc/hosts"))),
+            "mine\n");
+}
+
+TEST_F(NodeImageTest, StopSendsTheImagesStopSignalWhenNoneIsGiven) {
+  imagepb::Image image = Image("docker.io/library/quit:1", {}, {});
+  image.mutable_config()->set_stop_signal("SIGQUIT");
+  images_.AddImage("quit:1", image);
+  StartNode();
+  absl::StatusOr<v1::Task> task = Run(
+      ImageSpec("quit:1", "trap 'exit 9' QUIT; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  v1::StopTaskRequest request;
+  request.set_task_id(task->id());
+  v1::StopTaskResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->StopTask(&context, request, &response).ok());
+  EXPECT_EQ(response.task().exit_result().exit_code(), 9)
+      << response.task().DebugString();
+}
+
 TEST_F(NodeImageTest, TheImagesUserUnlessTheSpecGivesOne) {
   imagepb::Image image = Image("docker.io/library/user:1", {}, {});
   image.mutable_config()->set_user("1234:2345");
