@@ -34,6 +34,13 @@ ABSL_FLAG(uint64_t, task_log_max_file_bytes, 0,
           "With --task_log_dir: rotate a file at this size (0: 10 MiB).");
 ABSL_FLAG(uint32_t, task_log_max_files, 0,
           "With --task_log_dir: rotated files kept per stream (0: 4).");
+ABSL_FLAG(int, attach_fd, -1,
+          "An inherited listening Unix socket on which to serve attached "
+          "callers (the sandbox driver's AttachTask): the process's output, "
+          "its exit, and their terminal sizes sent up as resizes.");
+ABSL_FLAG(bool, attach_stdin, false,
+          "With --attach_fd: the process's stdin is what attached callers "
+          "send (end of file once one closes it), not the shim's own stdin.");
 ABSL_FLAG(absl::Duration, reconnect_timeout, absl::Seconds(30),
           "How long to keep trying to reach the proxy when it went away (and "
           "at start) before exiting 255.");
@@ -47,6 +54,7 @@ constexpr char kUsage[] =
     "[--reconnect_timeout=30s]\n"
     "                  [--task_log_dir=DIR [--task_log_max_file_bytes=N] "
     "[--task_log_max_files=N]]\n"
+    "                  [--attach_fd=N [--attach_stdin]]\n"
     "       berth-shim --token_fd=N [--proxy_socket=PATH]";
 constexpr char kVersion[] = "0.1.0";
 
@@ -77,6 +85,17 @@ int main(int argc, char** argv) {
   options.log_dir = absl::GetFlag(FLAGS_task_log_dir);
   options.log_max_file_bytes = absl::GetFlag(FLAGS_task_log_max_file_bytes);
   options.log_max_files = absl::GetFlag(FLAGS_task_log_max_files);
+  options.attach_fd = absl::GetFlag(FLAGS_attach_fd);
+  options.attach_stdin = absl::GetFlag(FLAGS_attach_stdin);
+  if (options.attach_fd >= 0 && options.attach_fd <= 2) {
+    LOG(ERROR) << "berth-shim: --attach_fd=" << options.attach_fd
+               << " is one of the process's stdin, stdout and stderr";
+    return berth::shim::kShimFailureExitCode;
+  }
+  if (options.attach_stdin && options.attach_fd < 0) {
+    LOG(ERROR) << "berth-shim: --attach_stdin needs --attach_fd";
+    return berth::shim::kShimFailureExitCode;
+  }
   const int token_fd = absl::GetFlag(FLAGS_token_fd);
   if (token_fd >= 0 && token_fd <= 2) {
     LOG(ERROR) << "berth-shim: --token_fd=" << token_fd

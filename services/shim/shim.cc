@@ -43,6 +43,7 @@
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
 #include "services/common/unix_socket.h"
+#include "services/shim/attach_server.h"
 
 extern char** environ;
 
@@ -107,6 +108,7 @@ struct StreamResult {
   };
   Kind kind = kLost;
   int exit_code = 0;
+  berth::agent::v1::ProcessExit exit;
   // Whether the proxy accepted the hello on this stream.
   bool connected = false;
   absl::Status error;
@@ -135,6 +137,7 @@ class Shim {
  public:
   explicit Shim(const ShimOptions& options)
       : options_(options),
+        stdin_fd_(options.stdin_fd),
         stdout_(options.stdout_fd, "stdout",
                 LogFor(options, plugin::kStdoutLogName)),
         stderr_(options.stderr_fd, "stderr",
@@ -157,9 +160,28 @@ class Shim {
             absl::StrCat("signalfd: ", std::strerror(errno))));
       }
     }
+    if (options_.attach_fd >= 0) {
+      absl::StatusOr<std::unique_ptr<AttachServer>> server =
+          AttachServer::Start(base::UniqueFd(options_.attach_fd),
+                              options_.attach_stdin);
+      if (!server.ok()) return Fail(server.status());
+      attach_ = *std::move(server);
+      if (options_.attach_stdin) stdin_fd_ = attach_->stdin_fd();
+    }
     std::thread up([this] { UpLoop(); });
     std::thread acker([this] { AckLoop(); });
-    const int code = ConnectLoop();
+    berth::agent::v1::ProcessExit exit;
+    const int code = ConnectLoop(&exit);
+    if (attach_ != nullptr) {
+      // Attached callers get the rest of the output and the exit before
+      // the shim's own exit says the task has ended.
+      if (code == kShimFailureExitCode && exit.exit_code() == 0 &&
+          exit.signal() == 0) {
+        exit.set_exit_code(kShimFailureExitCode);
+      }
+      attach_->Exit(exit.exit_code(), exit.signal(),
+                    options_.attach_flush_timeout);
+    }
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -186,7 +208,7 @@ class Shim {
 
   // The connection loop of the calling thread: connects, reads, and
   // reconnects while that makes sense.
-  int ConnectLoop() {
+  int ConnectLoop(berth::agent::v1::ProcessExit* exit) {
     bool resume = false;
     absl::Time give_up = absl::Now() + options_.reconnect_timeout;
     absl::Duration backoff = kFirstBackoff;
@@ -194,6 +216,7 @@ class Shim {
       StreamResult result = RunStream(resume, give_up);
       switch (result.kind) {
         case StreamResult::kExited:
+          *exit = result.exit;
           return result.exit_code;
         case StreamResult::kFatal:
           return Fail(result.error);
@@ -306,11 +329,19 @@ class Shim {
           const pb::OutputChunk& chunk =
               out ? response.stdout() : response.stderr();
           OutputSink& sink = out ? stdout_ : stderr_;
+          const uint64_t before = sink.written();
           if (absl::Status written = sink.Write(chunk.offset(), chunk.data());
               !written.ok()) {
             result = Fatal(written);
             done = true;
             break;
+          }
+          if (attach_ != nullptr && sink.written() > before) {
+            // The bytes new to the sink: the end of the chunk (a resumed
+            // stream may repeat its start).
+            const size_t fresh = static_cast<size_t>(sink.written() - before);
+            attach_->Output(out, absl::string_view(chunk.data())
+                                     .substr(chunk.data().size() - fresh));
           }
           Ack();
           break;
@@ -318,6 +349,7 @@ class Shim {
         case pb::ConnectResponse::kExit:
           result.kind = StreamResult::kExited;
           result.exit_code = ExitCodeFor(response.exit());
+          result.exit = response.exit();
           done = true;
           break;
         case pb::ConnectResponse::FRAME_NOT_SET:
@@ -360,7 +392,7 @@ class Shim {
   // The size of the terminal on stdin; false if stdin is not one.
   bool TerminalSize(berth::agent::v1::TerminalSize* size) {
     winsize ws;
-    if (ioctl(options_.stdin_fd, TIOCGWINSZ, &ws) != 0) return false;
+    if (ioctl(stdin_fd_, TIOCGWINSZ, &ws) != 0) return false;
     size->set_rows(ws.ws_row);
     size->set_columns(ws.ws_col);
     return true;
@@ -516,19 +548,34 @@ class Shim {
     bool stdin_open = true;
     pb::ConnectRequest request;
     while (true) {
-      pollfd fds[3];
+      pollfd fds[4];
       nfds_t n = 0;
       fds[n++] = {wake_fd_.get(), POLLIN, 0};
       const int signal_index = signal_fd_.valid() ? static_cast<int>(n) : -1;
       if (signal_fd_.valid()) fds[n++] = {signal_fd_.get(), POLLIN, 0};
       const int stdin_index = stdin_open ? static_cast<int>(n) : -1;
-      if (stdin_open) fds[n++] = {options_.stdin_fd, POLLIN, 0};
+      if (stdin_open) fds[n++] = {stdin_fd_, POLLIN, 0};
+      const int resize_index = attach_ != nullptr ? static_cast<int>(n) : -1;
+      if (attach_ != nullptr) fds[n++] = {attach_->resize_fd(), POLLIN, 0};
       if (poll(fds, n, -1) < 0) {
         if (errno == EINTR) continue;
         LOG(ERROR) << "berth-shim: poll: " << std::strerror(errno);
         return;
       }
       if (fds[0].revents != 0) return;  // stopping
+      if (resize_index >= 0 && fds[resize_index].revents != 0) {
+        // A terminal size an attached caller sent.
+        uint32_t rows = 0, columns = 0;
+        if (attach_->TakeResize(&rows, &columns)) {
+          request.Clear();
+          request.mutable_resize()->set_rows(rows);
+          request.mutable_resize()->set_columns(columns);
+          VLOG(1) << "resize from an attached caller: " << rows << "x"
+                  << columns;
+          if (!Send(request)) return;
+          request.Clear();
+        }
+      }
       if (signal_index >= 0 && fds[signal_index].revents != 0) {
         signalfd_siginfo info;
         while (read(signal_fd_.get(), &info, sizeof(info)) ==
@@ -548,7 +595,7 @@ class Shim {
         data->resize(kStdinFrameSize);
         ssize_t got;
         do {
-          got = read(options_.stdin_fd, data->data(), data->size());
+          got = read(stdin_fd_, data->data(), data->size());
         } while (got < 0 && errno == EINTR);
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
         if (got > 0) {
@@ -570,6 +617,10 @@ class Shim {
   }
 
   const ShimOptions options_;
+  // The process's stdin: options_.stdin_fd, or the attached callers'.
+  int stdin_fd_;
+  // Serves the attach socket (options_.attach_fd), if any.
+  std::unique_ptr<AttachServer> attach_;
   OutputSink stdout_;
   OutputSink stderr_;
   base::UniqueFd signal_fd_;

@@ -5,9 +5,10 @@
 // survives a restart of the proxy: it reconnects with the token and the
 // offsets of the output it has written, so no output is lost or written twice.
 //
-// Threads: the caller's (reads the stream, writes stdout and stderr, acks)
-// and one more (reads stdin and a signalfd, sends stdin, signals and resizes
-// up), besides gRPC's own.
+// Threads: the caller's (reads the stream, writes stdout and stderr, acks),
+// one more (reads stdin and a signalfd, sends stdin, signals and resizes
+// up), the acker, and with an attach socket its server's, besides gRPC's
+// own.
 
 #ifndef SERVICES_SHIM_SHIM_H_
 #define SERVICES_SHIM_SHIM_H_
@@ -127,6 +128,16 @@ struct ShimOptions {
   // Read forwarded signals and SIGWINCH from a signalfd (they must be
   // blocked in every thread: BlockShimSignals).
   bool forward_signals = true;
+  // A listening Unix socket (taken) on which attached callers are served
+  // (attach_server.h, the sandbox driver's AttachTask): the process's
+  // output, the exit, their terminal sizes sent up as resizes. -1: none.
+  int attach_fd = -1;
+  // With attach_fd: the process's stdin is what attached callers send
+  // (end of file once one closes it), not stdin_fd.
+  bool attach_stdin = false;
+  // With attach_fd: how long attached callers are given, after the exit,
+  // to take what they were not sent yet.
+  absl::Duration attach_flush_timeout = absl::Seconds(2);
 };
 
 // Runs the shim until the process exits (returns ExitCodeFor its exit) or the

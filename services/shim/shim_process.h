@@ -55,7 +55,8 @@ class ShimProcess {
     std::vector<std::string> args;           // after the binary
     std::vector<std::string> env;            // besides PATH
     std::optional<std::string> token_on_fd;  // given as fd 5
-    int stdin_fd = -1;  // instead of a pipe (e.g. a terminal)
+    int stdin_fd = -1;   // instead of a pipe (e.g. a terminal)
+    int attach_fd = -1;  // given as fd 3 (e.g. a listening socket)
     // If set, stdout is read only once it is notified (until then the
     // shim's writes block once the pipe is full).
     absl::Notification* hold_stdout = nullptr;
@@ -93,6 +94,11 @@ class ShimProcess {
       dup2(out[1], 1);
       dup2(err[1], 2);
       if (token[0] >= 0) dup2(token[0], 5);
+      if (options.attach_fd == 3) {
+        fcntl(3, F_SETFD, 0);  // dup2 onto itself keeps close-on-exec
+      } else if (options.attach_fd >= 0) {
+        dup2(options.attach_fd, 3);
+      }
       execve(c_argv[0], c_argv.data(), c_env.data());
       _exit(127);
     }

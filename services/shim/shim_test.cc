@@ -48,6 +48,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
+#include "services/driver/common/attach_hub.h"
 #include "services/shim/shim_process.h"
 
 namespace berth {
@@ -517,6 +518,202 @@ TEST_F(ShimBinaryTest, TerminalSizeAndSigwinchBecomeResizes) {
 // The token from the environment: sent in the hello, gone from the shim's
 // environment as /proc shows it, never in its argv. Also measures the shim's
 // memory while connected.
+// ---------------------------------------------------------------------------
+// The attach socket (--attach_fd): a caller of the protocol in
+// services/driver/common/attach_hub.h.
+
+using ::berth::driver_common::AttachFrameReader;
+using ::berth::driver_common::AttachFrameType;
+
+// A listening Unix socket at `path` (close-on-exec).
+int ListenAt(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CHECK_GE(fd, 0);
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  CHECK_EQ(
+      bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+      0);
+  CHECK_EQ(listen(fd, 8), 0);
+  return fd;
+}
+
+class AttachCaller {
+ public:
+  explicit AttachCaller(const std::string& path) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address = {};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&address),
+                         sizeof(address)) == 0;
+  }
+  ~AttachCaller() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  void Send(const std::string& frames) {
+    ASSERT_EQ(write(fd_, frames.data(), frames.size()),
+              static_cast<ssize_t>(frames.size()));
+  }
+  void Stdin(const std::string& data) {
+    std::string frames;
+    driver_common::AppendAttachFrames(&frames, AttachFrameType::kStdin,
+                                      data.data(), data.size());
+    Send(frames);
+  }
+  void CloseStdin() {
+    std::string frames;
+    driver_common::AppendAttachFrames(&frames, AttachFrameType::kStdinClose,
+                                      nullptr, 0);
+    Send(frames);
+  }
+
+  // Reads frames until `stdout` holds `wanted` (true), the exit frame and
+  // the end of the connection (wanted empty), or 30 s pass.
+  bool ReadUntil(const std::string& wanted) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      if (!wanted.empty() && absl::StrContains(stdout, wanted)) return true;
+      pollfd pfd = {fd_, POLLIN, 0};
+      if (poll(&pfd, 1, 100) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = read(fd_, buffer, sizeof(buffer));
+      if (n <= 0) return wanted.empty() && exited;
+      reader_.Feed(buffer, static_cast<size_t>(n));
+      AttachFrameType type;
+      std::string payload;
+      bool malformed = false;
+      while (reader_.Next(&type, &payload, &malformed)) {
+        if (type == AttachFrameType::kStdout) stdout += payload;
+        if (type == AttachFrameType::kExit) {
+          exited = driver_common::DecodeAttachExit(payload, &exit_code,
+                                                   &exit_signal);
+        }
+      }
+      if (malformed) return false;
+    }
+    return false;
+  }
+
+  std::string stdout;
+  bool exited = false;
+  int32_t exit_code = -1;
+  int32_t exit_signal = -1;
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  AttachFrameReader reader_;
+};
+
+// The first caller gets what the process wrote before it, later ones only
+// what comes after; a caller's stdin goes up (the shim's own stdin unused),
+// terminal sizes become resizes (the latest of those that come together), a
+// stdin close becomes stdin_close, and the
+// exit frame ends every caller's connection before the shim exits.
+TEST_F(ShimBinaryTest, AttachedCallersGetOutputAndSendStdinAndSizes) {
+  const std::string attach_path = dir_.Join("attach.sock");
+  Upstream up;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    const std::string before = "before\n";
+    SendChunk(stream, true, before, 0, before.size());
+    // Both callers' hellos carry a size; the second's, the latest, shows
+    // that the hub has taken it (sizes that come together go as one).
+    ReadUntil(stream, &up, [](const Upstream& u) {
+      return !u.resizes.empty() &&
+             u.resizes.back() == std::make_pair(40u, 120u);
+    });
+    ReadUntil(stream, &up,
+              [](const Upstream& u) { return u.stdin_data == "hello\n"; });
+    const std::string all = before + up.stdin_data;
+    SendChunk(stream, true, all, before.size(), up.stdin_data.size());
+    ReadUntil(stream, &up, [](const Upstream& u) {
+      return u.stdin_closed && u.resizes.back() == std::make_pair(50u, 132u);
+    });
+    SendExit(stream, 5, 0);
+    return grpc::Status::OK;
+  });
+  const int listener = ListenAt(attach_path);
+  ShimProcess::Options options{ShimArgs(socket_), TokenEnv()};
+  options.args.push_back("--attach_fd=3");
+  options.args.push_back("--attach_stdin");
+  options.attach_fd = listener;
+  ShimProcess shim(options);
+  close(listener);
+  ShimProcess* process = &shim;
+  // The output was written before anyone attached.
+  ASSERT_TRUE(WaitFor([&] { return process->out() == "before\n"; }))
+      << shim.err();
+
+  AttachCaller first(attach_path);
+  ASSERT_TRUE(first.connected());
+  first.Send(driver_common::EncodeAttachHello(true, 24, 80));
+  ASSERT_TRUE(first.ReadUntil("before\n"));
+  AttachCaller second(attach_path);
+  ASSERT_TRUE(second.connected());
+  second.Send(driver_common::EncodeAttachHello(false, 40, 120));
+  first.Stdin("hello\n");
+  ASSERT_TRUE(first.ReadUntil("before\nhello\n")) << first.stdout << shim.err();
+  ASSERT_TRUE(second.ReadUntil("hello\n")) << second.stdout;
+  first.Send(driver_common::EncodeAttachResize(50, 132));
+  first.CloseStdin();
+  EXPECT_TRUE(first.ReadUntil(""));
+  EXPECT_TRUE(second.ReadUntil(""));
+  EXPECT_EQ(shim.Wait(), 5) << shim.err();
+  EXPECT_EQ(first.stdout, "before\nhello\n");
+  EXPECT_EQ(second.stdout, "hello\n");  // nothing from before it came
+  EXPECT_EQ(first.exit_code, 5);
+  EXPECT_EQ(second.exit_code, 5);
+  EXPECT_EQ(first.exit_signal, 0);
+  EXPECT_EQ(shim.out(), "before\nhello\n");  // the log has all of it
+  EXPECT_EQ(up.stdin_data, "hello\n");
+  EXPECT_TRUE(up.stdin_closed);
+  // 24x80 may have gone as one with 40x120, the latest then.
+  ASSERT_GE(up.resizes.size(), 2u);
+  EXPECT_LE(up.resizes.size(), 3u);
+  EXPECT_EQ(up.resizes[up.resizes.size() - 2], std::make_pair(40u, 120u));
+  EXPECT_EQ(up.resizes.back(), std::make_pair(50u, 132u));
+}
+
+// Without --attach_stdin the shim's own stdin is the process's; callers
+// still get the output.
+TEST_F(ShimBinaryTest, AttachWithoutStdinKeepsTheShimsStdin) {
+  const std::string attach_path = dir_.Join("attach.sock");
+  Upstream up;
+  Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
+                             const pb::ShimHello&) {
+    SendConnected(stream);
+    // The caller's hello (its size) shows it was accepted.
+    ReadUntil(stream, &up, [](const Upstream& u) {
+      return u.stdin_closed && !u.resizes.empty();
+    });
+    const std::string echo = up.stdin_data;
+    SendChunk(stream, true, echo, 0, echo.size());
+    SendExit(stream, 0, 0);
+    return grpc::Status::OK;
+  });
+  const int listener = ListenAt(attach_path);
+  ShimProcess::Options options{ShimArgs(socket_), TokenEnv()};
+  options.args.push_back("--attach_fd=3");
+  options.attach_fd = listener;
+  ShimProcess shim(options);
+  close(listener);
+  AttachCaller caller(attach_path);
+  ASSERT_TRUE(caller.connected());
+  caller.Send(driver_common::EncodeAttachHello(false, 24, 80));
+  caller.Stdin("ignored\n");  // taken from no caller
+  shim.WriteStdin("own\n");
+  shim.CloseStdin();
+  EXPECT_TRUE(caller.ReadUntil(""));
+  EXPECT_EQ(shim.Wait(), 0) << shim.err();
+  EXPECT_EQ(up.stdin_data, "own\n");
+  EXPECT_EQ(caller.stdout, "own\n");
+  EXPECT_EQ(up.resizes.size(), 1u);
+}
+
 TEST_F(ShimBinaryTest, TokenFromEnvironmentLeavesNoTrace) {
   absl::Notification measured;
   Server server(socket_, [&](grpc::ServerContext*, ServerStream* stream,
