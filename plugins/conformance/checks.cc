@@ -940,6 +940,162 @@ absl::Status ExecStreamingTty(Context& context) {
   return Mismatch(absl::StrJoin(problems, "; "));
 }
 
+// --- AttachTask.
+
+// Reads an attach's output until `done` says so or the call ends (then
+// `*ended`); the deadline bounds it.
+absl::Status ReadAttach(host::AttachStream& stream, absl::Time deadline,
+                        std::string* out, std::string* err,
+                        const std::function<bool()>& done, bool* ended) {
+  *ended = false;
+  while (!done()) {
+    absl::StatusOr<std::optional<driver::AttachTaskResponse>> read =
+        stream.Read(deadline);
+    if (!read.ok()) {
+      return absl::Status(
+          read.status().code(),
+          absl::StrCat(read.status().message(), " (after stdout ", Quote(*out),
+                       ", stderr ", Quote(*err), ")"));
+    }
+    if (!read->has_value()) {
+      *ended = true;
+      return absl::OkStatus();
+    }
+    *out += (*read)->stdout();
+    *err += (*read)->stderr();
+  }
+  return absl::OkStatus();
+}
+
+driver::AttachTaskRequest AttachSetupFrame(const std::string& task_id,
+                                           bool want_stdin) {
+  driver::AttachTaskRequest request;
+  request.mutable_setup()->set_task_id(task_id);
+  request.mutable_setup()->set_stdin(want_stdin);
+  request.mutable_setup()->mutable_terminal_size()->set_rows(24);
+  request.mutable_setup()->mutable_terminal_size()->set_columns(80);
+  return request;
+}
+
+absl::Status AttachTty(Context& context) {
+  // Prints before any attach (the first attach must get it), reads a line,
+  // then waits (bounded) for the latest size and prints it.
+  constexpr absl::string_view kScript =
+      "echo ready; read line; echo \"got=$line\"; i=0; "
+      "while [ $i -lt 200 ]; do s=$(stty size); "
+      "[ \"$s\" = \"31 97\" ] && break; i=$((i+1)); sleep 0.05; done; "
+      "echo \"size $s\"";
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::TaskConfig task,
+                               context.ShellTask("attach-tty", kScript));
+  task.set_tty(true);
+  task.set_stdin_open(true);
+  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      std::unique_ptr<host::AttachStream> stream,
+      context.driver().AttachTask(context.RpcUntil(deadline)));
+  CONFORMANCE_RETURN_IF_ERROR(
+      stream->Write(AttachSetupFrame(task.id(), /*want_stdin=*/true)));
+  std::string out, err;
+  bool ended = false;
+  CONFORMANCE_RETURN_IF_ERROR(ReadAttach(
+      *stream, deadline, &out, &err,
+      [&] { return absl::StrContains(out, "ready\r\n"); }, &ended));
+  if (ended) {
+    return Mismatch(absl::StrCat(
+        "the attach ended before the task read its stdin; output ", Quote(out),
+        " (the first attach must get the output written before "
+        "it: \"ready\\r\\n\")"));
+  }
+  driver::AttachTaskRequest resize;
+  resize.mutable_resize()->set_rows(31);
+  resize.mutable_resize()->set_columns(97);
+  CONFORMANCE_RETURN_IF_ERROR(stream->Write(resize));
+  driver::AttachTaskRequest line;
+  line.set_stdin("hello\n");
+  CONFORMANCE_RETURN_IF_ERROR(stream->Write(line));
+  CONFORMANCE_RETURN_IF_ERROR(ReadAttach(
+      *stream, deadline, &out, &err, [] { return false; }, &ended));
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::ExitResult exit,
+                               context.WaitTask(task.id()));
+  std::vector<std::string> problems;
+  if (!absl::StrContains(out, "got=hello\r\n")) {
+    problems.push_back(absl::StrCat(
+        "stdin \"hello\\n\" did not reach the task's `read`: output ",
+        Quote(out)));
+  }
+  if (!absl::StrContains(out, "size 31 97\r\n")) {
+    problems.push_back(absl::StrCat(
+        "after a resize to 31x97, `stty size` did not print \"31 97\": "
+        "output ",
+        Quote(out)));
+  }
+  if (!err.empty()) {
+    problems.push_back(absl::StrCat(
+        "with a TTY everything comes as stdout, but stderr carried ",
+        Quote(err)));
+  }
+  if (exit.exit_code() != 0 || exit.signal() != 0) {
+    problems.push_back(
+        absl::StrCat("exit ", DescribeExit(exit), ", want exit_code 0"));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return Mismatch(absl::StrJoin(problems, "; "));
+}
+
+absl::Status AttachStdin(Context& context) {
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::TaskConfig task,
+                               context.ShellTask("attach-stdin", "exec cat"));
+  task.set_stdin_open(true);
+  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(task).status());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      std::unique_ptr<host::AttachStream> stream,
+      context.driver().AttachTask(context.RpcUntil(deadline)));
+  CONFORMANCE_RETURN_IF_ERROR(
+      stream->Write(AttachSetupFrame(task.id(), /*want_stdin=*/true)));
+  for (absl::string_view data : {"hello\n", "world\n"}) {
+    driver::AttachTaskRequest request;
+    request.set_stdin(std::string(data));
+    CONFORMANCE_RETURN_IF_ERROR(stream->Write(request));
+  }
+  driver::AttachTaskRequest close;
+  close.mutable_stdin_close();
+  CONFORMANCE_RETURN_IF_ERROR(stream->Write(close));
+  std::string out, err;
+  bool ended = false;
+  CONFORMANCE_RETURN_IF_ERROR(ReadAttach(
+      *stream, deadline, &out, &err, [] { return false; }, &ended));
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::ExitResult exit,
+                               context.WaitTask(task.id()));
+  std::vector<std::string> problems;
+  if (out != "hello\nworld\n") {
+    problems.push_back(absl::StrCat("`cat` gave back ", Quote(out),
+                                    ", want \"hello\\nworld\\n\""));
+  }
+  if (exit.exit_code() != 0 || exit.signal() != 0) {
+    problems.push_back(absl::StrCat(
+        "exit ", DescribeExit(exit),
+        ", want exit_code 0 (stdin_close must end `cat`'s stdin)"));
+  }
+  // A task without stdin_open refuses an attach asking for stdin.
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::TaskConfig plain,
+                               StartSleeper(context, "attach-no-stdin"));
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      std::unique_ptr<host::AttachStream> refused,
+      context.driver().AttachTask(context.RpcUntil(deadline)));
+  (void)refused->Write(AttachSetupFrame(plain.id(), /*want_stdin=*/true));
+  const absl::Status status = refused->Finish();
+  if (!absl::IsFailedPrecondition(status) ||
+      !absl::StrContains(status.message(), plain.id())) {
+    problems.push_back(absl::StrCat(
+        "an attach asking for the stdin of a task without stdin_open gave ",
+        status.ToString(), ", want FAILED_PRECONDITION naming the task"));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return Mismatch(absl::StrJoin(problems, "; "));
+}
+
 absl::Status UnknownTaskNotFound(Context& context) {
   const std::string id = absl::StrFormat(
       "no-such-task-%016x", absl::Uniform<uint64_t>(absl::BitGen()));
@@ -1220,6 +1376,16 @@ std::vector<Check> CallChecks() {
        "ExecTaskStreaming with a TTY: resizes then `stty size` prints 31 97; "
        "lines end in \\r\\n",
        Capability::kExecTty, true, &ExecStreamingTty},
+      {"attach_tty",
+       "AttachTask to a tty, stdin_open task: the output written before it "
+       "first, stdin to its `read`, a resize seen by `stty size`, the call "
+       "ending OK at the task's end",
+       Capability::kAttach, true, &AttachTty},
+      {"attach_stdin",
+       "AttachTask to a stdin_open `cat`: stdin back as stdout, stdin_close "
+       "ends it (exit 0); stdin of a task without stdin_open is "
+       "FAILED_PRECONDITION",
+       Capability::kAttach, true, &AttachStdin},
       {"unknown_task_not_found",
        "every task call with an unknown id is NOT_FOUND naming the id",
        std::nullopt, true, &UnknownTaskNotFound},

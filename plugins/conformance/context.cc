@@ -118,6 +118,8 @@ absl::string_view CapabilityName(Capability capability) {
       return "recover";
     case Capability::kStats:
       return "stats";
+    case Capability::kAttach:
+      return "attach";
   }
   return "unknown";
 }
@@ -137,6 +139,8 @@ bool HasCapability(const driver::DriverCapabilities& capabilities,
       return capabilities.recover();
     case Capability::kStats:
       return capabilities.stats();
+    case Capability::kAttach:
+      return capabilities.attach();
   }
   return false;
 }

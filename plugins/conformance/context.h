@@ -56,6 +56,7 @@ enum class Capability {
   kExecTty,
   kRecover,
   kStats,
+  kAttach,
 };
 
 // The field's name in DriverCapabilities, e.g. "exec_tty".

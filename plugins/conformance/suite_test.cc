@@ -60,6 +60,8 @@ TEST(AllChecksTest, NamesAreUniqueAndPlain) {
                            "exec_streaming_stdin",
                            "exec_streaming_100mb",
                            "exec_streaming_tty",
+                           "attach_tty",
+                           "attach_stdin",
                            "recover_task",
                            "unknown_task_not_found",
                            "missing_command"}) {
@@ -151,6 +153,7 @@ TEST(CapabilityTest, NamesAndFields) {
       {Capability::kExecTty, "exec_tty"},
       {Capability::kRecover, "recover"},
       {Capability::kStats, "stats"},
+      {Capability::kAttach, "attach"},
   };
   for (const auto& [capability, name] : all) {
     EXPECT_EQ(CapabilityName(capability), name);
