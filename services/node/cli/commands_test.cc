@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -1627,6 +1628,157 @@ TEST_F(CommandsTest, InspectShowsTheTasksImage) {
               HasSubstr(absl::StrCat("\"digest\": \"", kBusyboxDigest, "\"")));
   EXPECT_THAT(result.out, HasSubstr("\"configDigest\": \""));
   EXPECT_THAT(result.out, HasSubstr("\"rootfs\": \"/var/lib/berth/images/"));
+}
+
+// --- ps --filter and --format, events' health, completion (issue 17).
+
+// web: running, healthy, labelled; db: exited with 2, no health check.
+void AddHealthTasks(FakeNodeService* fake) {
+  nodepb::Task web = MakeTask(kWebId, "web", nodepb::TASK_STATE_RUNNING);
+  (*web.mutable_spec()->mutable_labels())["tier"] = "front";
+  web.mutable_health()->set_status(nodepb::HEALTH_STATUS_HEALTHY);
+  nodepb::Task db = MakeTask(kDbId, "db", nodepb::TASK_STATE_EXITED);
+  db.mutable_exit_result()->set_exit_code(2);
+  fake->AddTask(web);
+  fake->AddTask(db);
+}
+
+TEST_F(CommandsTest, PsFiltersAndFormats) {
+  AddHealthTasks(&fake_);
+  // The STATE column says the health.
+  CliResult table = Run({"ps"});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("   running (healthy)   "));
+
+  CliResult labelled =
+      Run({"ps", "--filter", "label=tier=front", "--format", "{{.Names}}"});
+  EXPECT_EQ(labelled.code, 0) << labelled.err;
+  EXPECT_EQ(labelled.out, "web\n");
+  // A status filter lists ended tasks without -a (docker's rule).
+  CliResult exited =
+      Run({"ps", "-f", "status=exited", "--format", "{{.Names}}: {{.State}}"});
+  EXPECT_EQ(exited.out, "db: exited\n");
+  ASSERT_EQ(fake_.list_requests().size(), 3u);
+  EXPECT_FALSE(fake_.list_requests()[1].all());
+  EXPECT_TRUE(fake_.list_requests()[2].all());
+  // One key's values OR, keys AND.
+  EXPECT_EQ(Run({"ps", "-a", "-f", "name=d", "-f", "name=w", "--format",
+                 "{{.Names}}"})
+                .out,
+            "web\ndb\n");
+  EXPECT_EQ(Run({"ps", "-a", "-f", "name=w", "-f", "status=exited", "-q"}).out,
+            "");
+  EXPECT_EQ(Run({"ps", "-a", "-f", "health=none", "-q"}).out, "1234567890ab\n");
+
+  EXPECT_EQ(Run({"ps", "-a", "--format",
+                 "table {{.ID}}\\t{{.Names}}\\t{{.Health}}\\t{{.Label "
+                 "\"tier\"}}"})
+                .out,
+            "ID             NAMES   HEALTH    TIER\n"
+            "aaaabbbbcccc   web     healthy   front\n"
+            "1234567890ab   db      none\n");
+  CliResult json = Run({"ps", "--format", "json"});
+  EXPECT_THAT(json.out, StartsWith("{\"Command\":\"/bin/sleep 100\","));
+  EXPECT_THAT(json.out, HasSubstr("\"Health\":\"healthy\""));
+  EXPECT_THAT(json.out, HasSubstr("\"Status\":\"Up"));
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 1);
+
+  // --json keeps the ListTasksResponse, filtered.
+  CliResult filtered = Run({"ps", "-a", "-f", "health=healthy", "--json"});
+  nodepb::ListTasksResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(filtered.out, &parsed).ok())
+      << filtered.out;
+  ASSERT_EQ(parsed.tasks_size(), 1);
+  EXPECT_EQ(parsed.tasks(0).spec().name(), "web");
+}
+
+TEST_F(CommandsTest, PsBadFilterOrFormatIsAUsageError) {
+  AddHealthTasks(&fake_);
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"ps", "--filter", "colour=red"},
+            "berth ps: --filter \"colour=red\": unknown key \"colour\" "
+            "(keys: label, name, id, status, health); see 'berth ps "
+            "--help'\n"},
+           {{"ps", "-f", "status=paused"},
+            "berth ps: --filter \"status=paused\": unknown status"},
+           {{"ps", "-f", "health=sick"},
+            "berth ps: --filter \"health=sick\": unknown health"},
+           {{"ps", "--format", "{{.Nmaes}}"},
+            "berth ps: --format \"{{.Nmaes}}\": unknown field .Nmaes"},
+           {{"ps", "--format", "{{.Names}}", "--json"},
+            "berth ps: --format and --json cannot be used together"},
+       }) {
+    CliResult result = Run(args);
+    EXPECT_EQ(result.code, 2) << args[2];
+    EXPECT_THAT(result.err, StartsWith(message));
+    EXPECT_EQ(result.out, "");
+  }
+  EXPECT_TRUE(fake_.list_requests().empty());
+}
+
+TEST_F(CommandsTest, EventsWordHealthAsDocker) {
+  nodepb::EventsResponse health;
+  *health.mutable_timestamp() = TimeUtil::SecondsToTimestamp(1700000000);
+  health.set_type(nodepb::EVENT_TYPE_TASK_HEALTH);
+  health.set_task_id(kWebId);
+  health.set_message("task web health_status: unhealthy");
+  (*health.mutable_annotations())["health_status"] = "unhealthy";
+  nodepb::EventsResponse exited = health;
+  exited.set_type(nodepb::EVENT_TYPE_TASK_EXITED);
+  exited.set_message("exited with code 2");
+  exited.clear_annotations();
+  fake_.SetEvents({health, exited});
+  CliResult result = Run({"events"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  const std::vector<std::string> lines =
+      absl::StrSplit(result.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << result.out;
+  EXPECT_THAT(lines[0],
+              ::testing::EndsWith(" health_status: unhealthy aaaabbbbcccc"));
+  EXPECT_THAT(lines[1],
+              ::testing::EndsWith(" exited aaaabbbbcccc exited with code 2"));
+  CliResult json = Run({"events", "--json"});
+  EXPECT_THAT(json.out, HasSubstr("\"EVENT_TYPE_TASK_HEALTH\""));
+}
+
+TEST_F(CommandsTest, CompletionPrintsTheScripts) {
+  CliResult bash = Run({"completion", "bash"});
+  EXPECT_EQ(bash.code, 0) << bash.err;
+  EXPECT_THAT(bash.out, StartsWith("# bash completion for berth"));
+  EXPECT_THAT(bash.out, HasSubstr("complete -F _berth berth\n"));
+  CliResult zsh = Run({"completion", "zsh"});
+  EXPECT_EQ(zsh.code, 0) << zsh.err;
+  EXPECT_THAT(zsh.out, StartsWith("#compdef berth\n"));
+  CliResult fish = Run({"completion", "fish"});
+  EXPECT_EQ(fish.code, 2);
+  EXPECT_EQ(fish.err,
+            "berth completion: unknown shell \"fish\": bash or zsh; see "
+            "'berth completion --help'\n");
+  EXPECT_EQ(Run({"completion"}).code, 2);
+  // No node needed.
+  EXPECT_TRUE(fake_.list_requests().empty());
+}
+
+TEST_F(CommandsTest, HiddenCompleteListsNames) {
+  AddHealthTasks(&fake_);
+  images_.AddImage(Busybox());
+  CliResult tasks = Run({"__complete", "tasks"});
+  EXPECT_EQ(tasks.code, 0) << tasks.err;
+  EXPECT_EQ(tasks.out, "web\ndb\n");
+  ASSERT_EQ(fake_.list_requests().size(), 1u);
+  EXPECT_TRUE(fake_.list_requests()[0].all());
+  CliResult images = Run({"__complete", "images"});
+  EXPECT_EQ(images.code, 0) << images.err;
+  EXPECT_EQ(images.out, "busybox:latest\n");
+  EXPECT_EQ(Run({"__complete", "volumes"}).code, 2);
+  // Quiet when the node is down.
+  variables_["BERTH_NODE_SOCKET"] = dir_.Join("nothing.sock");
+  CliResult down = Run({"__complete", "tasks"});
+  EXPECT_EQ(down.code, 1);
+  EXPECT_EQ(down.out, "");
+  EXPECT_EQ(down.err, "");
 }
 
 }  // namespace

@@ -508,6 +508,25 @@ grpc::Status FakeNodeService::GetNodeStatus(
   return grpc::Status::OK;
 }
 
+void FakeNodeService::SetEvents(std::vector<nodepb::EventsResponse> events) {
+  absl::MutexLock lock(&mu_);
+  events_ = std::move(events);
+}
+
+grpc::Status FakeNodeService::Events(
+    grpc::ServerContext*, const nodepb::EventsRequest*,
+    grpc::ServerWriter<nodepb::EventsResponse>* writer) {
+  std::vector<nodepb::EventsResponse> events;
+  {
+    absl::MutexLock lock(&mu_);
+    events = events_;
+  }
+  for (const nodepb::EventsResponse& event : events) {
+    if (!writer->Write(event)) break;
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace berth::cli::testing
 
 namespace berth::cli::testing {

@@ -67,6 +67,9 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   void EndHeldStreams() ABSL_LOCKS_EXCLUDED(mu_);
   void SetNodeStatus(const node::v1::GetNodeStatusResponse& status)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // What Events sends (before it ends the stream).
+  void SetEvents(std::vector<node::v1::EventsResponse> events)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Every call of `method` ("RunTask", "StopTask", ...) fails with `status`.
   void FailCalls(const std::string& method, const grpc::Status& status)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -155,6 +158,9 @@ class FakeNodeService final : public node::v1::NodeService::Service {
       grpc::ServerContext* context,
       const node::v1::GetNodeStatusRequest* request,
       node::v1::GetNodeStatusResponse* response) override;
+  grpc::Status Events(
+      grpc::ServerContext* context, const node::v1::EventsRequest* request,
+      grpc::ServerWriter<node::v1::EventsResponse>* writer) override;
 
  private:
   // The scripted failure of `method`, or OK.
@@ -185,6 +191,7 @@ class FakeNodeService final : public node::v1::NodeService::Service {
   };
   std::map<std::string, StatsScript> stats_ ABSL_GUARDED_BY(mu_);
   node::v1::GetNodeStatusResponse node_status_ ABSL_GUARDED_BY(mu_);
+  std::vector<node::v1::EventsResponse> events_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
   ExecHandler exec_handler_ ABSL_GUARDED_BY(mu_);
   std::vector<driver::v1::ExecTaskStreamingResponse> exec_output_
