@@ -80,7 +80,8 @@ int Cli::Dispatch(const CommandInfo& command,
   if (command.name == "image rm") return ImageRemove(*parsed);
   if (command.name == "image prune") return ImagePrune(*parsed);
   if (command.name == "image tag") return ImageTag(*parsed);
-  return NodeStatus(*parsed);
+  if (command.name == "node status") return NodeStatus(*parsed);
+  return Fail(absl::StrCat("berth ", command.name, " is not implemented"));
 }
 
 // --- The node client.
