@@ -204,6 +204,7 @@ TEST_F(DriverClientTest, EveryCallAfterThePluginWasKilledIsShutdown) {
   EXPECT_TRUE(IsPluginShutdown(
       client_->TaskStats(StatsRequest("t1", absl::Seconds(1))).status()));
   EXPECT_TRUE(IsPluginShutdown(client_->ExecTaskStreaming(options).status()));
+  EXPECT_TRUE(IsPluginShutdown(client_->AttachTask(options).status()));
 }
 
 TEST_F(DriverClientTest, CallRightAfterACrashIsShutdown) {
@@ -419,6 +420,22 @@ TEST_F(DriverClientTest, ExecStreamCancelledByTheCaller) {
   EXPECT_EQ((*exec)->Write(Stdin("late")).code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(client_->InspectTask(InspectRequest("t1")).ok());
   EXPECT_THAT(warnings.messages(), IsEmpty());
+}
+
+TEST_F(DriverClientTest, AttachStreamCarriesThePluginsAnswerNamingTheTask) {
+  // This plugin does not serve AttachTask: its error comes back as the
+  // stream's, named as every other.
+  absl::StatusOr<std::unique_ptr<AttachStream>> attach = client_->AttachTask();
+  ASSERT_TRUE(attach.ok()) << attach.status();
+  driver::v1::AttachTaskRequest setup;
+  setup.mutable_setup()->set_task_id("t1");
+  ASSERT_TRUE((*attach)->Write(setup).ok());
+  absl::StatusOr<std::optional<driver::v1::AttachTaskResponse>> out =
+      (*attach)->Read();
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnimplemented)
+      << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("AttachTask (task t1)"));
+  EXPECT_EQ((*attach)->Finish().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace
