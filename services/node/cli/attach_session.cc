@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -30,12 +31,20 @@ namespace {
 
 namespace driverpb = ::berth::driver::v1;
 
-using AttachStream =
-    grpc::ClientReaderWriterInterface<driverpb::AttachTaskRequest,
-                                      driverpb::AttachTaskResponse>;
-
-// At most this much stdin per AttachTaskRequest (the API's limit).
+// At most this much stdin per request (the API's limit).
 constexpr size_t kStdinChunkBytes = 32 * 1024;
+
+// `data` to sink.stdin in pieces of at most kStdinChunkBytes.
+bool SendStdin(const InputSink& sink, absl::string_view data) {
+  while (!data.empty()) {
+    const size_t n = std::min(data.size(), kStdinChunkBytes);
+    if (!sink.stdin(data.substr(0, n))) return false;
+    data.remove_prefix(n);
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<driverpb::TerminalSize> LocalTerminalSize(
     const CliEnvironment& env) {
@@ -44,24 +53,10 @@ std::optional<driverpb::TerminalSize> LocalTerminalSize(
   return size;
 }
 
-bool WriteStdin(AttachStream* stream, absl::string_view data) {
-  while (!data.empty()) {
-    const size_t n = std::min(data.size(), kStdinChunkBytes);
-    driverpb::AttachTaskRequest request;
-    request.set_stdin(data.data(), n);
-    if (!stream->Write(request)) return false;
-    data.remove_prefix(n);
-  }
-  return true;
-}
-
-// The input side, on its own thread until stop_fd is readable, the stream
-// fails or the detach keys are typed (then it cancels the call).
-void PumpInput(const CliEnvironment& env, const AttachOptions& options,
-               AttachStream* stream, grpc::ClientContext* context, int stop_fd,
-               SignalPipe* window_change, std::atomic<bool>* detached) {
-  bool stdin_open = options.stdin;
-  DetachMatcher matcher(options.detach_keys);
+bool PumpInput(const CliEnvironment& env, bool forward_stdin, int stop_fd,
+               SignalPipe* window_change, DetachMatcher* detach,
+               const InputSink& sink) {
+  bool stdin_open = forward_stdin;
   std::string buffer(kStdinChunkBytes, '\0');
   while (true) {
     pollfd fds[3] = {{stop_fd, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
@@ -69,43 +64,37 @@ void PumpInput(const CliEnvironment& env, const AttachOptions& options,
     if (window_change != nullptr) fds[2].fd = window_change->read_fd();
     if (poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
-      return;
+      return false;
     }
-    if (fds[0].revents != 0) return;
+    if (fds[0].revents != 0) return false;
     if (fds[2].revents != 0 && !window_change->Drain().empty()) {
       if (std::optional<driverpb::TerminalSize> size = LocalTerminalSize(env)) {
-        driverpb::AttachTaskRequest resize;
-        *resize.mutable_resize() = *size;
-        if (!stream->Write(resize)) return;
+        if (!sink.resize(*size)) return false;
       }
     }
     if (fds[1].revents == 0) continue;
     const ssize_t n = read(env.stdin_fd, buffer.data(), buffer.size());
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n > 0) {
-      const std::string send =
-          matcher.Feed(absl::string_view(buffer.data(), n));
-      if (!WriteStdin(stream, send)) return;
-      if (matcher.detached()) {
-        detached->store(true);
-        // Ending the call leaves the task running (the API's contract).
-        context->TryCancel();
-        return;
+      const absl::string_view data(buffer.data(), static_cast<size_t>(n));
+      if (detach == nullptr) {
+        if (!SendStdin(sink, data)) return false;
+        continue;
       }
+      if (!SendStdin(sink, detach->Feed(data))) return false;
+      if (detach->detached()) return true;
       continue;
     }
     // The end of stdin (or an error reading it): what was held back as a
-    // possible detach sequence, then the task's end of file.
+    // possible detach sequence, then the end of file.
     stdin_open = false;
-    if (!WriteStdin(stream, matcher.TakeHeld())) return;
-    driverpb::AttachTaskRequest close_stdin;
-    close_stdin.mutable_stdin_close();
-    if (!stream->Write(close_stdin)) return;
-    if (window_change == nullptr) return;
+    if (detach != nullptr) {
+      if (!SendStdin(sink, detach->TakeHeld())) return false;
+    }
+    if (!sink.stdin_close()) return false;
+    if (window_change == nullptr) return false;
   }
 }
-
-}  // namespace
 
 absl::StatusOr<AttachOutcome> RunAttachSession(
     node::v1::NodeService::StubInterface& stub, const CliEnvironment& env,
@@ -145,14 +134,37 @@ absl::StatusOr<AttachOutcome> RunAttachSession(
 
   AttachOutcome outcome;
   grpc::ClientContext context;
-  std::unique_ptr<AttachStream> stream = stub.AttachTask(&context);
+  std::unique_ptr<grpc::ClientReaderWriterInterface<
+      driverpb::AttachTaskRequest, driverpb::AttachTaskResponse>>
+      stream = stub.AttachTask(&context);
   std::atomic<bool> detached{false};
   std::thread pump;
   if (stream->Write(setup_request) &&
       (options.stdin || window_change != nullptr)) {
     pump = std::thread([&] {
-      PumpInput(env, options, stream.get(), &context, stop_read.get(),
-                window_change.get(), &detached);
+      DetachMatcher matcher(options.detach_keys);
+      InputSink sink;
+      sink.stdin = [&](absl::string_view data) {
+        driverpb::AttachTaskRequest request;
+        request.set_stdin(data.data(), data.size());
+        return stream->Write(request);
+      };
+      sink.stdin_close = [&] {
+        driverpb::AttachTaskRequest request;
+        request.mutable_stdin_close();
+        return stream->Write(request);
+      };
+      sink.resize = [&](const driverpb::TerminalSize& size) {
+        driverpb::AttachTaskRequest request;
+        *request.mutable_resize() = size;
+        return stream->Write(request);
+      };
+      if (PumpInput(env, options.stdin, stop_read.get(), window_change.get(),
+                    &matcher, sink)) {
+        detached = true;
+        // Ending the call leaves the task running (the API's contract).
+        context.TryCancel();
+      }
     });
   }
   driverpb::AttachTaskResponse response;

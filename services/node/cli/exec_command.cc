@@ -21,6 +21,7 @@
 #include "berth/driver/v1/driver.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
+#include "services/node/cli/attach_session.h"
 #include "services/node/cli/cli.h"
 #include "services/node/cli/cli_args.h"
 #include "services/node/cli/table.h"
@@ -30,9 +31,6 @@ namespace berth::cli {
 namespace {
 
 namespace driverpb = ::berth::driver::v1;
-
-// At most this much stdin per ExecTaskStreamingRequest.
-constexpr size_t kStdinChunkBytes = 32 * 1024;
 
 }  // namespace
 
@@ -140,50 +138,35 @@ int Cli::Exec(const ParsedArgs& args) {
 }
 
 std::optional<driverpb::TerminalSize> Cli::TerminalSize() const {
-  std::optional<driverpb::TerminalSize> size = TerminalSizeOf(env_.stdin_fd);
-  if (!size.has_value()) size = TerminalSizeOf(env_.stdout_fd);
-  return size;
+  return LocalTerminalSize(env_);
 }
 
 void Cli::PumpInput(ExecStream* stream, bool forward_stdin, bool tty,
                     int stop_fd, SignalPipe* window_change, bool* writes_done) {
-  bool stdin_open = forward_stdin;
-  std::string buffer(kStdinChunkBytes, '\0');
-  while (true) {
-    pollfd fds[3] = {{stop_fd, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
-    if (stdin_open) fds[1].fd = env_.stdin_fd;
-    if (tty && window_change != nullptr) fds[2].fd = window_change->read_fd();
-    if (poll(fds, 3, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[0].revents != 0) return;
-    if (fds[2].revents != 0 && !window_change->Drain().empty()) {
-      if (std::optional<driverpb::TerminalSize> size = TerminalSize()) {
-        driverpb::ExecTaskStreamingRequest resize;
-        *resize.mutable_resize() = *size;
-        if (!stream->Write(resize)) return;
-      }
-    }
-    if (fds[1].revents != 0) {
-      const ssize_t n = read(env_.stdin_fd, buffer.data(), buffer.size());
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n > 0) {
-        driverpb::ExecTaskStreamingRequest data;
-        data.set_stdin(buffer.data(), static_cast<size_t>(n));
-        if (!stream->Write(data)) return;
-        continue;
-      }
-      stdin_open = false;
-      driverpb::ExecTaskStreamingRequest close_stdin;
-      close_stdin.mutable_stdin_close();
-      if (!stream->Write(close_stdin)) return;
-      if (!tty) {
-        *writes_done = stream->WritesDone();
-        return;
-      }
-    }
-  }
+  InputSink sink;
+  sink.stdin = [stream](absl::string_view data) {
+    driverpb::ExecTaskStreamingRequest request;
+    request.set_stdin(data.data(), data.size());
+    return stream->Write(request);
+  };
+  sink.stdin_close = [stream, tty, writes_done] {
+    driverpb::ExecTaskStreamingRequest request;
+    request.mutable_stdin_close();
+    if (!stream->Write(request)) return false;
+    // Without a terminal the command's output ends with its input: done.
+    if (!tty) *writes_done = stream->WritesDone();
+    return tty;
+  };
+  sink.resize = [stream](const driverpb::TerminalSize& size) {
+    driverpb::ExecTaskStreamingRequest request;
+    *request.mutable_resize() = size;
+    return stream->Write(request);
+  };
+  // The pump shared with run -i/-t and attach (attach_session.h), without
+  // detach keys: exec has none.
+  berth::cli::PumpInput(env_, forward_stdin, stop_fd,
+                        tty ? window_change : nullptr, /*detach=*/nullptr,
+                        sink);
 }
 
 }  // namespace berth::cli
