@@ -126,6 +126,7 @@ absl::StatusOr<plugin::ExitStatus> SandboxDriver::RunExec(
     process->set_cwd(task->spec.cwd.empty() ? task->spec.work_dir
                                             : task->spec.cwd);
     FillPrivileges(task->spec.privileges, process->mutable_privileges());
+    FillRlimits(task->spec, process);
     process->mutable_user()->set_uid(task->spec.uid);
     process->mutable_user()->set_gid(task->spec.gid);
     for (gid_t group : task->spec.groups) {

@@ -106,6 +106,15 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     }
     task->spec.cwd = state.cwd();
   }
+  // What exec'd commands get of the task's limits.
+  absl::StatusOr<std::vector<driver_common::RlimitSpec>> rlimits =
+      driver_common::ResolveRlimits(task->config.rlimits());
+  if (!rlimits.ok()) {
+    return absl::Status(
+        rlimits.status().code(),
+        absl::StrCat("task ", id, ": ", rlimits.status().message()));
+  }
+  task->spec.rlimits = *std::move(rlimits);
   task->agent_socket = state.agent_socket();
   task->token = state.token();
   task->process_id = state.process_id();

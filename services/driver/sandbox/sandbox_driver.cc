@@ -27,6 +27,7 @@
 #include "berth/agent/v1/agent.pb.h"
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
+#include "plugins/sdk/attach.h"
 #include "plugins/sdk/config.h"
 #include "plugins/sdk/signals.h"
 #include "services/agent/boot.h"
@@ -34,6 +35,7 @@
 #include "services/common/remove_tree.h"
 #include "services/common/stats/host_info.h"
 #include "services/common/status.h"
+#include "services/driver/common/attach_client.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/security.h"
@@ -87,7 +89,8 @@ constexpr char kAgentDirInRoot[] = "/run/berth-agent";
 // process cannot be given a capability its agent lacks): namespaces and
 // mounts (SYS_ADMIN; SYS_CHROOT to join a mount namespace), the processes'
 // users (SETUID, SETGID) and capability sets (SETPCAP), signals to any of
-// them (KILL), and reading and entering what root may (DAC_*, FOWNER).
+// them (KILL), reading and entering what root may (DAC_*, FOWNER), and
+// their resource limits above its own (SYS_RESOURCE: TaskConfig.rlimits).
 constexpr uint64_t kAgentCapabilities =
     driver_common::CapabilityBit(CAP_SYS_ADMIN) |
     driver_common::CapabilityBit(CAP_SYS_CHROOT) |
@@ -97,7 +100,8 @@ constexpr uint64_t kAgentCapabilities =
     driver_common::CapabilityBit(CAP_KILL) |
     driver_common::CapabilityBit(CAP_DAC_OVERRIDE) |
     driver_common::CapabilityBit(CAP_DAC_READ_SEARCH) |
-    driver_common::CapabilityBit(CAP_FOWNER);
+    driver_common::CapabilityBit(CAP_FOWNER) |
+    driver_common::CapabilityBit(CAP_SYS_RESOURCE);
 
 // The agent as the program of an init that enters the task's root
 // (init->root, already the task's): its directory (above) bound into the
@@ -209,6 +213,16 @@ void FillPrivileges(const driver_common::PrivilegeSpec& privileges,
   out->set_seccomp_filter(privileges.seccomp_filter);
 }
 
+void FillRlimits(const driver_common::TaskSpec& spec,
+                 agent::v1::ProcessSpec* out) {
+  for (const driver_common::RlimitSpec& limit : spec.rlimits) {
+    agent::v1::Rlimit* rlimit = out->add_rlimits();
+    rlimit->set_resource(limit.resource);
+    rlimit->set_soft(limit.soft);
+    rlimit->set_hard(limit.hard);
+  }
+}
+
 uint64_t StartTicks(pid_t pid) {
   absl::StatusOr<base::ProcStat> stat = base::ReadProcStat(pid);
   return stat.ok() ? stat->start_time : 0;
@@ -295,6 +309,8 @@ dv1::DriverCapabilities SandboxDriver::Capabilities() const {
   capabilities.add_network_isolation_modes(dv1::NETWORK_ISOLATION_MODE_GROUP);
   capabilities.set_recover(true);
   capabilities.set_stats(true);
+  capabilities.set_attach(true);
+  capabilities.set_rlimits(true);
   *capabilities.mutable_isolation() =
       driver_common::OwnRootIsolationCapabilities();
   return capabilities;
@@ -513,6 +529,19 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
         absl::StrCat(prefix, "task_dir: the agent's socket path ",
                      task->agent_socket, " is longer than 107 bytes"));
   }
+  // The run's attach socket, made before anything of the task runs (the
+  // task could otherwise put a link where it goes); the shim serves it.
+  const std::string attach_path =
+      driver_common::AttachSocketPath(spec->task_dir);
+  absl::StatusOr<base::UniqueFd> attach_listener =
+      driver_common::ListenAttachSocket(attach_path);
+  if (!attach_listener.ok()) {
+    return absl::Status(attach_listener.status().code(),
+                        absl::StrCat(prefix, "the attach socket ", attach_path,
+                                     ": ", attach_listener.status().message()));
+  }
+  undo.push_back(
+      [attach_path] { driver_common::RemoveAttachSocket(attach_path); });
 
   // The agent, as the program of a berth-task-init. Its log and the shim's
   // are opened before it runs (in a user namespace it owns .berth, and
@@ -686,6 +715,10 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   output.log_dir = log_dir;
   output.max_file_bytes = spec->log_max_bytes;
   output.max_files = spec->log_max_files;
+  output.attach_fd = attach_listener->get();
+  // A terminal without stdin_open still takes no end of file (its
+  // program would read one from the terminal): nobody may send stdin.
+  output.attach_stdin = config.stdin_open() || config.tty();
   std::string proxy_socket;
   {
     absl::MutexLock lock(&mu_);
@@ -724,6 +757,9 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     }
     for (const std::string& env : spec->env) process->add_env(env);
     process->set_cwd(spec->root.enabled ? spec->cwd : spec->work_dir);
+    // A terminal (its size from the first attach), its output one stream.
+    process->set_terminal(config.tty());
+    FillRlimits(*spec, process);
     FillPrivileges(spec->privileges, process->mutable_privileges());
     process->mutable_user()->set_uid(spec->uid);
     process->mutable_user()->set_gid(spec->gid);
@@ -969,6 +1005,17 @@ absl::Status SandboxDriver::SignalTask(const std::string& task_id, int signal) {
   absl::Status status = SignalMain(**task, signal);
   if (!status.ok() && (*task)->IsExited()) return absl::OkStatus();
   return status;
+}
+
+absl::Status SandboxDriver::AttachTask(plugin::AttachTaskStream* stream) {
+  const std::string& task_id = stream->setup().task_id();
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  driver_common::AttachTarget target;
+  target.task_id = task_id;
+  target.socket_path = driver_common::AttachSocketPath((*task)->spec.task_dir);
+  target.stdin_open = (*task)->config.stdin_open();
+  return driver_common::RelayAttach(target, stream);
 }
 
 absl::Status SandboxDriver::StopTask(const std::string& task_id,

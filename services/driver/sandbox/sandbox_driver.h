@@ -10,7 +10,11 @@
 // ended when its shim has (all output written); how it ended (code, signal)
 // comes from the agent's WaitProcess, not from the shim's exit status, which
 // cannot tell exit code 130 from SIGINT. Exec: a token and a shim of its own,
-// over pipes pumped to the SDK's streams, then ExecCmd.
+// over pipes pumped to the SDK's streams, then ExecCmd. AttachTask: the
+// task's shim serves the run's attach socket, made by the driver and passed
+// to it (services/driver/common/attach_client.h); a tty task's process has
+// a terminal in the agent, a stdin_open or tty one its stdin from the
+// attached callers.
 //
 // Tasks are recoverable: StartTask's handle carries the init, shim, token,
 // process and cgroup (sandbox_state.proto); the sandbox outlives the driver
@@ -22,6 +26,8 @@
 //   .berth/agent.sock                  the agent's socket
 //   .berth/init.log, .berth/agent-logs the init's and the agent's own messages
 //   .berth/shim.log                    the task's shim's own messages
+//   .berth/attach.sock                 the run's attach socket (the shim
+//                                      serves it: AttachTask)
 //   .berth/exit                        how the task ended, once it has
 //
 // The code: the lifecycle (start, wait, signals, stop, destroy, stats) in
@@ -119,6 +125,7 @@ class SandboxDriver : public plugin::Driver,
       absl::Duration timeout, const plugin::CancelToken& cancel) override;
   absl::StatusOr<plugin::ExitStatus> ExecTaskStreaming(
       const plugin::ExecOptions& options) override;
+  absl::Status AttachTask(plugin::AttachTaskStream* stream) override;
 
   driver::v1::FingerprintResponse Probe() const;
 

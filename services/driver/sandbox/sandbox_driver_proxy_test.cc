@@ -12,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,8 +24,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plugins/sdk/attach.h"
 #include "plugins/sdk/cancel.h"
 #include "services/common/test_util.h"
 #include "services/driver/sandbox/sandbox_driver.h"
@@ -40,6 +44,124 @@ using ::berth::testing::RunfilePath;
 using ::berth::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// An AttachTask call's stream, driven by the test: requests pushed, the
+// responses' output gathered.
+class TestAttachStream : public plugin::AttachTaskStream {
+ public:
+  explicit TestAttachStream(dv1::AttachSetup setup)
+      : setup_(std::move(setup)) {}
+
+  const dv1::AttachSetup& setup() const override { return setup_; }
+  bool Recv(dv1::AttachTaskRequest* request) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](TestAttachStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+          return !s->requests_.empty() || s->closed_;
+        },
+        this));
+    if (requests_.empty()) return false;
+    *request = requests_.front();
+    requests_.pop_front();
+    return true;
+  }
+  void CloseRecv() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool Send(const dv1::AttachTaskResponse& response) override {
+    absl::MutexLock lock(&mu_);
+    output_ += response.stdout();
+    output_ += response.stderr();
+    return true;
+  }
+  const plugin::CancelToken& cancel() const override { return cancel_; }
+
+  void Stdin(const std::string& data) {
+    dv1::AttachTaskRequest request;
+    request.set_stdin(data);
+    Push(request);
+  }
+  void CloseStdin() {
+    dv1::AttachTaskRequest request;
+    request.mutable_stdin_close();
+    Push(request);
+  }
+  void Resize(uint32_t rows, uint32_t columns) {
+    dv1::AttachTaskRequest request;
+    request.mutable_resize()->set_rows(rows);
+    request.mutable_resize()->set_columns(columns);
+    Push(request);
+  }
+  // The caller goes away (the task keeps running).
+  void Leave() {
+    cancel_.Cancel();
+    CloseRecv();
+  }
+  std::string output() const {
+    absl::MutexLock lock(&mu_);
+    return output_;
+  }
+  bool WaitForOutput(const std::string& wanted) const {
+    return WaitFor([&] { return absl::StrContains(output(), wanted); });
+  }
+
+ private:
+  void Push(const dv1::AttachTaskRequest& request) {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(request);
+  }
+
+  const dv1::AttachSetup setup_;
+  plugin::CancelToken cancel_;
+  mutable absl::Mutex mu_;
+  std::deque<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string output_ ABSL_GUARDED_BY(mu_);
+};
+
+// An AttachTask call on a thread of its own.
+class Attached {
+ public:
+  Attached(SandboxDriver& driver, const std::string& task_id, bool stdin,
+           uint32_t rows = 0, uint32_t columns = 0)
+      : stream_([&] {
+          dv1::AttachSetup setup;
+          setup.set_task_id(task_id);
+          setup.set_stdin(stdin);
+          if (rows != 0) {
+            setup.mutable_terminal_size()->set_rows(rows);
+            setup.mutable_terminal_size()->set_columns(columns);
+          }
+          return setup;
+        }()),
+        thread_([this, &driver] {
+          absl::Status status = driver.AttachTask(&stream_);
+          absl::MutexLock lock(&mu_);
+          status_ = status;
+          done_ = true;
+        }) {}
+  ~Attached() {
+    stream_.Leave();
+    thread_.join();
+  }
+  TestAttachStream& stream() { return stream_; }
+  // The call's status once it has returned (within 30 s).
+  absl::StatusOr<absl::Status> Result() {
+    absl::MutexLock lock(&mu_);
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Seconds(30))) {
+      return absl::DeadlineExceededError("AttachTask did not return");
+    }
+    return status_;
+  }
+
+ private:
+  TestAttachStream stream_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
 
 // The state of a process ('Z' for a zombie), '?' when there is none.
 char ProcessState(pid_t pid) {
@@ -175,6 +297,192 @@ TEST_F(SandboxDriverProxyTest, ExitCode130IsNotSigint) {
   EXPECT_EQ(exec->result().signal(), SIGINT);
 
   for (const char* id : {"code130", "sigint", "execs"}) Destroy(id);
+}
+
+// A tty task (issue 17): a terminal from the agent (`tty` names a pty), its
+// output before the first attach replayed to it, a line read through the
+// attach and echoed, resizes seen by `stty size`, and its exit code; all of
+// it in the log too.
+TEST_F(SandboxDriverProxyTest, TtyTaskThroughAttach) {
+  dv1::TaskConfig config =
+      ShellTask("tty",
+                "tty; echo ready; read line; echo \"got $line\"; "
+                "while read x; do stty size; [ \"$x\" = q ] && exit 3; done");
+  config.set_tty(true);
+  config.set_stdin_open(true);
+  ASSERT_TRUE(driver().StartTask(config).ok());
+  const std::string log = dir_.Join("tty/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFileOrEmpty(log), "ready");
+  })) << ReadFileOrEmpty(log);
+  {
+    Attached attached(driver(), "tty", /*stdin=*/true, 24, 80);
+    TestAttachStream& stream = attached.stream();
+    // Written before the attach, replayed to it; a terminal's \r\n.
+    ASSERT_TRUE(stream.WaitForOutput("ready\r\n")) << stream.output();
+    EXPECT_THAT(stream.output(), ::testing::StartsWith("/dev/pts/"));
+    stream.Stdin("hello\n");
+    ASSERT_TRUE(stream.WaitForOutput("got hello\r\n")) << stream.output();
+    // The resize reaches the terminal through the proxy's Resize, not the
+    // stdin stream: ask until the program sees it.
+    stream.Resize(33, 99);
+    ASSERT_TRUE(WaitFor([&] {
+      stream.Stdin("\n");
+      return absl::StrContains(stream.output(), "33 99\r\n");
+    })) << stream.output();
+    stream.Stdin("q\n");
+    absl::StatusOr<absl::Status> ended = attached.Result();
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_TRUE(ended->ok()) << *ended;
+  }
+  EXPECT_EQ(Wait("tty").exit_code(), 3);
+  const std::string logged = ReadFileOrEmpty(log);
+  EXPECT_THAT(logged, HasSubstr("ready\r\n"));
+  EXPECT_THAT(logged, HasSubstr("got hello\r\n"));
+  EXPECT_THAT(logged, HasSubstr("33 99\r\n"));
+  Destroy("tty");
+  EXPECT_FALSE(PathExists(dir_.Join("tty/.berth/attach.sock")));
+}
+
+// A stdin_open task without a terminal: `cat` echoes what an attach sends
+// and exits 0 on its stdin close; output before the first attach reaches
+// it, a second attach gets only what comes after it; the caller leaving
+// leaves the task running; stdin is refused to an attach of a task
+// without stdin_open.
+TEST_F(SandboxDriverProxyTest, StdinOpenTaskThroughAttach) {
+  dv1::TaskConfig config = ShellTask("cat", "echo before; exec cat");
+  config.set_stdin_open(true);
+  ASSERT_TRUE(driver().StartTask(config).ok());
+  const std::string log = dir_.Join("cat/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFileOrEmpty(log), "before");
+  })) << ReadFileOrEmpty(log);
+  {
+    Attached first(driver(), "cat", /*stdin=*/true);
+    ASSERT_TRUE(first.stream().WaitForOutput("before\n"));
+    first.stream().Stdin("one\n");
+    ASSERT_TRUE(first.stream().WaitForOutput("before\none\n"))
+        << first.stream().output();
+  }  // left: the task runs on
+  ASSERT_FALSE(driver().InspectTask("cat")->state() == dv1::TASK_STATE_EXITED);
+  {
+    Attached second(driver(), "cat", /*stdin=*/true);
+    Attached watcher(driver(), "cat", /*stdin=*/false);
+    second.stream().Stdin("two\n");
+    ASSERT_TRUE(second.stream().WaitForOutput("two\n"));
+    ASSERT_TRUE(watcher.stream().WaitForOutput("two\n"));
+    second.stream().CloseStdin();
+    absl::StatusOr<absl::Status> ended = second.Result();
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_TRUE(ended->ok()) << *ended;
+    EXPECT_EQ(second.stream().output(), "two\n");
+    absl::StatusOr<absl::Status> watched = watcher.Result();
+    ASSERT_TRUE(watched.ok()) << watched.status();
+    EXPECT_EQ(watcher.stream().output(), "two\n");
+  }
+  dv1::ExitResult result = Wait("cat");
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(result.signal(), 0);
+  EXPECT_EQ(ReadFileOrEmpty(log), "before\none\ntwo\n");
+  Destroy("cat");
+
+  ASSERT_TRUE(driver().StartTask(ShellTask("closed", "exec sleep 1000")).ok());
+  {
+    Attached refused(driver(), "closed", /*stdin=*/true);
+    absl::StatusOr<absl::Status> status = refused.Result();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->code(), absl::StatusCode::kFailedPrecondition) << *status;
+  }
+  {
+    Attached unknown(driver(), "nope", /*stdin=*/false);
+    absl::StatusOr<absl::Status> status = unknown.Result();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->code(), absl::StatusCode::kNotFound) << *status;
+  }
+  Destroy("closed");
+}
+
+// A driver restarted while an interactive task runs attaches to it again:
+// the socket is where it was and its shim still serves it.
+TEST_F(SandboxDriverProxyTest, AttachAfterRecovery) {
+  dv1::TaskConfig config = ShellTask("again", "echo up; exec cat");
+  config.set_stdin_open(true);
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+  ASSERT_TRUE(started.ok()) << started.status();
+  driver_.reset();
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      driver().RecoverTask(started->handle());
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  {
+    Attached attached(driver(), "again", /*stdin=*/true);
+    ASSERT_TRUE(attached.stream().WaitForOutput("up\n"));
+    attached.stream().Stdin("after\n");
+    ASSERT_TRUE(attached.stream().WaitForOutput("up\nafter\n"))
+        << attached.stream().output();
+    attached.stream().CloseStdin();
+    absl::StatusOr<absl::Status> ended = attached.Result();
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_TRUE(ended->ok()) << *ended;
+  }
+  EXPECT_EQ(Wait("again").exit_code(), 0);
+  Destroy("again");
+}
+
+// TaskConfig.rlimits, for the task's process and an exec (issue 17), seen
+// in /proc/self/limits; TaskConfig.hostname in the sandbox's UTS namespace.
+// (Raising a hard limit above the driver's takes CAP_SYS_RESOURCE, which
+// the agent keeps, but which the hosts these tests run on may not give
+// root: not tested here.)
+TEST_F(SandboxDriverProxyTest, RlimitsAndHostname) {
+  const std::string probe =
+      "grep -E '^Max (open files|core file size)' /proc/self/limits | "
+      "tr -s ' '; echo \"host $(hostname)\"; ";
+  dv1::TaskConfig config =
+      ShellTask("limits", absl::StrCat(probe, "echo done; exec sleep 1000"));
+  config.set_hostname("box-17");
+  dv1::Rlimit* nofile = config.add_rlimits();
+  nofile->set_type("RLIMIT_NOFILE");
+  nofile->set_soft(300);
+  nofile->set_hard(900);
+  dv1::Rlimit* core = config.add_rlimits();
+  core->set_type("RLIMIT_CORE");
+  core->set_soft(0);
+  core->set_hard(0);
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string log = dir_.Join("limits/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(ReadFileOrEmpty(log), "done");
+  })) << ReadFileOrEmpty(log);
+  const auto expect_limits = [](const std::string& out,
+                                const std::string& what) {
+    EXPECT_THAT(out, HasSubstr("Max open files 300 900 files")) << what;
+    EXPECT_THAT(out, HasSubstr("Max core file size 0 0 bytes")) << what;
+    EXPECT_THAT(out, HasSubstr("host box-17\n")) << what;
+  };
+  expect_limits(ReadFileOrEmpty(log), "the task");
+  plugin::CancelToken cancel;
+  absl::StatusOr<dv1::ExecTaskResponse> exec = driver().ExecTask(
+      "limits", {"/bin/sh", "-c", probe}, absl::Seconds(30), cancel);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  expect_limits(exec->stdout(), "an exec");
+  Destroy("limits");
+}
+
+// A start that fails after the run's attach socket was made removes it.
+TEST_F(SandboxDriverProxyTest, AFailedStartRemovesTheAttachSocket) {
+  SandboxDriverOptions options = Options();
+  options.init_path = dir_.Join("no-such-init");
+  driver_ = std::make_unique<SandboxDriver>(options);
+  const std::string task_dir = dir_.Join("failed");
+  ASSERT_EQ(mkdir(task_dir.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((task_dir + "/.berth").c_str(), 0700), 0);
+  dv1::TaskConfig config = ShellTask("failed", "exit 0");
+  config.set_stdin_open(true);
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(config);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(started.status().message(), HasSubstr("no-such-init"));
+  EXPECT_FALSE(PathExists(task_dir + "/.berth/attach.sock"));
 }
 
 // What a process of the task (and an exec'd command) can reach (issue 15,

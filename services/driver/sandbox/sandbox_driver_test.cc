@@ -82,6 +82,8 @@ TEST(SandboxDriverTest, Capabilities) {
   EXPECT_TRUE(capabilities.exec());
   EXPECT_TRUE(capabilities.exec_streaming());
   EXPECT_TRUE(capabilities.exec_tty());
+  EXPECT_TRUE(capabilities.attach());
+  EXPECT_TRUE(capabilities.rlimits());
   EXPECT_EQ(capabilities.fs_isolation(), dv1::FS_ISOLATION_CHROOT);
   ASSERT_EQ(capabilities.network_isolation_modes_size(), 2);
   EXPECT_TRUE(capabilities.recover());

@@ -43,6 +43,11 @@ inline void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
 void FillPrivileges(const driver_common::PrivilegeSpec& privileges,
                     agent::v1::Privileges* out);
 
+// The task's resolved rlimits as the agent takes them (TaskConfig.rlimits,
+// for its process and every exec, as runc gives an exec the container's).
+void FillRlimits(const driver_common::TaskSpec& spec,
+                 agent::v1::ProcessSpec* out);
+
 // Field 22 of /proc/PID/stat; 0 when it cannot be read.
 uint64_t StartTicks(pid_t pid);
 

@@ -30,6 +30,13 @@ absl::StatusOr<Shim> StartShim(const std::string& shim_path,
         absl::StrCat("--task_log_max_file_bytes=", output.max_file_bytes));
     args.push_back(absl::StrCat("--task_log_max_files=", output.max_files));
   }
+  // The shim's descriptor of the attach socket.
+  constexpr int kAttachFd = 3;
+  if (output.attach_fd >= 0) {
+    args.push_back(absl::StrCat("--attach_fd=", kAttachFd));
+    if (output.attach_stdin) args.push_back("--attach_stdin");
+  }
+  const int attach_fd = output.attach_fd;
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "BERTH_SHIM_TOKEN=", 17) != 0) env.push_back(*e);
@@ -48,6 +55,14 @@ absl::StatusOr<Shim> StartShim(const std::string& shim_path,
     if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 ||
         dup2(stderr_fd, 2) < 0) {
       _exit(127);
+    }
+    if (attach_fd >= 0) {
+      // dup2 onto itself would keep close-on-exec.
+      if (attach_fd == kAttachFd) {
+        if (fcntl(kAttachFd, F_SETFD, 0) != 0) _exit(127);
+      } else if (dup2(attach_fd, kAttachFd) < 0) {
+        _exit(127);
+      }
     }
     execve(argv[0], argv.data(), envp.data());
     _exit(127);

@@ -29,10 +29,15 @@ struct Shim {
 
 // Where a shim writes its process's output: rotated files in a directory,
 // or (empty log_dir) its own stdout and stderr.
+// With `attach_fd` (a listening Unix socket, the task's attach socket) the
+// shim serves attached callers on it (its descriptor 3, --attach_fd=3), and
+// with `attach_stdin` takes the process's stdin from them.
 struct ShimOutput {
   std::string log_dir;
   uint64_t max_file_bytes = 0;
   uint32_t max_files = 0;
+  int attach_fd = -1;
+  bool attach_stdin = false;
 };
 
 // Starts berth-shim with the token in its environment (never on its command
