@@ -4,11 +4,13 @@
 # driven in tmux (a private server: -L, -f /dev/null) as a user types:
 #
 #   1. run -it --rm -- /bin/sh: a prompt, `echo hello-$$` answered, stdin
-#      is a terminal, `exit 3` is berth's exit code 3, the task is removed;
+#      is a terminal of the pane's size (stty size), resized with the pane,
+#      `exit 3` is berth's exit code 3, the task is removed;
 #   2. the same, ended by Ctrl-D: exit 0, removed;
 #   3. run -it, then Ctrl-P Ctrl-Q: berth exits 0 and says so, the task
-#      keeps running (berth ps); `berth attach` joins the same shell (same
-#      $$), `exit 5` is attach's exit code;
+#      keeps running (berth ps); `berth attach` joins the same shell (a
+#      shell variable set before is still there), `exit 5` is attach's exit
+#      code;
 #   4. run -itd prints the id; attach; Ctrl-D;
 #   5. run -i without a terminal: piped stdin, its end closes the task's;
 #   6. sessions 1 and 2 on the sandbox driver.
@@ -126,6 +128,18 @@ shell_sessions() {
   else
     fail "${driver}_echo_through_the_terminal" "$(pane "$s1" | tr '\n' '|')"
   fi
+  # The terminal's size, and its change (tmux resizes the pane: SIGWINCH to
+  # berth, a resize frame to the task's terminal).
+  local size
+  size=$(tm display-message -p -t "$s1" '#{pane_height} #{pane_width}')
+  type_line "$s1" 'echo size=$(stty size)'
+  wait_pane "$s1" "^size=$size\$" && pass "${driver}_terminal_size" ||
+    fail "${driver}_terminal_size" "want size=$size: $(pane "$s1" | tr '\n' '|')"
+  tm resize-window -t "$s1" -x 120 -y 41
+  size=$(tm display-message -p -t "$s1" '#{pane_height} #{pane_width}')
+  type_line "$s1" 'echo resized=$(stty size)'
+  wait_pane "$s1" "^resized=$size\$" && pass "${driver}_terminal_resized" ||
+    fail "${driver}_terminal_resized" "want resized=$size: $(pane "$s1" | tr '\n' '|')"
   type_line "$s1" 'exit 3'
   local code
   code=$(code_of "$s1")
@@ -151,9 +165,9 @@ shell_sessions exec
 # --- 3. detach with Ctrl-P Ctrl-Q, attach again.
 start detach run -it --net host --name keeper -- /bin/sh
 wait_pane detach '^[#$] ?' || fail detach_prompt "$(pane detach | tr '\n' '|')"
-type_line detach 'echo first-$$'
-wait_pane detach '^first-[0-9]+$' || fail detach_first_echo "$(pane detach | tr '\n' '|')"
-first=$(pane detach | grep -Eo '^first-[0-9]+$' | head -1)
+# A shell variable: only the same shell knows it after the attach.
+type_line detach "kept=kept-$tag; echo \$kept"
+wait_pane detach "^kept-$tag\$" || fail detach_first_echo "$(pane detach | tr '\n' '|')"
 tm send-keys -t detach C-p C-q
 code=$(code_of detach)
 [[ $code == 0 ]] && pass detach_keys_exit_0 || fail detach_keys_exit_0 "berth exited $code"
@@ -168,9 +182,9 @@ show detach
 
 start reattach attach keeper
 sleep 0.5
-type_line reattach 'echo first-$$'
-if [[ -n $first ]] && wait_pane reattach "^$first\$"; then pass attach_joins_the_same_shell; else
-  fail attach_joins_the_same_shell "want $first: $(pane reattach | tr '\n' '|')"; fi
+type_line reattach 'echo "again-$kept"'
+if wait_pane reattach "^again-kept-$tag\$"; then pass attach_joins_the_same_shell; else
+  fail attach_joins_the_same_shell "want again-kept-$tag: $(pane reattach | tr '\n' '|')"; fi
 type_line reattach 'exit 5'
 code=$(code_of reattach)
 [[ $code == 5 ]] && pass attach_exits_with_the_tasks_code ||
