@@ -595,6 +595,13 @@ TEST_F(NodeImageTest, TheTaskGetsItsOwnHostsHostnameAndResolvConf) {
   EXPECT_EQ(ReadFileOrEmpty(dir_.Join(
                 absl::StrCat("state/node/tasks/", task->id(), "/etc/hosts"))),
             "mine\n");
+
+  // Without a host name of its own: its name, made a host name.
+  v1::TaskSpec named = ImageSpec("etc:1", "hostname; cat /etc/hostname");
+  named.set_name("web_1");
+  task = Run(named);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(Output(task->id()), "web-1\nweb-1\n");
 }
 
 TEST_F(NodeImageTest, StopSendsTheImagesStopSignalWhenNoneIsGiven) {

@@ -491,7 +491,15 @@ absl::StatusOr<std::string> CanonicalRlimitType(absl::string_view type) {
 
 std::string TaskHostname(const v1::TaskSpec& spec) {
   if (!spec.hostname().empty()) return spec.hostname();
-  return spec.name().substr(0, 63);
+  // A name may hold '_', which a host name may not.
+  std::string hostname = spec.name().substr(0, 63);
+  for (char& c : hostname) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') c = '-';
+  }
+  while (!hostname.empty() && !absl::ascii_isalnum(hostname.back())) {
+    hostname.pop_back();
+  }
+  return ValidHostname(hostname, 63) ? hostname : "task";
 }
 
 absl::Status ValidateTaskSettings(const v1::TaskSpec& spec) {

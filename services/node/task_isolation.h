@@ -79,8 +79,9 @@ absl::StatusOr<std::string> CanonicalRlimitType(absl::string_view type);
 // "15" (1 to SIGRTMAX); nullopt for none.
 std::optional<int> ParseSignalName(absl::string_view name);
 
-// The host name of the task: spec.hostname, else its name (at most 63
-// characters of it).
+// The host name of the task: spec.hostname, else its name made one (at
+// most 63 characters of it, '_' and other characters a host name cannot
+// hold as '-', without a trailing '-' or '.').
 std::string TaskHostname(const v1::TaskSpec& spec);
 
 // FAILED_PRECONDITION naming the field and the driver when the spec asks

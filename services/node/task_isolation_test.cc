@@ -487,6 +487,10 @@ TEST(TaskSettingsTest, NamesAndNumbers) {
   v1::TaskSpec spec;
   spec.set_name(std::string(70, 'n'));
   EXPECT_EQ(TaskHostname(spec), std::string(63, 'n'));
+  spec.set_name("my_task_");
+  EXPECT_EQ(TaskHostname(spec), "my-task");
+  spec.set_hostname("given");
+  EXPECT_EQ(TaskHostname(spec), "given");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "grpcpp/security/credentials.h"
 #include "services/common/dial.h"
 #include "services/common/status.h"
+#include "services/node/task_isolation.h"
 
 namespace berth::node {
 
@@ -39,8 +40,7 @@ absl::StatusOr<network::v1::NetworkStatus> NetnsNetwork::SetUp(
   request.set_cni_network(spec.network().cni_network());
   *request.mutable_port_mappings() = spec.network().port_mappings();
   *request.mutable_dns() = spec.network().dns();
-  // The spec's host name, else its name (as TaskHostname says).
-  request.set_hostname(spec.hostname().empty() ? spec.name() : spec.hostname());
+  request.set_hostname(TaskHostname(spec));
   network::v1::PrerunResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
@@ -95,8 +95,7 @@ absl::StatusOr<network::v1::NetworkStatus> DriverNetwork::SetUp(
     const std::string& allocation_id, const v1::TaskSpec& spec) {
   driver::v1::CreateNetworkRequest request;
   request.set_allocation_id(allocation_id);
-  // The spec's host name, else its name (as TaskHostname says).
-  request.set_hostname(spec.hostname().empty() ? spec.name() : spec.hostname());
+  request.set_hostname(TaskHostname(spec));
   absl::StatusOr<driver::v1::CreateNetworkResponse> made =
       driver_->CreateNetwork(request, {absl::Now() + call_timeout_});
   if (!made.ok()) return made.status();
