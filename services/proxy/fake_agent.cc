@@ -228,7 +228,7 @@ grpc::Status FakeAgent::ProcessIo(
     }
   } else if (script == "bulk") {
     uint64_t total = 0;
-    if (args.size() > 1) absl::SimpleAtoi(args[1], &total);
+    if (args.size() > 1 && !absl::SimpleAtoi(args[1], &total)) total = 0;
     std::string data;
     for (uint64_t at = out_offset; at < total && ok; at += data.size()) {
       data.resize(std::min(kBulkChunk, total - at));
