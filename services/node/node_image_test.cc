@@ -621,6 +621,44 @@ TEST_F(NodeImageTest, StopSendsTheImagesStopSignalWhenNoneIsGiven) {
       << response.task().DebugString();
 }
 
+TEST_F(NodeImageTest, AttachJoinsAnInteractiveTasksStdinAndOutput) {
+  images_.AddImage("cat:1", Image("docker.io/library/cat:1", {}, {}));
+  StartNode();
+  v1::TaskSpec spec = ImageSpec("cat:1", "echo ready; exec cat");
+  spec.set_name("cat");
+  spec.set_stdin_open(true);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<driver::v1::AttachTaskRequest,
+                                           driver::v1::AttachTaskResponse>>
+      stream = stub_->AttachTask(&context);
+  driver::v1::AttachTaskRequest request;
+  request.mutable_setup()->set_task_id("cat");
+  request.mutable_setup()->set_stdin(true);
+  ASSERT_TRUE(stream->Write(request));
+  request.set_stdin("hi\n");
+  ASSERT_TRUE(stream->Write(request));
+  request.mutable_stdin_close();
+  ASSERT_TRUE(stream->Write(request));
+  // What it wrote before the first attach, then the echo, then its exit.
+  std::string output;
+  std::optional<driver::v1::ExitResult> exit;
+  driver::v1::AttachTaskResponse response;
+  while (stream->Read(&response)) {
+    EXPECT_FALSE(exit.has_value()) << "a frame after the exit";
+    if (response.has_exit()) exit = response.exit();
+    output += response.stdout();
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(output, "ready\nhi\n");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code(), 0);
+  EXPECT_EQ(Output(task->id()), "ready\nhi\n");
+}
+
 TEST_F(NodeImageTest, TheImagesUserUnlessTheSpecGivesOne) {
   imagepb::Image image = Image("docker.io/library/user:1", {}, {});
   image.mutable_config()->set_user("1234:2345");
