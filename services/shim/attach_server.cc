@@ -48,6 +48,10 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
   }
   AttachHub::Options options;
   options.listen_fd = listen_fd.release();
+  // A task that takes no stdin (neither stdin_open nor tty) is seldom
+  // attached to: its shim keeps less for a first caller, as
+  // berth-task-init does.
+  if (!take_stdin) options.replay_bytes = kQuietReplayBytes;
   if (take_stdin) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {

@@ -31,6 +31,10 @@
 
 namespace berth::shim {
 
+// What the first caller gets of the output from before it: the hub's 1 MiB
+// (kAttachReplayBytes) with take_stdin, else this.
+inline constexpr size_t kQuietReplayBytes = 64 * 1024;
+
 class AttachServer {
  public:
   // Starts serving `listen_fd` (taken). With `take_stdin` the callers'
