@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 #include "plugins/examples/mock_driver/mock_driver.h"
 #include "plugins/sdk/handshake.h"
@@ -32,6 +33,13 @@ ABSL_FLAG(bool, attach, false,
           "Claim attach and serve AttachTask as an echo of the caller's stdin "
           "(for tests), until the task exits.");
 
+ABSL_FLAG(bool, no_exec, false,
+          "Claim no exec and refuse ExecTask (for tests of what needs it).");
+
+ABSL_FLAG(absl::Duration, recover_delay, absl::ZeroDuration(),
+          "Wait this long in RecoverTask before recovering the task (for "
+          "tests of a slow recovery).");
+
 namespace {
 
 constexpr char kUsage[] =
@@ -39,7 +47,8 @@ constexpr char kUsage[] =
     "process, for tests\n"
     "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
-    "[--must_create_network] [--join_networks] [--attach]";
+    "[--must_create_network] [--join_networks] [--attach] [--no_exec] "
+    "[--recover_delay=DURATION]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -57,6 +66,8 @@ int main(int argc, char** argv) {
   options.must_create_network = absl::GetFlag(FLAGS_must_create_network);
   options.join_networks = absl::GetFlag(FLAGS_join_networks);
   options.attach = absl::GetFlag(FLAGS_attach);
+  options.no_exec = absl::GetFlag(FLAGS_no_exec);
+  options.recover_delay = absl::GetFlag(FLAGS_recover_delay);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

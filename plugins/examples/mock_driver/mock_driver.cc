@@ -436,6 +436,8 @@ MockDriver::MockDriver(MockDriverOptions options)
     : must_create_network_(options.must_create_network),
       join_networks_(options.join_networks || options.must_create_network),
       attach_(options.attach),
+      no_exec_(options.no_exec),
+      recover_delay_(options.recover_delay),
       state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
@@ -518,6 +520,11 @@ driver::v1::DriverCapabilities MockDriver::Capabilities() const {
   capabilities.set_stats(true);
   if (must_create_network_) capabilities.set_must_create_network(true);
   if (attach_) capabilities.set_attach(true);
+  if (no_exec_) {
+    capabilities.set_exec(false);
+    capabilities.set_exec_streaming(false);
+    capabilities.set_exec_tty(false);
+  }
   if (join_networks_) {
     capabilities.add_network_isolation_modes(
         driver::v1::NETWORK_ISOLATION_MODE_GROUP);
@@ -959,6 +966,7 @@ absl::StatusOr<driver::v1::TaskStatus> MockDriver::RecoverTask(
     return absl::InvalidArgumentError(absl::StrCat(
         "handle.config of task ", id, ": ", knobs.status().message()));
   }
+  if (recover_delay_ > absl::ZeroDuration()) absl::SleepFor(recover_delay_);
   absl::MutexLock start_lock(&start_mu_);
   {
     absl::MutexLock lock(&mu_);
@@ -1142,6 +1150,9 @@ absl::StatusOr<stats::v1::TaskResourceUsage> MockDriver::TaskStats(
 absl::StatusOr<driver::v1::ExecTaskResponse> MockDriver::ExecTask(
     const std::string& task_id, const std::vector<std::string>& command,
     absl::Duration timeout, const plugin::CancelToken& cancel) {
+  if (no_exec_) {
+    return absl::UnimplementedError("this mock driver runs with --no_exec");
+  }
   absl::StatusOr<std::shared_ptr<Task>> task = FindRunning(task_id, "exec in");
   if (!task.ok()) return task.status();
   const std::vector<std::string> env = TaskEnv((*task)->config, false);
@@ -1188,6 +1199,9 @@ absl::StatusOr<driver::v1::ExecTaskResponse> MockDriver::ExecTask(
 
 absl::StatusOr<plugin::ExitStatus> MockDriver::ExecTaskStreaming(
     const plugin::ExecOptions& options) {
+  if (no_exec_) {
+    return absl::UnimplementedError("this mock driver runs with --no_exec");
+  }
   const std::string& id = options.task_id;
   absl::StatusOr<std::shared_ptr<Task>> task = FindRunning(id, "exec in");
   if (!task.ok()) return task.status();

@@ -87,6 +87,13 @@ struct MockDriverOptions {
   // for stdin of a task started without TaskConfig.stdin_open is
   // FAILED_PRECONDITION.
   bool attach = false;
+  // Claims no exec (exec, exec_streaming, exec_tty unset) and refuses
+  // ExecTask and ExecTaskStreaming as UNIMPLEMENTED, for the node's tests of
+  // what needs exec (health checks).
+  bool no_exec = false;
+  // RecoverTask waits this long before it looks at the task, as a slow
+  // driver recovering many tasks would (for the node's tests of recovery).
+  absl::Duration recover_delay = absl::ZeroDuration();
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -168,6 +175,8 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   const bool must_create_network_;
   const bool join_networks_;
   const bool attach_;
+  const bool no_exec_;
+  const absl::Duration recover_delay_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
