@@ -31,6 +31,7 @@ checks=(
   isolation_own_root isolation_mounts isolation_capability_set
   isolation_no_new_privileges isolation_seccomp isolation_masked_paths
   isolation_user_namespaces isolation_privileged
+  attach_tty attach_stdin
 )
 
 if [[ $(id -u) -ne 0 ]]; then
