@@ -134,6 +134,31 @@ std::optional<v1::HealthCheck> HealthCheckInForce(
   return in_force;
 }
 
+bool HealthCheckSetsOptions(const v1::HealthCheck& check) {
+  return base::FromProtoDuration(check.interval()) > absl::ZeroDuration() ||
+         base::FromProtoDuration(check.timeout()) > absl::ZeroDuration() ||
+         base::FromProtoDuration(check.start_period()) > absl::ZeroDuration() ||
+         check.retries() > 0 ||
+         check.on_failure() != v1::HEALTH_FAILURE_ACTION_UNSPECIFIED;
+}
+
+absl::Status CheckHealthCheckRunnable(
+    const std::string& driver, const driver::v1::DriverCapabilities& caps,
+    const std::string& image) {
+  if (caps.exec()) return absl::OkStatus();
+  if (image.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.healthcheck: driver \"", driver,
+        "\" cannot run health checks (each is an exec in the task, and its "
+        "capabilities claim no exec)"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "spec.healthcheck: the HEALTHCHECK of image \"", image,
+      "\" cannot run on driver \"", driver,
+      "\" (each check is an exec in the task, and its capabilities claim no "
+      "exec); turn it off with [\"NONE\"] (berth run --no-healthcheck)"));
+}
+
 absl::StatusOr<std::vector<std::string>> HealthCommand(
     const v1::HealthCheck& check) {
   const auto& test = check.test();
@@ -229,6 +254,8 @@ int HealthChecker::checks() const {
 }
 
 v1::TaskHealth HealthChecker::CheckOnce() {
+  // Asked outside the lock: `ready` takes its owner's.
+  if (options_.ready && !options_.ready()) return health();
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return health_;
@@ -245,6 +272,11 @@ v1::TaskHealth HealthChecker::CheckOnce() {
   } else {
     absl::StatusOr<driver::v1::ExecTaskResponse> response =
         options_.exec(command_, timeout);
+    if (!response.ok() && options_.ready && !options_.ready()) {
+      // The driver lost the run meanwhile (it went away): the failure is
+      // its, not the task's.
+      return health();
+    }
     if (!response.ok()) {
       result.set_exit_code(-1);
       result.set_output(

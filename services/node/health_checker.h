@@ -47,6 +47,20 @@ absl::Status ValidateHealthCheck(const v1::HealthCheck& check,
 // (no test, or ["NONE"]).
 std::optional<v1::HealthCheck> HealthCheckInForce(const v1::HealthCheck& check);
 
+// Whether `check` sets anything besides its test: a positive interval,
+// timeout or start_period, retries or on_failure. A spec's check that sets
+// some of these and no test changes the image's HEALTHCHECK (docker's
+// merge; task_image.h).
+bool HealthCheckSetsOptions(const v1::HealthCheck& check);
+
+// OK when `driver`'s capabilities claim exec; else FAILED_PRECONDITION
+// naming spec.healthcheck and the driver (each check is an ExecTask).
+// `image` is the reference of the image whose HEALTHCHECK is in force, ""
+// for the spec's own check.
+absl::Status CheckHealthCheckRunnable(
+    const std::string& driver, const driver::v1::DriverCapabilities& caps,
+    const std::string& image = "");
+
 // The command ExecTask runs for a check's test: ["CMD", prog, args...] as
 // prog args..., ["CMD-SHELL", cmd] as /bin/sh -c cmd. INVALID_ARGUMENT for
 // anything else.
@@ -88,6 +102,14 @@ class HealthChecker {
     OnUpdate on_update;
     // Interrupts a running exec (called by Stop); may be empty.
     std::function<void()> cancel;
+    // Whether the task's driver holds the run now; may be empty (always).
+    // While it says no (a new node's driver has not recovered the task yet,
+    // or a relaunched driver has not), a check is not run and nothing is
+    // recorded, and a check whose exec failed is not recorded when it says
+    // no after it: an exec the driver could not run then says nothing of
+    // the task's health, and must not count towards unhealthy (and its
+    // on_failure).
+    std::function<bool()> ready;
     // The clock of the results and of start_period.
     std::function<absl::Time()> now = [] { return absl::Now(); };
   };
@@ -101,7 +123,7 @@ class HealthChecker {
   v1::TaskHealth health() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs the check now, records it and calls on_update; returns the health.
-  // After Stop, nothing is run or recorded.
+  // After Stop, or while `ready` says no, nothing is run or recorded.
   v1::TaskHealth CheckOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks every interval on a thread of its own, the first an interval

@@ -3,8 +3,9 @@
 // unhealthy when the file its check tests goes, with Task.health in
 // InspectTask and EVENT_TYPE_TASK_HEALTH events; each on_failure action
 // (restart whatever the policy, stop, kill then the policy); the checks of
-// a task recovered by a new node. Intervals are short; the tests wait for
-// states, never for times.
+// a task recovered by a new node (not checked before its driver has
+// recovered it); a driver without exec and a check without a test refused.
+// Intervals are short; the tests wait for states, never for times.
 
 #include <signal.h>
 #include <unistd.h>
@@ -98,13 +99,15 @@ class NodeHealthTest : public ::testing::Test {
     StopNode();
   }
 
-  void StartNode() {
+  // `mock_args`: the mock driver's flags (--recover_delay, --no_exec).
+  void StartNode(std::vector<std::string> mock_args = {}) {
     NodeServer::Options options;
     options.runtime_dir = dir_.Join("run");
     options.state_dir = dir_.Join("state");
     PluginSpec mock;
     mock.name = "mock";
     mock.binary = RunfilePath("plugins/examples/mock_driver/mock_driver");
+    mock.args = std::move(mock_args);
     options.plugins = {mock};
     options.node_id = "test";
     options.version = "test";
@@ -321,6 +324,98 @@ TEST_F(NodeHealthTest, ARecoveredTaskIsCheckedAgain) {
   ASSERT_TRUE(WaitFor([&] {
     return HealthIs(id, v1::HEALTH_STATUS_UNHEALTHY);
   })) << Inspect(id).DebugString();
+}
+
+// A new node's driver (relaunched, knowing no task) recovers the running
+// task slowly (the mock's --recover_delay); its checks, every 100 ms, one
+// failure enough for on_failure kill, must not run before: an ExecTask the
+// driver cannot do yet says nothing of the task.
+TEST_F(NodeHealthTest, ChecksWaitForTheDriverToRecoverTheTask) {
+  StartNode();
+  SetHealthy(true);
+  absl::StatusOr<v1::Task> task =
+      testing::RunTask(*stub_, Checked(1, v1::HEALTH_FAILURE_ACTION_KILL));
+  ASSERT_TRUE(task.ok()) << task.status();
+  const std::string id = task->id();
+  ASSERT_TRUE(WaitFor([&] { return HealthIs(id, v1::HEALTH_STATUS_HEALTHY); }));
+  StopNode();  // the task keeps running; the driver goes with the node
+  const absl::Time restarted_at = absl::Now();
+  StartNode({"--recover_delay=2s"});
+  // The first check of the new node's (the log keeps the earlier ones
+  // until 5 newer have come) ran once the driver had the task again: it
+  // passed. Before the fix, the checks of the 2 s that RecoverTask took
+  // failed (-1, the mock knowing no such task) and the kill followed.
+  v1::HealthCheckResult first;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const v1::Task now = Inspect(id);
+        for (const v1::HealthCheckResult& result : now.health().log()) {
+          if (base::FromProtoTimestamp(result.started_at()) > restarted_at) {
+            first = result;
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(60)))
+      << Inspect(id).DebugString();
+  EXPECT_EQ(first.exit_code(), 0) << first.DebugString();
+  EXPECT_EQ(first.output(), "checking\n");
+  const v1::Task now = Inspect(id);
+  EXPECT_EQ(now.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(now.health().status(), v1::HEALTH_STATUS_HEALTHY);
+  for (const v1::HealthCheckResult& result : now.health().log()) {
+    EXPECT_EQ(result.exit_code(), 0) << result.DebugString();
+  }
+  // Still checked: the file's removal seen, the kill done.
+  SetHealthy(false);
+  ASSERT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  EXPECT_EQ(Inspect(id).exit_result().signal(), SIGKILL);
+}
+
+// Each check is an exec in the task: a driver that cannot exec is refused a
+// task with a check, naming the field and the driver, rather than every
+// check failing.
+TEST_F(NodeHealthTest, ADriverWithoutExecIsRefusedATaskWithACheck) {
+  StartNode({"--no_exec"});
+  absl::StatusOr<v1::Task> task =
+      testing::RunTask(*stub_, Checked(3, v1::HEALTH_FAILURE_ACTION_NONE));
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kFailedPrecondition)
+      << task.status();
+  EXPECT_THAT(task.status().message(), HasSubstr("spec.healthcheck"));
+  EXPECT_THAT(task.status().message(), HasSubstr("\"mock\""));
+  EXPECT_THAT(task.status().message(), HasSubstr("exec"));
+  EXPECT_TRUE(testing::ListTasks(*stub_, /*all=*/true).empty())
+      << "nothing of it stays";
+
+  // Without a check, or with ["NONE"], it runs.
+  v1::TaskSpec none = testing::ShellSpec("mock", "exec sleep 600");
+  none.mutable_healthcheck()->add_test("NONE");
+  task = testing::RunTask(*stub_, none);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_FALSE(Inspect(task->id()).has_healthcheck());
+}
+
+// A check's settings without a test change an image's HEALTHCHECK; a task
+// without an image has none to change.
+TEST_F(NodeHealthTest, ACheckWithoutATestNeedsAnImage) {
+  StartNode();
+  v1::TaskSpec spec = testing::ShellSpec("mock", "exec sleep 600");
+  *spec.mutable_healthcheck()->mutable_interval() =
+      base::ToProtoDuration(absl::Seconds(1));
+  absl::StatusOr<v1::Task> task = testing::RunTask(*stub_, spec);
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument)
+      << task.status();
+  EXPECT_THAT(task.status().message(), HasSubstr("spec.healthcheck.test"));
+  EXPECT_THAT(task.status().message(), HasSubstr("no image"));
+  EXPECT_TRUE(testing::ListTasks(*stub_, /*all=*/true).empty())
+      << "refused before it is created";
+
+  // An empty check is no check.
+  spec.mutable_healthcheck()->Clear();
+  task = testing::RunTask(*stub_, spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_FALSE(Inspect(task->id()).has_healthcheck());
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // Health checks of TaskManager's tasks (health_checker.h): the supervisor
 // starts a HealthChecker when a run starts (or is recovered by a new node)
 // and ends it when the run ends. Each check is an ExecTask of the task's
-// driver; each result is recorded in Task.health and persisted; a change of
-// status is an EVENT_TYPE_TASK_HEALTH event ("health_status" annotation);
-// turning unhealthy runs the check's on_failure (NONE: nothing; KILL:
-// SIGKILL, the restart policy then decides; RESTART: stopped and started
-// again whatever the policy; STOP: as StopTask). Without on_failure the
-// restart policy does not act on unhealthy, as in docker.
+// driver, once the driver holds the run (a recovered one: once the driver
+// has recovered it); each result is recorded in Task.health and persisted;
+// a change of status is an EVENT_TYPE_TASK_HEALTH event ("health_status"
+// annotation); turning unhealthy runs the check's on_failure (NONE:
+// nothing; KILL: SIGKILL, the restart policy then decides; RESTART: stopped
+// and started again whatever the policy; STOP: as StopTask). Without
+// on_failure the restart policy does not act on unhealthy, as in docker.
 
 #include <memory>
 #include <optional>
@@ -117,6 +118,20 @@ void TaskManager::StartHealthCheck(Entry& entry) {
         request, {absl::Now() + timeout + absl::Seconds(5), canceller.get()});
   };
   options.cancel = [canceller] { canceller->Cancel(); };
+  // The checks wait for the driver to hold the run. A new node starts them
+  // with the recovered run, before its driver has recovered the task
+  // (WaitRun's RecoverTask, which a driver with many tasks may take long
+  // over), and a relaunched driver knows no task until then: an ExecTask
+  // then fails (NOT_FOUND, UNAVAILABLE) for the driver's sake, not the
+  // task's, and counted as failures those could turn a healthy task
+  // unhealthy and have on_failure kill or restart it. Gating on what
+  // WaitRun knows, rather than forgiving error codes, keeps every failure
+  // of a check the driver could run counted (a check's program missing
+  // too), and also covers a driver relaunched while the task runs.
+  options.ready = [this, &entry] {
+    absl::MutexLock lock(&mu_);
+    return entry.driver_holds_run;
+  };
   options.on_update = [this, &entry, action = check->on_failure(), canceller](
                           const v1::TaskHealth& health, bool status_changed) {
     OnHealthUpdate(entry, health, status_changed, action, canceller.get());

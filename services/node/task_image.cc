@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/path.h"
+#include "base/proto_time.h"
 #include "base/unique_fd.h"
 #include "services/node/health_checker.h"
 #include "services/node/task_isolation.h"
@@ -124,20 +125,53 @@ absl::Status ApplyImageConfig(const v1::TaskSpec& spec,
   return absl::OkStatus();
 }
 
-std::optional<v1::HealthCheck> HealthCheckInForce(
+absl::StatusOr<std::optional<v1::HealthCheck>> HealthCheckInForce(
     const v1::TaskSpec& spec, const image::v1::ImageConfig* image) {
-  if (spec.has_healthcheck()) return HealthCheckInForce(spec.healthcheck());
-  if (image == nullptr || !image->has_healthcheck()) return std::nullopt;
-  const image::v1::HealthCheck& theirs = image->healthcheck();
-  v1::HealthCheck check;
-  check.mutable_test()->CopyFrom(theirs.test());
-  if (theirs.has_interval()) *check.mutable_interval() = theirs.interval();
-  if (theirs.has_timeout()) *check.mutable_timeout() = theirs.timeout();
-  if (theirs.has_start_period()) {
-    *check.mutable_start_period() = theirs.start_period();
+  const v1::HealthCheck& ours = spec.healthcheck();
+  if (!ours.test().empty()) return HealthCheckInForce(ours);
+  v1::HealthCheck check;  // the image's
+  if (image != nullptr && image->has_healthcheck()) {
+    const image::v1::HealthCheck& theirs = image->healthcheck();
+    check.mutable_test()->CopyFrom(theirs.test());
+    if (theirs.has_interval()) *check.mutable_interval() = theirs.interval();
+    if (theirs.has_timeout()) *check.mutable_timeout() = theirs.timeout();
+    if (theirs.has_start_period()) {
+      *check.mutable_start_period() = theirs.start_period();
+    }
+    if (theirs.retries() > 0) {
+      check.set_retries(static_cast<uint32_t>(theirs.retries()));
+    }
   }
-  if (theirs.retries() > 0) {
-    check.set_retries(static_cast<uint32_t>(theirs.retries()));
+  if (!HealthCheckSetsOptions(ours)) return HealthCheckInForce(check);
+  // Settings without a test: the image's test with them (docker's merge),
+  // when the image has one to run.
+  if (check.test().empty() || check.test(0) == "NONE") {
+    return absl::InvalidArgumentError(
+        image == nullptr
+            ? std::string(
+                  "spec.healthcheck.test: empty, and the task has no image "
+                  "whose HEALTHCHECK the check's settings could change: give "
+                  "a test ([\"CMD-SHELL\", command] or [\"CMD\", program, "
+                  "args...])")
+            : absl::StrCat("spec.healthcheck.test: empty, and image \"",
+                           spec.image().reference(), "\" has no HEALTHCHECK",
+                           check.test().empty() ? "" : " (it is NONE)",
+                           " the check's settings could change: give a test "
+                           "([\"CMD-SHELL\", command] or [\"CMD\", program, "
+                           "args...])"));
+  }
+  if (base::FromProtoDuration(ours.interval()) > absl::ZeroDuration()) {
+    *check.mutable_interval() = ours.interval();
+  }
+  if (base::FromProtoDuration(ours.timeout()) > absl::ZeroDuration()) {
+    *check.mutable_timeout() = ours.timeout();
+  }
+  if (base::FromProtoDuration(ours.start_period()) > absl::ZeroDuration()) {
+    *check.mutable_start_period() = ours.start_period();
+  }
+  if (ours.retries() > 0) check.set_retries(ours.retries());
+  if (ours.on_failure() != v1::HEALTH_FAILURE_ACTION_UNSPECIFIED) {
+    check.set_on_failure(ours.on_failure());
   }
   return HealthCheckInForce(check);
 }

@@ -43,12 +43,17 @@ absl::Status ApplyImageConfig(const v1::TaskSpec& spec,
                               const image::v1::ImageConfig& image,
                               driver::v1::TaskConfig* config);
 
-// The health check in force (Task.healthcheck): the spec's, none when its
-// test is ["NONE"]; else the image's HEALTHCHECK (`image` null: none), none
-// when it is ["NONE"] or has no test. Defaults filled as the
-// health_checker.h HealthCheckInForce does (interval 30s, timeout 30s,
-// retries 3).
-std::optional<v1::HealthCheck> HealthCheckInForce(
+// The health check in force (Task.healthcheck), merged as docker merges a
+// container's health settings onto its image's HEALTHCHECK: the spec's
+// check when it has a test (none when that is ["NONE"]); else the image's
+// HEALTHCHECK (`image` null: none; none when it is ["NONE"] or has no test)
+// with the spec's check's non-zero interval, timeout, start_period, retries
+// and on_failure over the image's. A spec's check that sets some of those
+// and has no test, for a task without an image (`image` null) or whose
+// image has no HEALTHCHECK to run, is INVALID_ARGUMENT naming
+// spec.healthcheck.test. Defaults filled as the health_checker.h
+// HealthCheckInForce does (interval 30s, timeout 30s, retries 3).
+absl::StatusOr<std::optional<v1::HealthCheck>> HealthCheckInForce(
     const v1::TaskSpec& spec, const image::v1::ImageConfig* image);
 
 // What Task.image shows of a prepared snapshot.

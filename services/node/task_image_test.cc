@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "base/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
@@ -236,33 +239,106 @@ TEST(TaskImageTest, TheHealthCheckInForceIsTheSpecsElseTheImages) {
   v1::TaskSpec spec;
 
   // The image's, its unset timeout filled.
-  std::optional<v1::HealthCheck> check = HealthCheckInForce(spec, &image);
-  ASSERT_TRUE(check.has_value());
-  EXPECT_EQ(check->test(1), "wget -q localhost");
-  EXPECT_EQ(check->interval().seconds(), 5);
-  EXPECT_EQ(check->timeout().seconds(), 30);
-  EXPECT_EQ(check->retries(), 2u);
+  absl::StatusOr<std::optional<v1::HealthCheck>> check =
+      HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.ok()) << check.status();
+  ASSERT_TRUE(check->has_value());
+  EXPECT_EQ((*check)->test(1), "wget -q localhost");
+  EXPECT_EQ((*check)->interval().seconds(), 5);
+  EXPECT_EQ((*check)->timeout().seconds(), 30);
+  EXPECT_EQ((*check)->retries(), 2u);
 
-  // The spec's wins; ["NONE"] turns the image's off.
+  // The spec's wins, whole; ["NONE"] turns the image's off.
   spec.mutable_healthcheck()->add_test("CMD");
   spec.mutable_healthcheck()->add_test("/bin/true");
   check = HealthCheckInForce(spec, &image);
-  ASSERT_TRUE(check.has_value());
-  EXPECT_EQ(check->test(1), "/bin/true");
-  EXPECT_EQ(check->interval().seconds(), 30);
-  EXPECT_EQ(check->retries(), 3u);
+  ASSERT_TRUE(check.ok() && check->has_value());
+  EXPECT_EQ((*check)->test(1), "/bin/true");
+  EXPECT_EQ((*check)->interval().seconds(), 30);
+  EXPECT_EQ((*check)->retries(), 3u);
   spec.mutable_healthcheck()->clear_test();
   spec.mutable_healthcheck()->add_test("NONE");
-  EXPECT_FALSE(HealthCheckInForce(spec, &image).has_value());
+  check = HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->has_value());
+  // An empty check of the spec's is no change.
+  spec.mutable_healthcheck()->Clear();
+  check = HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.ok() && check->has_value());
+  EXPECT_EQ((*check)->test(1), "wget -q localhost");
 
   // Without an image, or an image without one: none.
-  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(), nullptr).has_value());
-  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(),
-                                  &image::v1::ImageConfig::default_instance())
-                   .has_value());
+  check = HealthCheckInForce(v1::TaskSpec(), nullptr);
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->has_value());
+  check = HealthCheckInForce(v1::TaskSpec(),
+                             &image::v1::ImageConfig::default_instance());
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->has_value());
   image.mutable_healthcheck()->clear_test();
   image.mutable_healthcheck()->add_test("NONE");
-  EXPECT_FALSE(HealthCheckInForce(v1::TaskSpec(), &image).has_value());
+  check = HealthCheckInForce(v1::TaskSpec(), &image);
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->has_value());
+}
+
+// docker run --health-interval 1s IMAGE: the image's test with the given
+// settings, the others the image's.
+TEST(TaskImageTest, ACheckWithoutATestChangesTheImagesHealthcheck) {
+  image::v1::ImageConfig image;
+  image::v1::HealthCheck& theirs = *image.mutable_healthcheck();
+  theirs.add_test("CMD");
+  theirs.add_test("/probe");
+  *theirs.mutable_interval() = base::ToProtoDuration(absl::Seconds(5));
+  *theirs.mutable_timeout() = base::ToProtoDuration(absl::Seconds(2));
+  *theirs.mutable_start_period() = base::ToProtoDuration(absl::Seconds(9));
+  theirs.set_retries(4);
+  v1::TaskSpec spec;
+  spec.mutable_image()->set_reference("web:1");
+  v1::HealthCheck& ours = *spec.mutable_healthcheck();
+  *ours.mutable_interval() = base::ToProtoDuration(absl::Milliseconds(200));
+  ours.set_on_failure(v1::HEALTH_FAILURE_ACTION_RESTART);
+
+  absl::StatusOr<std::optional<v1::HealthCheck>> check =
+      HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.ok()) << check.status();
+  ASSERT_TRUE(check->has_value());
+  EXPECT_THAT((*check)->test(), ElementsAre("CMD", "/probe"));
+  EXPECT_EQ(base::FromProtoDuration((*check)->interval()),
+            absl::Milliseconds(200));
+  EXPECT_EQ(base::FromProtoDuration((*check)->timeout()), absl::Seconds(2));
+  EXPECT_EQ(base::FromProtoDuration((*check)->start_period()),
+            absl::Seconds(9));
+  EXPECT_EQ((*check)->retries(), 4u);
+  EXPECT_EQ((*check)->on_failure(), v1::HEALTH_FAILURE_ACTION_RESTART);
+
+  // Each field given replaces the image's.
+  *ours.mutable_timeout() = base::ToProtoDuration(absl::Seconds(7));
+  *ours.mutable_start_period() = base::ToProtoDuration(absl::Seconds(1));
+  ours.set_retries(1);
+  check = HealthCheckInForce(spec, &image);
+  ASSERT_TRUE(check.ok() && check->has_value());
+  EXPECT_EQ(base::FromProtoDuration((*check)->timeout()), absl::Seconds(7));
+  EXPECT_EQ(base::FromProtoDuration((*check)->start_period()),
+            absl::Seconds(1));
+  EXPECT_EQ((*check)->retries(), 1u);
+
+  // Nothing to change: no image, an image without a HEALTHCHECK, or one
+  // that turns it off.
+  for (const image::v1::ImageConfig* without :
+       {static_cast<const image::v1::ImageConfig*>(nullptr),
+        &image::v1::ImageConfig::default_instance()}) {
+    check = HealthCheckInForce(spec, without);
+    EXPECT_TRUE(absl::IsInvalidArgument(check.status())) << check.status();
+    EXPECT_THAT(check.status().message(), HasSubstr("spec.healthcheck.test"));
+  }
+  check = HealthCheckInForce(spec, &image::v1::ImageConfig::default_instance());
+  EXPECT_THAT(check.status().message(), HasSubstr("\"web:1\""));
+  image.mutable_healthcheck()->clear_test();
+  image.mutable_healthcheck()->add_test("NONE");
+  check = HealthCheckInForce(spec, &image);
+  EXPECT_TRUE(absl::IsInvalidArgument(check.status())) << check.status();
+  EXPECT_THAT(check.status().message(), HasSubstr("NONE"));
 }
 
 }  // namespace

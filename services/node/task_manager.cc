@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -27,6 +28,7 @@
 #include "services/common/status.h"
 #include "services/node/health_checker.h"
 #include "services/node/restart_policy.h"
+#include "services/node/task_image.h"
 #include "services/node/task_network.h"
 #include "services/node/task_userns.h"
 
@@ -143,6 +145,15 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
   if (spec.has_healthcheck()) {
     if (absl::Status s = ValidateHealthCheck(spec.healthcheck()); !s.ok()) {
       return s;
+    }
+    // Settings without a test change the image's HEALTHCHECK; without an
+    // image there is none (an image's is looked at when the run starts).
+    if (!spec.has_image()) {
+      if (absl::StatusOr<std::optional<v1::HealthCheck>> check =
+              HealthCheckInForce(spec, nullptr);
+          !check.ok()) {
+        return check.status();
+      }
     }
   }
   // Labels, hostname, extra hosts, ulimits, stop settings.
@@ -300,6 +311,14 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
     if (absl::Status s = CheckIsolationSupported(spec, spec.driver(), *caps);
         !s.ok()) {
       return s;
+    }
+    // The spec's own health check runs as an exec (an image's is looked at
+    // when the run starts).
+    if (HealthCheckInForce(spec.healthcheck()).has_value()) {
+      if (absl::Status s = CheckHealthCheckRunnable(spec.driver(), *caps);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   if (spec.has_image() && options_.images == nullptr) {

@@ -169,6 +169,10 @@ class TaskManager {
     // The health check's on_failure "restart" ended the run: it starts
     // again whatever its restart policy (guarded by mu_).
     bool health_restart = false;
+    // The driver holds the current run (WaitRun): false while a new node's
+    // (or a relaunched) driver has not recovered it yet. The health checks
+    // wait for it (guarded by mu_).
+    bool driver_holds_run = false;
   };
   enum class Resume { kStart, kCleanThenStart, kWait, kPostrunOnly };
 

@@ -329,14 +329,25 @@ absl::Status TaskManager::StartRun(Entry& entry) {
     }
   }
   {
-    // The health check in force: the spec's, else its image's.
+    // The health check in force: the spec's, else its image's (with the
+    // spec's settings over it); it needs a driver that can exec.
     absl::MutexLock lock(&mu_);
-    std::optional<v1::HealthCheck> check = HealthCheckInForce(
+    absl::StatusOr<std::optional<v1::HealthCheck>> check = HealthCheckInForce(
         spec,
         entry.record.has_image() ? &entry.record.image().config() : nullptr);
+    if (!check.ok()) return check.status();
+    if (check->has_value() && caps.ok()) {
+      const bool image_check = spec.healthcheck().test().empty();
+      if (absl::Status s = CheckHealthCheckRunnable(
+              spec.driver(), *caps,
+              image_check ? spec.image().reference() : "");
+          !s.ok()) {
+        return s;
+      }
+    }
     v1::Task& task = *entry.record.mutable_task();
-    if (check.has_value()) {
-      *task.mutable_healthcheck() = *std::move(check);
+    if (check->has_value()) {
+      *task.mutable_healthcheck() = **std::move(check);
     } else {
       task.clear_healthcheck();
     }
@@ -411,6 +422,13 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
     handle = entry.record.handle();
   }
   bool check_known = recover_first;
+  // Whether the driver holds the run, for the health checks (task_health.cc
+  // waits for it; Supervise sets it for the start): a recovered run once
+  // the driver knows it again, not while the driver is away.
+  auto set_held = [this, &entry](bool held) {
+    absl::MutexLock lock(&mu_);
+    entry.driver_holds_run = held;
+  };
   int lost = 0;
   while (!shutting_down()) {
     absl::StatusOr<std::shared_ptr<DriverClient>> driver =
@@ -446,6 +464,7 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
         continue;
       }
       check_known = false;
+      set_held(true);
     }
     driver::v1::WaitTaskRequest wait;
     wait.set_task_id(id);
@@ -457,10 +476,12 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
       LOG(WARNING) << "task " << id << ": driver " << driver_name
                    << " went away; recovering the task once it is back";
       check_known = true;
+      set_held(false);
       continue;
     }
     if (absl::IsNotFound(waited.status()) && ++lost <= 3) {
       check_known = true;
+      set_held(false);
       continue;
     }
     if (absl::IsNotFound(waited.status())) {
@@ -613,6 +634,12 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
               stop, {absl::Now() + timeout + absl::Seconds(30)});
         }
       }
+    }
+    {
+      // Until WaitRun says otherwise: a started run is the driver's; a
+      // recovered one is not before the driver knows it again.
+      absl::MutexLock lock(&mu_);
+      entry->driver_holds_run = !recover;
     }
     StartHealthCheck(*entry);  // task_health.cc
     absl::StatusOr<driver::v1::ExitResult> result = WaitRun(*entry, recover);
