@@ -580,6 +580,11 @@ TEST_F(CommandsTest, RunIssue17BadValuesAreUsageErrorsNamingFlagAndValue) {
       {{"--cpu", "many"},
        "berth run: --cpu: \"many\" is not a number of CPUs (e.g. 0.5 or 2); "
        "see 'berth run --help'\n"},
+      // Settings alone change an image's HEALTHCHECK; this task has none.
+      {{"--health-interval", "1s"},
+       "berth run: --health-interval without --health-cmd changes an image's "
+       "HEALTHCHECK, and this task has no image: give --health-cmd; see "
+       "'berth run --help'\n"},
   };
   for (const auto& [flags, err] : cases) {
     std::vector<std::string> args = {"run", "-d"};

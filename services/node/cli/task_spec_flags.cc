@@ -779,6 +779,21 @@ absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args) {
 absl::Status ApplyRunImage(const ParsedArgs& flags, const std::string& image,
                            nodepb::TaskSpec* spec) {
   if (!image.empty()) spec->mutable_image()->set_reference(image);
+  if (spec->has_healthcheck() && spec->healthcheck().test().empty() &&
+      spec->image().reference().empty()) {
+    // --health-* settings without --health-cmd change an image's
+    // HEALTHCHECK: there is none.
+    for (const char* flag :
+         {"health-interval", "health-timeout", "health-start-period",
+          "health-retries", "health-on-failure"}) {
+      if (flags.Has(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag,
+            " without --health-cmd changes an image's HEALTHCHECK, and this "
+            "task has no image: give --health-cmd"));
+      }
+    }
+  }
   if (!flags.Has("entrypoint")) return absl::OkStatus();
   if (spec->image().reference().empty()) {
     return absl::InvalidArgumentError(
@@ -1030,11 +1045,15 @@ absl::Status HealthFromRunFlags(const ParsedArgs& flags,
     check.add_test("CMD-SHELL");
     check.add_test(command);
   }
-  if (check.test().empty() || check.test(0) == "NONE") {
-    // The node cannot change the timing of the image's HEALTHCHECK alone.
+  // Without a test (no --health-cmd, none in the base), the settings change
+  // the image's HEALTHCHECK on the node, as docker merges them; a task
+  // without an image is refused in ApplyRunImage. A base check that is off
+  // has nothing to change.
+  if (!check.test().empty() && check.test(0) == "NONE") {
     return absl::InvalidArgumentError(
         absl::StrCat("--", given.front(),
-                     " needs --health-cmd (the command to check with)"));
+                     " needs --health-cmd: the --json-spec's health check is "
+                     "[\"NONE\"] (off)"));
   }
   const std::pair<const char*, google::protobuf::Duration*> durations[] = {
       {"health-interval", check.mutable_interval()},

@@ -125,10 +125,11 @@ absl::Status ParseLabelFile(
 // --label-file. Variables of --env-file come before -e's, labels of
 // --label-file before --label's (the later wins), over the base's. --dns,
 // --dns-search, --dns-option, --add-host and --ulimit replace the base's
-// lists (a limit given twice: the last); --health-* change the base's check
-// and need a command (--health-cmd, or the base's): the node cannot retime
-// an image's HEALTHCHECK alone; --no-healthcheck is ["NONE"] and takes no
-// other --health-* flag. -i sets stdin_open, -t tty.
+// lists (a limit given twice: the last); --health-* change the base's check;
+// without a test (no --health-cmd, none in the base) they change the
+// image's HEALTHCHECK on the node, as docker's do (refused over a base
+// check of ["NONE"]); --no-healthcheck is ["NONE"] and takes no other
+// --health-* flag. -i sets stdin_open, -t tty.
 absl::StatusOr<node::v1::TaskSpec> TaskSpecFromRunFlags(
     const ParsedArgs& flags, const std::vector<std::string>& command,
     node::v1::TaskSpec base, const EnvLookup& env, const FileReader& read_file);
@@ -153,7 +154,9 @@ absl::StatusOr<RunTarget> RunTargetFromArgs(const ParsedArgs& args);
 // Sets spec.image from `image` (when not empty; the base's image otherwise
 // stays) and --entrypoint: the image's Entrypoint replaced by the flag's
 // value, cleared by an empty one (`--entrypoint ''`). INVALID_ARGUMENT when
-// --entrypoint is given for a task without an image.
+// --entrypoint is given for a task without an image, or a --health-*
+// setting without --health-cmd (nor a test in the base): there is no
+// image's HEALTHCHECK to change.
 absl::Status ApplyRunImage(const ParsedArgs& flags, const std::string& image,
                            node::v1::TaskSpec* spec);
 

@@ -407,6 +407,41 @@ TEST(RunTargetTest, ImageThenItsCommandAsDockerHasIt) {
   EXPECT_THAT(CommandOf(*spec), ElementsAre("ls", "-l"));
 }
 
+// docker run --health-interval 200ms IMAGE: the settings alone, which the
+// node puts over the image's HEALTHCHECK; no image, no HEALTHCHECK.
+TEST(RunTargetTest, HealthSettingsWithoutACommandChangeTheImagesCheck) {
+  absl::StatusOr<nodepb::TaskSpec> spec = ImageSpecOf(
+      {"--health-interval", "200ms", "--health-retries", "2", "health"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image().reference(), "health");
+  EXPECT_TRUE(spec->healthcheck().test().empty());
+  EXPECT_EQ(spec->healthcheck().interval().nanos(), 200000000);
+  EXPECT_EQ(spec->healthcheck().retries(), 2u);
+
+  // A --json-spec's test stays, retimed.
+  nodepb::TaskSpec base;
+  base.mutable_healthcheck()->add_test("CMD");
+  base.mutable_healthcheck()->add_test("/probe");
+  spec =
+      ImageSpecOf({"--health-timeout", "3s", "--", "/bin/sleep", "60"}, base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->healthcheck().test(), ElementsAre("CMD", "/probe"));
+  EXPECT_EQ(spec->healthcheck().timeout().seconds(), 3);
+
+  EXPECT_EQ(ImageSpecOf({"--health-on-failure", "kill", "--", "/bin/true"})
+                .status()
+                .message(),
+            "--health-on-failure without --health-cmd changes an image's "
+            "HEALTHCHECK, and this task has no image: give --health-cmd");
+  nodepb::TaskSpec off;
+  off.mutable_healthcheck()->add_test("NONE");
+  EXPECT_EQ(ImageSpecOf({"--health-interval", "1s", "health"}, off)
+                .status()
+                .message(),
+            "--health-interval needs --health-cmd: the --json-spec's health "
+            "check is [\"NONE\"] (off)");
+}
+
 TEST(RunTargetTest, DashDashFirstRunsNoImage) {
   absl::StatusOr<nodepb::TaskSpec> spec =
       ImageSpecOf({"-d", "--", "/bin/sh", "-c", "echo hi"});
@@ -837,8 +872,6 @@ TEST(TaskSpecFromRunFlagsTest, BadNewFlagsNameTheFlagAndValue) {
        "--health-on-failure \"panic\": must be none, kill, restart or "
        "stop"},
       {{"--health-cmd", ""}, "--health-cmd \"\": is empty"},
-      {{"--health-interval", "10s"},
-       "--health-interval needs --health-cmd (the command to check with)"},
       {{"--no-healthcheck", "--health-cmd", "true"},
        "--no-healthcheck cannot be used with --health-cmd"},
   };
