@@ -328,6 +328,8 @@ bool ValidHostname(absl::string_view name, size_t max) {
 
 bool ValidIp(const std::string& ip) {
   unsigned char buffer[16];
+  // inet_pton reads up to a NUL: "1.2.3.4\0\n..." must not pass as it.
+  if (absl::StrContains(ip, '\0')) return false;
   return inet_pton(AF_INET, ip.c_str(), buffer) == 1 ||
          inet_pton(AF_INET6, ip.c_str(), buffer) == 1;
 }
@@ -380,6 +382,52 @@ absl::Status CheckExtraHosts(const v1::TaskSpec& spec) {
       return Invalid(
           absl::StrCat(field, ".ip"),
           absl::StrCat(Quoted(entry.ip()), " is not an IPv4 or IPv6 address"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// spec.network.dns: each server an IP literal, each search domain and
+// option one word of resolv.conf (no space or control character: a newline
+// would add lines of its own to the task's /etc/resolv.conf).
+absl::Status CheckDns(const v1::TaskSpec& spec) {
+  constexpr int kMaxEach = 64;
+  constexpr size_t kMaxWord = 253;
+  const network::v1::DnsConfig& dns = spec.network().dns();
+  const std::pair<const char*, int> counts[] = {
+      {"servers", dns.servers_size()},
+      {"searches", dns.searches_size()},
+      {"options", dns.options_size()}};
+  for (const auto& [name, count] : counts) {
+    if (count > kMaxEach) {
+      return Invalid(absl::StrCat("spec.network.dns.", name),
+                     absl::StrCat(count, " entries; at most ", kMaxEach));
+    }
+  }
+  for (int i = 0; i < dns.servers_size(); ++i) {
+    if (!ValidIp(dns.servers(i))) {
+      return Invalid(absl::StrCat("spec.network.dns.servers[", i, "]"),
+                     absl::StrCat(Quoted(dns.servers(i)),
+                                  " is not an IPv4 or IPv6 address"));
+    }
+  }
+  const std::pair<const char*,
+                  const google::protobuf::RepeatedPtrField<std::string>*>
+      words[] = {{"searches", &dns.searches()}, {"options", &dns.options()}};
+  for (const auto& [name, list] : words) {
+    for (int i = 0; i < list->size(); ++i) {
+      const std::string& word = list->Get(i);
+      const bool bad_char = std::any_of(word.begin(), word.end(), [](char c) {
+        return absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+               absl::ascii_iscntrl(static_cast<unsigned char>(c));
+      });
+      if (word.empty() || word.size() > kMaxWord || bad_char) {
+        return Invalid(
+            absl::StrCat("spec.network.dns.", name, "[", i, "]"),
+            absl::StrCat(Quoted(word),
+                         " is not one word of 1 to 253 bytes without spaces "
+                         "or control characters"));
+      }
     }
   }
   return absl::OkStatus();
@@ -512,6 +560,7 @@ absl::Status ValidateTaskSettings(const v1::TaskSpec& spec) {
                                 "ending with a letter or digit)"));
   }
   if (absl::Status s = CheckExtraHosts(spec); !s.ok()) return s;
+  if (absl::Status s = CheckDns(spec); !s.ok()) return s;
   if (absl::Status s = CheckUlimits(spec); !s.ok()) return s;
   if (!spec.stop_signal().empty()) {
     if (!ParseSignalName(spec.stop_signal()).has_value()) {

@@ -57,9 +57,10 @@ absl::Status ValidateTaskIsolation(const v1::TaskSpec& spec,
 // labels (keys not empty, no "=", no NUL; at most kMaxLabels, each key and
 // value bounded), hostname (at most 63 letters, digits, "-" and "."; not
 // starting or ending with "-" or "."), extra_hosts (a valid host name and
-// an IPv4 or IPv6 literal), ulimits (a known RLIMIT_* type, soft <= hard,
-// each type once), stop_signal (a signal's name or number), stop_timeout
-// (0 to 24 hours); the health check is health_checker.h's
+// an IPv4 or IPv6 literal), network.dns (servers IP literals, searches and
+// options single words without spaces or control characters), ulimits (a known
+// RLIMIT_* type, soft <= hard, each type once), stop_signal (a signal's name or
+// number), stop_timeout (0 to 24 hours); the health check is health_checker.h's
 // ValidateHealthCheck. INVALID_ARGUMENT naming the field and quoting the
 // value.
 absl::Status ValidateTaskSettings(const v1::TaskSpec& spec);

@@ -493,5 +493,65 @@ TEST(TaskSettingsTest, NamesAndNumbers) {
   EXPECT_EQ(TaskHostname(spec), "given");
 }
 
+// Nothing of an API client's spec may add lines of its own to the task's
+// /etc/hosts or /etc/resolv.conf: a NUL (inet_pton stops there) or a
+// newline in an extra host's IP or in the DNS settings is refused.
+TEST(TaskSettingsTest, HostsAndDnsValuesCannotAddLines) {
+  v1::TaskSpec spec;
+  v1::HostEntry* entry = spec.add_extra_hosts();
+  entry->set_hostname("db");
+  entry->set_ip(std::string("10.0.0.1\0\n6.6.6.6\tbank.example", 30));
+  absl::Status s = ValidateTaskSettings(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("spec.extra_hosts[0].ip"));
+  entry->set_ip("10.0.0.1");
+  ASSERT_TRUE(ValidateTaskSettings(spec).ok());
+
+  network::v1::DnsConfig* dns = spec.mutable_network()->mutable_dns();
+  dns->add_servers("10.0.0.53");
+  dns->add_searches("example.com");
+  dns->add_options("ndots:2");
+  ASSERT_TRUE(ValidateTaskSettings(spec).ok());
+  struct Case {
+    std::function<void(network::v1::DnsConfig*)> change;
+    std::string field;
+  };
+  const Case cases[] = {
+      {[](network::v1::DnsConfig* d) {
+         d->set_servers(0, "10.0.0.53\nnameserver 6.6.6.6");
+       },
+       "spec.network.dns.servers[0]"},
+      {[](network::v1::DnsConfig* d) {
+         d->set_servers(0, std::string("10.0.0.53\0x", 11));
+       },
+       "spec.network.dns.servers[0]"},
+      {[](network::v1::DnsConfig* d) { d->set_servers(0, "ns.example"); },
+       "spec.network.dns.servers[0]"},
+      {[](network::v1::DnsConfig* d) {
+         d->set_searches(0, "example.com\nnameserver 6.6.6.6");
+       },
+       "spec.network.dns.searches[0]"},
+      {[](network::v1::DnsConfig* d) { d->set_searches(0, ""); },
+       "spec.network.dns.searches[0]"},
+      {[](network::v1::DnsConfig* d) {
+         d->set_options(0, "ndots:1\nnameserver 6.6.6.6");
+       },
+       "spec.network.dns.options[0]"},
+      {[](network::v1::DnsConfig* d) { d->set_options(0, "a b"); },
+       "spec.network.dns.options[0]"},
+      {[](network::v1::DnsConfig* d) {
+         for (int i = 0; i < 65; ++i) d->add_options("edns0");
+       },
+       "spec.network.dns.options"},
+  };
+  for (const Case& c : cases) {
+    v1::TaskSpec changed = spec;
+    c.change(changed.mutable_network()->mutable_dns());
+    absl::Status bad = ValidateTaskSettings(changed);
+    EXPECT_TRUE(absl::IsInvalidArgument(bad)) << c.field << ": " << bad;
+    EXPECT_THAT(bad.message(), HasSubstr(c.field));
+  }
+}
+
 }  // namespace
 }  // namespace berth::node
