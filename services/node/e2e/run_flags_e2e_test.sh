@@ -260,6 +260,17 @@ wait_health himg healthy && pass image_health_healthy || fail image_health_healt
 berth run -d --name hnone --pull never --no-healthcheck health >/dev/null
 field_is no_healthcheck hnone '"health" in t or "healthcheck" in t' False
 berth rm -f himg hnone >/dev/null
+# Settings alone change the image's HEALTHCHECK (docker's merge): its test
+# stays, retimed; without an image they are a usage error.
+berth run -d --name hmerge --pull never --health-interval 300ms --health-retries 1 health >/dev/null
+field_is merge_keeps_image_test hmerge 't["healthcheck"]["test"]' "['CMD-SHELL', 'test -f /tmp/healthy']"
+field_is merge_interval hmerge 't["healthcheck"]["interval"]' 0.300s
+field_is merge_retries hmerge 't["healthcheck"]["retries"]' 1
+berth exec hmerge /bin/touch /tmp/healthy
+wait_health hmerge healthy && pass merge_health_healthy || fail merge_health_healthy "$(berth inspect hmerge)"
+berth rm -f hmerge >/dev/null
+check health_settings_without_image 2 'health-interval without --health-cmd' \
+  berth run --rm --health-interval 1s -- /bin/true
 
 # --- `berth attach` without a terminal: stdin in, output out, the exit.
 berth run -d -i --name att -- /bin/cat >/dev/null
