@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -738,6 +739,114 @@ TEST_F(NodeServerTest, AttachCancelledByTheCallerLeavesTheTaskRunning) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
       << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("without stdin_open"));
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
+}
+
+// An attached caller that has its stdin echoed by the mock: true once
+// `text` came back (the node holds the call's place by then).
+bool Echoes(AttachStream* stream, const std::string& ref,
+            const std::string& text) {
+  if (!stream->Write(AttachSetup(ref, true))) return false;
+  driver::v1::AttachTaskRequest input;
+  input.set_stdin(text);
+  if (!stream->Write(input)) return false;
+  driver::v1::AttachTaskResponse response;
+  return stream->Read(&response) && response.stdout() == text;
+}
+
+TEST_F(NodeServerTest, AttachesToOneTaskAreBoundedWithAClearError) {
+  StartNode({"--join_networks", "--attach"});
+  v1::TaskSpec spec = Shell("sleep 60");
+  spec.set_stdin_open(true);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  const int max = 32;  // NodeServiceImpl::kMaxAttachesPerTask
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<AttachStream>> streams;
+  for (int i = 0; i < max; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub_->AttachTask(contexts.back().get()));
+    ASSERT_TRUE(Echoes(streams.back().get(), task->id(), absl::StrCat(i)))
+        << "attach " << i;
+  }
+  grpc::Status refused = AttachOnce(*stub_, task->id());
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.error_message();
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr(absl::StrCat("task ", task->id(), " has ", max,
+                                     " callers attached")));
+  // One caller goes: its place is free again.
+  contexts[0]->TryCancel();
+  driver::v1::AttachTaskResponse response;
+  while (streams[0]->Read(&response)) {
+  }
+  (void)streams[0]->Finish();
+  bool attached = false;
+  for (int i = 0; i < 100 && !attached; ++i) {
+    grpc::ClientContext context;
+    std::unique_ptr<AttachStream> stream = stub_->AttachTask(&context);
+    attached = Echoes(stream.get(), task->id(), "again");
+    context.TryCancel();
+    while (stream->Read(&response)) {
+    }
+    (void)stream->Finish();
+    if (!attached) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(attached);
+  for (size_t i = 1; i < contexts.size(); ++i) contexts[i]->TryCancel();
+  for (size_t i = 1; i < streams.size(); ++i) {
+    while (streams[i]->Read(&response)) {
+    }
+    (void)streams[i]->Finish();
+  }
+  EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
+}
+
+// Callers that send stdin without ever reading their output: the driver
+// stops taking their stdin, and the node holds them back without holding
+// one of gRPC's threads each (those serve every other attach and exec): a
+// new caller is still served.
+TEST_F(NodeServerTest, CallersFloodingStdinDoNotStallOtherAttaches) {
+  StartNode({"--join_networks", "--attach"});
+  v1::TaskSpec spec = Shell("sleep 60");
+  spec.set_stdin_open(true);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  constexpr int kFlooders = 8;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<AttachStream>> streams;
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kFlooders; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub_->AttachTask(contexts.back().get()));
+    ASSERT_TRUE(streams.back()->Write(AttachSetup(task->id(), true)));
+    writers.emplace_back([stream = streams.back().get()] {
+      driver::v1::AttachTaskRequest input;
+      input.set_stdin(std::string(64 * 1024, 'x'));
+      // 16 MiB each, or until cancelled.
+      for (int n = 0; n < 256 && stream->Write(input); ++n) {
+      }
+    });
+  }
+  // Long enough for every flooder's stdin to back up to the node.
+  absl::SleepFor(absl::Seconds(2));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  std::unique_ptr<AttachStream> stream = stub_->AttachTask(&context);
+  EXPECT_TRUE(Echoes(stream.get(), task->id(), "still served"));
+  context.TryCancel();
+  driver::v1::AttachTaskResponse response;
+  while (stream->Read(&response)) {
+  }
+  (void)stream->Finish();
+  for (auto& c : contexts) c->TryCancel();
+  for (std::thread& writer : writers) writer.join();
+  for (auto& s : streams) {
+    while (s->Read(&response)) {
+    }
+    (void)s->Finish();
+  }
   EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
 }
 

@@ -1,6 +1,7 @@
 #include "services/node/node_service.h"
 
 #include <atomic>
+#include <deque>
 #include <thread>
 #include <utility>
 
@@ -257,45 +258,68 @@ NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
 
 namespace {
 
-// Relays one AttachTask call between the caller and the task's driver, as
-// ExecRelay does; when the driver's stream ends OK without an exit frame,
-// waits for the run to end and sends its exit. Either side cancelling
-// cancels the other; the task keeps running.
+// Caller requests read ahead of the driver's stream: beyond this the relay
+// stops reading the caller (gRPC's flow control then holds it back).
+constexpr size_t kAttachUpstreamBytes = 256 * 1024;
+
+// Relays one AttachTask call between the caller and the task's driver: a
+// thread writes the caller's requests to the driver (never a reaction of
+// the call: a driver that stops reading, as when the task does not read its
+// stdin, must not hold one of gRPC's threads), another reads the driver's
+// responses and writes them to the caller one at a time; when the driver's
+// stream ends OK without an exit frame, it waits for the run to end and
+// sends its exit. Either side cancelling cancels the other; the task keeps
+// running. At most kMaxAttachesPerTask calls per task at once.
 class AttachRelay final
     : public grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
                                      driver::v1::AttachTaskResponse> {
  public:
-  AttachRelay(TaskManager* tasks, PluginManager* plugins,
-              grpc::CallbackServerContext* context)
-      : tasks_(tasks), plugins_(plugins), context_(context) {
+  AttachRelay(NodeServiceImpl* service, TaskManager* tasks,
+              PluginManager* plugins, grpc::CallbackServerContext* context)
+      : service_(service), tasks_(tasks), plugins_(plugins), context_(context) {
     StartRead(&request_);
   }
 
-  void OnReadDone(bool ok) override {
+  ~AttachRelay() override {
+    if (holds_slot_) service_->ReleaseAttachSlot(id_);
+  }
+
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     if (attach_ == nullptr) {
       if (!ok) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                            "the caller ended the call before its setup"));
+        FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "the caller ended the call before its setup"));
         return;
       }
       absl::Status started = Start();
       if (!started.ok()) {
-        Finish(ToGrpcStatus(started));
+        FinishCall(ToGrpcStatus(started));
         return;
       }
-      StartRead(&request_);
+      ReadNext();
       return;
     }
-    if (!ok) {
-      // Half-closed by the caller (it sends nothing more), or cancelled.
-      if (!context_->IsCancelled()) (void)attach_->WritesDone();
-      return;
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        // Half-closed by the caller (it sends nothing more), or cancelled.
+        read_ended_ = true;
+        return;
+      }
+      queued_bytes_ += request_.ByteSizeLong();
+      queue_.push_back(std::move(request_));
+      request_.Clear();
+      if (queued_bytes_ < kAttachUpstreamBytes) {
+        again = true;
+      } else {
+        paused_ = true;  // Upstream reads on once it has caught up
+      }
     }
-    (void)attach_->Write(request_);
-    StartRead(&request_);
+    if (again) ReadNext();
   }
 
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     write_ok_ = ok;
@@ -303,12 +327,17 @@ class AttachRelay final
 
   void OnCancel() override { canceller_.Cancel(); }
 
-  void OnDone() override {
-    if (downstream_.joinable()) {
-      if (downstream_.get_id() == std::this_thread::get_id()) {
-        downstream_.detach();
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_upstream_ = true;
+    }
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (!thread->joinable()) continue;
+      if (thread->get_id() == std::this_thread::get_id()) {
+        thread->detach();
       } else {
-        downstream_.join();
+        thread->join();
       }
     }
     delete this;
@@ -335,15 +364,78 @@ class AttachRelay final
     }
     id_ = target->id;
     run_ = target->run;
+    if (!service_->AcquireAttachSlot(id_)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "task ", id_, " has ", NodeServiceImpl::kMaxAttachesPerTask,
+          " callers attached, the most berth allows at once"));
+    }
+    holds_slot_ = true;
     // The driver knows the task by its full id, not a name or prefix.
     request_.mutable_setup()->set_task_id(target->id);
     absl::StatusOr<std::unique_ptr<plugin::host::AttachStream>> attach =
         target->driver->AttachTask({absl::InfiniteFuture(), &canceller_});
     if (!attach.ok()) return attach.status();
     if (absl::Status s = (*attach)->Write(request_); !s.ok()) return s;
+    request_.Clear();
     attach_ = *std::move(attach);
+    upstream_ = std::thread([this] { Upstream(); });
     downstream_ = std::thread([this] { Downstream(); });
     return absl::OkStatus();
+  }
+
+  // The next read of the caller's requests, unless the call is finishing.
+  void ReadNext() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      ++reads_starting_;
+    }
+    StartRead(&request_);
+    absl::MutexLock lock(&mu_);
+    --reads_starting_;
+  }
+
+  // Finish, once no StartRead is under way (none starts after it).
+  void FinishCall(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* starting) { return *starting == 0; }, &reads_starting_));
+    }
+    Finish(status);
+  }
+
+  // The caller's requests, in order, to the driver; its half-close as the
+  // driver stream's. A request the driver's stream no longer takes (it has
+  // ended: Downstream finishes the call) is dropped.
+  void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool writable = true;
+    while (true) {
+      driver::v1::AttachTaskRequest next;
+      bool resume = false;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](AttachRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
+              return !relay->queue_.empty() || relay->read_ended_ ||
+                     relay->stop_upstream_;
+            },
+            this));
+        if (stop_upstream_) return;
+        if (queue_.empty()) break;  // the caller sends nothing more
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= next.ByteSizeLong();
+        if (paused_ && queued_bytes_ < kAttachUpstreamBytes / 2) {
+          paused_ = false;
+          resume = true;
+        }
+      }
+      if (resume) ReadNext();
+      if (writable) writable = attach_->Write(next).ok();
+    }
+    if (writable && !context_->IsCancelled()) (void)attach_->WritesDone();
   }
 
   // Sends one response to the caller; false when it is gone.
@@ -360,7 +452,7 @@ class AttachRelay final
   void Cancelled() {
     const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled");
     LogStreamEnd(kRpc, cancelled, /*caller_cancelled=*/true);
-    Finish(cancelled);
+    FinishCall(cancelled);
   }
 
   void Downstream() {
@@ -381,7 +473,7 @@ class AttachRelay final
       return;
     }
     if (!finished.ok() || sent_exit) {
-      Finish(ToGrpcStatus(finished));
+      FinishCall(ToGrpcStatus(finished));
       return;
     }
     // The task's output ended: its run ends (or has ended); its exit is the
@@ -395,7 +487,7 @@ class AttachRelay final
       }
       if (absl::IsDeadlineExceeded(exit.status())) continue;
       if (!exit.ok()) {
-        Finish(ToGrpcStatus(exit.status()));
+        FinishCall(ToGrpcStatus(exit.status()));
         return;
       }
       if (exit->has_value()) {
@@ -406,21 +498,32 @@ class AttachRelay final
           return;
         }
       }
-      Finish(grpc::Status::OK);
+      FinishCall(grpc::Status::OK);
       return;
     }
   }
 
+  NodeServiceImpl* const service_;
   TaskManager* const tasks_;
   PluginManager* const plugins_;
   grpc::CallbackServerContext* const context_;
   plugin::host::CallCanceller canceller_;
+  // Only the call's reads touch it (one at a time).
   driver::v1::AttachTaskRequest request_;
   std::unique_ptr<plugin::host::AttachStream> attach_;
   std::string id_;
   uint32_t run_ = 0;
+  bool holds_slot_ = false;
+  std::thread upstream_;
   std::thread downstream_;
   absl::Mutex mu_;
+  std::deque<driver::v1::AttachTaskRequest> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   driver::v1::AttachTaskResponse response_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
@@ -428,10 +531,25 @@ class AttachRelay final
 
 }  // namespace
 
+bool NodeServiceImpl::AcquireAttachSlot(const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  int& count = attaches_[task_id];
+  if (count >= kMaxAttachesPerTask) return false;
+  ++count;
+  return true;
+}
+
+void NodeServiceImpl::ReleaseAttachSlot(const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = attaches_.find(task_id);
+  if (it == attaches_.end()) return;
+  if (--it->second <= 0) attaches_.erase(it);
+}
+
 grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
                         driver::v1::AttachTaskResponse>*
 NodeServiceImpl::AttachTask(grpc::CallbackServerContext* context) {
-  return new AttachRelay(tasks_, plugins_, context);
+  return new AttachRelay(this, tasks_, plugins_, context);
 }
 
 grpc::Status NodeServiceImpl::TaskStats(

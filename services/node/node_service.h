@@ -5,6 +5,7 @@
 #ifndef SERVICES_NODE_NODE_SERVICE_H_
 #define SERVICES_NODE_NODE_SERVICE_H_
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -80,6 +81,15 @@ class NodeServiceImpl final
                              const v1::GetNodeStatusRequest* request,
                              v1::GetNodeStatusResponse* response) override;
 
+  // AttachTask calls open at once on one task, at most: each holds threads
+  // here and in the driver and a connection of the task's holder. One more
+  // is RESOURCE_EXHAUSTED.
+  static constexpr int kMaxAttachesPerTask = 32;
+  // For AttachTask's relays: a place among the task's attached callers
+  // (false: there are kMaxAttachesPerTask), and its release.
+  bool AcquireAttachSlot(const std::string& task_id);
+  void ReleaseAttachSlot(const std::string& task_id);
+
  private:
   bool stopping() const;
   // The task's samples from its driver until the stream ends; `wrote` says
@@ -108,6 +118,8 @@ class NodeServiceImpl final
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Cancelled by Shutdown: the driver streams of open TaskStats calls.
   std::set<plugin::host::CallCanceller*> stats_streams_ ABSL_GUARDED_BY(mu_);
+  // AttachTask calls open, by task id.
+  std::map<std::string, int> attaches_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace berth::node
