@@ -62,12 +62,13 @@ std::string Describe(const v1::TaskHealth& health) {
     if (size_t eol = output.find('\n'); eol != std::string::npos) {
       output.resize(eol);
     }
-    absl::StrAppend(&text, " (", health.failing_streak(),
-                    " failed checks in a row; the last ",
-                    last.exit_code() == -1
-                        ? std::string("did not run to its end")
-                        : absl::StrCat("exited ", last.exit_code()),
-                    output.empty() ? "" : ": ", output, ")");
+    absl::StrAppend(
+        &text, " (", health.failing_streak(),
+        health.failing_streak() == 1 ? " failed check" : " failed checks",
+        " in a row; the last ",
+        last.exit_code() == -1 ? std::string("did not run to its end")
+                               : absl::StrCat("exited ", last.exit_code()),
+        output.empty() ? "" : ": ", output, ")");
   }
   return text;
 }

@@ -28,11 +28,14 @@ std::string EventLine(const nodepb::EventsResponse& event,
     auto it = event.annotations().find("health_status");
     if (it != event.annotations().end() && !it->second.empty()) {
       type = absl::StrCat("health_status: ", it->second);
-      // The node's message when it says more than the status.
-      if (absl::StrContains(message, "health_status") ||
-          message == it->second) {
-        message.clear();
+      // The node's message only for what it says beyond the status
+      // ("health: unhealthy (2 failed checks ...)" adds the parenthesis).
+      absl::string_view rest = message;
+      if (absl::StrContains(rest, "health_status") || rest == it->second) {
+        rest = "";
       }
+      absl::ConsumePrefix(&rest, absl::StrCat("health: ", it->second));
+      message = std::string(absl::StripLeadingAsciiWhitespace(rest));
     }
   }
   std::string line = absl::StrCat(

@@ -46,6 +46,18 @@ TEST(EventTextTest, HealthSaysItsStatusAsDocker) {
   EXPECT_EQ(EventLine(event, absl::UTCTimeZone()),
             "2023-11-14T22:13:20.123 health_status: unhealthy 95519fa74aef "
             "task web: check exited with code 1 (3 in a row)\n");
+  // The node's own wording: its "health: STATUS" is not said twice.
+  event.set_message("health: healthy");
+  (*event.mutable_annotations())["health_status"] = "healthy";
+  EXPECT_EQ(EventLine(event, absl::UTCTimeZone()),
+            "2023-11-14T22:13:20.123 health_status: healthy 95519fa74aef\n");
+  event.set_message(
+      "health: unhealthy (1 failed check in a row; the last exited 1)");
+  (*event.mutable_annotations())["health_status"] = "unhealthy";
+  EXPECT_EQ(EventLine(event, absl::UTCTimeZone()),
+            "2023-11-14T22:13:20.123 health_status: unhealthy 95519fa74aef "
+            "(1 failed check in a row; the last exited 1)\n");
+  event.set_message("task web: check exited with code 1 (3 in a row)");
   // Without the annotation: the type and the message.
   event.clear_annotations();
   EXPECT_EQ(EventLine(event, absl::UTCTimeZone()),
