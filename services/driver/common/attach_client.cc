@@ -11,9 +11,11 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/beneath.h"
 #include "services/driver/common/attach_hub.h"
 
 namespace berth::driver_common {
@@ -98,6 +100,41 @@ void ForwardRequests(plugin::AttachTaskStream* stream, int fd,
   }
 }
 
+// `path` split for OpenBeneath: its last two components below the
+// directory holding them (<task_dir>/.berth/attach.sock: the entries of the
+// task directory and of .berth are where someone other than the driver may
+// write; the task directory's own path is the driver's to trust).
+std::pair<std::string, std::string> SplitBeneath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  if (slash == 0) return {"/", path.substr(1)};
+  const size_t parent = path.rfind('/', slash - 1);
+  if (parent == std::string::npos) return {".", path};
+  return {parent == 0 ? "/" : path.substr(0, parent), path.substr(parent + 1)};
+}
+
+// The socket file at `path`, opened O_PATH without following a link in its
+// last two components: connecting to /proc/self/fd/N then reaches that
+// socket and nothing a link planted there points at. FAILED_PRECONDITION
+// naming the task when it is missing or not a socket.
+absl::StatusOr<base::UniqueFd> OpenSocketFile(const AttachTarget& target) {
+  const auto [dir, relative] = SplitBeneath(target.socket_path);
+  absl::StatusOr<base::UniqueFd> fd = base::OpenBeneath(dir, relative, O_PATH);
+  struct stat st;
+  if (fd.ok() && fstat(fd->get(), &st) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("task ", target.task_id, ": ", target.socket_path));
+  }
+  if (!fd.ok() || !S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", target.task_id,
+                     " cannot be attached: it is not running (no socket at ",
+                     target.socket_path, fd.ok() ? "" : ": ",
+                     fd.ok() ? "" : fd.status().message(), ")"));
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::string AttachSocketPath(const std::string& task_dir) {
@@ -129,9 +166,20 @@ absl::StatusOr<base::UniqueFd> ListenAttachSocket(const std::string& path) {
 }
 
 void RemoveAttachSocket(const std::string& path) {
-  base::UniqueFd dir;
-  absl::StatusOr<std::string> address_path = SocketAddressPath(path, &dir);
-  if (address_path.ok()) unlink(address_path->c_str());
+  // Through its directory opened without following a link (.berth swapped
+  // for a link must not have root unlink elsewhere).
+  const auto [dir, relative] = SplitBeneath(path);
+  const size_t slash = relative.rfind('/');
+  if (slash == std::string::npos) {
+    const base::UniqueFd dir_fd(
+        open(dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir_fd.valid()) unlinkat(dir_fd.get(), relative.c_str(), 0);
+    return;
+  }
+  absl::StatusOr<base::UniqueFd> parent =
+      base::OpenBeneath(dir, relative.substr(0, slash), O_PATH | O_DIRECTORY);
+  if (parent.ok())
+    unlinkat(parent->get(), relative.substr(slash + 1).c_str(), 0);
 }
 
 absl::Status RelayAttach(const AttachTarget& target,
@@ -142,20 +190,16 @@ absl::Status RelayAttach(const AttachTarget& target,
         "task ", target.task_id,
         " was started without stdin_open: its stdin cannot be attached"));
   }
-  base::UniqueFd dir;
-  absl::StatusOr<std::string> address_path =
-      SocketAddressPath(target.socket_path, &dir);
-  if (!address_path.ok()) {
-    return absl::Status(address_path.status().code(),
-                        absl::StrCat("task ", target.task_id, ": ",
-                                     address_path.status().message()));
-  }
+  absl::StatusOr<base::UniqueFd> socket_file = OpenSocketFile(target);
+  if (!socket_file.ok()) return socket_file.status();
+  const std::string address_path =
+      absl::StrCat("/proc/self/fd/", socket_file->get());
   base::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat("task ", target.task_id, ": making a socket"));
   }
-  const struct sockaddr_un address = UnixAddress(*address_path);
+  const struct sockaddr_un address = UnixAddress(address_path);
   int connected;
   do {
     connected = connect(fd.get(), reinterpret_cast<const sockaddr*>(&address),

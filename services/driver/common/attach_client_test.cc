@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -219,6 +220,39 @@ TEST(AttachClient, LongSocketPathsWork) {
   EXPECT_TRUE(relayed.ok()) << relayed;
   RemoveAttachSocket(path);
   EXPECT_FALSE(testing::PathExists(path));
+}
+
+// The driver is root: a link planted at the socket's place (or .berth
+// swapped for one) never has it connect to another socket, nor unlink
+// elsewhere.
+TEST(AttachClient, LinksAtTheSocketsPlaceAreNotFollowed) {
+  ShortTempDir dir;
+  ASSERT_EQ(mkdir(dir.Join("task").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir.Join("task/.berth").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(dir.Join("elsewhere").c_str(), 0700), 0);
+  const std::string other = dir.Join("elsewhere/attach.sock");
+  absl::StatusOr<base::UniqueFd> listening = ListenAttachSocket(other);
+  ASSERT_TRUE(listening.ok()) << listening.status();
+  fcntl(listening->get(), F_SETFL, O_NONBLOCK);
+  const std::string path = AttachSocketPath(dir.Join("task"));
+  ASSERT_EQ(symlink(other.c_str(), path.c_str()), 0);
+  FakeStream stream(AttachSetupFor(false));
+  absl::Status relayed = RelayAttach({"web-1", path, false}, &stream);
+  EXPECT_EQ(relayed.code(), absl::StatusCode::kFailedPrecondition) << relayed;
+  EXPECT_TRUE(absl::StrContains(relayed.message(), "task web-1")) << relayed;
+  // .berth itself a link to the other directory.
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  ASSERT_EQ(rmdir(dir.Join("task/.berth").c_str()), 0);
+  ASSERT_EQ(
+      symlink(dir.Join("elsewhere").c_str(), dir.Join("task/.berth").c_str()),
+      0);
+  relayed = RelayAttach({"web-1", path, false}, &stream);
+  EXPECT_EQ(relayed.code(), absl::StatusCode::kFailedPrecondition) << relayed;
+  // Nothing connected to the other socket.
+  EXPECT_LT(accept(listening->get(), nullptr, nullptr), 0);
+  EXPECT_EQ(errno, EAGAIN);
+  RemoveAttachSocket(path);
+  EXPECT_TRUE(testing::PathExists(other));
 }
 
 }  // namespace
