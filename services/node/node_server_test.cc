@@ -850,6 +850,60 @@ TEST_F(NodeServerTest, CallersFloodingStdinDoNotStallOtherAttaches) {
   EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_RUNNING);
 }
 
+// The same for exec: commands that do not read the stdin their callers
+// flood leave a new exec served.
+TEST_F(NodeServerTest, ExecCallersFloodingStdinDoNotStallOtherExecs) {
+  StartNode({"--join_networks"});
+  absl::StatusOr<v1::Task> task = Run(Shell("sleep 60"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  using ExecStream =
+      grpc::ClientReaderWriter<driver::v1::ExecTaskStreamingRequest,
+                               driver::v1::ExecTaskStreamingResponse>;
+  auto setup = [&](std::vector<std::string> command) {
+    driver::v1::ExecTaskStreamingRequest request;
+    request.mutable_setup()->set_task_id(task->id());
+    for (std::string& word : command) {
+      request.mutable_setup()->add_command(std::move(word));
+    }
+    return request;
+  };
+  constexpr int kFlooders = 8;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<ExecStream>> streams;
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kFlooders; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub_->ExecTaskStreaming(contexts.back().get()));
+    ASSERT_TRUE(streams.back()->Write(setup({"sleep", "60"})));
+    writers.emplace_back([stream = streams.back().get()] {
+      driver::v1::ExecTaskStreamingRequest input;
+      input.set_stdin(std::string(32 * 1024, 'x'));
+      for (int n = 0; n < 512 && stream->Write(input); ++n) {
+      }
+    });
+  }
+  absl::SleepFor(absl::Seconds(2));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  std::unique_ptr<ExecStream> stream = stub_->ExecTaskStreaming(&context);
+  ASSERT_TRUE(stream->Write(setup({"echo", "still served"})));
+  stream->WritesDone();
+  std::string out;
+  driver::v1::ExecTaskStreamingResponse response;
+  while (stream->Read(&response)) out += response.stdout();
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(out, "still served\n");
+  for (auto& c : contexts) c->TryCancel();
+  for (std::thread& writer : writers) writer.join();
+  for (auto& s : streams) {
+    while (s->Read(&response)) {
+    }
+    (void)s->Finish();
+  }
+}
+
 TEST_F(NodeServerTest, AttachRefusesATaskThatIsNotRunning) {
   StartNode({"--join_networks", "--attach"});
   v1::TaskSpec spec = Shell("exit 0");

@@ -132,11 +132,16 @@ grpc::Status NodeServiceImpl::RemoveTask(grpc::ServerContext*,
 
 namespace {
 
+// Caller requests read ahead of the driver's stream (exec's and attach's):
+// beyond this the relay stops reading the caller (gRPC's flow control then
+// holds it back).
+constexpr size_t kUpstreamBytes = 256 * 1024;
+
 // Relays one ExecTaskStreaming call between the caller and the task's
-// driver: the caller's frames are written to the driver as they are read
-// (the driver's flow control holds the caller back), and a thread reads the
-// driver's frames and writes them to the caller one at a time. The call ends
-// with the driver's status.
+// driver: a thread writes the caller's frames to the driver (never a
+// reaction of the call: a command that does not read its stdin must not
+// hold one of gRPC's threads), another reads the driver's frames and writes
+// them to the caller one at a time. The call ends with the driver's status.
 class ExecRelay final
     : public grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                                      driver::v1::ExecTaskStreamingResponse> {
@@ -146,31 +151,43 @@ class ExecRelay final
     StartRead(&request_);
   }
 
-  void OnReadDone(bool ok) override {
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     if (exec_ == nullptr) {
       if (!ok) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                            "the caller ended the call before its setup"));
+        FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "the caller ended the call before its setup"));
         return;
       }
       absl::Status started = Start();
       if (!started.ok()) {
-        Finish(ToGrpcStatus(started));
+        FinishCall(ToGrpcStatus(started));
         return;
       }
-      StartRead(&request_);
+      ReadNext();
       return;
     }
-    if (!ok) {
-      // Half-closed by the caller (the command's stdin ends), or cancelled.
-      if (!context_->IsCancelled()) (void)exec_->WritesDone();
-      return;
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        // Half-closed by the caller (the command's stdin ends), or
+        // cancelled.
+        read_ended_ = true;
+        return;
+      }
+      queued_bytes_ += request_.ByteSizeLong();
+      queue_.push_back(std::move(request_));
+      request_.Clear();
+      if (queued_bytes_ < kUpstreamBytes) {
+        again = true;
+      } else {
+        paused_ = true;  // Upstream reads on once it has caught up
+      }
     }
-    (void)exec_->Write(request_);
-    StartRead(&request_);
+    if (again) ReadNext();
   }
 
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     write_ok_ = ok;
@@ -178,12 +195,17 @@ class ExecRelay final
 
   void OnCancel() override { canceller_.Cancel(); }
 
-  void OnDone() override {
-    if (downstream_.joinable()) {
-      if (downstream_.get_id() == std::this_thread::get_id()) {
-        downstream_.detach();
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_upstream_ = true;
+    }
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (!thread->joinable()) continue;
+      if (thread->get_id() == std::this_thread::get_id()) {
+        thread->detach();
       } else {
-        downstream_.join();
+        thread->join();
       }
     }
     delete this;
@@ -204,12 +226,69 @@ class ExecRelay final
             {absl::InfiniteFuture(), &canceller_});
     if (!exec.ok()) return exec.status();
     if (absl::Status s = (*exec)->Write(request_); !s.ok()) return s;
+    request_.Clear();
     exec_ = *std::move(exec);
+    upstream_ = std::thread([this] { Upstream(); });
     downstream_ = std::thread([this] { Downstream(); });
     return absl::OkStatus();
   }
 
-  void Downstream() {
+  // The next read of the caller's frames, unless the call is finishing.
+  void ReadNext() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      ++reads_starting_;
+    }
+    StartRead(&request_);
+    absl::MutexLock lock(&mu_);
+    --reads_starting_;
+  }
+
+  // Finish, once no StartRead is under way (none starts after it).
+  void FinishCall(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* starting) { return *starting == 0; }, &reads_starting_));
+    }
+    Finish(status);
+  }
+
+  // The caller's frames, in order, to the driver; its half-close as the
+  // driver stream's (the command's stdin ends). A frame the driver's stream
+  // no longer takes (it has ended) is dropped.
+  void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool writable = true;
+    while (true) {
+      driver::v1::ExecTaskStreamingRequest next;
+      bool resume = false;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ExecRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
+              return !relay->queue_.empty() || relay->read_ended_ ||
+                     relay->stop_upstream_;
+            },
+            this));
+        if (stop_upstream_) return;
+        if (queue_.empty()) break;  // the caller sends nothing more
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= next.ByteSizeLong();
+        if (paused_ && queued_bytes_ < kUpstreamBytes / 2) {
+          paused_ = false;
+          resume = true;
+        }
+      }
+      if (resume) ReadNext();
+      if (writable) writable = exec_->Write(next).ok();
+    }
+    if (writable && !context_->IsCancelled()) (void)exec_->WritesDone();
+  }
+
+  void Downstream() ABSL_LOCKS_EXCLUDED(mu_) {
     while (true) {
       absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>>
           next = exec_->Read();
@@ -230,19 +309,28 @@ class ExecRelay final
       LogStreamEnd("berth.node.v1.NodeService/ExecTaskStreaming",
                    grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"),
                    true);
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      FinishCall(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
     }
-    Finish(ToGrpcStatus(finished));
+    FinishCall(ToGrpcStatus(finished));
   }
 
   TaskManager* const tasks_;
   grpc::CallbackServerContext* const context_;
   plugin::host::CallCanceller canceller_;
+  // Only the call's reads touch it (one at a time).
   driver::v1::ExecTaskStreamingRequest request_;
   std::unique_ptr<plugin::host::ExecStream> exec_;
+  std::thread upstream_;
   std::thread downstream_;
   absl::Mutex mu_;
+  std::deque<driver::v1::ExecTaskStreamingRequest> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   driver::v1::ExecTaskStreamingResponse response_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
@@ -257,10 +345,6 @@ NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
 }
 
 namespace {
-
-// Caller requests read ahead of the driver's stream: beyond this the relay
-// stops reading the caller (gRPC's flow control then holds it back).
-constexpr size_t kAttachUpstreamBytes = 256 * 1024;
 
 // Relays one AttachTask call between the caller and the task's driver: a
 // thread writes the caller's requests to the driver (never a reaction of
@@ -310,7 +394,7 @@ class AttachRelay final
       queued_bytes_ += request_.ByteSizeLong();
       queue_.push_back(std::move(request_));
       request_.Clear();
-      if (queued_bytes_ < kAttachUpstreamBytes) {
+      if (queued_bytes_ < kUpstreamBytes) {
         again = true;
       } else {
         paused_ = true;  // Upstream reads on once it has caught up
@@ -427,7 +511,7 @@ class AttachRelay final
         next = std::move(queue_.front());
         queue_.pop_front();
         queued_bytes_ -= next.ByteSizeLong();
-        if (paused_ && queued_bytes_ < kAttachUpstreamBytes / 2) {
+        if (paused_ && queued_bytes_ < kUpstreamBytes / 2) {
           paused_ = false;
           resume = true;
         }
