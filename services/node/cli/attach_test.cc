@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
+#include "services/node/cli/cli_test_fixture.h"
 #include "services/node/cli/commands.h"
 #include "services/node/cli/fake_node_service.h"
 
@@ -34,37 +35,16 @@ namespace {
 
 namespace driverpb = ::berth::driver::v1;
 namespace nodepb = ::berth::node::v1;
+using ::berth::cli::testing::CliResult;
+using ::berth::cli::testing::CliTest;
 using ::berth::cli::testing::FakeNodeService;
+using ::berth::cli::testing::MemFile;
+using ::berth::cli::testing::ReadBack;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr char kRunId[] = "00112233445566778899aabbccddeeff";
 constexpr char kWebId[] = "aaaabbbbccccddddeeeeffff00001111";
-
-struct CliResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-int MemFile(const char* name, const std::string& content = "") {
-  const int fd = memfd_create(name, MFD_CLOEXEC);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, content.data(), content.size()),
-            static_cast<ssize_t>(content.size()));
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
-std::string ReadBack(int fd) {
-  std::string data;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = pread(fd, buffer, sizeof(buffer), data.size())) > 0) {
-    data.append(buffer, n);
-  }
-  return data;
-}
 
 nodepb::Task RunningTask(const std::string& id, const std::string& name,
                          bool stdin_open, bool tty) {
@@ -119,52 +99,8 @@ bool ClosedStdin(const std::vector<driverpb::AttachTaskRequest>& all) {
   return false;
 }
 
-class AttachTest : public ::testing::Test {
+class AttachTest : public CliTest {
  protected:
-  void SetUp() override {
-    UnixGrpcServer::Options options;
-    options.socket_path = socket_path_;
-    options.services = {&fake_};
-    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
-        UnixGrpcServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
-  void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
-  }
-
-  CliEnvironment Environment(int in, int out, int err) {
-    CliEnvironment env;
-    env.stdin_fd = in;
-    env.stdout_fd = out;
-    env.stderr_fd = err;
-    const std::string socket = socket_path_;
-    env.getenv =
-        [socket](const std::string& name) -> std::optional<std::string> {
-      if (name == "BERTH_NODE_SOCKET") return socket;
-      return std::nullopt;
-    };
-    env.log_refollow_delay = absl::Milliseconds(1);
-    return env;
-  }
-
-  CliResult Run(const std::vector<std::string>& args,
-                const std::string& stdin_data = "") {
-    const int in = MemFile("stdin", stdin_data);
-    const int out = MemFile("stdout");
-    const int err = MemFile("stderr");
-    CliResult result;
-    result.code = RunCli(args, Environment(in, out, err));
-    result.out = ReadBack(out);
-    result.err = ReadBack(err);
-    close(in);
-    close(out);
-    close(err);
-    return result;
-  }
-
   // Like Run, with stdin a pipe that gets `chunks` one at a time: each once
   // the fake has received what came before it (as typed, not one read).
   CliResult RunTyped(const std::vector<std::string>& args,
@@ -197,11 +133,6 @@ class AttachTest : public ::testing::Test {
     close(err);
     return result;
   }
-
-  berth::testing::ShortTempDir dir_;
-  const std::string socket_path_ = dir_.Join("node.sock");
-  FakeNodeService fake_;
-  std::unique_ptr<UnixGrpcServer> server_;
 };
 
 // --- berth run -i / -t

@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
+#include "services/node/cli/cli_test_fixture.h"
 #include "services/node/cli/fake_node_service.h"
 
 namespace berth::cli {
@@ -43,8 +44,11 @@ namespace imagepb = ::berth::image::v1;
 namespace netpb = ::berth::network::v1;
 namespace nodepb = ::berth::node::v1;
 namespace statspb = ::berth::stats::v1;
-using ::berth::cli::testing::FakeImageService;
+using ::berth::cli::testing::CliResult;
+using ::berth::cli::testing::CliTest;
 using ::berth::cli::testing::FakeNodeService;
+using ::berth::cli::testing::MemFile;
+using ::berth::cli::testing::ReadBack;
 using ::google::protobuf::util::MessageDifferencer;
 using ::google::protobuf::util::TimeUtil;
 using ::testing::ElementsAre;
@@ -55,32 +59,6 @@ using ::testing::StartsWith;
 constexpr char kWebId[] = "aaaabbbbccccddddeeeeffff00001111";
 constexpr char kDbId[] = "1234567890ab1234567890ab12345678";
 const absl::Time kNow = absl::FromUnixSeconds(1700000000);
-
-struct CliResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-int MemFile(const char* name, const std::string& content = "") {
-  const int fd = memfd_create(name, MFD_CLOEXEC);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, content.data(), content.size()),
-            static_cast<ssize_t>(content.size()));
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
-// What was written to `fd`; pread, so that a writer's offset stays put.
-std::string ReadBack(int fd) {
-  std::string data;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = pread(fd, buffer, sizeof(buffer), data.size())) > 0) {
-    data.append(buffer, n);
-  }
-  return data;
-}
 
 nodepb::Task MakeTask(const std::string& id, const std::string& name,
                       nodepb::TaskState state) {
@@ -117,61 +95,14 @@ nodepb::TaskStatsResponse Sample(const std::string& id, double cpu_percent,
   return response;
 }
 
-class CommandsTest : public ::testing::Test {
+class CommandsTest : public CliTest {
  protected:
-  void SetUp() override {
-    UnixGrpcServer::Options options;
-    options.socket_path = socket_path_;
-    options.services = {&fake_, &images_};
-    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
-        UnixGrpcServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    variables_["BERTH_NODE_SOCKET"] = socket_path_;
-  }
-
-  void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
-  }
-
-  CliEnvironment Environment(int in, int out, int err) {
-    CliEnvironment env;
-    env.stdin_fd = in;
-    env.stdout_fd = out;
-    env.stderr_fd = err;
-    env.getenv = [this](const std::string& name) -> std::optional<std::string> {
-      auto it = variables_.find(name);
-      if (it == variables_.end()) return std::nullopt;
-      return it->second;
-    };
+  CliEnvironment Environment(int in, int out, int err) override {
+    CliEnvironment env = CliTest::Environment(in, out, err);
     env.now = [] { return kNow; };
     env.stats_refresh = absl::Milliseconds(20);
-    env.log_refollow_delay = absl::Milliseconds(1);
     return env;
   }
-
-  CliResult Run(const std::vector<std::string>& args,
-                const std::string& stdin_data = "") {
-    const int in = MemFile("stdin", stdin_data);
-    const int out = MemFile("stdout");
-    const int err = MemFile("stderr");
-    CliResult result;
-    result.code = RunCli(args, Environment(in, out, err));
-    result.out = ReadBack(out);
-    result.err = ReadBack(err);
-    close(in);
-    close(out);
-    close(err);
-    return result;
-  }
-
-  berth::testing::ShortTempDir dir_;
-  const std::string socket_path_ = dir_.Join("node.sock");
-  std::map<std::string, std::string> variables_;
-  FakeNodeService fake_;
-  // berth-node forwards the ImageService on its socket.
-  FakeImageService images_;
-  std::unique_ptr<UnixGrpcServer> server_;
 };
 
 // --- Socket, help, usage errors.

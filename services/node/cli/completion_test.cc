@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
+#include "services/node/cli/cli_test_fixture.h"
 #include "services/node/cli/command_table.h"
 #include "services/node/cli/fake_node_service.h"
 
@@ -33,8 +34,7 @@ namespace berth::cli {
 namespace {
 
 namespace nodepb = ::berth::node::v1;
-using ::berth::cli::testing::FakeImageService;
-using ::berth::cli::testing::FakeNodeService;
+using ::berth::cli::testing::FakeNodeTest;
 using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
@@ -118,16 +118,11 @@ std::vector<std::string> Sorted(std::vector<std::string> words) {
   return words;
 }
 
-class CompletionTest : public ::testing::Test {
+class CompletionTest : public FakeNodeTest {
  protected:
   void SetUp() override {
-    UnixGrpcServer::Options options;
-    options.socket_path = socket_path_;
-    options.services = {&fake_, &images_};
-    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
-        UnixGrpcServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    FakeNodeTest::SetUp();
+    if (HasFatalFailure()) return;
 
     for (const auto& [id, name, state] :
          std::vector<std::tuple<std::string, std::string, nodepb::TaskState>>{
@@ -159,10 +154,6 @@ class CompletionTest : public ::testing::Test {
     // A directory of files for the host-file cases.
     ASSERT_EQ(mkdir(dir_.Join("work").c_str(), 0755), 0);
     std::ofstream(dir_.Join("work/hostfile")) << "x";
-  }
-
-  void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
   }
 
   std::vector<std::string> Environment(const std::string& socket) const {
@@ -267,11 +258,6 @@ done
 zpty -d z
 )zsh";
 
-  berth::testing::ShortTempDir dir_;
-  const std::string socket_path_ = dir_.Join("node.sock");
-  FakeNodeService fake_;
-  FakeImageService images_;
-  std::unique_ptr<UnixGrpcServer> server_;
   std::string berth_;
 };
 
