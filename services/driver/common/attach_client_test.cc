@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
 #include "services/driver/common/attach_hub.h"
+#include "services/driver/common/attach_test_util.h"
 
 namespace berth::driver_common {
 namespace {
@@ -25,60 +26,6 @@ namespace {
 namespace dv1 = ::berth::driver::v1;
 using ::berth::testing::ShortTempDir;
 using ::berth::testing::WaitFor;
-
-// An AttachTask call's stream, driven by the test.
-class FakeStream : public plugin::AttachTaskStream {
- public:
-  explicit FakeStream(dv1::AttachSetup setup) : setup_(std::move(setup)) {}
-
-  const dv1::AttachSetup& setup() const override { return setup_; }
-  bool Recv(dv1::AttachTaskRequest* request) override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](FakeStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-          return !s->requests_.empty() || s->closed_;
-        },
-        this));
-    if (closed_) return false;
-    *request = requests_.front();
-    requests_.pop_front();
-    return true;
-  }
-  void CloseRecv() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  bool Send(const dv1::AttachTaskResponse& response) override {
-    absl::MutexLock lock(&mu_);
-    responses_.push_back(response);
-    return true;
-  }
-  const plugin::CancelToken& cancel() const override { return cancel_; }
-
-  void Push(const dv1::AttachTaskRequest& request) {
-    absl::MutexLock lock(&mu_);
-    requests_.push_back(request);
-  }
-  std::string Stdout() {
-    absl::MutexLock lock(&mu_);
-    std::string out;
-    for (const auto& response : responses_) out += response.stdout();
-    return out;
-  }
-  std::vector<dv1::AttachTaskResponse> responses() {
-    absl::MutexLock lock(&mu_);
-    return responses_;
-  }
-  void Cancel() { cancel_.Cancel(); }
-
- private:
-  const dv1::AttachSetup setup_;
-  plugin::CancelToken cancel_;
-  absl::Mutex mu_;
-  std::deque<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<dv1::AttachTaskResponse> responses_ ABSL_GUARDED_BY(mu_);
-};
 
 void Pump(AttachHub& hub) {
   std::vector<struct pollfd> fds;
@@ -110,7 +57,7 @@ TEST(AttachClient, RelaysOutputAndStdinUntilTheOutputEnds) {
   AttachHub hub(options);
   hub.Output(AttachStream::kStdout, "prompt> ", 8);
 
-  FakeStream stream(AttachSetupFor(true));
+  FakeAttachStream stream(AttachSetupFor(true));
   absl::Status relayed = absl::UnknownError("not returned");
   std::thread relay([&] {
     relayed = RelayAttach({"web-1", path, /*stdin_open=*/true}, &stream);
@@ -145,7 +92,7 @@ TEST(AttachClient, RelaysOutputAndStdinUntilTheOutputEnds) {
 }
 
 TEST(AttachClient, StdinOfATaskWithoutStdinOpenIsRefused) {
-  FakeStream stream(AttachSetupFor(true));
+  FakeAttachStream stream(AttachSetupFor(true));
   const absl::Status status =
       RelayAttach({"web-1", "/nonexistent/attach.sock", false}, &stream);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -155,7 +102,7 @@ TEST(AttachClient, StdinOfATaskWithoutStdinOpenIsRefused) {
 
 TEST(AttachClient, NothingListeningIsFailedPrecondition) {
   ShortTempDir dir;
-  FakeStream stream(AttachSetupFor(false));
+  FakeAttachStream stream(AttachSetupFor(false));
   const absl::Status status =
       RelayAttach({"web-1", dir.Join("attach.sock"), false}, &stream);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -170,7 +117,7 @@ TEST(AttachClient, CancelEndsTheRelayAndLeavesTheHubServing) {
   AttachHub::Options options;
   options.listen_fd = listening->release();
   AttachHub hub(options);
-  FakeStream stream(AttachSetupFor(false));
+  FakeAttachStream stream(AttachSetupFor(false));
   absl::Status relayed;
   std::thread relay([&] {
     relayed = RelayAttach({"web-1", path, false}, &stream);
@@ -205,7 +152,7 @@ TEST(AttachClient, LongSocketPathsWork) {
   options.listen_fd = listening->release();
   AttachHub hub(options);
   hub.Output(AttachStream::kStdout, "deep", 4);
-  FakeStream stream(AttachSetupFor(false));
+  FakeAttachStream stream(AttachSetupFor(false));
   absl::Status relayed;
   std::thread relay([&] {
     relayed = RelayAttach({"web-1", path, false}, &stream);
@@ -236,7 +183,7 @@ TEST(AttachClient, LinksAtTheSocketsPlaceAreNotFollowed) {
   fcntl(listening->get(), F_SETFL, O_NONBLOCK);
   const std::string path = AttachSocketPath(dir.Join("task"));
   ASSERT_EQ(symlink(other.c_str(), path.c_str()), 0);
-  FakeStream stream(AttachSetupFor(false));
+  FakeAttachStream stream(AttachSetupFor(false));
   absl::Status relayed = RelayAttach({"web-1", path, false}, &stream);
   EXPECT_EQ(relayed.code(), absl::StatusCode::kFailedPrecondition) << relayed;
   EXPECT_TRUE(absl::StrContains(relayed.message(), "task web-1")) << relayed;

@@ -38,6 +38,7 @@
 #include "services/common/dial.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
+#include "services/driver/common/attach_test_util.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/exec/exec_state.pb.h"
 
@@ -46,6 +47,8 @@ namespace {
 
 namespace dv1 = ::berth::driver::v1;
 using ::berth::driver_common::CgroupLimits;
+using ::berth::driver_common::FakeAttachStream;
+using ::berth::driver_common::MakeAttachSetup;
 using ::berth::driver_common::TaskCgroup;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
@@ -142,90 +145,6 @@ std::string MakeImage(const std::string& dir) {
   }
   return "";
 }
-
-// An AttachTask call's stream, driven by a test: requests pushed, responses
-// gathered.
-class TestAttachStream : public plugin::AttachTaskStream {
- public:
-  explicit TestAttachStream(const std::string& task_id, bool want_stdin,
-                            uint32_t rows = 0, uint32_t columns = 0) {
-    setup_.set_task_id(task_id);
-    setup_.set_stdin(want_stdin);
-    setup_.mutable_terminal_size()->set_rows(rows);
-    setup_.mutable_terminal_size()->set_columns(columns);
-  }
-
-  const dv1::AttachSetup& setup() const override { return setup_; }
-  bool Recv(dv1::AttachTaskRequest* request) override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](TestAttachStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-          return !s->requests_.empty() || s->closed_;
-        },
-        this));
-    if (closed_) return false;
-    *request = requests_.front();
-    requests_.erase(requests_.begin());
-    return true;
-  }
-  void CloseRecv() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  bool Send(const dv1::AttachTaskResponse& response) override {
-    absl::MutexLock lock(&mu_);
-    if (response.has_exit()) saw_exit_ = true;
-    out_ += response.stdout();
-    err_ += response.stderr();
-    return true;
-  }
-  const plugin::CancelToken& cancel() const override { return cancel_; }
-
-  void Stdin(const std::string& data) {
-    dv1::AttachTaskRequest request;
-    request.set_stdin(data);
-    Push(request);
-  }
-  void CloseStdin() {
-    dv1::AttachTaskRequest request;
-    request.mutable_stdin_close();
-    Push(request);
-  }
-  void Resize(uint32_t rows, uint32_t columns) {
-    dv1::AttachTaskRequest request;
-    request.mutable_resize()->set_rows(rows);
-    request.mutable_resize()->set_columns(columns);
-    Push(request);
-  }
-  std::string Out() {
-    absl::MutexLock lock(&mu_);
-    return out_;
-  }
-  std::string Err() {
-    absl::MutexLock lock(&mu_);
-    return err_;
-  }
-  bool WaitForOut(const std::string& text) {
-    return WaitFor([&] { return absl::StrContains(Out(), text); },
-                   absl::Seconds(20));
-  }
-  void Cancel() { cancel_.Cancel(); }
-
- private:
-  void Push(const dv1::AttachTaskRequest& request) {
-    absl::MutexLock lock(&mu_);
-    requests_.push_back(request);
-  }
-
-  dv1::AttachSetup setup_;
-  plugin::CancelToken cancel_;
-  absl::Mutex mu_;
-  std::vector<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::string out_ ABSL_GUARDED_BY(mu_);
-  std::string err_ ABSL_GUARDED_BY(mu_);
-  bool saw_exit_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 class ExecDriverTest : public ::testing::Test {
  protected:
@@ -755,23 +674,23 @@ TEST_F(ExecDriverTest, TtyTaskIsDrivenThroughAttach) {
   task.set_tty(true);
   task.set_stdin_open(true);
   ASSERT_TRUE(Start(task).ok());
-  TestAttachStream stream("tty", /*want_stdin=*/true, 30, 100);
+  FakeAttachStream stream(MakeAttachSetup("tty", /*want_stdin=*/true, 30, 100));
   absl::Status attached = absl::UnknownError("not returned");
   std::thread attach([&] { attached = driver_->AttachTask(&stream); });
   // What it wrote before the attach came first (replayed).
-  ASSERT_TRUE(stream.WaitForOut("ready")) << stream.Out();
-  EXPECT_THAT(stream.Out(), ::testing::ContainsRegex("/dev/pts/[0-9]+\r\n"));
+  ASSERT_TRUE(stream.WaitForStdout("ready")) << stream.Stdout();
+  EXPECT_THAT(stream.Stdout(), ::testing::ContainsRegex("/dev/pts/[0-9]+\r\n"));
   stream.Stdin("hello\n");
-  ASSERT_TRUE(stream.WaitForOut("30 100")) << stream.Out();
-  EXPECT_THAT(stream.Out(), HasSubstr("got=hello\r\n"));
+  ASSERT_TRUE(stream.WaitForStdout("30 100")) << stream.Stdout();
+  EXPECT_THAT(stream.Stdout(), HasSubstr("got=hello\r\n"));
   stream.Resize(40, 120);
   // A resize and the stdin after it arrive in order.
   stream.Stdin("\n");
-  ASSERT_TRUE(stream.WaitForOut("40 120")) << stream.Out();
+  ASSERT_TRUE(stream.WaitForStdout("40 120")) << stream.Stdout();
   attach.join();
   EXPECT_TRUE(attached.ok()) << attached;
   EXPECT_EQ(Wait("tty").exit_code(), 3);
-  EXPECT_EQ(stream.Err(), "");
+  EXPECT_EQ(stream.Stderr(), "");
   // One stream, also in the stdout log.
   const std::string log = Stdout("tty");
   EXPECT_THAT(log, HasSubstr("ready"));
@@ -783,16 +702,16 @@ TEST_F(ExecDriverTest, StdinOpenTaskReadsAttachedStdinUntilItsClose) {
   dv1::TaskConfig task = Task("cat", {"cat"});
   task.set_stdin_open(true);
   ASSERT_TRUE(Start(task).ok());
-  TestAttachStream stream("cat", /*want_stdin=*/true);
+  FakeAttachStream stream(MakeAttachSetup("cat", /*want_stdin=*/true));
   absl::Status attached = absl::UnknownError("not returned");
   std::thread attach([&] { attached = driver_->AttachTask(&stream); });
   stream.Stdin("one\n");
-  ASSERT_TRUE(stream.WaitForOut("one\n")) << stream.Out();
+  ASSERT_TRUE(stream.WaitForStdout("one\n")) << stream.Stdout();
   stream.Stdin("two\n");
   stream.CloseStdin();
   attach.join();
   EXPECT_TRUE(attached.ok()) << attached;
-  EXPECT_EQ(stream.Out(), "one\ntwo\n");
+  EXPECT_EQ(stream.Stdout(), "one\ntwo\n");
   EXPECT_EQ(Wait("cat").exit_code(), 0);
   EXPECT_EQ(Stdout("cat"), "one\ntwo\n");
 }
@@ -808,26 +727,26 @@ TEST_F(ExecDriverTest, AttachToANonInteractiveTaskStreamsItsOutput) {
   ASSERT_TRUE(Start(task).ok());
   ASSERT_TRUE(WaitFor([&] { return Stdout("plain") == "before\n"; }));
 
-  TestAttachStream with_stdin("plain", /*want_stdin=*/true);
+  FakeAttachStream with_stdin(MakeAttachSetup("plain", /*want_stdin=*/true));
   const absl::Status refused = driver_->AttachTask(&with_stdin);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("task plain"));
-  TestAttachStream unknown("no-such-task", false);
+  FakeAttachStream unknown(MakeAttachSetup("no-such-task", false));
   EXPECT_EQ(driver_->AttachTask(&unknown).code(), absl::StatusCode::kNotFound);
 
-  TestAttachStream first("plain", false);
+  FakeAttachStream first(MakeAttachSetup("plain", false));
   absl::Status first_status = absl::UnknownError("not returned");
   std::thread first_attach([&] { first_status = driver_->AttachTask(&first); });
-  ASSERT_TRUE(first.WaitForOut("before\n"));
-  ASSERT_TRUE(WaitFor([&] { return first.Err() == "warn\n"; }));
+  ASSERT_TRUE(first.WaitForStdout("before\n"));
+  ASSERT_TRUE(WaitFor([&] { return first.Stderr() == "warn\n"; }));
   // A caller that leaves: the task goes on.
-  TestAttachStream leaving("plain", false);
+  FakeAttachStream leaving(MakeAttachSetup("plain", false));
   absl::Status left = absl::UnknownError("not returned");
   std::thread leave([&] { left = driver_->AttachTask(&leaving); });
   leaving.Cancel();
   leave.join();
   EXPECT_EQ(left.code(), absl::StatusCode::kCancelled) << left;
-  EXPECT_EQ(leaving.Out(), "");  // later attaches get no replay
+  EXPECT_EQ(leaving.Stdout(), "");  // later attaches get no replay
   absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("plain");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->state(), dv1::TASK_STATE_RUNNING);
@@ -835,10 +754,10 @@ TEST_F(ExecDriverTest, AttachToANonInteractiveTaskStreamsItsOutput) {
   std::ofstream(TaskDir("plain") + "/go") << "";
   first_attach.join();
   EXPECT_TRUE(first_status.ok()) << first_status;
-  EXPECT_EQ(first.Out(), "before\nafter\n");
+  EXPECT_EQ(first.Stdout(), "before\nafter\n");
   EXPECT_EQ(Wait("plain").exit_code(), 0);
   // An exited task cannot be attached.
-  TestAttachStream late("plain", false);
+  FakeAttachStream late(MakeAttachSetup("plain", false));
   EXPECT_EQ(driver_->AttachTask(&late).code(),
             absl::StatusCode::kFailedPrecondition);
   // The socket lives in the private directory until the task is destroyed.

@@ -30,6 +30,7 @@
 #include "plugins/sdk/attach.h"
 #include "plugins/sdk/cancel.h"
 #include "services/common/test_util.h"
+#include "services/driver/common/attach_test_util.h"
 #include "services/driver/sandbox/sandbox_driver.h"
 
 extern char** environ;
@@ -38,6 +39,8 @@ namespace berth::sandbox_driver {
 namespace {
 
 namespace dv1 = ::berth::driver::v1;
+using ::berth::driver_common::FakeAttachStream;
+using ::berth::driver_common::MakeAttachSetup;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
 using ::berth::testing::RunfilePath;
@@ -45,96 +48,12 @@ using ::berth::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// An AttachTask call's stream, driven by the test: requests pushed, the
-// responses' output gathered.
-class TestAttachStream : public plugin::AttachTaskStream {
- public:
-  explicit TestAttachStream(dv1::AttachSetup setup)
-      : setup_(std::move(setup)) {}
-
-  const dv1::AttachSetup& setup() const override { return setup_; }
-  bool Recv(dv1::AttachTaskRequest* request) override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](TestAttachStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-          return !s->requests_.empty() || s->closed_;
-        },
-        this));
-    if (requests_.empty()) return false;
-    *request = requests_.front();
-    requests_.pop_front();
-    return true;
-  }
-  void CloseRecv() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  bool Send(const dv1::AttachTaskResponse& response) override {
-    absl::MutexLock lock(&mu_);
-    output_ += response.stdout();
-    output_ += response.stderr();
-    return true;
-  }
-  const plugin::CancelToken& cancel() const override { return cancel_; }
-
-  void Stdin(const std::string& data) {
-    dv1::AttachTaskRequest request;
-    request.set_stdin(data);
-    Push(request);
-  }
-  void CloseStdin() {
-    dv1::AttachTaskRequest request;
-    request.mutable_stdin_close();
-    Push(request);
-  }
-  void Resize(uint32_t rows, uint32_t columns) {
-    dv1::AttachTaskRequest request;
-    request.mutable_resize()->set_rows(rows);
-    request.mutable_resize()->set_columns(columns);
-    Push(request);
-  }
-  // The caller goes away (the task keeps running).
-  void Leave() {
-    cancel_.Cancel();
-    CloseRecv();
-  }
-  std::string output() const {
-    absl::MutexLock lock(&mu_);
-    return output_;
-  }
-  bool WaitForOutput(const std::string& wanted) const {
-    return WaitFor([&] { return absl::StrContains(output(), wanted); });
-  }
-
- private:
-  void Push(const dv1::AttachTaskRequest& request) {
-    absl::MutexLock lock(&mu_);
-    requests_.push_back(request);
-  }
-
-  const dv1::AttachSetup setup_;
-  plugin::CancelToken cancel_;
-  mutable absl::Mutex mu_;
-  std::deque<dv1::AttachTaskRequest> requests_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::string output_ ABSL_GUARDED_BY(mu_);
-};
-
 // An AttachTask call on a thread of its own.
 class Attached {
  public:
   Attached(SandboxDriver& driver, const std::string& task_id, bool stdin,
            uint32_t rows = 0, uint32_t columns = 0)
-      : stream_([&] {
-          dv1::AttachSetup setup;
-          setup.set_task_id(task_id);
-          setup.set_stdin(stdin);
-          if (rows != 0) {
-            setup.mutable_terminal_size()->set_rows(rows);
-            setup.mutable_terminal_size()->set_columns(columns);
-          }
-          return setup;
-        }()),
+      : stream_(MakeAttachSetup(task_id, stdin, rows, columns)),
         thread_([this, &driver] {
           absl::Status status = driver.AttachTask(&stream_);
           absl::MutexLock lock(&mu_);
@@ -145,7 +64,7 @@ class Attached {
     stream_.Leave();
     thread_.join();
   }
-  TestAttachStream& stream() { return stream_; }
+  FakeAttachStream& stream() { return stream_; }
   // The call's status once it has returned (within 30 s).
   absl::StatusOr<absl::Status> Result() {
     absl::MutexLock lock(&mu_);
@@ -156,7 +75,7 @@ class Attached {
   }
 
  private:
-  TestAttachStream stream_;
+  FakeAttachStream stream_;
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
@@ -317,19 +236,19 @@ TEST_F(SandboxDriverProxyTest, TtyTaskThroughAttach) {
   })) << ReadFileOrEmpty(log);
   {
     Attached attached(driver(), "tty", /*stdin=*/true, 24, 80);
-    TestAttachStream& stream = attached.stream();
+    FakeAttachStream& stream = attached.stream();
     // Written before the attach, replayed to it; a terminal's \r\n.
-    ASSERT_TRUE(stream.WaitForOutput("ready\r\n")) << stream.output();
-    EXPECT_THAT(stream.output(), ::testing::StartsWith("/dev/pts/"));
+    ASSERT_TRUE(stream.WaitForOutput("ready\r\n")) << stream.Output();
+    EXPECT_THAT(stream.Output(), ::testing::StartsWith("/dev/pts/"));
     stream.Stdin("hello\n");
-    ASSERT_TRUE(stream.WaitForOutput("got hello\r\n")) << stream.output();
+    ASSERT_TRUE(stream.WaitForOutput("got hello\r\n")) << stream.Output();
     // The resize reaches the terminal through the proxy's Resize, not the
     // stdin stream: ask until the program sees it.
     stream.Resize(33, 99);
     ASSERT_TRUE(WaitFor([&] {
       stream.Stdin("\n");
-      return absl::StrContains(stream.output(), "33 99\r\n");
-    })) << stream.output();
+      return absl::StrContains(stream.Output(), "33 99\r\n");
+    })) << stream.Output();
     stream.Stdin("q\n");
     absl::StatusOr<absl::Status> ended = attached.Result();
     ASSERT_TRUE(ended.ok()) << ended.status();
@@ -362,7 +281,7 @@ TEST_F(SandboxDriverProxyTest, StdinOpenTaskThroughAttach) {
     ASSERT_TRUE(first.stream().WaitForOutput("before\n"));
     first.stream().Stdin("one\n");
     ASSERT_TRUE(first.stream().WaitForOutput("before\none\n"))
-        << first.stream().output();
+        << first.stream().Output();
   }  // left: the task runs on
   ASSERT_FALSE(driver().InspectTask("cat")->state() == dv1::TASK_STATE_EXITED);
   {
@@ -375,10 +294,10 @@ TEST_F(SandboxDriverProxyTest, StdinOpenTaskThroughAttach) {
     absl::StatusOr<absl::Status> ended = second.Result();
     ASSERT_TRUE(ended.ok()) << ended.status();
     EXPECT_TRUE(ended->ok()) << *ended;
-    EXPECT_EQ(second.stream().output(), "two\n");
+    EXPECT_EQ(second.stream().Output(), "two\n");
     absl::StatusOr<absl::Status> watched = watcher.Result();
     ASSERT_TRUE(watched.ok()) << watched.status();
-    EXPECT_EQ(watcher.stream().output(), "two\n");
+    EXPECT_EQ(watcher.stream().Output(), "two\n");
   }
   dv1::ExitResult result = Wait("cat");
   EXPECT_EQ(result.exit_code(), 0);
@@ -418,7 +337,7 @@ TEST_F(SandboxDriverProxyTest, AttachAfterRecovery) {
     ASSERT_TRUE(attached.stream().WaitForOutput("up\n"));
     attached.stream().Stdin("after\n");
     ASSERT_TRUE(attached.stream().WaitForOutput("up\nafter\n"))
-        << attached.stream().output();
+        << attached.stream().Output();
     attached.stream().CloseStdin();
     absl::StatusOr<absl::Status> ended = attached.Result();
     ASSERT_TRUE(ended.ok()) << ended.status();
