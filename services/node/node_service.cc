@@ -1,6 +1,8 @@
 #include "services/node/node_service.h"
 
 #include <atomic>
+#include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -15,7 +17,6 @@
 #include "services/common/status.h"
 #include "services/common/stream_log.h"
 #include "services/node/log_reader.h"
-#include "services/node/stream_relay.h"
 
 namespace berth::node {
 namespace {
@@ -131,84 +132,440 @@ grpc::Status NodeServiceImpl::RemoveTask(grpc::ServerContext*,
 
 namespace {
 
+// Caller requests read ahead of the driver's stream (exec's and attach's):
+// beyond this the relay stops reading the caller (gRPC's flow control then
+// holds it back).
+constexpr size_t kUpstreamBytes = 256 * 1024;
+
 // Relays one ExecTaskStreaming call between the caller and the task's
-// driver (DriverStreamRelay): the caller's frames are the command's stdin
-// and resizes; the call ends with the driver's status.
+// driver: a thread writes the caller's frames to the driver (never a
+// reaction of the call: a command that does not read its stdin must not
+// hold one of gRPC's threads), another reads the driver's frames and writes
+// them to the caller one at a time. The call ends with the driver's status.
 class ExecRelay final
-    : public DriverStreamRelay<driver::v1::ExecTaskStreamingRequest,
-                               driver::v1::ExecTaskStreamingResponse> {
+    : public grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                                     driver::v1::ExecTaskStreamingResponse> {
  public:
   ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context)
-      : DriverStreamRelay(tasks, context,
-                          "berth.node.v1.NodeService/ExecTaskStreaming") {}
+      : tasks_(tasks), context_(context) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    if (exec_ == nullptr) {
+      if (!ok) {
+        FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "the caller ended the call before its setup"));
+        return;
+      }
+      absl::Status started = Start();
+      if (!started.ok()) {
+        FinishCall(ToGrpcStatus(started));
+        return;
+      }
+      ReadNext();
+      return;
+    }
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        // Half-closed by the caller (the command's stdin ends), or
+        // cancelled.
+        read_ended_ = true;
+        return;
+      }
+      queued_bytes_ += request_.ByteSizeLong();
+      queue_.push_back(std::move(request_));
+      request_.Clear();
+      if (queued_bytes_ < kUpstreamBytes) {
+        again = true;
+      } else {
+        paused_ = true;  // Upstream reads on once it has caught up
+      }
+    }
+    if (again) ReadNext();
+  }
+
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    write_ok_ = ok;
+  }
+
+  void OnCancel() override { canceller_.Cancel(); }
+
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_upstream_ = true;
+    }
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (!thread->joinable()) continue;
+      if (thread->get_id() == std::this_thread::get_id()) {
+        thread->detach();
+      } else {
+        thread->join();
+      }
+    }
+    delete this;
+  }
 
  private:
-  absl::StatusOr<std::unique_ptr<Stream>> Open(
-      const TaskManager::Target& target,
-      const plugin::host::CallOptions& options) override {
-    return target.driver->ExecTaskStreaming(options);
+  absl::Status Start() {
+    if (!request_.has_setup()) {
+      return absl::InvalidArgumentError("the first request must be the setup");
+    }
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(request_.setup().task_id());
+    if (!target.ok()) return target.status();
+    // The driver knows the task by its full id, not a name or prefix.
+    request_.mutable_setup()->set_task_id(target->id);
+    absl::StatusOr<std::unique_ptr<plugin::host::ExecStream>> exec =
+        target->driver->ExecTaskStreaming(
+            {absl::InfiniteFuture(), &canceller_});
+    if (!exec.ok()) return exec.status();
+    if (absl::Status s = (*exec)->Write(request_); !s.ok()) return s;
+    request_.Clear();
+    exec_ = *std::move(exec);
+    upstream_ = std::thread([this] { Upstream(); });
+    downstream_ = std::thread([this] { Downstream(); });
+    return absl::OkStatus();
   }
+
+  // The next read of the caller's frames, unless the call is finishing.
+  void ReadNext() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      ++reads_starting_;
+    }
+    StartRead(&request_);
+    absl::MutexLock lock(&mu_);
+    --reads_starting_;
+  }
+
+  // Finish, once no StartRead is under way (none starts after it).
+  void FinishCall(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* starting) { return *starting == 0; }, &reads_starting_));
+    }
+    Finish(status);
+  }
+
+  // The caller's frames, in order, to the driver; its half-close as the
+  // driver stream's (the command's stdin ends). A frame the driver's stream
+  // no longer takes (it has ended) is dropped.
+  void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool writable = true;
+    while (true) {
+      driver::v1::ExecTaskStreamingRequest next;
+      bool resume = false;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ExecRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
+              return !relay->queue_.empty() || relay->read_ended_ ||
+                     relay->stop_upstream_;
+            },
+            this));
+        if (stop_upstream_) return;
+        if (queue_.empty()) break;  // the caller sends nothing more
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= next.ByteSizeLong();
+        if (paused_ && queued_bytes_ < kUpstreamBytes / 2) {
+          paused_ = false;
+          resume = true;
+        }
+      }
+      if (resume) ReadNext();
+      if (writable) writable = exec_->Write(next).ok();
+    }
+    if (writable && !context_->IsCancelled()) (void)exec_->WritesDone();
+  }
+
+  void Downstream() ABSL_LOCKS_EXCLUDED(mu_) {
+    while (true) {
+      absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>>
+          next = exec_->Read();
+      if (!next.ok() || !next->has_value()) break;
+      absl::MutexLock lock(&mu_);
+      response_ = **std::move(next);
+      writing_ = true;
+      StartWrite(&response_);
+      mu_.Await(absl::Condition(
+          +[](bool* writing) { return !*writing; }, &writing_));
+      if (!write_ok_) {
+        canceller_.Cancel();
+        break;
+      }
+    }
+    absl::Status finished = exec_->Finish();
+    if (context_->IsCancelled()) {
+      LogStreamEnd("berth.node.v1.NodeService/ExecTaskStreaming",
+                   grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"),
+                   true);
+      FinishCall(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      return;
+    }
+    FinishCall(ToGrpcStatus(finished));
+  }
+
+  TaskManager* const tasks_;
+  grpc::CallbackServerContext* const context_;
+  plugin::host::CallCanceller canceller_;
+  // Only the call's reads touch it (one at a time).
+  driver::v1::ExecTaskStreamingRequest request_;
+  std::unique_ptr<plugin::host::ExecStream> exec_;
+  std::thread upstream_;
+  std::thread downstream_;
+  absl::Mutex mu_;
+  std::deque<driver::v1::ExecTaskStreamingRequest> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
+  driver::v1::ExecTaskStreamingResponse response_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
 };
 
-// Relays one AttachTask call between the caller and the task's driver
-// (DriverStreamRelay); when the driver's stream ends OK without an exit
-// frame, it waits for the run to end and sends its exit. A caller ending
-// the call leaves the task running. At most kMaxAttachesPerTask calls per
-// task at once.
+}  // namespace
+
+grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                        driver::v1::ExecTaskStreamingResponse>*
+NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
+  return new ExecRelay(tasks_, context);
+}
+
+namespace {
+
+// Relays one AttachTask call between the caller and the task's driver: a
+// thread writes the caller's requests to the driver (never a reaction of
+// the call: a driver that stops reading, as when the task does not read its
+// stdin, must not hold one of gRPC's threads), another reads the driver's
+// responses and writes them to the caller one at a time; when the driver's
+// stream ends OK without an exit frame, it waits for the run to end and
+// sends its exit. Either side cancelling cancels the other; the task keeps
+// running. At most kMaxAttachesPerTask calls per task at once.
 class AttachRelay final
-    : public DriverStreamRelay<driver::v1::AttachTaskRequest,
-                               driver::v1::AttachTaskResponse> {
+    : public grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
+                                     driver::v1::AttachTaskResponse> {
  public:
   AttachRelay(NodeServiceImpl* service, TaskManager* tasks,
               PluginManager* plugins, grpc::CallbackServerContext* context)
-      : DriverStreamRelay(tasks, context,
-                          "berth.node.v1.NodeService/AttachTask"),
-        service_(service),
-        plugins_(plugins) {}
+      : service_(service), tasks_(tasks), plugins_(plugins), context_(context) {
+    StartRead(&request_);
+  }
 
   ~AttachRelay() override {
     if (holds_slot_) service_->ReleaseAttachSlot(id_);
   }
 
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    if (attach_ == nullptr) {
+      if (!ok) {
+        FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "the caller ended the call before its setup"));
+        return;
+      }
+      absl::Status started = Start();
+      if (!started.ok()) {
+        FinishCall(ToGrpcStatus(started));
+        return;
+      }
+      ReadNext();
+      return;
+    }
+    bool again = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        // Half-closed by the caller (it sends nothing more), or cancelled.
+        read_ended_ = true;
+        return;
+      }
+      queued_bytes_ += request_.ByteSizeLong();
+      queue_.push_back(std::move(request_));
+      request_.Clear();
+      if (queued_bytes_ < kUpstreamBytes) {
+        again = true;
+      } else {
+        paused_ = true;  // Upstream reads on once it has caught up
+      }
+    }
+    if (again) ReadNext();
+  }
+
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    write_ok_ = ok;
+  }
+
+  void OnCancel() override { canceller_.Cancel(); }
+
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_upstream_ = true;
+    }
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (!thread->joinable()) continue;
+      if (thread->get_id() == std::this_thread::get_id()) {
+        thread->detach();
+      } else {
+        thread->join();
+      }
+    }
+    delete this;
+  }
+
  private:
-  absl::StatusOr<std::unique_ptr<Stream>> Open(
-      const TaskManager::Target& target,
-      const plugin::host::CallOptions& options) override {
+  static constexpr char kRpc[] = "berth.node.v1.NodeService/AttachTask";
+
+  absl::Status Start() {
+    if (!request_.has_setup()) {
+      return absl::InvalidArgumentError("the first request must be the setup");
+    }
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(request_.setup().task_id());
+    if (!target.ok()) return target.status();
     absl::StatusOr<driver::v1::DriverCapabilities> caps =
-        plugins_->Capabilities(target.driver_name);
+        plugins_->Capabilities(target->driver_name);
     if (!caps.ok()) return caps.status();
     if (!caps->attach()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "task ", target.id, ": driver ", target.driver_name,
+          "task ", target->id, ": driver ", target->driver_name,
           " does not support attaching to tasks (its capabilities claim no "
           "attach)"));
     }
-    id_ = target.id;
-    run_ = target.run;
+    id_ = target->id;
+    run_ = target->run;
     if (!service_->AcquireAttachSlot(id_)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "task ", id_, " has ", NodeServiceImpl::kMaxAttachesPerTask,
           " callers attached, the most berth allows at once"));
     }
     holds_slot_ = true;
-    return target.driver->AttachTask(options);
+    // The driver knows the task by its full id, not a name or prefix.
+    request_.mutable_setup()->set_task_id(target->id);
+    absl::StatusOr<std::unique_ptr<plugin::host::AttachStream>> attach =
+        target->driver->AttachTask({absl::InfiniteFuture(), &canceller_});
+    if (!attach.ok()) return attach.status();
+    if (absl::Status s = (*attach)->Write(request_); !s.ok()) return s;
+    request_.Clear();
+    attach_ = *std::move(attach);
+    upstream_ = std::thread([this] { Upstream(); });
+    downstream_ = std::thread([this] { Downstream(); });
+    return absl::OkStatus();
   }
 
-  void Relayed(const driver::v1::AttachTaskResponse& response) override {
-    if (response.has_exit()) sent_exit_ = true;
+  // The next read of the caller's requests, unless the call is finishing.
+  void ReadNext() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      ++reads_starting_;
+    }
+    StartRead(&request_);
+    absl::MutexLock lock(&mu_);
+    --reads_starting_;
   }
 
-  // The task's output ended: its run ends (or has ended); its exit is the
-  // last frame, unless the driver sent one.
-  void DriverStreamEndedOk() override {
-    if (sent_exit_) {
-      FinishCall(grpc::Status::OK);
+  // Finish, once no StartRead is under way (none starts after it).
+  void FinishCall(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* starting) { return *starting == 0; }, &reads_starting_));
+    }
+    Finish(status);
+  }
+
+  // The caller's requests, in order, to the driver; its half-close as the
+  // driver stream's. A request the driver's stream no longer takes (it has
+  // ended: Downstream finishes the call) is dropped.
+  void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool writable = true;
+    while (true) {
+      driver::v1::AttachTaskRequest next;
+      bool resume = false;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](AttachRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
+              return !relay->queue_.empty() || relay->read_ended_ ||
+                     relay->stop_upstream_;
+            },
+            this));
+        if (stop_upstream_) return;
+        if (queue_.empty()) break;  // the caller sends nothing more
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= next.ByteSizeLong();
+        if (paused_ && queued_bytes_ < kUpstreamBytes / 2) {
+          paused_ = false;
+          resume = true;
+        }
+      }
+      if (resume) ReadNext();
+      if (writable) writable = attach_->Write(next).ok();
+    }
+    if (writable && !context_->IsCancelled()) (void)attach_->WritesDone();
+  }
+
+  // Sends one response to the caller; false when it is gone.
+  bool Send(driver::v1::AttachTaskResponse response) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    response_ = std::move(response);
+    writing_ = true;
+    StartWrite(&response_);
+    mu_.Await(absl::Condition(
+        +[](bool* writing) { return !*writing; }, &writing_));
+    return write_ok_;
+  }
+
+  void Cancelled() {
+    const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled");
+    LogStreamEnd(kRpc, cancelled, /*caller_cancelled=*/true);
+    FinishCall(cancelled);
+  }
+
+  void Downstream() {
+    bool sent_exit = false;
+    while (true) {
+      absl::StatusOr<std::optional<driver::v1::AttachTaskResponse>> next =
+          attach_->Read();
+      if (!next.ok() || !next->has_value()) break;
+      if ((*next)->has_exit()) sent_exit = true;
+      if (!Send(**std::move(next))) {
+        canceller_.Cancel();
+        break;
+      }
+    }
+    absl::Status finished = attach_->Finish();
+    if (context_->IsCancelled()) {
+      Cancelled();
       return;
     }
+    if (!finished.ok() || sent_exit) {
+      FinishCall(ToGrpcStatus(finished));
+      return;
+    }
+    // The task's output ended: its run ends (or has ended); its exit is the
+    // last frame.
     while (true) {
       absl::StatusOr<std::optional<driver::v1::ExitResult>> exit =
-          tasks()->AwaitRunExit(id_, run_, absl::Milliseconds(250));
-      if (context()->IsCancelled()) {
+          tasks_->AwaitRunExit(id_, run_, absl::Milliseconds(250));
+      if (context_->IsCancelled()) {
         Cancelled();
         return;
       }
@@ -231,23 +588,32 @@ class AttachRelay final
   }
 
   NodeServiceImpl* const service_;
+  TaskManager* const tasks_;
   PluginManager* const plugins_;
-  // Set by Open (the setup's reaction), read by the destructor and the
-  // thread reading the driver, which Open starts.
+  grpc::CallbackServerContext* const context_;
+  plugin::host::CallCanceller canceller_;
+  // Only the call's reads touch it (one at a time).
+  driver::v1::AttachTaskRequest request_;
+  std::unique_ptr<plugin::host::AttachStream> attach_;
   std::string id_;
   uint32_t run_ = 0;
   bool holds_slot_ = false;
-  // Only the thread reading the driver touches it.
-  bool sent_exit_ = false;
+  std::thread upstream_;
+  std::thread downstream_;
+  absl::Mutex mu_;
+  std::deque<driver::v1::AttachTaskRequest> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
+  driver::v1::AttachTaskResponse response_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace
-
-grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
-                        driver::v1::ExecTaskStreamingResponse>*
-NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
-  return new ExecRelay(tasks_, context);
-}
 
 bool NodeServiceImpl::AcquireAttachSlot(const std::string& task_id) {
   absl::MutexLock lock(&mu_);
