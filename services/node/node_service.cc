@@ -195,20 +195,17 @@ class ExecRelay final
 
   void OnCancel() override { canceller_.Cancel(); }
 
+  // Never waits: gRPC runs OnDone on its executor (or a callback thread),
+  // whose queue also carries transport work such as a combiner's offload;
+  // joining a thread stuck in a driver stream's Write or WritesDone there
+  // could wait on work queued behind this very reaction. The threads are
+  // joined, and the relay deleted, on a thread of its own.
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       stop_upstream_ = true;
     }
-    for (std::thread* thread : {&upstream_, &downstream_}) {
-      if (!thread->joinable()) continue;
-      if (thread->get_id() == std::this_thread::get_id()) {
-        thread->detach();
-      } else {
-        thread->join();
-      }
-    }
-    delete this;
+    std::thread([this] { JoinAndDelete(); }).detach();
   }
 
  private:
@@ -231,6 +228,14 @@ class ExecRelay final
     upstream_ = std::thread([this] { Upstream(); });
     downstream_ = std::thread([this] { Downstream(); });
     return absl::OkStatus();
+  }
+
+  // After OnDone, on a thread that is neither of the relay's.
+  void JoinAndDelete() {
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (thread->joinable()) thread->join();
+    }
+    delete this;
   }
 
   // The next read of the caller's frames, unless the call is finishing.
@@ -285,7 +290,7 @@ class ExecRelay final
       if (resume) ReadNext();
       if (writable) writable = exec_->Write(next).ok();
     }
-    if (writable && !context_->IsCancelled()) (void)exec_->WritesDone();
+    if (writable && !canceller_.cancelled()) (void)exec_->WritesDone();
   }
 
   void Downstream() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -411,20 +416,16 @@ class AttachRelay final
 
   void OnCancel() override { canceller_.Cancel(); }
 
+  // Never waits (see ExecRelay::OnDone). The slot is released here: the
+  // service may be gone by the time the relay is deleted.
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       stop_upstream_ = true;
     }
-    for (std::thread* thread : {&upstream_, &downstream_}) {
-      if (!thread->joinable()) continue;
-      if (thread->get_id() == std::this_thread::get_id()) {
-        thread->detach();
-      } else {
-        thread->join();
-      }
-    }
-    delete this;
+    if (holds_slot_) service_->ReleaseAttachSlot(id_);
+    holds_slot_ = false;
+    std::thread([this] { JoinAndDelete(); }).detach();
   }
 
  private:
@@ -465,6 +466,14 @@ class AttachRelay final
     upstream_ = std::thread([this] { Upstream(); });
     downstream_ = std::thread([this] { Downstream(); });
     return absl::OkStatus();
+  }
+
+  // After OnDone, on a thread that is neither of the relay's.
+  void JoinAndDelete() {
+    for (std::thread* thread : {&upstream_, &downstream_}) {
+      if (thread->joinable()) thread->join();
+    }
+    delete this;
   }
 
   // The next read of the caller's requests, unless the call is finishing.
@@ -519,7 +528,7 @@ class AttachRelay final
       if (resume) ReadNext();
       if (writable) writable = attach_->Write(next).ok();
     }
-    if (writable && !context_->IsCancelled()) (void)attach_->WritesDone();
+    if (writable && !canceller_.cancelled()) (void)attach_->WritesDone();
   }
 
   // Sends one response to the caller; false when it is gone.
