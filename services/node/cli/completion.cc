@@ -27,13 +27,6 @@ const std::vector<std::string>& Groups() {
   return *kGroups;
 }
 
-bool IsGroup(absl::string_view word) {
-  for (const std::string& group : Groups()) {
-    if (group == word) return true;
-  }
-  return false;
-}
-
 // Every name a command is typed as: its name and its aliases.
 std::vector<std::string> TypedNames(const CommandInfo& command) {
   std::vector<std::string> names = {command.name};
