@@ -226,12 +226,14 @@ class CompletionTest : public FakeNodeTest {
   }
 
   // Types each line and a Tab in an interactive zsh under zpty, with the
-  // script loaded after compinit, and prints what compadd was given.
+  // script loaded after compinit, and prints what compadd was given. Each
+  // wait runs until the prompt after the sentinel: typed before zle is back,
+  // the line would meet the tty in cooked mode, where ^U erases it unseen.
   static constexpr char kZshDriver[] = R"zsh(
 zmodload zsh/zpty || exit 3
 script=$1; shift
 zpty z zsh -f -i
-zpty -w z "PS1='> '; bindkey -e; autoload -Uz compinit; compinit -u -D; source ${(q)script}"
+zpty -w z "PS1='Z''P> '; bindkey -e; autoload -Uz compinit; compinit -u -D; source ${(q)script}"
 zpty -w z 'compadd() {
   if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return; fi
   local -a hits; builtin compadd -A hits "$@"; local ret=$?
@@ -239,19 +241,11 @@ zpty -w z 'compadd() {
   return ret
 }'
 zpty -w z 'print -r -- ZZ${x}READY'
-out=''
-while zpty -r z chunk; do
-  out+=$chunk
-  [[ $out == *ZZREADY* ]] && break
-done
+zpty -r -m z out '*ZZREADY*ZP> *' || exit 4
 for line in "$@"; do
   zpty -w -n z "$line"$'\t'
   zpty -w z $'\C-e\C-u''print -r -- ZZ${x}END'
-  out=''
-  while zpty -r z chunk; do
-    out+=$chunk
-    [[ $out == *ZZEND* ]] && break
-  done
+  zpty -r -m z out '*ZZEND*ZP> *' || exit 5
   matches=(${(f)"$(print -r -- $out | grep -o '<<[^>]*>>' | sed 's/^<<//; s/>>$//')"})
   print -r -- "RESULT: ${(j: :)${(u)matches}}"
 done
