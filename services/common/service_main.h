@@ -15,6 +15,7 @@
 #ifndef SERVICES_COMMON_SERVICE_MAIN_H_
 #define SERVICES_COMMON_SERVICE_MAIN_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -37,7 +38,11 @@ inline constexpr absl::string_view kDefaultRuntimeDir = "/run/berth";
 //   prints `usage` and the flags to stdout and exits 0 (--help lists the
 //   flags berth defines, --helpfull all of them); --version prints
 //   "<binary> <version>" and exits 0;
-// - starts glog, logging to stderr, with VLOG level --verbosity.
+// - starts glog, logging to stderr, with VLOG level --verbosity; each line
+//   in glog's format with the control characters of its message escaped
+//   (internal::EscapeControlCharacters): a newline in a value a client
+//   supplied cannot forge a log line, nor an ESC reach a terminal. glog's
+//   own stderr output and log files are off.
 // Returns the positional arguments, argv[0] first. Call it once per process.
 std::vector<char*> InitService(int argc, char** argv, absl::string_view usage,
                                absl::string_view version);
@@ -53,6 +58,12 @@ namespace internal {
 // flag names' '-' turned into '_' (rewritten in place in the argument
 // strings) and "-h" replaced by "--help"; arguments after "--" are untouched.
 std::vector<char*> NormalizeFlagSpellings(int argc, char** argv);
+
+// `text` with what could end a log line or drive a terminal escaped: '\n',
+// '\r' and '\t' as "\\n", "\\r" and "\\t"; other C0 controls, DEL and
+// bytes that are not UTF-8 as "\\xHH"; C1 controls (U+0080..U+009F) as
+// "\\u00HH". Printable ASCII and other valid UTF-8 stay as they are.
+std::string EscapeControlCharacters(absl::string_view text);
 
 }  // namespace internal
 }  // namespace berth

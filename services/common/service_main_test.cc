@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -189,6 +190,46 @@ TEST(ServiceMainTest, BadUsageExitsNonZero) {
   Child positional(dir, {"--socket", dir.Join("s.sock"), "extra"});
   EXPECT_EQ(positional.Wait(), 2);
   EXPECT_THAT(positional.Stderr(), HasSubstr("extra"));
+}
+
+// A value a client supplies, logged: its newline cannot forge a second log
+// line, nor its ESC reach a terminal; the line keeps glog's prefix.
+TEST(ServiceMainTest, ControlCharactersInALoggedValueAreEscaped) {
+  ShortTempDir dir;
+  Child child(dir,
+              {"--socket", dir.Join("s.sock"),
+               "x\nE1202 00:00:00.000000 1 forged.cc:1] forged\r\x1b[31m"});
+  EXPECT_EQ(child.Wait(), 2);
+  const std::string err = child.Stderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
+  EXPECT_THAT(err,
+              ::testing::MatchesRegex(
+                  "E[0-9]+ [0-9:.]+ +[0-9]+ example_server_main.cc:[0-9]+\\] "
+                  "unexpected argument .*\n"));
+  EXPECT_THAT(err, HasSubstr("unexpected argument x\\nE1202 00:00:00.000000 1 "
+                             "forged.cc:1] forged\\r\\x1b[31m; see --help\n"));
+}
+
+TEST(EscapeControlCharactersTest, EscapesWhatCouldEndALineOrDriveATerminal) {
+  using internal::EscapeControlCharacters;
+  EXPECT_EQ(EscapeControlCharacters("plain text: a-b_c /x=1"),
+            "plain text: a-b_c /x=1");
+  EXPECT_EQ(EscapeControlCharacters("a\nb\rc\td"), "a\\nb\\rc\\td");
+  EXPECT_EQ(EscapeControlCharacters("\x1b[2J\x7f"), "\\x1b[2J\\x7f");
+  EXPECT_EQ(EscapeControlCharacters(std::string("a\0b", 3)), "a\\x00b");
+  // Valid UTF-8 stays; C1 controls (CSI is U+009B) and stray bytes do not.
+  EXPECT_EQ(
+      EscapeControlCharacters("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(EscapeControlCharacters("\xc2\x9b"
+                                    "31m"),
+            "\\u009b31m");
+  EXPECT_EQ(EscapeControlCharacters("\x9b\xff\xc3"), "\\x9b\\xff\\xc3");
+  // Overlong and surrogate forms are not UTF-8.
+  EXPECT_EQ(EscapeControlCharacters("\xc0\x8a"), "\\xc0\\x8a");
+  EXPECT_EQ(EscapeControlCharacters("\xed\xa0\x80"), "\\xed\\xa0\\x80");
 }
 
 class ServeUntilSignalTest : public ::testing::TestWithParam<int> {};
