@@ -4,17 +4,22 @@
 // of its neighbours. SIGTERM or SIGINT: stops serving and stops the plugins;
 // tasks keep running for the next berth-node to recover.
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "services/common/service_main.h"
 #include "services/node/node_server.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/restart_policy.h"
+#include "services/node/task_manager.h"
 #include "services/node/task_userns.h"
 
 ABSL_FLAG(std::string, runtime_dir, std::string(berth::kDefaultRuntimeDir),
@@ -56,6 +61,25 @@ ABSL_FLAG(uint32_t, userns_count, 0, "See --userns_base.");
 ABSL_FLAG(uint32_t, userns_size, 65536,
           "Host ids (uids and gids alike) mapped into each task's user "
           "namespace.");
+ABSL_FLAG(int32_t, max_tasks, 1024,
+          "The most tasks the node keeps, running or ended (each is a record, "
+          "a directory and, running, a thread): RunTask beyond it is "
+          "RESOURCE_EXHAUSTED until tasks are removed. At least 1.");
+ABSL_FLAG(int32_t, restart_history, 10,
+          "The earlier runs of a restarted task whose output is kept (berth "
+          "logs shows them); older runs' output is deleted. The task's "
+          "restart count still counts every restart. 0: none kept.");
+ABSL_FLAG(absl::Duration, restart_min_delay, absl::Milliseconds(100),
+          "No restart of a task (--restart always or on-failure) comes "
+          "sooner than this after its run ended, whatever its policy's "
+          "delay; each run in a row shorter than --restart_backoff_reset "
+          "doubles it, up to --restart_max_delay.");
+ABSL_FLAG(absl::Duration, restart_max_delay, absl::Seconds(10),
+          "Where the doubling of restart delays stops (a policy's own longer "
+          "delay is kept). See --restart_min_delay.");
+ABSL_FLAG(absl::Duration, restart_backoff_reset, absl::Seconds(10),
+          "A run that lasted at least this long starts the doubling of its "
+          "task's restart delay over. See --restart_min_delay.");
 ABSL_FLAG(std::string, node_id, "",
           "The node's identifier given to plugins; empty: the host name.");
 
@@ -80,6 +104,37 @@ std::string HostName() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// The limits' flags: usable values only.
+absl::Status CheckLimitFlags(const berth::node::TaskManager::Options& tasks) {
+  if (tasks.max_tasks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_tasks must be at least 1, not ", tasks.max_tasks));
+  }
+  if (tasks.restart_history < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--restart_history must not be negative, not ", tasks.restart_history));
+  }
+  const berth::node::RestartBackoff& backoff = tasks.restart_backoff;
+  for (const auto& [flag, value] :
+       {std::pair<const char*, absl::Duration>{"--restart_min_delay",
+                                               backoff.min_delay},
+        {"--restart_max_delay", backoff.max_delay},
+        {"--restart_backoff_reset", backoff.reset_after}}) {
+    if (value < absl::ZeroDuration() || value == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " must be a finite duration not below 0, not ",
+                       absl::FormatDuration(value)));
+    }
+  }
+  if (backoff.max_delay < backoff.min_delay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--restart_max_delay (", absl::FormatDuration(backoff.max_delay),
+        ") must not be below --restart_min_delay (",
+        absl::FormatDuration(backoff.min_delay), ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -124,6 +179,18 @@ int main(int argc, char** argv) {
   options.id_ranges.base = absl::GetFlag(FLAGS_userns_base);
   options.id_ranges.count = absl::GetFlag(FLAGS_userns_count);
   options.id_ranges.size = absl::GetFlag(FLAGS_userns_size);
+  options.task_options.max_tasks = absl::GetFlag(FLAGS_max_tasks);
+  options.task_options.restart_history = absl::GetFlag(FLAGS_restart_history);
+  options.task_options.restart_backoff.min_delay =
+      absl::GetFlag(FLAGS_restart_min_delay);
+  options.task_options.restart_backoff.max_delay =
+      absl::GetFlag(FLAGS_restart_max_delay);
+  options.task_options.restart_backoff.reset_after =
+      absl::GetFlag(FLAGS_restart_backoff_reset);
+  if (absl::Status s = CheckLimitFlags(options.task_options); !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 2;
+  }
   options.grace = kGrace;
   absl::StatusOr<std::unique_ptr<berth::node::NodeServer>> node =
       berth::node::NodeServer::BuildAndStart(std::move(options));

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -139,6 +140,7 @@ class NodeServerTest : public ::testing::Test {
     options.plugin_options.min_backoff = absl::Milliseconds(50);
     options.plugin_options.health_interval = absl::Milliseconds(500);
     options.grace = absl::Seconds(1);
+    if (configure_) configure_(options);
     auto node = NodeServer::BuildAndStart(std::move(options));
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
@@ -196,6 +198,8 @@ class NodeServerTest : public ::testing::Test {
     return dir_.Join(absl::StrCat("state/node/tasks/", id));
   }
 
+  // Changes the options of the nodes StartNode starts (limits).
+  std::function<void(NodeServer::Options&)> configure_;
   ShortTempDir dir_;
   FakeNetns netns_;
   std::unique_ptr<UnixGrpcServer> netns_server_;
@@ -263,6 +267,60 @@ TEST_F(NodeServerTest, AlwaysRestartsUntilStopped) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(Inspect(task->id()).restarts(), restarts);
   EXPECT_EQ(Inspect(task->id()).state(), v1::TASK_STATE_EXITED);
+}
+
+// --max_tasks: every record counts, running or not; one more is refused
+// naming the flag and its value, and nothing of it is kept.
+TEST_F(NodeServerTest, TasksBeyondMaxTasksAreRefusedWithAClearError) {
+  configure_ = [](NodeServer::Options& options) {
+    options.task_options.max_tasks = 2;
+  };
+  StartNode();
+  absl::StatusOr<v1::Task> ended = Run(Shell("exit 0"));
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(ended->id(), v1::TASK_STATE_EXITED); }));
+  absl::StatusOr<v1::Task> running = Run(Shell("exec sleep 60"));
+  ASSERT_TRUE(running.ok()) << running.status();
+  absl::StatusOr<v1::Task> refused = Run(Shell("exit 0"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("berth-node holds 2 tasks, the most its --max_tasks "
+                        "(2) allows"));
+  EXPECT_EQ(List(/*all=*/true).size(), 2u);
+  // A removed task makes room.
+  ASSERT_TRUE(Remove(ended->id(), /*force=*/false).ok());
+  absl::StatusOr<v1::Task> again = Run(Shell("exit 0"));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// --restart_history: a task restarted more often keeps the output of its
+// last runs only; Task.restarts counts them all.
+TEST_F(NodeServerTest, OnlyTheLastRunsOfARestartedTaskAreKept) {
+  configure_ = [](NodeServer::Options& options) {
+    options.task_options.restart_history = 2;
+    options.task_options.restart_backoff.min_delay = absl::Milliseconds(10);
+    options.task_options.restart_backoff.max_delay = absl::Milliseconds(20);
+  };
+  StartNode();
+  v1::TaskSpec spec = Shell("echo run; exit 1");
+  *spec.mutable_restart() = Policy(v1::RESTART_MODE_ON_FAILURE, 5);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::Task now = Inspect(task->id());
+    return now.state() == v1::TASK_STATE_EXITED && now.restarts() == 5;
+  })) << Inspect(task->id()).DebugString();
+  const std::vector<std::string> kept =
+      node_->tasks().EarlierLogDirs(task->id());
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_THAT(kept[0], ::testing::EndsWith("/run-3"));
+  EXPECT_THAT(kept[1], ::testing::EndsWith("/run-4"));
+  EXPECT_FALSE(PathExists(
+      dir_.Join(absl::StrCat("state/node/logs/", task->id(), "/run-0"))));
+  EXPECT_EQ(Inspect(task->id()).restarts(), 5u);
 }
 
 TEST_F(NodeServerTest, StopThenRemoveLeavesNothing) {

@@ -350,6 +350,14 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
     if (shutting_down_) {
       return absl::UnavailableError("berth-node is shutting down");
     }
+    // Every record counts, running or not: each holds a row, a directory
+    // and (running) a supervisor thread.
+    if (tasks_.size() >= static_cast<size_t>(std::max(options_.max_tasks, 0))) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "berth-node holds ", tasks_.size(),
+          " tasks, the most its --max_tasks (", options_.max_tasks,
+          ") allows; remove finished tasks (berth rm) before running more"));
+    }
     for (const auto& [other_id, other] : tasks_) {
       if (other->record.task().spec().name() == task.spec().name()) {
         return absl::AlreadyExistsError(

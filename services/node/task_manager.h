@@ -27,6 +27,7 @@
 #include "services/node/id_ranges.h"
 #include "services/node/images_client.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/restart_policy.h"
 #include "services/node/task_isolation.h"
 #include "services/node/task_network.h"
 #include "services/node/task_store.h"
@@ -65,6 +66,15 @@ class TaskManager {
     // The host's resolv.conf, which tasks' /etc/resolv.conf starts from
     // (task_etc_files.h).
     std::string host_resolv_conf = "/etc/resolv.conf";
+    // The most tasks the node keeps, running or not (--max_tasks): Run
+    // beyond it is RESOURCE_EXHAUSTED until tasks are removed.
+    int max_tasks = 1024;
+    // The earlier runs of a task whose output is kept (--restart_history):
+    // older ones are deleted as a restart keeps the last run's.
+    // Task.restarts still counts every restart.
+    int restart_history = 10;
+    // How restarts of tasks whose runs end quickly slow down.
+    RestartBackoff restart_backoff;
   };
 
   TaskManager(Options options, TaskStore* store, PluginManager* plugins,
@@ -222,7 +232,8 @@ class TaskManager {
   absl::Status DestroyDriverTask(Entry& entry, bool even_if_unrecorded = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Moves the run's logs/ to HistoryDir(id)/run-<run> before the driver
-  // destroys the run (and its directory) for a restart.
+  // destroys the run (and its directory) for a restart, and deletes those
+  // of runs before the last options_.restart_history.
   void KeepRunLogs(const std::string& id, uint32_t run);
 
   // --- Health checks (task_health.cc).

@@ -19,7 +19,9 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/proto_time.h"
 #include "glog/logging.h"
 #include "plugins/host/errors.h"
@@ -83,6 +85,23 @@ void TaskManager::KeepRunLogs(const std::string& id, uint32_t run) {
   if (rename(LogDir(id).c_str(), kept.c_str()) != 0 && errno != ENOENT) {
     LOG(WARNING) << "task " << id << ": cannot keep the output of run " << run
                  << " in " << kept << ": " << std::strerror(errno);
+  }
+  // Only the last restart_history runs' (a task restarting for ever must not
+  // fill the disk with directories); a failed deletion is tried again at the
+  // next restart.
+  const int64_t keep = std::max(options_.restart_history, 0);
+  for (const std::string& dir : EarlierLogDirs(id)) {
+    absl::string_view name = dir;
+    uint32_t earlier = 0;
+    if (!absl::ConsumePrefix(&name, absl::StrCat(history, "/run-")) ||
+        !absl::SimpleAtoi(name, &earlier) ||
+        static_cast<int64_t>(earlier) + keep > static_cast<int64_t>(run)) {
+      continue;
+    }
+    if (absl::Status s = RemoveTree(dir); !s.ok()) {
+      LOG(WARNING) << "task " << id << ": cannot drop the output of run "
+                   << earlier << " (--restart_history " << keep << "): " << s;
+    }
   }
 }
 
@@ -506,11 +525,19 @@ bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
     id = task.id();
     *task.mutable_exit_result() = result;
     *task.mutable_finished_at() = FinishedAt(task, result);
-    const RestartDecision decision =
-        DecideRestart(task.spec().restart(), result, task.restarts(),
-                      entry.stop_requested || task.stopped());
+    // How long the run lasted (unknown for a run never seen starting: as a
+    // quick one).
+    const absl::Duration lasted =
+        task.has_started_at() ? base::FromProtoTimestamp(task.finished_at()) -
+                                    base::FromProtoTimestamp(task.started_at())
+                              : absl::ZeroDuration();
+    const RestartDecision decision = DecideRestart(
+        task.spec().restart(), result, task.restarts(),
+        entry.stop_requested || task.stopped(), options_.restart_backoff,
+        entry.record.restart_backoff(), lasted);
     restart = decision.restart;
     delay = decision.delay;
+    entry.record.set_restart_backoff(decision.backoff_level);
     if (entry.health_restart) {
       // Its health check's on_failure ended the run to restart it.
       entry.health_restart = false;
