@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -136,6 +137,21 @@ absl::StatusOr<std::vector<RlimitSpec>> ResolveRlimits(
       return absl::InvalidArgumentError(absl::StrCat(
           "rlimits[", i, "].soft ", rlimit.soft(), " of ", rlimit.type(),
           " is above its hard limit ", rlimit.hard()));
+    }
+    // setrlimit(2) refuses an RLIMIT_NOFILE above fs.nr_open (RLIM_INFINITY
+    // included) even to root: said here, naming the field, rather than by
+    // the task's init once everything is made.
+    if (found->resource == RLIMIT_NOFILE) {
+      const absl::StatusOr<std::string> nr_open =
+          base::ReadFile("/proc/sys/fs/nr_open", 64);
+      uint64_t most = 0;
+      if (nr_open.ok() &&
+          absl::SimpleAtoi(absl::StripAsciiWhitespace(*nr_open), &most) &&
+          rlimit.hard() > most) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rlimits[", i, "].hard ", rlimit.hard(),
+            " of RLIMIT_NOFILE is above this node's fs.nr_open, ", most));
+      }
     }
     resolved.push_back({found->resource, rlimit.soft(), rlimit.hard()});
   }
@@ -810,6 +826,26 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
                      " is below the ", kMinPids,
                      " processes a task needs (its init and its program)"));
   }
+  if (resources.memory_bytes() > kMaxMemoryBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "resources.memory_bytes ", resources.memory_bytes(),
+        " is above ", kMaxMemoryBytes, ", the most a cgroup can limit"));
+  }
+  if (resources.pids_limit() > kMaxPids) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "resources.pids_limit ", resources.pids_limit(), " is above ",
+        kMaxPids, ", the most pids.max takes (the kernel's PID_MAX_LIMIT)"));
+  }
+  if (resources.cpu_millicores() > kMaxCpuMillicores) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "resources.cpu_millicores ", resources.cpu_millicores(),
+        " is above ", kMaxCpuMillicores, " (a million cores)"));
+  }
+  if (resources.cpu_shares() > kMaxCpuShares) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "resources.cpu_shares ", resources.cpu_shares(),
+                     " is above ", kMaxCpuShares, ", the most cgroups take"));
+  }
   spec.limits.cpu_shares = resources.cpu_shares();
   spec.limits.cpu_millicores = resources.cpu_millicores();
   spec.limits.memory_bytes = resources.memory_bytes();
@@ -842,6 +878,11 @@ absl::StatusOr<TaskSpec> ResolveTaskSpec(const driver::v1::TaskConfig& task,
   }
 
   // Logs.
+  if (task.logs().max_files() > kMaxLogFiles) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "logs.max_files ", task.logs().max_files(), " is above ",
+        kMaxLogFiles, ", the most rotated files kept per stream"));
+  }
   if (task.logs().max_file_bytes() != 0) {
     spec.log_max_bytes = task.logs().max_file_bytes();
   }

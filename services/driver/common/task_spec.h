@@ -41,6 +41,23 @@ inline constexpr uint64_t kMinMemoryBytes = 4 << 20;
 // The init and the program.
 inline constexpr uint64_t kMinPids = 2;
 
+// The largest values a client may ask for, so that none wraps or is cut
+// when converted to what the kernel takes; INVALID_ARGUMENT naming the
+// field above them.
+// cgroup v1 cpu.shares' maximum (runc refuses more as well).
+inline constexpr uint64_t kMaxCpuShares = 262144;
+// A million cores: the CFS quota (millicores * 100 microseconds per 100 ms
+// period) stays far below the kernel's 2^44 - 1 microseconds and int64.
+inline constexpr uint64_t kMaxCpuMillicores = 1000000000;
+// What memory.max and memory.limit_in_bytes can hold (the kernel counts
+// pages in a long; more is silently taken as no limit).
+inline constexpr uint64_t kMaxMemoryBytes = 0x7fffffffffffffffULL;
+// pids.max takes less than the kernel's PIDS_MAX (PID_MAX_LIMIT + 1).
+inline constexpr uint64_t kMaxPids = 4194304;
+// Rotated files kept per stream: berth-node's log reader reads no more (and
+// each rotation renames every one of them).
+inline constexpr uint32_t kMaxLogFiles = 1000;
+
 inline constexpr uint64_t kDefaultLogFileBytes = 10 << 20;
 inline constexpr uint32_t kDefaultLogFiles = 4;
 

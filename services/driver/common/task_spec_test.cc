@@ -164,6 +164,89 @@ TEST(TaskSpecTest, RlimitsAreResolvedAndCheckedNamingTheEntry) {
   }
 }
 
+// Values a client may send that the kernel would not take, or that would
+// wrap when converted: refused before anything is made, naming the field;
+// the largest allowed value passes.
+TEST(TaskSpecTest, LimitsTooLargeToConvertAreRefusedNamingTheField) {
+  struct Case {
+    std::function<void(dv1::TaskConfig*, bool)> set;  // true: one too many
+    std::string want;
+  };
+  const Case cases[] = {
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_resources()->set_cpu_millicores(kMaxCpuMillicores + over);
+       },
+       "task t1: resources.cpu_millicores 1000000001 is above 1000000000"},
+      {[](dv1::TaskConfig* t, bool over) {
+         // Would wrap as millicores * 100 microseconds of quota.
+         t->mutable_resources()->set_cpu_millicores(over ? UINT64_MAX / 10
+                                                         : kMaxCpuMillicores);
+       },
+       "resources.cpu_millicores 1844674407370955161 is above"},
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_resources()->set_cpu_shares(kMaxCpuShares + over);
+       },
+       "task t1: resources.cpu_shares 262145 is above 262144"},
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_resources()->set_memory_bytes(over ? UINT64_MAX
+                                                       : kMaxMemoryBytes);
+       },
+       "task t1: resources.memory_bytes 18446744073709551615 is above "
+       "9223372036854775807"},
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_resources()->set_pids_limit(kMaxPids + over);
+       },
+       "task t1: resources.pids_limit 4194305 is above 4194304"},
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_resources()->set_pids_limit(over ? UINT64_MAX : kMaxPids);
+       },
+       "resources.pids_limit 18446744073709551615 is above"},
+      {[](dv1::TaskConfig* t, bool over) {
+         t->mutable_logs()->set_max_files(over ? UINT32_MAX : kMaxLogFiles);
+       },
+       "task t1: logs.max_files 4294967295 is above 1000"},
+  };
+  for (const Case& c : cases) {
+    dv1::TaskConfig task = Config("/bin/true");
+    c.set(&task, false);
+    absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s");
+    EXPECT_TRUE(spec.ok()) << c.want << ": " << spec.status();
+    task = Config("/bin/true");
+    c.set(&task, true);
+    spec = ResolveTaskSpec(task, "/s");
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.want;
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.want));
+  }
+}
+
+// setrlimit(2) refuses an RLIMIT_NOFILE above fs.nr_open, RLIM_INFINITY
+// included: refused up front, naming the entry.
+TEST(TaskSpecTest, AnOpenFilesLimitAboveNrOpenIsRefused) {
+  std::ifstream in("/proc/sys/fs/nr_open");
+  uint64_t nr_open = 0;
+  if (!(in >> nr_open)) {
+    GTEST_SKIP() << "no /proc/sys/fs/nr_open to compare with";
+  }
+  for (uint64_t hard : {nr_open + 1, uint64_t{RLIM_INFINITY}}) {
+    dv1::TaskConfig task = Config("/bin/true");
+    dv1::Rlimit* nofile = task.add_rlimits();
+    nofile->set_type("RLIMIT_NOFILE");
+    nofile->set_soft(1024);
+    nofile->set_hard(hard);
+    absl::StatusOr<TaskSpec> spec = ResolveTaskSpec(task, "/s");
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(spec.status().message(),
+                HasSubstr(absl::StrCat("rlimits[0].hard ", hard,
+                                       " of RLIMIT_NOFILE is above this "
+                                       "node's fs.nr_open, ",
+                                       nr_open)));
+    nofile->set_hard(nr_open);
+    spec = ResolveTaskSpec(task, "/s");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+  }
+}
+
 TEST(TaskSpecTest, TheTasksPathIsSearchedAndAPathWithASlashTakenAsIs) {
   ShortTempDir dir;
   const std::string program = dir.Join("tool");
