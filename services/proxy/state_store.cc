@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/unique_fd.h"
 #include "glog/logging.h"
 
@@ -77,14 +78,17 @@ absl::Status WriteAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-// The fields of a record file, or empty when unreadable.
+// The fields of a record file, or empty when unreadable. Every field ends
+// with a newline; an empty field is an empty line.
 std::vector<std::string> ReadFields(const std::string& path) {
   std::ifstream in(path);
   std::stringstream buffer;
   buffer << in.rdbuf();
+  const std::string content = buffer.str();
+  absl::string_view text = content;
+  if (!absl::ConsumeSuffix(&text, "\n")) return {};
   std::vector<std::string> fields;
-  for (absl::string_view line :
-       absl::StrSplit(buffer.str(), '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     std::string field;
     if (!absl::CUnescape(line, &field)) return {};
     fields.push_back(std::move(field));

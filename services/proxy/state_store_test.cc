@@ -39,6 +39,27 @@ TEST(StateStoreTest, KeepsRecordsUntilRemoved) {
   EXPECT_EQ(state.sessions[0].process_id, "p-1");
 }
 
+// Found by state_store_fuzzer: an empty field was an empty line, which
+// reading skipped, and the record (one field short) was dropped.
+TEST(StateStoreTest, EmptyFieldsAndEscapesRoundTrip) {
+  ShortTempDir dir;
+  absl::StatusOr<StateStore> store = StateStore::Open(dir.Join("proxy"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(
+      store->PutSession({"a\\b\"c", std::string("\0\x01\xff\n", 4), "", "p"})
+          .ok());
+  ASSERT_TRUE(store->PutSandbox({"sb", ""}).ok());
+  StateStore::State state = store->Load();
+  ASSERT_EQ(state.sessions.size(), 1u);
+  EXPECT_EQ(state.sessions[0].token, "a\\b\"c");
+  EXPECT_EQ(state.sessions[0].sandbox_id, std::string("\0\x01\xff\n", 4));
+  EXPECT_EQ(state.sessions[0].container_id, "");
+  EXPECT_EQ(state.sessions[0].process_id, "p");
+  ASSERT_EQ(state.sandboxes.size(), 1u);
+  EXPECT_EQ(state.sandboxes[0].sandbox_id, "sb");
+  EXPECT_EQ(state.sandboxes[0].target, "");
+}
+
 TEST(StateStoreTest, OpenNamesTheDirectoryItCannotMake) {
   absl::StatusOr<StateStore> store = StateStore::Open("/proc/berth-nope");
   ASSERT_FALSE(store.ok());
