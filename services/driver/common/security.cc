@@ -360,7 +360,9 @@ bool IsNativeGoArch(const std::string& name) {
   }
 }
 
-// The running kernel's "major.minor" as one comparable number.
+// The running kernel's "major.minor" as one comparable number (a major
+// above 99999 or a minor above 999 is not a kernel's: it would overflow or
+// compare wrong).
 std::optional<int> KernelVersion(absl::string_view release) {
   std::vector<absl::string_view> parts = absl::StrSplit(release, '.');
   if (parts.size() < 2) return std::nullopt;
@@ -372,7 +374,8 @@ std::optional<int> KernelVersion(absl::string_view release) {
     ++digits;
   }
   if (!absl::SimpleAtoi(parts[0], &major) ||
-      !absl::SimpleAtoi(minor_digits.substr(0, digits), &minor)) {
+      !absl::SimpleAtoi(minor_digits.substr(0, digits), &minor) || major < 0 ||
+      major > 99999 || minor > 999) {
     return std::nullopt;
   }
   return major * 1000 + minor;

@@ -452,6 +452,12 @@ TEST(SeccompProfileTest, MalformedProfilesNameThePath) {
       {R"({"defaultAction": "SCMP_ACT_ALLOW",
            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_NOPE"]})",
        "architectures[1]: \"SCMP_ARCH_NOPE\" is not an architecture"},
+      // Found by seccomp_profile_fuzzer: major * 1000 overflowed an int.
+      {R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+          {"names": ["getppid"], "action": "SCMP_ACT_ERRNO",
+           "includes": {"minKernel": "99999999.1"}}]})",
+       "syscalls[0].includes.minKernel: \"99999999.1\" is not a kernel "
+       "version"},
       {R"({"defaultAction": "SCMP_ACT_NOTIFY"})",
        "defaultAction: SCMP_ACT_NOTIFY is not supported (no agent listens for "
        "notifications)"},
