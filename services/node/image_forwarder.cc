@@ -1,6 +1,7 @@
 #include "services/node/image_forwarder.h"
 
 #include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
@@ -38,6 +39,13 @@ grpc::Status ImageForwarder::CheckNotTask(const std::string& id) const {
 grpc::Status ImageForwarder::PullImage(
     grpc::ServerContext* context, const imagepb::PullImageRequest* request,
     grpc::ServerWriter<imagepb::PullImageProgress>* writer) {
+  StreamLimiter::Slot slot;
+  if (streams_ != nullptr) {
+    absl::StatusOr<StreamLimiter::Slot> acquired =
+        streams_->Acquire(*context, "PullImage");
+    if (!acquired.ok()) return ToGrpcStatus(acquired.status());
+    slot = *std::move(acquired);
+  }
   if (absl::Status s = images_->Connect(); !s.ok()) return ToGrpcStatus(s);
   // A child call: the caller's cancellation cancels it, also while it waits
   // for berth-images' next message.
@@ -63,6 +71,13 @@ grpc::Status ImageForwarder::ImportImage(
     grpc::ServerContext* context,
     grpc::ServerReader<imagepb::ImportImageRequest>* reader,
     imagepb::ImportImageResponse* response) {
+  StreamLimiter::Slot slot;
+  if (streams_ != nullptr) {
+    absl::StatusOr<StreamLimiter::Slot> acquired =
+        streams_->Acquire(*context, "ImportImage");
+    if (!acquired.ok()) return ToGrpcStatus(acquired.status());
+    slot = *std::move(acquired);
+  }
   if (absl::Status s = images_->Connect(); !s.ok()) return ToGrpcStatus(s);
   std::unique_ptr<grpc::ClientContext> upstream =
       grpc::ClientContext::FromServerContext(*context);

@@ -19,16 +19,19 @@
 
 #include "berth/image/v1/image.grpc.pb.h"
 #include "services/node/images_client.h"
+#include "services/node/stream_limiter.h"
 
 namespace berth::node {
 
 class ImageForwarder final : public image::v1::ImageService::Service {
  public:
   // `images` outlives this; `is_task` says whether an id is one of the
-  // node's tasks.
+  // node's tasks; `streams` (null: no limit) bounds the streaming calls
+  // (PullImage, ImportImage) of each client, with the node's.
   ImageForwarder(ImagesClient* images,
-                 std::function<bool(const std::string&)> is_task)
-      : images_(images), is_task_(std::move(is_task)) {}
+                 std::function<bool(const std::string&)> is_task,
+                 StreamLimiter* streams = nullptr)
+      : images_(images), is_task_(std::move(is_task)), streams_(streams) {}
 
   grpc::Status PullImage(
       grpc::ServerContext* context, const image::v1::PullImageRequest* request,
@@ -77,6 +80,7 @@ class ImageForwarder final : public image::v1::ImageService::Service {
 
   ImagesClient* const images_;
   const std::function<bool(const std::string&)> is_task_;
+  StreamLimiter* const streams_;
 };
 
 }  // namespace berth::node

@@ -80,6 +80,10 @@ ABSL_FLAG(absl::Duration, restart_max_delay, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, restart_backoff_reset, absl::Seconds(10),
           "A run that lasted at least this long starts the doubling of its "
           "task's restart delay over. See --restart_min_delay.");
+ABSL_FLAG(int32_t, max_streams_per_client, 64,
+          "The streaming calls (events, logs, stats, exec, attach, image pulls "
+          "and imports) one client connection of node.sock may hold open at "
+          "once; one more is RESOURCE_EXHAUSTED until one ends. At least 1.");
 ABSL_FLAG(std::string, node_id, "",
           "The node's identifier given to plugins; empty: the host name.");
 
@@ -187,6 +191,12 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_restart_max_delay);
   options.task_options.restart_backoff.reset_after =
       absl::GetFlag(FLAGS_restart_backoff_reset);
+  options.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
+  if (options.max_streams_per_client < 1) {
+    LOG(ERROR) << "--max_streams_per_client must be at least 1, not "
+               << options.max_streams_per_client;
+    return 2;
+  }
   if (absl::Status s = CheckLimitFlags(options.task_options); !s.ok()) {
     LOG(ERROR) << s.message();
     return 2;

@@ -65,7 +65,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
       });
   if (absl::Status s = node->tasks_->Recover(); !s.ok()) return s;
 
+  node->streams_ =
+      std::make_unique<StreamLimiter>(options.max_streams_per_client);
   NodeServiceImpl::Options service_options;
+  service_options.streams = node->streams_.get();
   service_options.version = options.version;
   service_options.stats_socket = options.stats_socket;
   service_options.proxy_socket = options.proxy_socket;
@@ -80,7 +83,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
     TaskManager* tasks = node->tasks_.get();
     node->image_forwarder_ = std::make_unique<ImageForwarder>(
         node->images_.get(),
-        [tasks](const std::string& id) { return tasks->IsTask(id); });
+        [tasks](const std::string& id) { return tasks->IsTask(id); },
+        node->streams_.get());
     server_options.services.push_back(node->image_forwarder_.get());
   }
   absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =

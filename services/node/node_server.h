@@ -18,6 +18,7 @@
 #include "services/node/images_client.h"
 #include "services/node/node_service.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/stream_limiter.h"
 #include "services/node/task_manager.h"
 #include "services/node/task_store.h"
 
@@ -59,6 +60,10 @@ class NodeServer {
     IdRangeAllocator::Options id_ranges;
     // How long Shutdown gives open calls.
     absl::Duration grace = absl::Seconds(5);
+    // The streaming calls one client (connection) of node.sock may hold open
+    // at once (--max_streams_per_client): NodeService's and the forwarded
+    // image pulls and imports.
+    int max_streams_per_client = 64;
   };
 
   // Opens the state, starts the plugins, recovers the stored tasks, then
@@ -93,6 +98,7 @@ class NodeServer {
   std::unique_ptr<ImagesClient> images_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<StreamLimiter> streams_;
   std::unique_ptr<NodeServiceImpl> service_;
   std::unique_ptr<ImageForwarder> image_forwarder_;
   std::unique_ptr<UnixGrpcServer> server_;

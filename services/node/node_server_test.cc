@@ -737,6 +737,85 @@ grpc::Status AttachOnce(v1::NodeService::Stub& stub, const std::string& ref) {
   return stream->Finish();
 }
 
+// The status of a TaskLogs call (without follow) on `id`.
+grpc::Status LogsOnce(v1::NodeService::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::TaskLogsRequest request;
+  request.set_task_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::TaskLogsResponse>> logs =
+      stub.TaskLogs(&context, request);
+  v1::TaskLogsResponse response;
+  while (logs->Read(&response)) {
+  }
+  return logs->Finish();
+}
+
+// --max_streams_per_client: one more stream of a client that holds as many
+// as allowed is refused, whichever call it is, naming the flag and its
+// value; unary calls go on; a cancelled stream's place is free again.
+TEST_F(NodeServerTest, StreamsOfOneClientAreBoundedWithAClearError) {
+  configure_ = [](NodeServer::Options& options) {
+    options.max_streams_per_client = 3;
+  };
+  StartNode({"--join_networks", "--attach"});
+  absl::StatusOr<v1::Task> task = Run(Shell("echo hello"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return InState(task->id(), v1::TASK_STATE_EXITED); }));
+  ASSERT_TRUE(LogsOnce(*stub_, task->id()).ok());
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::EventsResponse>>> events;
+  for (int i = 0; i < 3; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    events.push_back(stub_->Events(contexts.back().get(), v1::EventsRequest()));
+    // The node sends headers once subscribed: the stream holds its place.
+    events.back()->WaitForInitialMetadata();
+  }
+  const grpc::Status logs = LogsOnce(*stub_, task->id());
+  EXPECT_EQ(logs.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << logs.error_message();
+  EXPECT_THAT(logs.error_message(), HasSubstr("has 3 streaming calls open"));
+  EXPECT_THAT(logs.error_message(), HasSubstr("--max_streams_per_client (3)"));
+  EXPECT_THAT(logs.error_message(), HasSubstr("TaskLogs"));
+  // The callback calls too, before their first message.
+  const grpc::Status attach = AttachOnce(*stub_, task->id());
+  EXPECT_EQ(attach.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << attach.error_message();
+  EXPECT_THAT(attach.error_message(),
+              HasSubstr("--max_streams_per_client (3)"));
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<
+        grpc::ClientReaderWriter<driver::v1::ExecTaskStreamingRequest,
+                                 driver::v1::ExecTaskStreamingResponse>>
+        exec = stub_->ExecTaskStreaming(&context);
+    driver::v1::ExecTaskStreamingResponse response;
+    while (exec->Read(&response)) {
+    }
+    const grpc::Status refused = exec->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << refused.error_message();
+  }
+  // Unary calls are not streams.
+  EXPECT_EQ(List(/*all=*/true).size(), 1u);
+
+  // One stream cancelled: its place is free again.
+  contexts[0]->TryCancel();
+  v1::EventsResponse event;
+  while (events[0]->Read(&event)) {
+  }
+  (void)events[0]->Finish();
+  EXPECT_TRUE(WaitFor([&] { return LogsOnce(*stub_, task->id()).ok(); }));
+  for (size_t i = 1; i < contexts.size(); ++i) {
+    contexts[i]->TryCancel();
+    while (events[i]->Read(&event)) {
+    }
+    (void)events[i]->Finish();
+  }
+}
+
 TEST_F(NodeServerTest, AttachRelaysBothWaysThenSendsTheRunsExit) {
   StartNode({"--join_networks", "--attach"});
   const std::string go = dir_.Join("go");

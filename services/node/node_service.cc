@@ -146,8 +146,15 @@ class ExecRelay final
     : public grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                                      driver::v1::ExecTaskStreamingResponse> {
  public:
-  ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context)
+  ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context,
+            absl::StatusOr<StreamLimiter::Slot> slot)
       : tasks_(tasks), context_(context) {
+    if (!slot.ok()) {
+      // The client holds as many streams as it may: refused before reading.
+      Finish(ToGrpcStatus(slot.status()));
+      return;
+    }
+    slot_ = *std::move(slot);
     StartRead(&request_);
   }
 
@@ -205,6 +212,8 @@ class ExecRelay final
       absl::MutexLock lock(&mu_);
       stop_upstream_ = true;
     }
+    // Here, not at deletion: the service may be gone by then.
+    slot_.Release();
     std::thread([this] { JoinAndDelete(); }).detach();
   }
 
@@ -322,6 +331,8 @@ class ExecRelay final
 
   TaskManager* const tasks_;
   grpc::CallbackServerContext* const context_;
+  // Its place among its client's streams, released in OnDone.
+  StreamLimiter::Slot slot_;
   plugin::host::CallCanceller canceller_;
   // Only the call's reads touch it (one at a time).
   driver::v1::ExecTaskStreamingRequest request_;
@@ -346,7 +357,9 @@ class ExecRelay final
 grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
                         driver::v1::ExecTaskStreamingResponse>*
 NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
-  return new ExecRelay(tasks_, context);
+  return new ExecRelay(
+      tasks_, context,
+      AcquireStream(*context, "berth.node.v1.NodeService/ExecTaskStreaming"));
 }
 
 namespace {
@@ -364,8 +377,15 @@ class AttachRelay final
                                      driver::v1::AttachTaskResponse> {
  public:
   AttachRelay(NodeServiceImpl* service, TaskManager* tasks,
-              PluginManager* plugins, grpc::CallbackServerContext* context)
+              PluginManager* plugins, grpc::CallbackServerContext* context,
+              absl::StatusOr<StreamLimiter::Slot> slot)
       : service_(service), tasks_(tasks), plugins_(plugins), context_(context) {
+    if (!slot.ok()) {
+      // The client holds as many streams as it may: refused before reading.
+      Finish(ToGrpcStatus(slot.status()));
+      return;
+    }
+    stream_slot_ = *std::move(slot);
     StartRead(&request_);
   }
 
@@ -425,6 +445,7 @@ class AttachRelay final
     }
     if (holds_slot_) service_->ReleaseAttachSlot(id_);
     holds_slot_ = false;
+    stream_slot_.Release();
     std::thread([this] { JoinAndDelete(); }).detach();
   }
 
@@ -607,6 +628,8 @@ class AttachRelay final
   std::string id_;
   uint32_t run_ = 0;
   bool holds_slot_ = false;
+  // Its place among its client's streams, released in OnDone.
+  StreamLimiter::Slot stream_slot_;
   std::thread upstream_;
   std::thread downstream_;
   absl::Mutex mu_;
@@ -632,6 +655,12 @@ bool NodeServiceImpl::AcquireAttachSlot(const std::string& task_id) {
   return true;
 }
 
+absl::StatusOr<StreamLimiter::Slot> NodeServiceImpl::AcquireStream(
+    const grpc::ServerContextBase& context, absl::string_view rpc) {
+  if (options_.streams == nullptr) return StreamLimiter::Slot();
+  return options_.streams->Acquire(context, rpc);
+}
+
 void NodeServiceImpl::ReleaseAttachSlot(const std::string& task_id) {
   absl::MutexLock lock(&mu_);
   auto it = attaches_.find(task_id);
@@ -642,12 +671,17 @@ void NodeServiceImpl::ReleaseAttachSlot(const std::string& task_id) {
 grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
                         driver::v1::AttachTaskResponse>*
 NodeServiceImpl::AttachTask(grpc::CallbackServerContext* context) {
-  return new AttachRelay(this, tasks_, plugins_, context);
+  return new AttachRelay(
+      this, tasks_, plugins_, context,
+      AcquireStream(*context, "berth.node.v1.NodeService/AttachTask"));
 }
 
 grpc::Status NodeServiceImpl::TaskStats(
     grpc::ServerContext* context, const v1::TaskStatsRequest* request,
     grpc::ServerWriter<v1::TaskStatsResponse>* writer) {
+  absl::StatusOr<StreamLimiter::Slot> slot =
+      AcquireStream(*context, "berth.node.v1.NodeService/TaskStats");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<TaskManager::Target> target =
       tasks_->RunningTarget(request->task_id());
   if (!target.ok()) return ToGrpcStatus(target.status());
@@ -764,6 +798,8 @@ grpc::Status NodeServiceImpl::TaskLogs(
     grpc::ServerContext* context, const v1::TaskLogsRequest* request,
     grpc::ServerWriter<v1::TaskLogsResponse>* writer) {
   constexpr char kRpc[] = "berth.node.v1.NodeService/TaskLogs";
+  absl::StatusOr<StreamLimiter::Slot> slot = AcquireStream(*context, kRpc);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<v1::Task> task = tasks_->Inspect(request->task_id());
   if (!task.ok()) return ToGrpcStatus(task.status());
   const std::string id = task->id();
@@ -812,6 +848,8 @@ grpc::Status NodeServiceImpl::Events(
     grpc::ServerContext* context, const v1::EventsRequest* request,
     grpc::ServerWriter<v1::EventsResponse>* writer) {
   constexpr char kRpc[] = "berth.node.v1.NodeService/Events";
+  absl::StatusOr<StreamLimiter::Slot> slot = AcquireStream(*context, kRpc);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   std::vector<std::string> ids;
   for (const std::string& ref : request->task_ids()) {
     absl::StatusOr<v1::Task> task = tasks_->Inspect(ref);

@@ -16,6 +16,7 @@
 #include "services/node/event_bus.h"
 #include "services/node/images_client.h"
 #include "services/node/plugin_manager.h"
+#include "services/node/stream_limiter.h"
 #include "services/node/task_manager.h"
 
 namespace berth::node {
@@ -33,6 +34,9 @@ class NodeServiceImpl final
     // berth-images, whose health GetNodeStatus reports; null: not
     // configured.
     ImagesClient* images = nullptr;
+    // Bounds each client's streaming calls (Events, TaskLogs, TaskStats,
+    // ExecTaskStreaming, AttachTask); null: no bound.
+    StreamLimiter* streams = nullptr;
   };
 
   NodeServiceImpl(Options options, TaskManager* tasks, PluginManager* plugins,
@@ -89,6 +93,11 @@ class NodeServiceImpl final
   // (false: there are kMaxAttachesPerTask), and its release.
   bool AcquireAttachSlot(const std::string& task_id);
   void ReleaseAttachSlot(const std::string& task_id);
+  // A place among the streaming calls of `context`'s client
+  // (Options::streams): RESOURCE_EXHAUSTED naming --max_streams_per_client
+  // when it has as many as allowed; an empty slot without a limiter.
+  absl::StatusOr<StreamLimiter::Slot> AcquireStream(
+      const grpc::ServerContextBase& context, absl::string_view rpc);
 
  private:
   bool stopping() const;
