@@ -22,6 +22,8 @@ grpc::ChannelArguments UnixChannelArguments() {
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  arguments.SetMaxSendMessageSize(kChannelMaxMessageBytes);
+  arguments.SetMaxReceiveMessageSize(kChannelMaxMessageBytes);
   return arguments;
 }
 

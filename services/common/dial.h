@@ -18,8 +18,15 @@ namespace berth {
 // socket whose server was killed and started again reuses the dead
 // connection, and its first calls fail with "Broken pipe"), and reconnection
 // attempts at most 1 s apart (a local service restarts in less; gRPC's
-// default backoff grows to 2 minutes while it is away).
+// default backoff grows to 2 minutes while it is away), and an explicit
+// largest message each way, kChannelMaxMessageBytes (gRPC's defaults: 4 MiB
+// received, no bound on what is sent).
 grpc::ChannelArguments UnixChannelArguments();
+
+// The largest message a channel of UnixChannelArguments sends or takes: as
+// large as a berth server takes by default (4 MiB). A larger one fails its
+// call with RESOURCE_EXHAUSTED naming both sizes.
+inline constexpr int kChannelMaxMessageBytes = 4 << 20;
 
 // Why a connection to `socket_path` did not come about, as far as a look at
 // the path tells: "no such socket", "not a socket", "connection refused (a

@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpc_health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
@@ -90,6 +92,34 @@ TEST(DialUnixTest, ConnectsToALiveServer) {
       DialUnix(path, absl::Seconds(30));
   ASSERT_TRUE(channel.ok()) << channel.status();
   EXPECT_EQ((*channel)->GetState(false), GRPC_CHANNEL_READY);
+}
+
+// The channel's own bound on what it sends is explicit: a request larger
+// than kChannelMaxMessageBytes fails before it leaves, naming both sizes.
+TEST(DialUnixTest, AMessageLargerThanTheChannelsBoundIsNotSent) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, absl::Seconds(30));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = grpc::health::v1::Health::NewStub(*channel);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(kChannelMaxMessageBytes + 1, 'x'));
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  const grpc::Status status = stub->Check(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat(kChannelMaxMessageBytes)));
+  // A request within it is answered.
+  grpc::health::v1::HealthCheckRequest small;
+  grpc::ClientContext again;
+  EXPECT_TRUE(stub->Check(&again, small, &response).ok());
 }
 
 }  // namespace

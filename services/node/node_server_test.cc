@@ -323,6 +323,21 @@ TEST_F(NodeServerTest, OnlyTheLastRunsOfARestartedTaskAreKept) {
   EXPECT_EQ(Inspect(task->id()).restarts(), 5u);
 }
 
+// A RunTask larger than node.sock takes (4 MiB unless told otherwise) is
+// refused by gRPC, naming the sizes; nothing of it is kept.
+TEST_F(NodeServerTest, AnOverSizeSpecIsRefusedNamingTheSize) {
+  StartNode();
+  v1::TaskSpec spec = Shell("exit 0");
+  (*spec.mutable_env())["BIG"] = std::string(5 << 20, 'x');
+  absl::StatusOr<v1::Task> refused = Run(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(absl::StrCat(4 << 20)));
+  EXPECT_THAT(refused.status().message(), HasSubstr("larger than max"));
+  EXPECT_TRUE(List(/*all=*/true).empty());
+}
+
 TEST_F(NodeServerTest, StopThenRemoveLeavesNothing) {
   StartNode();
   absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));

@@ -14,6 +14,7 @@
 #include "grpcpp/security/credentials.h"
 #include "plugins/host/driver_client.h"
 #include "plugins/host/errors.h"
+#include "services/common/dial.h"
 #include "services/common/status.h"
 #include "services/common/stream_log.h"
 #include "services/node/log_reader.h"
@@ -39,8 +40,9 @@ v1::ComponentStatus CheckHealth(const std::string& name,
     status.set_message("not configured");
     return status;
   }
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials()));
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials(),
+      UnixChannelArguments()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   grpc::health::v1::HealthCheckRequest request;
