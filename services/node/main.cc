@@ -84,6 +84,11 @@ ABSL_FLAG(int32_t, max_streams_per_client, 64,
           "The streaming calls (events, logs, stats, exec, attach, image pulls "
           "and imports) one client connection of node.sock may hold open at "
           "once; one more is RESOURCE_EXHAUSTED until one ends. At least 1.");
+ABSL_FLAG(uint64_t, default_pids_limit, 4096,
+          "The most processes and threads (pids.max) of a task whose spec "
+          "sets no resources.pids_limit, written into its spec when the "
+          "task is accepted (berth inspect shows it). 0: no limit; else at "
+          "least 32 (a sandbox task's init and agent count in it).");
 ABSL_FLAG(std::string, node_id, "",
           "The node's identifier given to plugins; empty: the host name.");
 
@@ -199,6 +204,15 @@ int main(int argc, char** argv) {
   }
   if (absl::Status s = CheckLimitFlags(options.task_options); !s.ok()) {
     LOG(ERROR) << s.message();
+    return 2;
+  }
+  options.task_options.default_pids_limit =
+      absl::GetFlag(FLAGS_default_pids_limit);
+  if (const uint64_t pids = options.task_options.default_pids_limit;
+      pids != 0 && (pids < 32 || pids > 4194304)) {
+    LOG(ERROR) << "--default_pids_limit must be 0 (none) or 32 to 4194304 "
+                  "(pids.max's largest), not "
+               << pids;
     return 2;
   }
   options.grace = kGrace;

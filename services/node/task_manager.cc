@@ -341,6 +341,11 @@ absl::StatusOr<v1::Task> TaskManager::Run(v1::TaskSpec spec,
   task.set_id(NewTaskId());
   if (spec.name().empty())
     spec.set_name(absl::StrCat("task-", task.id().substr(0, 8)));
+  // The node's process limit for a spec without one (a fork bomb in a task
+  // must not exhaust the host's pids), kept in the spec as what is in force.
+  if (spec.resources().pids_limit() == 0 && options_.default_pids_limit != 0) {
+    spec.mutable_resources()->set_pids_limit(options_.default_pids_limit);
+  }
   *task.mutable_spec() = std::move(spec);
   task.set_state(v1::TASK_STATE_PENDING);
   *task.mutable_created_at() = NowProto();

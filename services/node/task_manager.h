@@ -63,6 +63,10 @@ class TaskManager {
     // berth-images, for tasks with spec.image (their snapshots); null: the
     // node runs without it and refuses image tasks.
     ImagesClient* images = nullptr;
+    // The process limit (pids.max) of a task whose spec sets none
+    // (--default_pids_limit), written into its spec when it is accepted:
+    // inspect shows it, and every run gets it. 0: none.
+    uint64_t default_pids_limit = 0;
     // The host's resolv.conf, which tasks' /etc/resolv.conf starts from
     // (task_etc_files.h).
     std::string host_resolv_conf = "/etc/resolv.conf";

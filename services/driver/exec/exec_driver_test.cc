@@ -1109,7 +1109,8 @@ TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
          rlimit->set_hard(1);
        },
        absl::StatusCode::kInvalidArgument, "rlimits[0].type"},
-      // Fails in the task's init, after its attach socket was made.
+      // Above fs.nr_open: refused by ResolveTaskSpec, before anything is
+      // made (setrlimit in the task's init would fail).
       {"rlimit beyond the kernel's",
        [](dv1::TaskConfig* t) {
          dv1::Rlimit* rlimit = t->add_rlimits();
@@ -1117,7 +1118,7 @@ TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
          rlimit->set_soft(UINT64_MAX);
          rlimit->set_hard(UINT64_MAX);
        },
-       absl::StatusCode::kInvalidArgument, "rlimits"},
+       absl::StatusCode::kInvalidArgument, "rlimits[0].hard"},
       {"bad hostname", [](dv1::TaskConfig* t) { t->set_hostname("a b"); },
        absl::StatusCode::kInvalidArgument, "hostname"},
       {"unknown group",
