@@ -1,6 +1,7 @@
 #include "services/common/grpc_server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@
 #include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
+#include "services/common/peer_credentials.h"
+#include "services/common/peer_test_util.h"
 #include "services/common/test_service.grpc.pb.h"
 #include "services/common/test_util.h"
 #include "services/common/unix_socket.h"
@@ -32,10 +35,14 @@
 namespace berth {
 namespace {
 
+using ::berth::testing::Caller;
+using ::berth::testing::CallHealthAs;
+using ::berth::testing::ConnectAs;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ShortTempDir;
 using ::berth::testing::WaitFor;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
@@ -268,7 +275,7 @@ TEST(UnixGrpcServerTest, ServesHealthAndShutsDown) {
   struct stat st = {};
   ASSERT_EQ(lstat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_EQ(st.st_mode & 07777, 0660);
+  EXPECT_EQ(st.st_mode & 07777, 0600) << "by default root and its uid only";
   EXPECT_EQ(FileMode(dir.Join("run")), 0750);
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
@@ -342,12 +349,12 @@ TEST(UnixGrpcServerTest, StartFailureNamesThePath) {
 }
 
 TEST(UnixGrpcServerTest, BindFailureNamesThePath) {
-  // Nobody, root included, can make a socket in /proc/self.
-  const std::string path = "/proc/self/berth-test.sock";
+  // Nobody, root included, can make a socket in /proc/self/fd (root's,
+  // 0500: a runtime directory that passes the checks).
+  const std::string path = "/proc/self/fd/berth-test.sock";
   absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
       UnixGrpcServer::Start({path, {}, true});
   ASSERT_FALSE(server.ok());
-  EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(server.status().message(), HasSubstr(path));
   EXPECT_FALSE(PathExists(path));
 }
@@ -404,6 +411,242 @@ TEST(UnixGrpcServerTest, ShutdownCancelsCallsStillRunningAfterGrace) {
   EXPECT_FALSE(call.Finish().ok());
   EXPECT_FALSE(call.response().released());
   EXPECT_FALSE(PathExists(path));
+}
+
+// Records the peer of each Block call (PeerOf) and returns at once.
+class PeerRecordingService final : public common::test::TestService::Service {
+ public:
+  grpc::Status Block(grpc::ServerContext* context,
+                     const common::test::BlockRequest*,
+                     common::test::BlockResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    peer_ = PeerOf(*context);
+    peer_string_ = context->peer();
+    response->set_released(true);
+    return grpc::Status::OK;
+  }
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  std::optional<PeerCredentials> peer() {
+    absl::MutexLock lock(&mu_);
+    return peer_;
+  }
+  std::string peer_string() {
+    absl::MutexLock lock(&mu_);
+    return peer_string_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<PeerCredentials> peer_ ABSL_GUARDED_BY(mu_);
+  std::string peer_string_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::Status BlockOver(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = common::test::TestService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+  common::test::BlockResponse response;
+  return stub->Block(&context, {}, &response);
+}
+
+// A gid no account here has as a group (for group tests).
+constexpr gid_t kTestGroup = 48213;
+
+TEST(UnixGrpcServerAccessTest, OtherUidIsRefusedNamingItAndTheSocket) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  PeerRecordingService service;
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {&service}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  grpc::Status health = CallHealthAs(path, Caller{});
+  EXPECT_EQ(health.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << health.error_message();
+  EXPECT_THAT(health.error_message(),
+              AllOf(HasSubstr("uid 65534 may not call"), HasSubstr(path),
+                    HasSubstr("allowed: root")));
+
+  // A service method too, and the service never sees it.
+  absl::StatusOr<base::UniqueFd> fd = ConnectAs(path, Caller{});
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  grpc::Status call = BlockOver(testing::ChannelOverConnection(*std::move(fd)));
+  EXPECT_EQ(call.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(call.error_message(), HasSubstr("uid 65534"));
+  EXPECT_EQ(service.calls(), 0);
+
+  // Root still gets in, with its credentials known to the handler.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_TRUE(BlockOver(*channel).ok());
+  EXPECT_EQ(service.calls(), 1);
+  std::optional<PeerCredentials> peer = service.peer();
+  ASSERT_TRUE(peer.has_value()) << "peer string " << service.peer_string();
+  EXPECT_EQ(peer->uid, geteuid());
+  EXPECT_EQ(peer->gid, getegid());
+  EXPECT_EQ(peer->pid, getpid());
+}
+
+TEST(UnixGrpcServerAccessTest, PeerOfACallIsTheConnectingProcess) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  PeerRecordingService service;
+  UnixGrpcServer::Options options{path, {&service}, true};
+  options.access.uids = {65534};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Caller caller;
+  caller.gid = 65533;
+  caller.groups = {kTestGroup, 65532};
+  absl::StatusOr<base::UniqueFd> fd = ConnectAs(path, caller);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  grpc::Status call = BlockOver(testing::ChannelOverConnection(*std::move(fd)));
+  EXPECT_TRUE(call.ok()) << call.error_message();
+  std::optional<PeerCredentials> peer = service.peer();
+  ASSERT_TRUE(peer.has_value()) << "peer string " << service.peer_string();
+  EXPECT_EQ(peer->uid, 65534u);
+  EXPECT_EQ(peer->gid, 65533u);
+  EXPECT_NE(peer->pid, getpid()) << "the forked child connected";
+  EXPECT_TRUE(peer->InGroup(kTestGroup));
+  EXPECT_TRUE(peer->InGroup(65533));
+  EXPECT_FALSE(peer->InGroup(0));
+  EXPECT_EQ(service.calls(), 1);
+}
+
+TEST(UnixGrpcServerAccessTest, GroupMembersMayCallOthersMayNot) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("run/s.sock");
+  UnixGrpcServer::Options options{path, {}, true};
+  options.access.group = kTestGroup;
+  options.access.mode = 0660;
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  struct stat st = {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660);
+  EXPECT_EQ(st.st_gid, kTestGroup) << "the socket is the group's";
+  ASSERT_EQ(stat(dir.Join("run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, kTestGroup) << "the directory it made too";
+  EXPECT_EQ(st.st_mode & 07777, 0750);
+
+  Caller member;
+  member.groups = {kTestGroup};
+  grpc::Status status = CallHealthAs(path, member);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  Caller primary;
+  primary.gid = kTestGroup;
+  status = CallHealthAs(path, primary);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  Caller stranger;
+  stranger.groups = {kTestGroup + 1};
+  status = CallHealthAs(path, stranger);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(),
+              AllOf(HasSubstr("uid 65534"),
+                    HasSubstr(absl::StrCat("gid ", kTestGroup))));
+}
+
+TEST(UnixGrpcServerAccessTest, FilePermissionsAloneKeepOthersOut) {
+  ShortTempDir dir;  // 0700
+  const std::string path = dir.Join("s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Caller plain;
+  plain.bypass_file_permissions = false;
+  // The directory is not searchable by others.
+  absl::StatusOr<base::UniqueFd> fd = ConnectAs(path, plain);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied)
+      << fd.status();
+  // Searchable, but the socket is 0600.
+  ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
+  fd = ConnectAs(path, plain);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied)
+      << fd.status();
+  // And with the file's permissions out of the way, the server says no.
+  EXPECT_EQ(CallHealthAs(path, Caller{}).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOpenToOthersIsRefused) {
+  for (mode_t mode : {0777, 0755, 0701, 0770}) {
+    ShortTempDir dir;
+    const std::string run = dir.Join("run");
+    ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
+    ASSERT_EQ(chmod(run.c_str(), mode), 0);
+    const std::string path = run + "/s.sock";
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start({path, {}, true});
+    ASSERT_FALSE(server.ok()) << std::oct << mode;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+    char octal[8];
+    snprintf(octal, sizeof(octal), "%04o", mode);
+    EXPECT_THAT(server.status().message(),
+                AllOf(HasSubstr(absl::StrCat("runtime directory ", run)),
+                      HasSubstr(octal), HasSubstr("uid 0")));
+    EXPECT_FALSE(PathExists(path));
+  }
+  // Group search is fine (berth-node's runtime directory is root:berth 0750).
+  ShortTempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0750), 0);
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({dir.Join("s.sock"), {}, true});
+  EXPECT_TRUE(server.ok()) << server.status();
+}
+
+TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOfAnotherOwnerIsRefused) {
+  ShortTempDir dir;
+  ASSERT_EQ(chown(dir.path().c_str(), 65534, 65534), 0);
+  const std::string path = dir.Join("s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.status().message(),
+              AllOf(HasSubstr(dir.path()), HasSubstr("owned by uid 65534"),
+                    HasSubstr("0700"), HasSubstr(path)));
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(UnixGrpcServerAccessTest, MessagesLargerThanTheLimitAreRefused) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  UnixGrpcServer::Options options{path, {}, true};
+  options.max_message_bytes = 64;
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(path, kTimeout);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(CheckHealth(*channel, std::string(40, 's')).status().code(),
+            absl::StatusCode::kNotFound)
+      << "within the limit: an unknown service";
+  grpc::Status big =
+      RawUnaryCall(*channel, "/grpc.health.v1.Health/Check",
+                   EncodeHealthCheckRequest(std::string(100, 's')), nullptr);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << big.error_message();
+
+  options.max_message_bytes = 0;
+  options.socket_path = dir.Join("t.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> bad =
+      UnixGrpcServer::Start(options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("max_message_bytes"));
 }
 
 }  // namespace

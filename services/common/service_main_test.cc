@@ -244,7 +244,7 @@ TEST_P(ServeUntilSignalTest, ServesThenShutsDownCleanly) {
   struct stat st = {};
   ASSERT_EQ(lstat(socket.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_EQ(st.st_mode & 07777, 0660);
+  EXPECT_EQ(st.st_mode & 07777, 0600);
   EXPECT_EQ(FileMode(dir.Join("run")), 0750);
   EXPECT_EQ(FileMode(dir.Join("run/berth")), 0750);
 

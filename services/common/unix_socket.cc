@@ -6,7 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,12 +20,13 @@
 namespace berth {
 namespace {
 
-// mkdir -p with mode 0750 for the directories it creates.
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty() || dir == "/") return absl::OkStatus();
+// mkdir -p with mode 0750 for the directories it creates. True if it
+// created `dir` itself.
+absl::StatusOr<bool> MakeDirectories(const std::string& dir) {
+  if (dir.empty() || dir == "/") return false;
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    if (S_ISDIR(st.st_mode)) return false;
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " exists and is not a directory"));
   }
@@ -31,15 +34,14 @@ absl::Status MakeDirectories(const std::string& dir) {
     const int err = errno;
     return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", dir));
   }
-  if (absl::Status parent = MakeDirectories(base::Dirname(dir)); !parent.ok()) {
-    return parent;
+  if (absl::StatusOr<bool> parent = MakeDirectories(base::Dirname(dir));
+      !parent.ok()) {
+    return parent.status();
   }
   if (mkdir(dir.c_str(), kSocketDirMode) != 0) {
     const int err = errno;
     if (err == EEXIST) {  // made by someone else meanwhile
-      if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        return absl::OkStatus();
-      }
+      if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return false;
       return absl::FailedPreconditionError(
           absl::StrCat(dir, " exists and is not a directory"));
     }
@@ -52,20 +54,61 @@ absl::Status MakeDirectories(const std::string& dir) {
     return absl::ErrnoToStatus(err,
                                absl::StrCat("cannot chmod directory ", dir));
   }
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace
 
-absl::Status MakeSocketDirectory(const std::string& socket_path) {
+absl::Status MakeSocketDirectory(const std::string& socket_path,
+                                 std::optional<gid_t> group) {
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
     return length;
   }
-  if (absl::Status dirs = MakeDirectories(base::Dirname(socket_path));
-      !dirs.ok()) {
-    return absl::Status(dirs.code(),
-                        absl::StrCat("cannot prepare the directory of socket ",
-                                     socket_path, ": ", dirs.message()));
+  const std::string dir = base::Dirname(socket_path);
+  absl::StatusOr<bool> made = MakeDirectories(dir);
+  if (!made.ok()) {
+    return absl::Status(
+        made.status().code(),
+        absl::StrCat("cannot prepare the directory of socket ", socket_path,
+                     ": ", made.status().message()));
+  }
+  if (*made && group.has_value() &&
+      chown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("cannot give directory ", dir, " to gid ", *group,
+                          " (for socket ", socket_path, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("cannot stat directory ", dir));
+  }
+  char octal[8];
+  snprintf(octal, sizeof(octal), "%04o", st.st_mode & 07777);
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists and is not a directory"));
+  }
+  if (st.st_uid != owner) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "runtime directory ", dir, " is owned by uid ", st.st_uid, " (mode ",
+        octal, "), not by uid ", owner,
+        " which serves in it: refusing to put a socket there (chown it or "
+        "choose another --runtime_dir)"));
+  }
+  if ((st.st_mode & 0027) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "runtime directory ", dir, " (owner uid ", st.st_uid, ") has mode ",
+        octal,
+        ", open to others or writable by its group: refusing to put a "
+        "socket there (chmod g-w,o-rwx ",
+        dir, ")"));
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -44,9 +45,20 @@ absl::StatusOr<SocketPathState> ProbeSocketPath(const std::string& socket_path);
 
 // Creates the directory of `socket_path` and any missing ancestors, each with
 // mode 0750 (set explicitly, whatever the umask). Directories that already
-// exist are left as they are. Checks the path's length first (as
+// exist are left as they are. If `group` is given and this call creates the
+// socket's directory itself, that directory is given to the group (so that
+// its members may reach a socket in it). Checks the path's length first (as
 // CheckSocketPathLength) and creates nothing for a bad path.
-absl::Status MakeSocketDirectory(const std::string& socket_path);
+absl::Status MakeSocketDirectory(const std::string& socket_path,
+                                 std::optional<gid_t> group = std::nullopt);
+
+// Checks that the directory `dir` (a socket's: the runtime directory) can be
+// trusted with a server's socket: it is a directory (symbolic links are
+// followed) owned by `owner` (normally the server's effective uid), not
+// writable by its group and with no permission for others (mode & 0027 is
+// 0). FAILED_PRECONDITION naming the directory, its owner and its mode
+// otherwise.
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner);
 
 // Makes `socket_path` ready for a server to bind:
 // - rejects an empty path or one longer than kMaxSocketPathLength bytes
