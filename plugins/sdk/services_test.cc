@@ -1,5 +1,7 @@
 // PluginService, DriverService and Health as the SDK serves them on a driver.
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "plugins/sdk/plugin_server.h"
 #include "plugins/sdk/proto_time.h"
 #include "plugins/sdk/testing.h"
+#include "services/common/peer_test_util.h"
 
 namespace berth::plugin {
 namespace {
@@ -85,6 +88,28 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<v1::PluginService::Stub> plugin_stub_;
   std::unique_ptr<Health::Stub> health_stub_;
 };
+
+// A plugin's socket is root's and the plugin's own uid's: 0600, and a caller
+// of another uid past the file's permissions is refused by the server.
+TEST_F(ServicesTest, CallersOfOtherUidsAreRefused) {
+  struct stat st = {};
+  ASSERT_EQ(lstat(server_->socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600);
+  absl::StatusOr<base::UniqueFd> fd = berth::testing::ConnectAs(
+      server_->socket_path(), berth::testing::Caller{});
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  std::unique_ptr<v1::PluginService::Stub> other = v1::PluginService::NewStub(
+      berth::testing::ChannelOverConnection(*std::move(fd)));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::GetPluginInfoResponse info;
+  grpc::Status status = other->GetPluginInfo(&context, {}, &info);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("uid 65534 may not call " + server_->socket_path()));
+  EXPECT_EQ(info.name(), "");
+}
 
 TEST_F(ServicesTest, PluginInfoCapabilitiesAndSchema) {
   {

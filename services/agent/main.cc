@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,23 @@ ABSL_FLAG(int32_t, enter_root_fd, -1,
           "-1: keep the root.");
 
 namespace {
+
+// The uid the host's root has in this process's user namespace if it is not
+// mapped there (the kernel's overflow uid, normally 65534); nullopt in the
+// host's namespace (an identity map of every uid).
+std::optional<uid_t> HostRootAsSeenHere() {
+  std::ifstream uid_map("/proc/self/uid_map");
+  uid_t inside = 0, outside = 0, count = 0;
+  if (uid_map >> inside >> outside >> count && inside == 0 && outside == 0 &&
+      count == 4294967295u) {
+    return std::nullopt;
+  }
+  uid_t overflow = 0;
+  if (std::ifstream("/proc/sys/kernel/overflowuid") >> overflow) {
+    return overflow;
+  }
+  return 65534;
+}
 
 constexpr char kUsage[] =
     "berth-agent: the agent inside a berth sandbox; starts its processes and "
@@ -101,6 +120,14 @@ int main(int argc, char** argv) {
   berth::UnixGrpcServer::Options server_options;
   server_options.socket_path = socket;
   server_options.services = {&service};
+  // Its callers are berth-proxy and the driver, root on the host. In a user
+  // namespace that does not map the host's root they call as the overflow
+  // uid: allowed too. The socket's directory (the host's <task_dir>/.berth,
+  // 0700, the agent's) keeps anyone else on the host away from it.
+  if (std::optional<uid_t> overflow = HostRootAsSeenHere();
+      overflow.has_value()) {
+    server_options.access.uids.push_back(*overflow);
+  }
   absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
       berth::UnixGrpcServer::Start(server_options);
   if (!server.ok()) {

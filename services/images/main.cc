@@ -15,6 +15,7 @@
 #include "glog/logging.h"
 #include "grpc/grpc.h"
 #include "services/common/grpc_server.h"
+#include "services/common/server_flags.h"
 #include "services/common/service_main.h"
 #include "services/images/image_service.h"
 #include "services/images/oci/manifest.h"
@@ -132,6 +133,11 @@ int main(int argc, char** argv) {
   server_options.socket_path =
       absl::StrCat(absl::GetFlag(FLAGS_runtime_dir), "/images.sock");
   server_options.services = {service->get()};
+  if (absl::Status flags = berth::ApplyServerFlags(&server_options);
+      !flags.ok()) {
+    LOG(ERROR) << flags.message();
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
       berth::UnixGrpcServer::Start(server_options);
   if (!server.ok()) {

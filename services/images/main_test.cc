@@ -29,6 +29,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
+#include "services/common/peer_test_util.h"
 #include "services/common/test_util.h"
 #include "services/images/test_util.h"
 #include "services/images/testing/registry_fixture.h"
@@ -40,6 +41,10 @@ namespace {
 
 namespace pb = ::berth::image::v1;
 using ::berth::images::testing::DirEntries;
+using ::berth::testing::Caller;
+using ::berth::testing::CallHealthAs;
+using ::berth::testing::ChannelOverConnection;
+using ::berth::testing::ConnectAs;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
@@ -237,8 +242,28 @@ TEST_F(MainTest, ServesOnTheRuntimeDirAndStopsCleanlyOnSigterm) {
   Child child(dir_, Flags());
   std::unique_ptr<pb::ImageService::Stub> stub = Connect();
   ASSERT_NE(stub, nullptr) << child.err();
-  EXPECT_EQ(FileMode(Socket()), 0660);
+  EXPECT_EQ(FileMode(Socket()), 0600) << "root's (and the service's uid's)";
   EXPECT_THAT(List(stub.get()), IsEmpty());
+  {
+    // A caller of another uid past the file's permissions: refused by the
+    // server, for every call.
+    grpc::Status status = CallHealthAs(Socket(), Caller{});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("uid 65534 may not call " + Socket()));
+    absl::StatusOr<base::UniqueFd> fd = ConnectAs(Socket(), Caller{});
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    std::unique_ptr<pb::ImageService::Stub> other =
+        pb::ImageService::NewStub(ChannelOverConnection(*std::move(fd)));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    pb::ListImagesResponse response;
+    status = other->ListImages(&context, pb::ListImagesRequest(), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("uid 65534"));
+  }
   {
     std::unique_ptr<grpc::health::v1::Health::Stub> health =
         grpc::health::v1::Health::NewStub(channel_);

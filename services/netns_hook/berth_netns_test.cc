@@ -22,6 +22,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
+#include "services/common/peer_test_util.h"
 #include "services/common/test_util.h"
 #include "services/netns_hook/test_support.h"
 
@@ -35,6 +36,7 @@ using ::berth::netns_hook::testing::Count;
 using ::berth::netns_hook::testing::Footprint;
 using ::berth::netns_hook::testing::Output;
 using ::berth::netns_hook::testing::WritePlugin;
+using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
 using ::berth::testing::RunfilePath;
@@ -177,6 +179,40 @@ TEST_F(BerthNetnsTest, ServesPrerunAndPostrunAndKeepsStateAcrossARestart) {
   grpc::Status status = Prerun(request, &refused);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), ::testing::HasSubstr("allocation_id"));
+}
+
+// netns.sock is root's (and berth-netns' own uid's): 0600, and a caller of
+// another uid past the file's permissions is refused, its Prerun never run.
+TEST_F(BerthNetnsTest, RefusesCallersOfOtherUids) {
+  Start();
+  const std::string socket = runtime_ + "/netns.sock";
+  EXPECT_EQ(FileMode(socket), 0600);
+  {
+    absl::StatusOr<base::UniqueFd> fd =
+        berth::testing::ConnectAs(socket, berth::testing::Caller{});
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    std::unique_ptr<nv1::NetworkService::Stub> other =
+        nv1::NetworkService::NewStub(
+            berth::testing::ChannelOverConnection(*std::move(fd)));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    nv1::PrerunRequest request;
+    request.set_allocation_id("intruder");
+    request.set_mode(nv1::NETWORK_MODE_NONE);
+    nv1::PrerunResponse response;
+    grpc::Status status = other->Prerun(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                ::testing::HasSubstr("uid 65534 may not call " + socket));
+  }
+  grpc::ClientContext context;
+  nv1::ListNetworksResponse list;
+  ASSERT_TRUE(
+      stub_->ListNetworks(&context, nv1::ListNetworksRequest(), &list).ok());
+  EXPECT_EQ(list.networks_size(), 0);
+  EXPECT_EQ(WEXITSTATUS(Stop(SIGTERM)), 0);
 }
 
 TEST_F(BerthNetnsTest, KillDashNineMidPrerunThenRestartLeavesNothing) {

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "services/common/grpc_server.h"
+#include "services/common/server_flags.h"
 #include "services/common/service_main.h"
 #include "services/netns_hook/network_hooks.h"
 #include "services/netns_hook/network_service.h"
@@ -83,6 +84,11 @@ int main(int argc, char** argv) {
   server_options.socket_path =
       absl::StrCat(absl::GetFlag(FLAGS_runtime_dir), "/netns.sock");
   server_options.services = {&service};
+  if (absl::Status flags = berth::ApplyServerFlags(&server_options);
+      !flags.ok()) {
+    LOG(ERROR) << flags.message();
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
       berth::UnixGrpcServer::Start(server_options);
   if (!server.ok()) {

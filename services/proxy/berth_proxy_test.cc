@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -19,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
 #include "services/common/grpc_server.h"
+#include "services/common/peer_test_util.h"
 #include "services/common/test_util.h"
 #include "services/proxy/fake_agent.h"
 
@@ -99,7 +101,7 @@ TEST(BerthProxyTest, ServesAProcessAndStopsOnSigterm) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         DialUnix(socket, absl::Seconds(30));
     ASSERT_TRUE(channel.ok()) << channel.status();
-    EXPECT_EQ(berth::testing::FileMode(socket), 0660);
+    EXPECT_EQ(berth::testing::FileMode(socket), 0600);
     std::unique_ptr<pb::ProxyService::Stub> stub =
         pb::ProxyService::NewStub(*channel);
     auto deadline = [](grpc::ClientContext* context) {
@@ -180,6 +182,135 @@ TEST(BerthProxyTest, ServesAProcessAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << ReadFileOrEmpty(log);
   EXPECT_FALSE(berth::testing::PathExists(socket));
+  (*agent_server)->Shutdown(absl::Seconds(1));
+}
+
+// Who may call proxy.sock: root (and berth-proxy's own uid) only; and a shim
+// reaches only the process of its own token: holding token A it gets A's
+// process's output and exit, never B's, and A cannot be claimed again.
+TEST(BerthProxyTest, OtherUidsAreRefusedAndAShimReachesOnlyItsOwnProcess) {
+  ShortTempDir dir;
+  testing::FakeAgent agent;
+  UnixGrpcServer::Options agent_options;
+  agent_options.socket_path = dir.Join("agent.sock");
+  agent_options.services = {&agent};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> agent_server =
+      UnixGrpcServer::Start(agent_options);
+  ASSERT_TRUE(agent_server.ok()) << agent_server.status();
+  const std::string log = dir.Join("log");
+  pid_t pid = Spawn(
+      {"--runtime_dir=" + dir.Join("run"), "--state_dir=" + dir.Join("state")},
+      log);
+  ASSERT_GT(pid, 0);
+  const std::string socket = dir.Join("run/proxy.sock");
+  {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(socket, absl::Seconds(30));
+    ASSERT_TRUE(channel.ok()) << channel.status();
+
+    grpc::Status denied =
+        berth::testing::CallHealthAs(socket, berth::testing::Caller{});
+    EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << denied.error_message();
+    EXPECT_THAT(denied.error_message(),
+                HasSubstr("uid 65534 may not call " + socket));
+
+    std::unique_ptr<pb::ProxyService::Stub> stub =
+        pb::ProxyService::NewStub(*channel);
+    auto deadline = [](grpc::ClientContext* context) {
+      context->set_deadline(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    };
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::RegisterSandboxRequest request;
+      request.set_sandbox_id("sb");
+      request.set_agent_address("unix:" + dir.Join("agent.sock"));
+      pb::RegisterSandboxResponse response;
+      ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
+    }
+    auto allocate = [&] {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::AllocateTokenRequest request;
+      request.set_sandbox_id("sb");
+      pb::AllocateTokenResponse response;
+      EXPECT_TRUE(stub->AllocateToken(&context, request, &response).ok());
+      return response.token();
+    };
+    auto new_container = [&](const std::string& token, const std::string& id,
+                             const std::string& out, int code) {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::NewContainerRequest request;
+      request.set_token(token);
+      request.set_container_id(id);
+      request.mutable_process()->add_args("emit");
+      request.mutable_process()->add_args("out:" + out);
+      request.mutable_process()->add_args(absl::StrCat("exit:", code));
+      pb::NewContainerResponse response;
+      return stub->NewContainer(&context, request, &response);
+    };
+    struct Seen {
+      std::string out;
+      int exit_code = -1;
+      grpc::Status status;
+    };
+    auto run_shim = [&](const std::string& token, bool* connected) {
+      Seen seen;
+      grpc::ClientContext context;
+      auto shim = stub->Connect(&context);
+      pb::ConnectRequest hello;
+      hello.mutable_hello()->set_token(token);
+      shim->Write(hello);
+      pb::ConnectResponse down;
+      while (shim->Read(&down)) {
+        if (down.has_connected()) *connected = true;
+        if (down.has_stdout()) seen.out += down.stdout().data();
+        if (down.has_exit()) seen.exit_code = down.exit().exit_code();
+      }
+      seen.status = shim->Finish();
+      return seen;
+    };
+
+    const std::string a = allocate();
+    const std::string b = allocate();
+    // B's process waits for B's shim; A's shim must not be given it.
+    grpc::Status b_started;
+    std::thread b_starter(
+        [&] { b_started = new_container(b, "cb", "bee", 2); });
+    grpc::Status a_started;
+    std::thread a_starter(
+        [&] { a_started = new_container(a, "ca", "aye", 1); });
+    bool a_connected = false;
+    Seen shim_a = run_shim(a, &a_connected);
+    a_starter.join();
+    EXPECT_TRUE(a_started.ok()) << a_started.error_message();
+    EXPECT_TRUE(a_connected);
+    EXPECT_TRUE(shim_a.status.ok()) << shim_a.status.error_message();
+    EXPECT_EQ(shim_a.out, "aye");
+    EXPECT_EQ(shim_a.exit_code, 1);
+
+    // Token A again (as a resume, too): used up, refused.
+    bool again_connected = false;
+    Seen again = run_shim(a, &again_connected);
+    EXPECT_FALSE(again_connected);
+    EXPECT_EQ(again.status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << again.status.error_message();
+    EXPECT_EQ(again.out, "");
+
+    bool b_connected = false;
+    Seen shim_b = run_shim(b, &b_connected);
+    b_starter.join();
+    EXPECT_TRUE(b_started.ok()) << b_started.error_message();
+    EXPECT_EQ(shim_b.out, "bee");
+    EXPECT_EQ(shim_b.exit_code, 2);
+  }
+  kill(pid, SIGTERM);
+  int status = WaitExit(pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << ReadFileOrEmpty(log);
   (*agent_server)->Shutdown(absl::Seconds(1));
 }
 

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "services/common/grpc_server.h"
+#include "services/common/server_flags.h"
 #include "services/common/service_main.h"
 #include "services/proxy/proxy_service.h"
 
@@ -70,6 +71,11 @@ int main(int argc, char** argv) {
   server_options.socket_path =
       absl::StrCat(absl::GetFlag(FLAGS_runtime_dir), "/proxy.sock");
   server_options.services = {&service};
+  if (absl::Status flags = berth::ApplyServerFlags(&server_options);
+      !flags.ok()) {
+    LOG(ERROR) << flags.message();
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
       berth::UnixGrpcServer::Start(server_options);
   if (!server.ok()) {

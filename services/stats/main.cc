@@ -12,6 +12,7 @@
 #include "berth/stats/v1/stats.pb.h"
 #include "glog/logging.h"
 #include "services/common/grpc_server.h"
+#include "services/common/server_flags.h"
 #include "services/common/service_main.h"
 #include "services/common/stats/cgroup_layout.h"
 #include "services/stats/stats_service.h"
@@ -87,6 +88,11 @@ int main(int argc, char** argv) {
   server_options.socket_path =
       absl::StrCat(absl::GetFlag(FLAGS_runtime_dir), "/stats.sock");
   server_options.services = {&service};
+  if (absl::Status flags = berth::ApplyServerFlags(&server_options);
+      !flags.ok()) {
+    LOG(ERROR) << flags.message();
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<berth::UnixGrpcServer>> server =
       berth::UnixGrpcServer::Start(server_options);
   if (!server.ok()) {

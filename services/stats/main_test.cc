@@ -24,6 +24,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "services/common/dial.h"
+#include "services/common/peer_test_util.h"
 #include "services/common/stats/test_util.h"
 
 extern char** environ;
@@ -209,6 +210,53 @@ TEST(MainTest, ServesOnTheRuntimeDirAndStopsCleanlyOnSigterm) {
   struct stat st;
   EXPECT_NE(lstat((runtime + "/stats.sock").c_str(), &st), 0)
       << "the socket is left behind";
+}
+
+// stats.sock is root's (and the service's own uid's): 0600, and a caller of
+// another uid that gets past the file's permissions is refused by the server.
+TEST(MainTest, RefusesCallersOfOtherUids) {
+  ShortTempDir dir;
+  const std::string proc = dir.Join("proc");
+  WriteFile(proc + "/stat", "cpu  1 0 1 10 0 0 0 0 0 0\n");
+  WriteFile(proc + "/meminfo", "MemTotal: 8 kB\nMemAvailable: 4 kB\n");
+  WriteFile(proc + "/cpuinfo", "cpu MHz\t\t: 1000.0\n");
+  const std::string runtime = dir.Join("run");
+  const std::string socket = runtime + "/stats.sock";
+  Child child(dir, {"--runtime-dir=" + runtime, "--proc_root=" + proc,
+                    "--cgroup_layout=none"});
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      DialUnix(socket, absl::Seconds(30));
+  ASSERT_TRUE(channel.ok()) << channel.status() << "\n" << child.err();
+  struct stat st = {};
+  ASSERT_EQ(lstat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+
+  pb::GetNodeStatsResponse response;
+  {
+    absl::StatusOr<base::UniqueFd> fd =
+        berth::testing::ConnectAs(socket, berth::testing::Caller{});
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    std::unique_ptr<pb::StatsService::Stub> stub = pb::StatsService::NewStub(
+        berth::testing::ChannelOverConnection(*std::move(fd)));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    grpc::Status status =
+        stub->GetNodeStats(&context, pb::GetNodeStatsRequest(), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("uid 65534 may not call " + socket));
+  }
+  // Root's calls go on.
+  grpc::ClientContext root_context;
+  EXPECT_TRUE(
+      pb::StatsService::NewStub(*channel)
+          ->GetNodeStats(&root_context, pb::GetNodeStatsRequest(), &response)
+          .ok());
+  ASSERT_EQ(kill(child.pid(), SIGTERM), 0);
+  channel->reset();
+  EXPECT_EQ(child.Wait(), 0) << child.err();
+  EXPECT_THAT(child.err(), HasSubstr("refusing the calls of uid 65534"));
 }
 
 TEST(MainTest, DetectsThisHostsLayoutByDefault) {
