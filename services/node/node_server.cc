@@ -1,13 +1,64 @@
 #include "services/node/node_server.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/io.h"
 #include "glog/logging.h"
+#include "services/node/orphans.h"
 
 namespace berth::node {
+
+namespace {
+
+// Removes the cgroups (and their processes) under the plugins' cgroup
+// parents, and the shims, of tasks `store` has no record of. Logs what it
+// removes and what it cannot; the node starts either way.
+void RemoveOrphanTasks(TaskStore& store, const std::vector<PluginSpec>& plugins,
+                       const std::string& state_dir) {
+  absl::StatusOr<std::vector<internal::TaskRecord>> records = store.List();
+  if (!records.ok()) {
+    LOG(ERROR) << "not looking for orphan tasks: " << records.status();
+    return;
+  }
+  std::set<std::string> known;
+  for (const internal::TaskRecord& record : *records) {
+    known.insert(record.task().id());
+  }
+  std::vector<std::string> parents;
+  for (const PluginSpec& plugin : plugins) {
+    for (std::string& parent : CgroupParentsOf(plugin.args)) {
+      parents.push_back(std::move(parent));
+    }
+  }
+  const std::vector<pid_t> shims =
+      KillOrphanShims(absl::StrCat(state_dir, "/tasks"), known);
+  if (parents.empty()) return;
+  absl::StatusOr<std::string> mountinfo =
+      base::ReadFile("/proc/self/mountinfo");
+  if (!mountinfo.ok()) {
+    LOG(ERROR) << "not looking for orphan tasks: " << mountinfo.status();
+    return;
+  }
+  absl::StatusOr<OrphanTasksRemoved> removed =
+      RemoveOrphanTaskCgroups(CgroupMountPoints(*mountinfo), parents, known);
+  if (!removed.ok()) {
+    LOG(ERROR) << removed.status().message();
+  } else if (!removed->tasks.empty() || !shims.empty()) {
+    LOG(WARNING) << "removed " << removed->tasks.size()
+                 << " tasks this node has no record of (its state is gone?): "
+                 << absl::StrJoin(removed->tasks, ", ") << "; killed "
+                 << removed->processes_killed << " of their processes and "
+                 << shims.size() << " shims";
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
     Options options) {
@@ -19,6 +70,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
       TaskStore::Open(absl::StrCat(state_dir, "/state.db"));
   if (!store.ok()) return store.status();
   node->store_ = *std::move(store);
+  // What is left of tasks the store does not know (a wiped state directory
+  // under running plugins and tasks): removed before anything starts.
+  RemoveOrphanTasks(*node->store_, options.plugins, state_dir);
+
   node->events_ = std::make_unique<EventBus>();
   absl::StatusOr<std::unique_ptr<IdRangeAllocator>> id_ranges =
       IdRangeAllocator::Create(options.id_ranges);

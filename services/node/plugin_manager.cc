@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "plugins/host/errors.h"
 #include "plugins/host/reattach_config.h"
+#include "services/node/orphans.h"
 
 namespace berth::node {
 namespace {
@@ -202,6 +203,16 @@ absl::Status PluginManager::BringUp(const std::string& name,
     }
   }
   if (process == nullptr) {
+    // A plugin on its socket that this node did not reattach to (its
+    // reattach record is gone with a wiped state directory, or was of
+    // another process): the fresh one could not serve there. Stop it.
+    const std::string socket =
+        absl::StrCat(options_.socket_dir, "/", name, ".sock");
+    if (absl::Status s = StopSocketOwner(socket, options_.orphan_grace);
+        !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("plugin ", name, ": ", s.message()));
+    }
     plugin::host::LaunchOptions launch;
     launch.name = name;
     launch.binary = spec.binary;

@@ -1,7 +1,10 @@
 // The driver plugins of a node: read from the plugin configuration file,
 // launched (or found again after a restart of berth-node), configured,
 // health-checked, relaunched with backoff when they crash, and stopped
-// (without their tasks) when the node stops.
+// (without their tasks) when the node stops. A plugin found serving on its
+// socket (<socket_dir>/<name>.sock) that the node cannot reattach to, e.g.
+// after its state directory was wiped, is stopped before a fresh one is
+// launched (orphans.h).
 //
 // Configuration file (JSON):
 //   {"plugins": [
@@ -71,6 +74,9 @@ class PluginManager {
     // in a row and the plugin is killed and relaunched.
     absl::Duration health_interval = absl::Seconds(5);
     absl::Duration start_timeout = absl::Seconds(10);
+    // How long a plugin found on its socket without a reattach record (see
+    // orphans.h) has between SIGTERM and SIGKILL.
+    absl::Duration orphan_grace = absl::Seconds(5);
   };
 
   // Called each time a plugin is up (launched, reattached or relaunched),
