@@ -21,9 +21,12 @@ absl::StatusOr<Shim> StartShim(const std::string& shim_path,
                                const std::string& token, int stdin_fd,
                                int stdout_fd, int stderr_fd,
                                const ShimOutput& output) {
+  // The proxy may be away while it restarts (a kill -9, then `tools/dev up`
+  // or systemd bringing it back): 5 s was shorter than that and every
+  // sandbox task ended with 255 when its shim gave up (issue 18, point 4).
   std::vector<std::string> args = {
       shim_path, absl::StrCat("--proxy_socket=", proxy_socket),
-      "--reconnect_timeout=5s"};
+      "--reconnect_timeout=60s"};
   if (!output.log_dir.empty()) {
     args.push_back(absl::StrCat("--task_log_dir=", output.log_dir));
     args.push_back(

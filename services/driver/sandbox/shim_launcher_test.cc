@@ -120,7 +120,7 @@ TEST(StartShimTest, TheTokenIsInTheEnvironmentOnlyAndTheFlagsOnTheCommandLine) {
   EXPECT_EQ(info.si_pid, started->pid);
   EXPECT_EQ(ShimExit(info).exit_code, 7);
   EXPECT_THAT(printed, HasSubstr("args: --proxy_socket=/run/berth/proxy.sock "
-                                 "--reconnect_timeout=5s "
+                                 "--reconnect_timeout=60s "
                                  "--task_log_dir=/task/logs "
                                  "--task_log_max_file_bytes=1024 "
                                  "--task_log_max_files=3\n"));
@@ -143,7 +143,7 @@ TEST(StartShimTest, WithoutALogDirectoryNoLogFlags) {
   siginfo_t info = {};
   waitid(static_cast<idtype_t>(P_PIDFD), started->pidfd, &info, WEXITED);
   close(started->pidfd);
-  EXPECT_EQ(printed, "args: --proxy_socket=/p.sock --reconnect_timeout=5s\n");
+  EXPECT_EQ(printed, "args: --proxy_socket=/p.sock --reconnect_timeout=60s\n");
 }
 
 TEST(KillAndReapTest, KillsReapsAndClosesThePidfd) {
