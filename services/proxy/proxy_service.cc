@@ -1,6 +1,8 @@
 #include "services/proxy/proxy_service.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <deque>
@@ -193,6 +195,18 @@ absl::Status ProxyServiceImpl::Restore() {
   absl::MutexLock lock(&mu_);
   store_ = std::move(*store);
   for (const StateStore::SandboxRecord& record : state.sandboxes) {
+    // A sandbox whose agent's socket is gone (its task directory removed,
+    // e.g. by a DestroyTask whose UnregisterSandbox found this proxy down)
+    // cannot come back: its record goes, and its processes' below.
+    struct stat socket_stat;
+    if (absl::StartsWith(record.target, "unix:") &&
+        lstat(record.target.c_str() + 5, &socket_stat) != 0 &&
+        errno == ENOENT) {
+      store_->RemoveSandbox(record.sandbox_id);
+      LOG(INFO) << "forgot sandbox " << record.sandbox_id << ": its agent's "
+                << "socket " << record.target.substr(5) << " is gone";
+      continue;
+    }
     Sandbox& sandbox = sandboxes_[record.sandbox_id];
     sandbox.id = record.sandbox_id;
     sandbox.target = record.target;

@@ -3,7 +3,9 @@
 
 #include "services/proxy/proxy_service.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -982,6 +984,35 @@ TEST_F(ProxyServiceTest, ShimResumesAcrossARestartOfTheProxy) {
   // A token is still single-use: no second resume.
   FakeShim again(stub_.get(), token);
   EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// A restarted proxy keeps the sandbox records whose agent's socket is there
+// and forgets those whose socket is gone (a sandbox removed while the proxy
+// was down: its UnregisterSandbox failed), file and all.
+TEST_F(ProxyServiceTest, RestoreForgetsSandboxesWhoseAgentSocketIsGone) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  auto records = [&] {
+    int n = 0;
+    if (DIR* d = opendir((state_dir + "/sandboxes").c_str())) {
+      while (struct dirent* e = readdir(d)) n += e->d_name[0] != '.';
+      closedir(d);
+    }
+    return n;
+  };
+  ASSERT_EQ(records(), 1);
+  StopProxy();
+  StartProxy(state_dir);
+  EXPECT_EQ(records(), 1) << "a sandbox whose agent answers was forgotten";
+  StopProxy();
+  agent_server_->Shutdown(absl::Seconds(1));
+  agent_server_.reset();
+  unlink(dir_.Join("agent.sock").c_str());
+  StartProxy(state_dir);
+  EXPECT_EQ(records(), 0) << "the record of a sandbox whose agent socket is "
+                             "gone was kept";
 }
 
 }  // namespace
