@@ -593,6 +593,69 @@ TEST(ValidateTaskSpecTest, ValidAndInvalidSpecs) {
       {"too little cpu",
        [](v1::TaskSpec& s) { s.mutable_resources()->set_cpu_millicores(5); },
        "spec.resources.cpu_millicores: at least 10"},
+      // Integers that would wrap where drivers convert them (cpu.max's
+      // quota wrapped above ~1.8e14 millicores).
+      {"a million cpus",
+       [](v1::TaskSpec& s) {
+         s.mutable_resources()->set_cpu_millicores(1'000'000'000);
+       },
+       ""},
+      {"cpu millicores that would wrap",
+       [](v1::TaskSpec& s) {
+         s.mutable_resources()->set_cpu_millicores(184'467'440'737'096);
+       },
+       "spec.resources.cpu_millicores: 184467440737096 is out of range (10 "
+       "to 1000000000"},
+      {"cpu shares of 1",
+       [](v1::TaskSpec& s) { s.mutable_resources()->set_cpu_shares(1); },
+       "spec.resources.cpu_shares: 1 is out of range (2 to 262144"},
+      {"cpu shares too large",
+       [](v1::TaskSpec& s) {
+         s.mutable_resources()->set_cpu_shares(UINT64_MAX);
+       },
+       "spec.resources.cpu_shares: 18446744073709551615 is out of range"},
+      {"largest cpu shares",
+       [](v1::TaskSpec& s) { s.mutable_resources()->set_cpu_shares(262144); },
+       ""},
+      {"memory above int64",
+       [](v1::TaskSpec& s) {
+         s.mutable_resources()->set_memory_bytes(uint64_t{1} << 63);
+       },
+       "spec.resources.memory_bytes: 9223372036854775808 is out of range"},
+      {"pids above the kernel's",
+       [](v1::TaskSpec& s) { s.mutable_resources()->set_pids_limit(4194305); },
+       "spec.resources.pids_limit: 4194305 is out of range"},
+      {"log file size above int64",
+       [](v1::TaskSpec& s) {
+         s.mutable_logs()->set_max_file_bytes(UINT64_MAX);
+       },
+       "spec.logs.max_file_bytes: 18446744073709551615 is out of range"},
+      {"too many log files",
+       [](v1::TaskSpec& s) { s.mutable_logs()->set_max_files(UINT32_MAX); },
+       "spec.logs.max_files: 4294967295 is out of range"},
+      {"restart delay of a century",
+       [](v1::TaskSpec& s) {
+         s.mutable_restart()->mutable_delay()->set_seconds(3'153'600'000);
+       },
+       "spec.restart.delay: 876000h is above the most allowed, 24h"},
+      {"restart delay with nanos out of range",
+       [](v1::TaskSpec& s) {
+         s.mutable_restart()->mutable_delay()->set_nanos(INT32_MAX);
+       },
+       "spec.restart.delay: {seconds: 0, nanos: 2147483647} is not a "
+       "duration"},
+      {"stop timeout of the wrong sign",
+       [](v1::TaskSpec& s) {
+         s.mutable_stop_timeout()->set_seconds(INT64_MAX);
+         s.mutable_stop_timeout()->set_nanos(-1);
+       },
+       "spec.stop_timeout: {seconds: 9223372036854775807, nanos: -1} is not "
+       "a duration"},
+      {"health interval too long",
+       [](v1::TaskSpec& s) {
+         s.mutable_healthcheck()->mutable_interval()->set_seconds(INT64_MAX);
+       },
+       "spec.healthcheck.interval: "},
       {"labels",
        [](v1::TaskSpec& s) {
          (*s.mutable_labels())["app"] = "web";

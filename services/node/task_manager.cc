@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -58,6 +60,105 @@ bool ValidName(absl::string_view name) {
     }
   }
   return true;
+}
+
+// The bounds of the integers a spec carries: what the kernel and the drivers
+// take, so that no conversion or multiplication of theirs wraps (cpu.max's
+// quota is millicores times the period in microseconds; cpu.weight is
+// computed from cpu_shares; sizes become off_t and int64).
+constexpr uint64_t kMaxCpuMillicores = 1'000'000'000;  // a million CPUs
+constexpr uint64_t kMaxCpuShares = 262'144;            // cgroup v1's largest
+constexpr uint64_t kMaxBytes = INT64_MAX;
+constexpr uint64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT
+constexpr uint32_t kMaxLogFiles = 1024;
+// The longest a delay or health check setting may be.
+constexpr absl::Duration kMaxSettingDuration = absl::Hours(24);
+
+absl::Status OutOfRange(absl::string_view field, uint64_t value,
+                        absl::string_view range) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", value, " is out of range (", range, ")"));
+}
+
+// A google.protobuf.Duration as the proto defines one (nanos within a
+// second, of the seconds' sign), at most `max`.
+absl::Status CheckDuration(const google::protobuf::Duration& duration,
+                           absl::string_view field, absl::Duration max) {
+  const int64_t seconds = duration.seconds();
+  const int32_t nanos = duration.nanos();
+  if (nanos <= -1'000'000'000 || nanos >= 1'000'000'000 ||
+      (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": {seconds: ", seconds, ", nanos: ", nanos,
+                     "} is not a duration (nanos within a second, of the "
+                     "seconds' sign)"));
+  }
+  if (base::FromProtoDuration(duration) > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", absl::FormatDuration(base::FromProtoDuration(duration)),
+        " is above the most allowed, ", absl::FormatDuration(max)));
+  }
+  return absl::OkStatus();
+}
+
+// The integers of a spec within what the kernel and drivers take; errors
+// name the field and the value.
+absl::Status CheckSpecIntegers(const v1::TaskSpec& spec) {
+  const driver::v1::Resources& resources = spec.resources();
+  if (resources.cpu_millicores() > kMaxCpuMillicores) {
+    return OutOfRange("spec.resources.cpu_millicores",
+                      resources.cpu_millicores(),
+                      "10 to 1000000000, a million CPUs; 0: no limit");
+  }
+  if (resources.cpu_shares() == 1 || resources.cpu_shares() > kMaxCpuShares) {
+    return OutOfRange("spec.resources.cpu_shares", resources.cpu_shares(),
+                      "2 to 262144; 0: the default");
+  }
+  if (resources.memory_bytes() > kMaxBytes) {
+    return OutOfRange("spec.resources.memory_bytes", resources.memory_bytes(),
+                      "at most 9223372036854775807; 0: no limit");
+  }
+  if (resources.pids_limit() > kMaxPids) {
+    return OutOfRange("spec.resources.pids_limit", resources.pids_limit(),
+                      "at most 4194304, the kernel's most pids; 0: no limit");
+  }
+  if (spec.logs().max_file_bytes() > kMaxBytes) {
+    return OutOfRange("spec.logs.max_file_bytes", spec.logs().max_file_bytes(),
+                      "at most 9223372036854775807; 0: the driver's default");
+  }
+  if (spec.logs().max_files() > kMaxLogFiles) {
+    return OutOfRange("spec.logs.max_files", spec.logs().max_files(),
+                      "at most 1024; 0: the driver's default");
+  }
+  if (spec.restart().has_delay()) {
+    if (absl::Status s = CheckDuration(
+            spec.restart().delay(), "spec.restart.delay", kMaxSettingDuration);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (spec.has_stop_timeout()) {
+    if (absl::Status s = CheckDuration(spec.stop_timeout(), "spec.stop_timeout",
+                                       absl::InfiniteDuration());
+        !s.ok()) {
+      return s;
+    }
+  }
+  const v1::HealthCheck& check = spec.healthcheck();
+  for (const auto& [name, has, value] :
+       {std::tuple<const char*, bool, const google::protobuf::Duration*>{
+            "spec.healthcheck.interval", check.has_interval(),
+            &check.interval()},
+        {"spec.healthcheck.timeout", check.has_timeout(), &check.timeout()},
+        {"spec.healthcheck.start_period", check.has_start_period(),
+         &check.start_period()}}) {
+    if (!has) continue;
+    if (absl::Status s = CheckDuration(*value, name, kMaxSettingDuration);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -117,6 +218,7 @@ absl::Status ValidateTaskSpec(const v1::TaskSpec& spec) {
                        "]: port mappings need bridge or CNI networking"));
     }
   }
+  if (absl::Status s = CheckSpecIntegers(spec); !s.ok()) return s;
   if (spec.restart().has_delay()) {
     if (base::FromProtoDuration(spec.restart().delay()) <
         absl::ZeroDuration()) {

@@ -96,9 +96,15 @@ absl::StatusOr<uint64_t> ParseMemoryBytes(absl::string_view text) {
         "\"", text, "\" has an unknown unit \"", unit, "\": use b, k, m or g"));
   }
   const double bytes = std::round(value * static_cast<double>(multiplier));
-  if (!(bytes >= 1) || bytes > 9.0e18) {
+  if (!(bytes >= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", text, "\" is not a size above zero"));
+  }
+  // 2^63: what the node and the kernel take ends below (and a double this
+  // large cast to uint64_t would be undefined past 2^64).
+  if (!(bytes < 9223372036854775808.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is too large: at most 8 EiB (2^63 bytes) less one"));
   }
   return static_cast<uint64_t>(bytes);
 }
@@ -110,9 +116,15 @@ absl::StatusOr<uint64_t> ParseCpuMillicores(absl::string_view text) {
         absl::StrCat("\"", text, "\" is not a number of CPUs (e.g. 0.5 or 2)"));
   }
   const double millicores = std::round(cpus * 1000);
-  if (millicores < 1 || millicores > 1.0e9) {
+  if (millicores < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", text, "\" must be at least 0.001 CPUs"));
+  }
+  // The node's bound (a million CPUs): beyond it drivers' cpu.max quotas
+  // would wrap.
+  if (millicores > 1.0e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is too many CPUs: at most 1000000"));
   }
   return static_cast<uint64_t>(millicores);
 }
@@ -1010,6 +1022,10 @@ absl::Status StopFromRunFlags(const ParsedArgs& flags, nodepb::TaskSpec* spec) {
       return FlagError("--stop-timeout", text,
                        "must be a whole number of seconds");
     }
+    if (seconds > 86400) {
+      return FlagError("--stop-timeout", text,
+                       "is above the most the node allows, 86400 (24h)");
+    }
     spec->mutable_stop_timeout()->set_seconds(seconds);
   }
   return absl::OkStatus();
@@ -1067,6 +1083,10 @@ absl::Status HealthFromRunFlags(const ParsedArgs& flags,
     if (!duration.ok()) {
       return FlagError(absl::StrCat("--", flag), text,
                        duration.status().message());
+    }
+    if (*duration > absl::Hours(24)) {
+      return FlagError(absl::StrCat("--", flag), text,
+                       "is above the most the node allows, 24h");
     }
     const int64_t nanos = absl::ToInt64Nanoseconds(*duration);
     field->set_seconds(nanos / 1000000000);
@@ -1166,9 +1186,11 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
   }
   if (flags.Has("pids-limit")) {
     uint64_t pids = 0;
-    if (!absl::SimpleAtoi(flags.Value("pids-limit"), &pids) || pids == 0) {
+    if (!absl::SimpleAtoi(flags.Value("pids-limit"), &pids) || pids == 0 ||
+        pids > 4194304) {
       return FlagError(flags.FlagName("pids-limit"), flags.Value("pids-limit"),
-                       "must be a whole number above zero");
+                       "must be a whole number from 1 to 4194304 (the "
+                       "kernel's most pids)");
     }
     spec.mutable_resources()->set_pids_limit(pids);
   }
@@ -1180,9 +1202,10 @@ absl::StatusOr<nodepb::TaskSpec> TaskSpecFromRunFlags(
   }
   if (flags.Has("log-max-files")) {
     uint32_t files = 0;
-    if (!absl::SimpleAtoi(flags.Value("log-max-files"), &files) || files == 0) {
+    if (!absl::SimpleAtoi(flags.Value("log-max-files"), &files) || files == 0 ||
+        files > 1024) {
       return FlagError("--log-max-files", flags.Value("log-max-files"),
-                       "must be a whole number above zero");
+                       "must be a whole number from 1 to 1024");
     }
     spec.mutable_logs()->set_max_files(files);
   }

@@ -72,6 +72,15 @@ TEST(ParseMemoryBytesTest, Units) {
   EXPECT_FALSE(ParseMemoryBytes("m").ok());
   EXPECT_FALSE(ParseMemoryBytes("0").ok());
   EXPECT_FALSE(ParseMemoryBytes("-5m").ok());
+  // Sizes past what the node takes (2^63 bytes) are refused, not wrapped.
+  EXPECT_EQ(*ParseMemoryBytes("8388607t"), uint64_t{8388607} << 40);
+  for (const char* huge : {"8388608t", "9223372036854775808",
+                           "99999999999999999999999g", "1e400"}) {
+    absl::StatusOr<uint64_t> bytes = ParseMemoryBytes(huge);
+    EXPECT_FALSE(bytes.ok()) << huge << ": " << *bytes;
+  }
+  EXPECT_THAT(ParseMemoryBytes("8388608t").status().message(),
+              ::testing::HasSubstr("\"8388608t\" is too large: at most 8 EiB"));
 }
 
 TEST(ParseCpuMillicoresTest, Fractions) {
@@ -81,6 +90,13 @@ TEST(ParseCpuMillicoresTest, Fractions) {
   EXPECT_FALSE(ParseCpuMillicores("0").ok());
   EXPECT_FALSE(ParseCpuMillicores("0.0001").ok());
   EXPECT_FALSE(ParseCpuMillicores("half").ok());
+  // The node's bound, a million CPUs; beyond it cpu.max quotas would wrap.
+  EXPECT_EQ(*ParseCpuMillicores("1000000"), 1'000'000'000u);
+  EXPECT_THAT(ParseCpuMillicores("1000000.001").status().message(),
+              ::testing::HasSubstr("is too many CPUs: at most 1000000"));
+  EXPECT_FALSE(ParseCpuMillicores("184467440737096").ok());
+  EXPECT_FALSE(ParseCpuMillicores("1e300").ok());
+  EXPECT_FALSE(ParseCpuMillicores("inf").ok());
   EXPECT_FALSE(ParseCpuMillicores("-1").ok());
 }
 
@@ -800,7 +816,38 @@ TEST(TaskSpecFromRunFlagsTest, DockerSpellingsAndBerthsAreOneFlag) {
   EXPECT_EQ(ErrorOf({"--cpu", "lots", "x"}),
             "--cpu: \"lots\" is not a number of CPUs (e.g. 0.5 or 2)");
   EXPECT_EQ(ErrorOf({"--pids-limit", "0", "x"}),
-            "--pids-limit \"0\": must be a whole number above zero");
+            "--pids-limit \"0\": must be a whole number from 1 to 4194304 "
+            "(the kernel's most pids)");
+  // Integers past what the node takes: refused here, naming flag and value.
+  EXPECT_EQ(ErrorOf({"--pids-limit", "4194305", "x"}),
+            "--pids-limit \"4194305\": must be a whole number from 1 to "
+            "4194304 (the kernel's most pids)");
+  EXPECT_EQ(ErrorOf({"--pids-limit", "18446744073709551616", "x"}),
+            "--pids-limit \"18446744073709551616\": must be a whole number "
+            "from 1 to 4194304 (the kernel's most pids)");
+  EXPECT_EQ(ErrorOf({"--cpus", "184467440737096", "x"}),
+            "--cpus: \"184467440737096\" is too many CPUs: at most 1000000");
+  EXPECT_EQ(ErrorOf({"--memory", "9e18", "x"}),
+            "--memory: \"9e18\" has an unknown unit \"e18\": use b, k, m or g");
+  EXPECT_EQ(ErrorOf({"--memory", "9000000t", "x"}),
+            "--memory: \"9000000t\" is too large: at most 8 EiB (2^63 bytes) "
+            "less one");
+  EXPECT_EQ(ErrorOf({"--log-max-files", "4294967296", "x"}),
+            "--log-max-files \"4294967296\": must be a whole number from 1 "
+            "to 1024");
+  EXPECT_EQ(ErrorOf({"--log-max-files", "1025", "x"}),
+            "--log-max-files \"1025\": must be a whole number from 1 to 1024");
+  EXPECT_EQ(ErrorOf({"--stop-timeout", "4294967295", "x"}),
+            "--stop-timeout \"4294967295\": is above the most the node "
+            "allows, 86400 (24h)");
+  EXPECT_EQ(ErrorOf({"--stop-timeout", "4294967296", "x"}),
+            "--stop-timeout \"4294967296\": must be a whole number of "
+            "seconds");
+  EXPECT_EQ(ErrorOf({"--restart", "on-failure:4294967296", "x"}),
+            "--restart: on-failure:4294967296: the attempts must be a whole "
+            "number");
+  EXPECT_EQ(ErrorOf({"-p", "65536:80", "x"}),
+            "--publish: host port \"65536\" is not a port (1-65535)");
   EXPECT_EQ(ErrorOf({"--net", "mesh", "x"}),
             "--net: \"mesh\" must be none, host, bridge or cni:NAME");
 }
