@@ -44,7 +44,7 @@ fi
 # s. Only the targets whose kills the node survives today without a loss or
 # leak: a kill -9 of berth-node, berth-netns, berth-proxy, a driver plugin or
 # a shim still loses or leaks (tools/chaos/README.md, "Known failures"); run
-# them with tools/chaos --targets=...
+# them with tools/chaos/chaos --targets=...
 seed=${CHAOS_SEED:-18}
 echo "--- short soak, seed $seed"
 /usr/bin/python3 "$chaos" "$@" --seed="$seed" --lifecycles=30 --concurrency=4 \
