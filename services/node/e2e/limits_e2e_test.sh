@@ -1,14 +1,22 @@
 #!/bin/bash
-# A fork bomb in a task must not take the node down (issue 18): a real
-# berth-node with --default_pids_limit=64 and the exec and sandbox drivers
-# runs a task that forks for ever without asking for a process limit. The
-# node's default is what the task gets (berth inspect shows it, the task's
-# pids cgroup holds it and refuses forks beyond it); while the bomb runs the
-# node answers and another task starts, runs and exits with its output;
-# once the bomb is removed none of its processes and no cgroup of it is
-# left. The limit keeps the bomb to 64 processes (and --cpus to one core).
+# Limits of what a task may make grow (issue 18), on a real berth-node with
+# the exec and sandbox drivers.
 #
-# usage: fork_bomb_e2e_test.sh NODE CLI DRIVER INIT PROXY SANDBOX AGENT SHIM
+# A fork bomb must not take the node down: with --default_pids_limit=64 a
+# task forks for ever without asking for a process limit. The node's
+# default is what the task gets (berth inspect shows it, the task's pids
+# cgroup holds it and refuses forks beyond it); while the bomb runs the node
+# answers and another task starts, runs and exits with its output; once the
+# bomb is removed none of its processes and no cgroup of it is left. The
+# limit keeps the bomb to 64 processes (and --cpus to one core).
+#
+# A task's output is kept in files rotated by size on both drivers (the exec
+# driver's berth-task-init and the sandbox driver's berth-shim write them):
+# a task writing 1 MiB with --log-max-size 64k --log-max-files 2 leaves
+# stdout.log and two rotated files, none above 64 KiB, and `berth logs`
+# still gives the newest output, ending with its last line.
+#
+# usage: limits_e2e_test.sh NODE CLI DRIVER INIT PROXY SANDBOX AGENT SHIM
 set -u
 node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") driver_bin=$(readlink -f "$3")
 init_bin=$(readlink -f "$4") proxy_bin=$(readlink -f "$5")
@@ -168,6 +176,33 @@ for driver in exec sandbox; do
   else fail "no_process_left_$driver" "pids $(tr '\n' ' ' <<<"$left")"; fi
   if [[ ! -d $cg ]]; then pass "no_cgroup_left_$driver"
   else fail "no_cgroup_left_$driver" "$cg is still there"; fi
+done
+
+# --- Output rotated by size.
+for driver in exec sandbox; do
+  out=$(timeout 120 "$cli" --socket="$run/node.sock" run --driver "$driver" --net host \
+    --name "chatty-$driver" --log-max-size 64k --log-max-files 2 -- /bin/sh -c \
+    'i=0; while [ $i -lt 16384 ]; do echo "line $i of the chatty task: 0123456789abcdef"; i=$((i + 1)); done; echo last-line' \
+    2>&1 | tail -n 1)
+  if [[ $out == last-line ]]; then pass "chatty_ran_$driver"
+  else fail "chatty_ran_$driver" "the last line was '$out'"; fi
+  id=$(task_field "chatty-$driver" 't["id"]')
+  logs="$state/node/tasks/$id/logs"
+  files=$(cd "$logs" 2>/dev/null && ls stdout.log* | sort | tr '\n' ' ')
+  if [[ $files == "stdout.log stdout.log.1 stdout.log.2 " ]]; then pass "rotated_files_$driver"
+  else fail "rotated_files_$driver" "files in $logs: '$files'"; fi
+  biggest=$(stat -c %s "$logs"/stdout.log* 2>/dev/null | sort -n | tail -n 1)
+  if [[ -n $biggest ]] && ((biggest <= 65536)); then pass "files_within_size_$driver"
+  else fail "files_within_size_$driver" "the largest is '$biggest' bytes, above 65536"; fi
+  berth logs "chatty-$driver" >"$dir/chatty.out" 2>&1
+  kept=$(stat -c %s "$dir/chatty.out")
+  if [[ $(tail -n 1 "$dir/chatty.out") == last-line ]] && ((kept > 65536 && kept <= 3 * 65536)) &&
+    grep -q '^line 16383 of the chatty task' "$dir/chatty.out"; then
+    pass "logs_reads_newest_$driver"
+  else
+    fail "logs_reads_newest_$driver" "$kept bytes, ending: $(tail -n 2 "$dir/chatty.out")"
+  fi
+  berth rm -f "chatty-$driver" >/dev/null 2>&1
 done
 
 # The node survived it all.
