@@ -136,8 +136,11 @@ absl::StatusOr<AllocationRecord> RecordFromJson(const json& in) {
         absl::StrCat("field \"", name, "\" is missing or has the wrong type"));
   };
   if (!in.is_object()) return absl::InvalidArgumentError("not a JSON object");
-  const json* version = field("version", json::value_t::number_unsigned);
-  if (version == nullptr || *version != 1) return bad("version");
+  // 1 read from a file is unsigned; made in memory (RecordToJson), signed.
+  if (auto version = in.find("version");
+      version == in.end() || !version->is_number_integer() || *version != 1) {
+    return bad("version");
+  }
   for (const char* name :
        {"allocation_id", "mode", "phase", "namespace_name", "namespace_path",
         "cni_network", "interface_name", "hostname"}) {
@@ -147,6 +150,11 @@ absl::StatusOr<AllocationRecord> RecordFromJson(const json& in) {
     if (field(name, json::value_t::boolean) == nullptr) return bad(name);
   }
   record.allocation_id = in["allocation_id"].get<std::string>();
+  // It names files and namespaces the reconcile removes: never a path.
+  if (absl::Status status = CheckAllocationId(record.allocation_id);
+      !status.ok()) {
+    return status;
+  }
   if (!network::v1::NetworkMode_Parse(in["mode"].get<std::string>(),
                                       &record.mode)) {
     return bad("mode");

@@ -87,6 +87,25 @@ TEST(AllocationStoreTest, ACorruptRecordIsAnErrorNamingItsFile) {
   EXPECT_THAT(all.status().message(), HasSubstr(temp.Join("bad.json")));
 }
 
+// Found by //services/netns_hook:allocation_record_fuzzer: a record made in
+// memory holds its version as a signed integer, which was refused.
+TEST(AllocationStoreTest, ARecordReadsBackFromItsJsonInMemory) {
+  const nlohmann::json json = RecordToJson(Sample());
+  absl::StatusOr<AllocationRecord> again = RecordFromJson(json);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(RecordToJson(*again), json);
+}
+
+// A record file whose allocation_id is a path is refused: the reconcile
+// removes files and namespaces by it.
+TEST(AllocationStoreTest, ARecordWithAPathForItsIdIsRefused) {
+  nlohmann::json json = RecordToJson(Sample());
+  json["allocation_id"] = "../../etc/x";
+  absl::StatusOr<AllocationRecord> record = RecordFromJson(json);
+  EXPECT_TRUE(absl::IsInvalidArgument(record.status())) << record.status();
+  EXPECT_THAT(record.status().message(), HasSubstr("allocation_id"));
+}
+
 TEST(AllocationStoreTest, AllocationIdsAreChecked) {
   EXPECT_TRUE(CheckAllocationId("a.b_c-1").ok());
   for (const char* bad : {"", ".x", "-x", "a/b", "a b",

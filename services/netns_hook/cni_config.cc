@@ -289,6 +289,31 @@ absl::StatusOr<CniNetwork> LoadNetwork(const std::string& config_dir,
                                           config_dir, " (", found, ")"));
 }
 
+std::vector<std::string> HostLocalLeaseDirs(const CniNetwork& network) {
+  std::vector<std::string> dirs;
+  auto plugins = network.conflist.find("plugins");
+  if (plugins == network.conflist.end() || !plugins->is_array()) return dirs;
+  for (const json& plugin : *plugins) {
+    if (!plugin.is_object()) continue;
+    auto ipam = plugin.find("ipam");
+    if (ipam == plugin.end() || !ipam->is_object() ||
+        StringOr(*ipam, "type") != "host-local") {
+      continue;
+    }
+    std::string data_dir = "/var/lib/cni/networks";
+    if (auto it = ipam->find("dataDir"); it != ipam->end()) {
+      if (!it->is_string()) continue;
+      data_dir = it->get<std::string>();
+    }
+    if (!absl::StartsWith(data_dir, "/")) continue;
+    std::string dir = absl::StrCat(data_dir, "/", network.name);
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) {
+      dirs.push_back(std::move(dir));
+    }
+  }
+  return dirs;
+}
+
 // --- The runtime and what each plugin gets.
 
 absl::Status CheckRuntime(const CniRuntime& runtime, bool needs_netns) {

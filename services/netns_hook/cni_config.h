@@ -134,6 +134,15 @@ nlohmann::json PluginConfig(const CniNetwork& network, size_t index,
 // "msg; details (CNI error code N)"; empty when stdout holds none.
 std::string CniErrorOf(const std::string& stdout_text);
 
+// Where host-local (the IPAM plugin) keeps `network`'s leases: for each
+// plugin whose "ipam" is an object with "type": "host-local", its "dataDir"
+// (default /var/lib/cni/networks) joined with the network's name, once each.
+// What host-local itself could not read (an "ipam" that is not an object, a
+// "type" or "dataDir" that is not a string, an empty or relative "dataDir")
+// holds no lease and is skipped: a configuration list berth-netns reads
+// while reconciling never stops it.
+std::vector<std::string> HostLocalLeaseDirs(const CniNetwork& network);
+
 // `value` serialized without ever throwing (invalid UTF-8 is replaced).
 std::string DumpJson(const nlohmann::json& value);
 

@@ -305,6 +305,39 @@ TEST(CniVersionTest, CheckAndDelPrevResultCameWith040) {
   EXPECT_FALSE(ChecksDisabled(json::object()));
 }
 
+// What berth-netns' reconcile reads of every list: an "ipam" that host-local
+// could not read (not an object, a type or dataDir of the wrong type) is
+// skipped, never thrown on (it made berth-netns crash-loop).
+TEST(HostLocalLeaseDirsTest, TakesHostLocalDataDirsAndSkipsWhatIsMalformed) {
+  absl::StatusOr<CniNetwork> network = NetworkFromJson(
+      json::parse(R"({"cniVersion": "1.0.0", "name": "net", "plugins": [
+        {"type": "bridge", "ipam": {"type": "host-local",
+                                    "dataDir": "/var/lib/berth/ipam"}},
+        {"type": "bridge", "ipam": {"type": "host-local"}},
+        {"type": "bridge", "ipam": {"type": "host-local",
+                                    "dataDir": "/var/lib/berth/ipam"}},
+        {"type": "bridge", "ipam": "host-local"},
+        {"type": "bridge", "ipam": ["host-local"]},
+        {"type": "bridge", "ipam": null},
+        {"type": "bridge", "ipam": {"type": 7}},
+        {"type": "bridge", "ipam": {"type": "host-local", "dataDir": 7}},
+        {"type": "bridge", "ipam": {"type": "host-local", "dataDir": "rel"}},
+        {"type": "bridge", "ipam": {"type": "dhcp"}},
+        {"type": "portmap"}]})"),
+      "test");
+  ASSERT_TRUE(network.ok()) << network.status();
+  EXPECT_EQ(HostLocalLeaseDirs(*network),
+            (std::vector<std::string>{"/var/lib/berth/ipam/net",
+                                      "/var/lib/cni/networks/net"}));
+
+  absl::StatusOr<CniNetwork> none =
+      NetworkFromJson(json::parse(R"({"cniVersion": "1.0.0", "name": "x",
+                      "plugins": [{"type": "bridge", "ipam": 1}]})"),
+                      "test");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(HostLocalLeaseDirs(*none), IsEmpty());
+}
+
 }  // namespace
 }  // namespace netns_hook
 }  // namespace berth

@@ -521,15 +521,7 @@ absl::Status LinuxNetworkHooks::Reconcile() {
     absl::StatusOr<CniNetwork> network =
         LoadNetwork(options_.cni_config_dir, name);
     if (!network.ok()) continue;
-    const json& plugins = network->conflist["plugins"];
-    for (const json& plugin : plugins) {
-      if (!plugin.contains("ipam") ||
-          plugin["ipam"].value("type", "") != std::string("host-local")) {
-        continue;
-      }
-      const std::string data_dir =
-          plugin["ipam"].value("dataDir", std::string("/var/lib/cni/networks"));
-      const std::string dir = absl::StrCat(data_dir, "/", name);
+    for (const std::string& dir : HostLocalLeaseDirs(*network)) {
       DIR* leases_dir = opendir(dir.c_str());
       if (leases_dir == nullptr) continue;
       while (struct dirent* entry = readdir(leases_dir)) {

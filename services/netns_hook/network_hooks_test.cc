@@ -361,6 +361,34 @@ TEST_F(NetworkHooksTest, StartRemovesWhatBelongsToNoAllocation) {
   EXPECT_EQ(Count(), before) << Describe(options_);
 }
 
+// A configuration list whose "ipam" is not an object (or holds a type or
+// dataDir of the wrong type) made berth-netns throw while reconciling at
+// every start: a crash loop. It is skipped; the service starts and works.
+TEST_F(NetworkHooksTest, StartSurvivesMalformedIpamInAConfigurationList) {
+  ASSERT_EQ(mkdir(options_.cni_config_dir.c_str(), 0755), 0)
+      << options_.cni_config_dir;
+  const std::vector<std::string> ipams = {
+      R"("host-local")", R"(["host-local"])", R"({"type": 7})",
+      R"({"type": "host-local", "dataDir": 7})"};
+  for (size_t i = 0; i < ipams.size(); ++i) {
+    std::ofstream(
+        absl::StrCat(options_.cni_config_dir, "/", i, "-bad", ".conflist"))
+        << absl::StrCat(R"({"cniVersion": "1.0.0", "name": "bad)", i,
+                        R"(", "plugins": [{"type": "bridge", "ipam": )",
+                        ipams[i], "}]}");
+  }
+  absl::Status started = StartHooks();
+  ASSERT_TRUE(started.ok()) << started;
+  const Footprint before = Count();
+  ASSERT_TRUE(hooks_->Prerun(Request("a", nv1::NETWORK_MODE_BRIDGE)).ok());
+  ASSERT_TRUE(hooks_->Postrun("a").ok());
+  // Started again over the same lists: the reconcile reads them again.
+  hooks_.reset();
+  started = StartHooks();
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_EQ(Count(), before) << Describe(options_);
+}
+
 TEST_F(NetworkHooksTest, TwoHundredCyclesLeaveNothing) {
   ASSERT_TRUE(StartHooks().ok());
   const Footprint before = Count();
