@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace berth::driver_common {
 namespace {
@@ -59,24 +60,35 @@ bool NextRecord(const std::string& data, size_t* pos, std::string* key,
   return true;
 }
 
+// Decimal digits only, the whole of `text`: strtoull alone would stop at a
+// NUL byte (taking "5\0garbage" for 5) and allow white space and signs.
 bool ParseUnsigned(const std::string& text, uint64_t* value) {
   if (text.empty() || text[0] < '0' || text[0] > '9') return false;
   errno = 0;
   char* end = nullptr;
   const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
   *value = parsed;
   return true;
 }
 
+// An optional '-' then decimal digits, the whole of `text` (as ParseUnsigned).
 bool ParseSigned(const std::string& text, int64_t* value) {
-  if (text.empty()) return false;
+  const size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (text.size() <= digits || text[digits] < '0' || text[digits] > '9') {
+    return false;
+  }
   errno = 0;
   char* end = nullptr;
   const long long parsed = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
   *value = parsed;
   return true;
+}
+
+bool FitsInt(int64_t value) {
+  return value >= std::numeric_limits<int>::min() &&
+         value <= std::numeric_limits<int>::max();
 }
 
 // Splits `line` at spaces into at most `max` fields (the last keeps the rest).
@@ -326,13 +338,14 @@ std::string EncodeExitRecord(const ExitRecord& record) {
 }
 
 bool DecodeExitRecord(const std::string& data, ExitRecord* record) {
+  if (data.size() > kMaxExitRecordBytes) return false;
   const std::vector<std::string> fields = Fields(WithoutNewline(data), 5);
   if (fields.size() != 5 || fields[0] != "berth-exit" || fields[1] != "v1") {
     return false;
   }
   int64_t code = 0, signal = 0, nanos = 0;
   if (!ParseSigned(fields[2], &code) || !ParseSigned(fields[3], &signal) ||
-      !ParseSigned(fields[4], &nanos)) {
+      !ParseSigned(fields[4], &nanos) || !FitsInt(code) || !FitsInt(signal)) {
     return false;
   }
   record->exit_code = static_cast<int>(code);
@@ -360,6 +373,11 @@ std::string EncodeInitReport(const InitReport& report) {
 bool DecodeInitReport(const std::string& data, InitReport* report) {
   *report = InitReport();
   const std::string line = WithoutNewline(data);
+  // One line: a newline or NUL inside would let what follows pass as part of
+  // `what` (and forge lines where it is logged).
+  if (line.find_first_of(std::string("\n\0", 2)) != std::string::npos) {
+    return false;
+  }
   if (line == "started") {
     report->kind = InitReport::Kind::kStarted;
     return true;
@@ -367,13 +385,13 @@ bool DecodeInitReport(const std::string& data, InitReport* report) {
   const std::vector<std::string> fields = Fields(line, 3);
   int64_t number = 0;
   if (fields.size() == 2 && fields[0] == "exit" &&
-      ParseSigned(fields[1], &number)) {
+      ParseSigned(fields[1], &number) && FitsInt(number)) {
     report->kind = InitReport::Kind::kExited;
     report->wait_status = static_cast<int>(number);
     return true;
   }
   if (fields.size() == 3 && fields[0] == "error" &&
-      ParseSigned(fields[1], &number)) {
+      ParseSigned(fields[1], &number) && FitsInt(number)) {
     report->kind = InitReport::Kind::kFailed;
     report->error_number = static_cast<int>(number);
     report->what = fields[2];

@@ -164,6 +164,48 @@ TEST(ExitRecordTest, RoundTripsAndRefusesGarbage) {
   EXPECT_FALSE(DecodeExitRecord("berth-exit v1 0 9\n", &decoded));
 }
 
+// Found by exit_record_fuzzer and init_report_fuzzer: a number followed by
+// a NUL byte and anything else was taken for the number; values beyond an
+// int were cut; a record longer than kMaxExitRecordBytes was taken; a report
+// of several lines passed its later lines off as part of `what`.
+TEST(ExitRecordTest, RefusesTrailingBytesOutOfRangeValuesAndLongRecords) {
+  ExitRecord decoded;
+  EXPECT_FALSE(DecodeExitRecord(
+      std::string("berth-exit v1 44 0 44\0garbage 5\n", 32), &decoded));
+  EXPECT_FALSE(DecodeExitRecord("berth-exit v1 4294967299 0 5\n", &decoded));
+  EXPECT_FALSE(DecodeExitRecord("berth-exit v1 0 -4294967287 5\n", &decoded));
+  EXPECT_FALSE(DecodeExitRecord("berth-exit v1 +3 0 5\n", &decoded));
+  EXPECT_FALSE(DecodeExitRecord("berth-exit v1 \t3 0 5\n", &decoded));
+  EXPECT_FALSE(DecodeExitRecord("berth-exit v1 - 0 5\n", &decoded));
+  EXPECT_FALSE(DecodeExitRecord(
+      "berth-exit v1 0 0 " + std::string(kMaxExitRecordBytes, '0') + "\n",
+      &decoded));
+  ASSERT_TRUE(DecodeExitRecord("berth-exit v1 -1 0 -5\n", &decoded));
+  EXPECT_EQ(decoded.exit_code, -1);
+  EXPECT_EQ(decoded.exited_at_unix_nanos, -5);
+
+  InitReport report;
+  EXPECT_FALSE(DecodeInitReport("exit 4294967296\n", &report));
+  EXPECT_FALSE(DecodeInitReport(std::string("exit 0\0\n", 8), &report));
+  EXPECT_FALSE(DecodeInitReport("error 13 open /x\nforged line\n", &report));
+  EXPECT_FALSE(
+      DecodeInitReport(std::string("error 13 open /x\0y\n", 19), &report));
+  ASSERT_TRUE(DecodeInitReport("error 13 open /x\r\n", &report));
+  EXPECT_EQ(report.what, "open /x\r");
+}
+
+TEST(InitSpecTest, RefusesANumberFollowedByANulByte) {
+  InitSpec spec;
+  std::string error;
+  std::string data = EncodeInitSpec(spec);
+  const std::string uid = "uid 1:0";
+  const size_t at = data.find(uid);
+  ASSERT_NE(at, std::string::npos) << data;
+  data.replace(at, uid.size(), std::string("uid 3:0\0x", 9));
+  EXPECT_FALSE(DecodeInitSpec(data, &spec, &error));
+  EXPECT_NE(error.find("uid"), std::string::npos) << error;
+}
+
 TEST(InitReportTest, RoundTripsEachKind) {
   InitReport report;
   report.kind = InitReport::Kind::kStarted;
