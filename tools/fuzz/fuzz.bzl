@@ -20,8 +20,9 @@ makes, in the calling package:
                       -fsanitize=fuzzer,address,undefined) and run by
                       `tools/dev fuzz <name> [SECONDS]`. Built without
                       --config=fuzz, it is the replay binary.
-  <name>_corpus       a filegroup of the seeds (tools/dev fuzz copies them
-                      into its working corpus).
+  <name>_corpus       a filegroup of the seeds; <name>_seeds.txt, next to
+                      the binary, lists their paths (tools/dev fuzz copies
+                      them into its working corpus).
 
 srcs define `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`
 and no main. Every target is tagged "fuzz_target": `tools/dev fuzz` lists
@@ -62,8 +63,20 @@ def berth_fuzz_target(name, srcs, deps = [], corpus = [], copts = [], tags = [],
         tags = tags + ["fuzz_corpus_test"],
     )
 
+    # The seeds' paths (relative to the workspace), one a line, next to the
+    # fuzz binary: what `tools/dev fuzz` copies into the working corpus.
+    native.genrule(
+        name = name + "_seed_list",
+        srcs = corpus,
+        outs = [name + "_seeds.txt"],
+        cmd = "for f in $(SRCS); do echo \"$$f\"; done >$@",
+        testonly = testonly,
+        visibility = ["//visibility:private"],
+    )
+
     native.cc_binary(
         name = name,
+        data = [":" + name + "_seed_list"],
         deps = [":" + name + "_harness"] + select({
             "//tools/fuzz:fuzzing": [],
             "//conditions:default": ["//tools/fuzz:replay_main"],

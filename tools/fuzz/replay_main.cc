@@ -44,7 +44,8 @@ bool ReadFile(const std::string& path, std::string* out) {
 bool Collect(const std::string& path, std::vector<std::string>* inputs) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    std::fprintf(stderr, "replay: %s: %s\n", path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "replay: %s: %s\n", path.c_str(),
+                 std::strerror(errno));
     return false;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -53,7 +54,8 @@ bool Collect(const std::string& path, std::vector<std::string>* inputs) {
   }
   DIR* dir = opendir(path.c_str());
   if (dir == nullptr) {
-    std::fprintf(stderr, "replay: %s: %s\n", path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "replay: %s: %s\n", path.c_str(),
+                 std::strerror(errno));
     return false;
   }
   std::vector<std::string> found;
@@ -98,7 +100,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     // Said before the call, so that a crash's report follows the input's name.
-    std::fprintf(stderr, "replay: %s (%zu bytes)\n", input.c_str(), data.size());
+    std::fprintf(stderr, "replay: %s (%zu bytes)\n", input.c_str(),
+                 data.size());
     // A copy of exactly `size` bytes on the heap, as libFuzzer hands it: a read
     // past its end is caught under ASan.
     // Never null, even when empty, as libFuzzer's.
