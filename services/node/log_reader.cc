@@ -22,7 +22,7 @@ namespace berth::node {
 namespace {
 
 constexpr size_t kChunk = 32 * 1024;
-constexpr int kMaxRotations = 1000;
+constexpr int kMaxRotations = 1024;  // logs.max_files' largest
 
 // The log directories and files are in a task's directory, which the task
 // may be able to write to: each directory is opened without following a

@@ -56,7 +56,7 @@ inline constexpr uint64_t kMaxMemoryBytes = 0x7fffffffffffffffULL;
 inline constexpr uint64_t kMaxPids = 4194304;
 // Rotated files kept per stream: berth-node's log reader reads no more (and
 // each rotation renames every one of them).
-inline constexpr uint32_t kMaxLogFiles = 1000;
+inline constexpr uint32_t kMaxLogFiles = 1024;
 
 inline constexpr uint64_t kDefaultLogFileBytes = 10 << 20;
 inline constexpr uint32_t kDefaultLogFiles = 4;

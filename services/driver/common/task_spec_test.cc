@@ -204,7 +204,7 @@ TEST(TaskSpecTest, LimitsTooLargeToConvertAreRefusedNamingTheField) {
       {[](dv1::TaskConfig* t, bool over) {
          t->mutable_logs()->set_max_files(over ? UINT32_MAX : kMaxLogFiles);
        },
-       "task t1: logs.max_files 4294967295 is above 1000"},
+       "task t1: logs.max_files 4294967295 is above 1024"},
   };
   for (const Case& c : cases) {
     dv1::TaskConfig task = Config("/bin/true");
