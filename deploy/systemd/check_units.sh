@@ -1,9 +1,12 @@
 #!/bin/bash
 # Checks berth's systemd units against the binaries they start: every flag
 # of each ExecStart must be one the binary lists in --help; every unit
-# restarts on failure and keeps the shared /run/berth; berth-node is ordered
-# after its three neighbours and stops only itself (KillMode=process), so
-# that tasks outlive it.
+# restarts on failure and leaves /run/berth to berth.tmpfiles.conf (no
+# RuntimeDirectory=, which would give it back to root:root); that file makes
+# it root:<group> 0750 for the group berth.sysusers.conf creates and
+# berth-node's --socket_group names; berth-node is ordered after its three
+# neighbours and stops only itself (KillMode=process), so that tasks outlive
+# it.
 #
 # usage: check_units.sh UNIT_DIR BINARY...   (binaries named as in ExecStart)
 set -u
@@ -31,9 +34,8 @@ for unit in "$unit_dir"/berth-*.service; do
       error "$name" "$program has no flag --$flag"
   done
   grep -qx "Restart=on-failure" "$unit" || error "$name" "no Restart=on-failure"
-  grep -qx "RuntimeDirectory=berth" "$unit" || error "$name" "no RuntimeDirectory=berth"
-  grep -qx "RuntimeDirectoryPreserve=yes" "$unit" ||
-    error "$name" "no RuntimeDirectoryPreserve=yes (stopping it would remove every service's sockets)"
+  grep -q "^RuntimeDirectory" "$unit" &&
+    error "$name" "has RuntimeDirectory settings: systemd would make /run/berth root:root at each start (berth.tmpfiles.conf makes it)"
 done
 node="$unit_dir/berth-node.service"
 for neighbour in berth-netns berth-stats berth-proxy; do
@@ -42,6 +44,21 @@ for neighbour in berth-netns berth-stats berth-proxy; do
 done
 grep -qx "KillMode=process" "$node" ||
   error berth-node.service "no KillMode=process: stopping the node would kill every task"
+# The node's socket group (default berth) exists and owns /run/berth.
+group=$(sed -n 's/^ExecStart=.*--socket_group=\([^ ]*\).*/\1/p' "$node")
+group=${group:-berth}
+tmpfiles="$unit_dir/berth.tmpfiles.conf"
+sysusers="$unit_dir/berth.sysusers.conf"
+if [[ ! -f $tmpfiles ]]; then
+  error berth.tmpfiles.conf "missing: nothing makes /run/berth"
+elif ! grep -Eq "^d /run/berth 0750 root $group( |$)" "$tmpfiles"; then
+  error berth.tmpfiles.conf "does not make /run/berth root:$group 0750"
+fi
+if [[ ! -f $sysusers ]]; then
+  error berth.sysusers.conf "missing: nothing creates group $group"
+elif ! grep -Eq "^g $group( |$)" "$sysusers"; then
+  error berth.sysusers.conf "does not create group $group (berth-node --socket_group)"
+fi
 if ((errors > 0)); then
   echo "FAILED: $errors problems"
   exit 1

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "services/common/server_flags.h"
 #include "services/common/service_main.h"
 #include "services/node/node_server.h"
 #include "services/node/plugin_manager.h"
@@ -89,6 +90,11 @@ ABSL_FLAG(uint64_t, default_pids_limit, 4096,
           "sets no resources.pids_limit, written into its spec when the "
           "task is accepted (berth inspect shows it). 0: no limit; else at "
           "least 32 (a sandbox task's init and agent count in it).");
+ABSL_FLAG(std::string, socket_group, "berth",
+          "Members of this group may call node.sock besides root (the socket "
+          "is given to it, 0660; a runtime directory the node makes is "
+          "root:<group> 0750). Empty, or a group that does not exist (a "
+          "warning): root only, 0600.");
 ABSL_FLAG(std::string, node_id, "",
           "The node's identifier given to plugins; empty: the host name.");
 
@@ -216,6 +222,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.grace = kGrace;
+  absl::StatusOr<int64_t> max_message_bytes = berth::MaxMessageBytesFlag();
+  if (!max_message_bytes.ok()) {
+    LOG(ERROR) << max_message_bytes.status().message();
+    return 2;
+  }
+  options.max_message_bytes = *max_message_bytes;
+  std::string warning;
+  options.socket_access =
+      berth::GroupSocketAccess(absl::GetFlag(FLAGS_socket_group), &warning);
+  if (!warning.empty()) LOG(WARNING) << "--socket_group: " << warning;
+  // Before anything makes it (the plugins' directory is in it).
+  warning.clear();
+  if (absl::Status s = berth::PrepareRuntimeDirectory(
+          options.runtime_dir, options.socket_access, &warning);
+      !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 1;
+  }
+  if (!warning.empty()) LOG(WARNING) << "--socket_group: " << warning;
   absl::StatusOr<std::unique_ptr<berth::node::NodeServer>> node =
       berth::node::NodeServer::BuildAndStart(std::move(options));
   if (!node.ok()) {

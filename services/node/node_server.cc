@@ -134,6 +134,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
   UnixGrpcServer::Options server_options;
   server_options.socket_path = absl::StrCat(options.runtime_dir, "/node.sock");
   server_options.services = {node->service_.get()};
+  server_options.access = options.socket_access;
+  server_options.max_message_bytes = options.max_message_bytes;
   if (node->images_ != nullptr) {
     TaskManager* tasks = node->tasks_.get();
     node->image_forwarder_ = std::make_unique<ImageForwarder>(

@@ -58,6 +58,11 @@ class NodeServer {
     // Where userns "auto" takes tasks' host ids (task_options.id_ranges is
     // set from it; task_options.default_userns says who gets one).
     IdRangeAllocator::Options id_ranges;
+    // Who may call node.sock besides root and the node's own uid (a group:
+    // --socket_group) and the socket's mode (default 0600, root only).
+    SocketAccess socket_access;
+    // The largest message node.sock takes or sends (--max_message_bytes).
+    int64_t max_message_bytes = kDefaultMaxMessageBytes;
     // How long Shutdown gives open calls.
     absl::Duration grace = absl::Seconds(5);
     // The streaming calls one client (connection) of node.sock may hold open
