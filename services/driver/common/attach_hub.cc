@@ -295,7 +295,10 @@ void AttachHub::ReadClient(Client* client) {
       AttachFrameType type;
       std::string payload;
       bool malformed = false;
-      while (client->reader.Next(&type, &payload, &malformed)) {
+      // A frame that drops the caller (a bad hello) ends it: what it sent
+      // after, already read, is not acted on.
+      while (!client->dropped &&
+             client->reader.Next(&type, &payload, &malformed)) {
         HandleFrame(client, type, payload);
       }
       if (malformed) Drop(client);

@@ -303,6 +303,34 @@ TEST(AttachHub, StdinReachesThePipeAndItsCloseIsEndOfFile) {
   close(client);
 }
 
+// Found by attach_frames_fuzzer: frames read together with a bad hello
+// reached the program's stdin after the hub had dropped the caller.
+TEST(AttachHub, NothingAfterABadHelloReachesStdin) {
+  std::string name;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK), 0);
+  AttachHub::Options options;
+  options.listen_fd = Listen(&name);
+  options.stdin_fd = pipe_fds[1];
+  AttachHub hub(options);
+  const int client = Connect(name);
+  ASSERT_GE(client, 0);
+  // A hello of 13 bytes (not 9), then stdin, in one write.
+  std::string frames;
+  AppendAttachFrames(&frames, AttachFrameType::kHello, "0123456789abc", 13);
+  AppendAttachFrames(&frames, AttachFrameType::kStdin, "echo hi\n", 8);
+  SendAll(client, frames);
+  ASSERT_TRUE(PumpUntil(hub, [&] { return hub.client_count() == 1; }));
+  ASSERT_TRUE(PumpUntil(hub, [&] { return hub.client_count() == 0; }));
+  Pump(hub, 0);
+  char buffer[64];
+  EXPECT_EQ(read(pipe_fds[0], buffer, sizeof(buffer)), -1)
+      << "stdin of a dropped caller reached the program";
+  EXPECT_TRUE(hub.stdin_open());
+  close(pipe_fds[0]);
+  close(client);
+}
+
 TEST(AttachHub, StdinWaitsForRoomInThePipe) {
   std::string name;
   int pipe_fds[2];
