@@ -72,8 +72,8 @@ class UnixGrpcServer {
   struct Options {
     // Where to serve. Its directory is created (0750) if missing; an
     // existing one must belong to the server's effective uid and must not be
-    // writable by its group nor open to others in any way (CheckSocketDirectory
-    // in unix_socket.h). A stale socket there is removed, a live one makes
+    // writable by its group or others (CheckSocketDirectory in
+    // unix_socket.h). A stale socket there is removed, a live one makes
     // Start fail (see PrepareSocketPath). At most kMaxSocketPathLength bytes.
     std::string socket_path;
     // The services to serve. Not owned: they must outlive the server.

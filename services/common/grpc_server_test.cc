@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -37,6 +38,7 @@ namespace {
 
 using ::berth::testing::Caller;
 using ::berth::testing::CallHealthAs;
+using ::berth::testing::CapturingLogSink;
 using ::berth::testing::ConnectAs;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
@@ -581,8 +583,8 @@ TEST(UnixGrpcServerAccessTest, FilePermissionsAloneKeepOthersOut) {
             grpc::StatusCode::PERMISSION_DENIED);
 }
 
-TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOpenToOthersIsRefused) {
-  for (mode_t mode : {0777, 0755, 0701, 0770}) {
+TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOthersMayWriteIsRefused) {
+  for (mode_t mode : {0777, 0703, 0702, 0770, 0730, 0720}) {
     ShortTempDir dir;
     const std::string run = dir.Join("run");
     ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
@@ -594,17 +596,25 @@ TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOpenToOthersIsRefused) {
     EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
     char octal[8];
     snprintf(octal, sizeof(octal), "%04o", mode);
-    EXPECT_THAT(server.status().message(),
-                AllOf(HasSubstr(absl::StrCat("runtime directory ", run)),
-                      HasSubstr(octal), HasSubstr("uid 0")));
+    EXPECT_THAT(
+        server.status().message(),
+        AllOf(HasSubstr(absl::StrCat("runtime directory ", run)),
+              HasSubstr(octal), HasSubstr("owner uid 0"), HasSubstr(path)));
     EXPECT_FALSE(PathExists(path));
   }
-  // Group search is fine (berth-node's runtime directory is root:berth 0750).
-  ShortTempDir dir;
-  ASSERT_EQ(chmod(dir.path().c_str(), 0750), 0);
-  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
-      UnixGrpcServer::Start({dir.Join("s.sock"), {}, true});
-  EXPECT_TRUE(server.ok()) << server.status();
+  // Group search is fine (berth-node's runtime directory is root:berth
+  // 0750); others' reading or searching too, with a warning.
+  for (mode_t mode : {0750, 0755, 0701}) {
+    ShortTempDir dir;
+    ASSERT_EQ(chmod(dir.path().c_str(), mode), 0);
+    CapturingLogSink log(google::WARNING);
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start({dir.Join("s.sock"), {}, true});
+    EXPECT_TRUE(server.ok()) << std::oct << mode << " " << server.status();
+    const bool warned = !log.messages().empty() &&
+                        absl::StrContains(log.messages()[0], "others may list");
+    EXPECT_EQ(warned, (mode & 0005) != 0) << std::oct << mode;
+  }
 }
 
 TEST(UnixGrpcServerAccessTest, RuntimeDirectoryOfAnotherOwnerIsRefused) {

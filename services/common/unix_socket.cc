@@ -82,7 +82,8 @@ absl::Status MakeSocketDirectory(const std::string& socket_path,
   return absl::OkStatus();
 }
 
-absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner) {
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner,
+                                  std::string* warning) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) {
     const int err = errno;
@@ -102,13 +103,17 @@ absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner) {
         " which serves in it: refusing to put a socket there (chown it or "
         "choose another --runtime_dir)"));
   }
-  if ((st.st_mode & 0027) != 0) {
+  if ((st.st_mode & 0022) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "runtime directory ", dir, " (owner uid ", st.st_uid, ") has mode ",
         octal,
-        ", open to others or writable by its group: refusing to put a "
-        "socket there (chmod g-w,o-rwx ",
-        dir, ")"));
+        ", writable by others or its group: refusing to put a socket there "
+        "(chmod go-w ",
+        dir, "; 0750 is berth's)"));
+  }
+  if ((st.st_mode & 0005) != 0 && warning != nullptr) {
+    *warning = absl::StrCat("runtime directory ", dir, " has mode ", octal,
+                            ": others may list it (berth's is 0750)");
   }
   return absl::OkStatus();
 }

@@ -54,11 +54,15 @@ absl::Status MakeSocketDirectory(const std::string& socket_path,
 
 // Checks that the directory `dir` (a socket's: the runtime directory) can be
 // trusted with a server's socket: it is a directory (symbolic links are
-// followed) owned by `owner` (normally the server's effective uid), not
-// writable by its group and with no permission for others (mode & 0027 is
-// 0). FAILED_PRECONDITION naming the directory, its owner and its mode
-// otherwise.
-absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner);
+// followed) owned by `owner` (normally the server's effective uid) that
+// neither its group nor others may write to (mode & 0022 is 0): nobody else
+// can put or replace a socket there. FAILED_PRECONDITION naming the
+// directory, its owner and its mode otherwise. A directory others may read
+// or search (mode & 0005) passes, with *warning (if given) saying so: they
+// can see the sockets' names, not call them (the sockets' own modes and the
+// servers' peer checks stop them); berth's own directories are 0750.
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner,
+                                  std::string* warning = nullptr);
 
 // Makes `socket_path` ready for a server to bind:
 // - rejects an empty path or one longer than kMaxSocketPathLength bytes
