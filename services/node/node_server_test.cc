@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <functional>
@@ -30,6 +31,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "services/common/dial.h"
 #include "services/common/grpc_server.h"
 #include "services/common/test_util.h"
 #include "services/node/node_test_client.h"
@@ -294,6 +296,25 @@ TEST_F(NodeServerTest, TasksBeyondMaxTasksAreRefusedWithAClearError) {
   ASSERT_TRUE(Remove(ended->id(), /*force=*/false).ok());
   absl::StatusOr<v1::Task> again = Run(Shell("exit 0"));
   EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// --default_pids_limit: a spec without a process limit gets the node's,
+// written into it (what inspect shows and every run gets); one with its own
+// keeps it.
+TEST_F(NodeServerTest, ASpecWithoutAPidsLimitGetsTheNodesDefault) {
+  configure_ = [](NodeServer::Options& options) {
+    options.task_options.default_pids_limit = 100;
+  };
+  StartNode();
+  absl::StatusOr<v1::Task> plain = Run(Shell("exit 0"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->spec().resources().pids_limit(), 100u);
+  EXPECT_EQ(Inspect(plain->id()).spec().resources().pids_limit(), 100u);
+  v1::TaskSpec spec = Shell("exit 0");
+  spec.mutable_resources()->set_pids_limit(50);
+  absl::StatusOr<v1::Task> own = Run(spec);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(Inspect(own->id()).spec().resources().pids_limit(), 50u);
 }
 
 // --restart_history: a task restarted more often keeps the output of its
@@ -878,6 +899,17 @@ TEST_F(NodeServerTest, StreamsOfOneClientAreBoundedWithAClearError) {
   }
   // Unary calls are not streams.
   EXPECT_EQ(List(/*all=*/true).size(), 1u);
+  // Another client (a connection of its own) has its own streams.
+  {
+    auto other = v1::NodeService::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("unix:", node_->socket_path()),
+        grpc::InsecureChannelCredentials(), UnixChannelArguments()));
+    const grpc::Status theirs = LogsOnce(*other, task->id());
+    EXPECT_TRUE(theirs.ok()) << theirs.error_message();
+  }
+  // The error names the client by its connection and who connected.
+  EXPECT_THAT(logs.error_message(), HasSubstr("this client (fd:"));
+  EXPECT_THAT(logs.error_message(), HasSubstr(absl::StrCat("uid ", geteuid())));
 
   // One stream cancelled: its place is free again.
   contexts[0]->TryCancel();

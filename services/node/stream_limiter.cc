@@ -1,10 +1,12 @@
 #include "services/node/stream_limiter.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/peer_credentials.h"
 
 namespace berth::node {
 
@@ -25,9 +27,20 @@ void StreamLimiter::Slot::Release() {
 StreamLimiter::StreamLimiter(int max_per_client)
     : max_per_client_(std::max(max_per_client, 1)) {}
 
+std::string StreamLimiter::ClientOf(const grpc::ServerContextBase& context) {
+  std::string client = context.peer();
+  // Who connected (UnixGrpcServer recorded it at accept): named in the
+  // error, and a descriptor number reused by a new connection before the
+  // old one's streams have ended is not taken for the same client.
+  if (std::optional<PeerCredentials> peer = PeerOf(context)) {
+    absl::StrAppend(&client, " ", peer->ToString());
+  }
+  return client;
+}
+
 absl::StatusOr<StreamLimiter::Slot> StreamLimiter::Acquire(
     const grpc::ServerContextBase& context, absl::string_view rpc) {
-  return AcquireFor(context.peer(), rpc);
+  return AcquireFor(ClientOf(context), rpc);
 }
 
 absl::StatusOr<StreamLimiter::Slot> StreamLimiter::AcquireFor(

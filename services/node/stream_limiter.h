@@ -2,7 +2,8 @@
 // (berth-node's --max_streams_per_client): each holds a thread (or two) of
 // the node's, and exec, attach and stats one of a driver's too. A client is
 // its connection: the call's peer as gRPC names it (UnixGrpcServer hands
-// gRPC each accepted connection by its descriptor, "fd:N").
+// gRPC each accepted connection by its descriptor, "fd:N") with the
+// credentials UnixGrpcServer took when it accepted it (PeerOf).
 
 #ifndef SERVICES_NODE_STREAM_LIMITER_H_
 #define SERVICES_NODE_STREAM_LIMITER_H_
@@ -51,6 +52,11 @@ class StreamLimiter {
   absl::StatusOr<Slot> AcquireFor(const std::string& client,
                                   absl::string_view rpc)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How a call's client is known: its connection as gRPC names it ("fd:N")
+  // and, when UnixGrpcServer recorded it, who connected ("uid U (gid G, pid
+  // P)").
+  static std::string ClientOf(const grpc::ServerContextBase& context);
 
   // Streams open now, of every client.
   int open() const ABSL_LOCKS_EXCLUDED(mu_);
