@@ -359,6 +359,23 @@ TEST_F(NodeServerTest, AnOverSizeSpecIsRefusedNamingTheSize) {
   EXPECT_TRUE(List(/*all=*/true).empty());
 }
 
+// The wrap of cpu.max's quota (millicores above ~1.8e14) is refused at
+// RunTask, as a JSON spec would give it, naming the field and value; nothing
+// is kept.
+TEST_F(NodeServerTest, CpuMillicoresThatWouldWrapAreRefusedAtRunTask) {
+  StartNode();
+  v1::TaskSpec spec = Shell("exit 0");
+  spec.mutable_resources()->set_cpu_millicores(184'467'440'737'096);
+  absl::StatusOr<v1::Task> refused = Run(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.resources.cpu_millicores: 184467440737096 is "
+                        "out of range"));
+  EXPECT_TRUE(List(/*all=*/true).empty());
+}
+
 TEST_F(NodeServerTest, StopThenRemoveLeavesNothing) {
   StartNode();
   absl::StatusOr<v1::Task> task = Run(Shell("exec sleep 300"));
