@@ -186,6 +186,16 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       *error = key + " is not a number: " + value;
       return false;
     };
+    // A uid or gid: below 2^32 - 1, which is (uid_t)-1, "leave unchanged"
+    // to setresuid (a cut or sentinel value could leave the task root).
+    const auto need_id = [&]() {
+      if (!need_number()) return false;
+      if (number >= std::numeric_limits<uint32_t>::max()) {
+        *error = key + " is not a user or group id: " + value;
+        return false;
+      }
+      return true;
+    };
     const auto need_flag = [&](bool* flag) {
       if (value != "0" && value != "1") {
         *error = key + " is not 0 or 1: " + value;
@@ -217,13 +227,13 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
     } else if (key == "env") {
       spec->env.push_back(value);
     } else if (key == "uid") {
-      if (!need_number()) return false;
+      if (!need_id()) return false;
       spec->uid = static_cast<uid_t>(number);
     } else if (key == "gid") {
-      if (!need_number()) return false;
+      if (!need_id()) return false;
       spec->gid = static_cast<gid_t>(number);
     } else if (key == "group") {
-      if (!need_number()) return false;
+      if (!need_id()) return false;
       spec->groups.push_back(static_cast<gid_t>(number));
     } else if (key == "cwd") {
       spec->cwd = value;
@@ -269,6 +279,10 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       spec->log_max_bytes = number;
     } else if (key == "log_max_files") {
       if (!need_number()) return false;
+      if (number > std::numeric_limits<uint32_t>::max()) {
+        *error = key + " is out of range: " + value;
+        return false;
+      }
       spec->log_max_files = static_cast<uint32_t>(number);
     } else if (key == "exit_file") {
       spec->exit_file = value;

@@ -1,6 +1,8 @@
 #include "services/driver/common/init_spec.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -192,6 +194,32 @@ TEST(ExitRecordTest, RefusesTrailingBytesOutOfRangeValuesAndLongRecords) {
       DecodeInitReport(std::string("error 13 open /x\0y\n", 19), &report));
   ASSERT_TRUE(DecodeInitReport("error 13 open /x\r\n", &report));
   EXPECT_EQ(report.what, "open /x\r");
+}
+
+// A uid of 2^32 was cut to 0 (root); 2^32 - 1 is setresuid's "unchanged".
+TEST(InitSpecTest, RefusesIdsAndCountsBeyondTheirTypes) {
+  for (const auto& [key, number] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"uid", "4294967296"},
+           {"uid", "4294967295"},
+           {"gid", "4294967295"},
+           {"group", "8589934593"},
+           {"log_max_files", "4294967296"}}) {
+    InitSpec spec;
+    std::string error;
+    const std::string data = EncodeInitSpec(spec) + key + " " +
+                             std::to_string(number.size()) + ":" + number;
+    EXPECT_FALSE(DecodeInitSpec(data, &spec, &error)) << key << " " << number;
+    EXPECT_NE(error.find(key), std::string::npos) << error;
+  }
+  InitSpec spec;
+  spec.path = "/bin/true";
+  spec.args = {"true"};
+  std::string error;
+  ASSERT_TRUE(
+      DecodeInitSpec(EncodeInitSpec(spec) + "uid 10:4294967294", &spec, &error))
+      << error;
+  EXPECT_EQ(spec.uid, 4294967294u);
 }
 
 TEST(InitSpecTest, RefusesANumberFollowedByANulByte) {
