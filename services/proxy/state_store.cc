@@ -116,6 +116,19 @@ absl::StatusOr<StateStore> StateStore::Open(const std::string& dir) {
        {dir, absl::StrCat(dir, "/sandboxes"), absl::StrCat(dir, "/sessions")}) {
     if (absl::Status status = MakeDir(path); !status.ok()) return status;
   }
+  // A record a killed proxy was writing (WriteAtomically's "<name>.tmp",
+  // never renamed): Load skips it, and nothing else would remove it.
+  for (const std::string& sub :
+       {absl::StrCat(dir, "/sandboxes"), absl::StrCat(dir, "/sessions")}) {
+    DIR* d = opendir(sub.c_str());
+    if (d == nullptr) continue;
+    while (struct dirent* entry = readdir(d)) {
+      if (absl::EndsWith(entry->d_name, ".tmp")) {
+        unlinkat(dirfd(d), entry->d_name, 0);
+      }
+    }
+    closedir(d);
+  }
   return StateStore(dir);
 }
 

@@ -1,5 +1,8 @@
 #include "services/proxy/state_store.h"
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/test_util.h"
@@ -65,6 +68,31 @@ TEST(StateStoreTest, OpenNamesTheDirectoryItCannotMake) {
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(std::string(store.status().message()),
               ::testing::HasSubstr("/proc/berth-nope"));
+}
+
+// A record a killed proxy was writing is removed when the next one opens the
+// store; whole records stay.
+TEST(StateStoreTest, OpenRemovesHalfWrittenRecords) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("proxy");
+  {
+    absl::StatusOr<StateStore> store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(store->PutSandbox({"sb1", "unix:/x.sock"}).ok());
+  }
+  for (const char* half : {"/sandboxes/736232.tmp", "/sessions/702d32.tmp"}) {
+    FILE* f = fopen((path + half).c_str(), "w");
+    ASSERT_NE(f, nullptr) << path + half;
+    fputs("sb2\n", f);
+    fclose(f);
+  }
+  absl::StatusOr<StateStore> store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_NE(access((path + "/sandboxes/736232.tmp").c_str(), F_OK), 0);
+  EXPECT_NE(access((path + "/sessions/702d32.tmp").c_str(), F_OK), 0);
+  StateStore::State state = store->Load();
+  ASSERT_EQ(state.sandboxes.size(), 1u);
+  EXPECT_EQ(state.sandboxes[0].sandbox_id, "sb1");
 }
 
 }  // namespace
