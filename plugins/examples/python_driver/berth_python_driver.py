@@ -2911,7 +2911,11 @@ def main(argv):
         plugin.count_calls(PluginServicer(plugin)), server)
     driver_pb2_grpc.add_DriverServiceServicer_to_server(
         plugin.count_calls(DriverServicer(plugin)), server)
-    old_umask = os.umask(0o117)  # the socket is born 0660
+    # The socket is born 0600: root's and this driver's uid's (berth-node's)
+    # only, like every berth plugin socket. (grpcio cannot check a caller's
+    # SO_PEERCRED as the C++ SDK does: the mode and the 0750 socket
+    # directory do it.)
+    old_umask = os.umask(0o177)
     try:
         port = server.add_insecure_port("unix:" + socket_path)
     except RuntimeError as e:
@@ -2922,7 +2926,7 @@ def main(argv):
     if not port:
         die("cannot serve on unix:%s" % socket_path)
     server.start()
-    os.chmod(socket_path, 0o660)
+    os.chmod(socket_path, 0o600)
     st = os.stat(socket_path)
     socket_id = (st.st_dev, st.st_ino)
 

@@ -318,7 +318,7 @@ def run(tmp, socket_dir, state_dir, log_path, drivers):
         raise RuntimeError("no handshake")
     print("     (handshake after %.2fs)" % (time.monotonic() - t0))
     mode = stat.S_IMODE(os.stat(sock).st_mode)
-    check("socket is 0660", mode == 0o660, oct(mode))
+    check("socket is 0600", mode == 0o600, oct(mode))
     for service in ("plugin", ""):
         r = d.health.Check(health_pb2.HealthCheckRequest(service=service),
                            timeout=5)
