@@ -442,6 +442,7 @@ class NodeImageTest : public ::testing::Test {
     options.version = "test";
     options.plugin_options.min_backoff = absl::Milliseconds(50);
     options.grace = absl::Seconds(1);
+    options.max_streams_per_client = max_streams_per_client_;
     auto node = NodeServer::BuildAndStart(std::move(options));
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
@@ -524,6 +525,8 @@ class NodeImageTest : public ::testing::Test {
   ShortTempDir dir_;
   FakeImages images_{dir_.path()};
   std::unique_ptr<UnixGrpcServer> images_server_;
+  // --max_streams_per_client of the nodes StartNode starts.
+  int max_streams_per_client_ = 64;
   std::unique_ptr<NodeServer> node_;
   std::unique_ptr<v1::NodeService::Stub> stub_;
   std::unique_ptr<imagepb::ImageService::Stub> image_stub_;
@@ -1129,6 +1132,47 @@ TEST_F(NodeImageTest, ACallerCancellingAPullCancelsBerthImagesPull) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(WaitFor([&] { return images_.pull_cancelled(); }))
       << "berth-images' pull went on after the caller cancelled";
+}
+
+// The forwarded image streams count among the client's streams
+// (--max_streams_per_client), with NodeService's.
+TEST_F(NodeImageTest, PullsCountAmongTheClientsStreams) {
+  max_streams_per_client_ = 1;
+  StartNode();
+  imagepb::PullImageRequest request;
+  request.set_reference("slow");
+  grpc::ClientContext context;
+  auto reader = image_stub_->PullImage(&context, request);
+  imagepb::PullImageProgress progress;
+  ASSERT_TRUE(reader->Read(&progress));
+  // A second pull, or any other stream, is refused naming the bound.
+  request.set_reference("busybox");
+  grpc::ClientContext second;
+  auto refused = image_stub_->PullImage(&second, request);
+  EXPECT_FALSE(refused->Read(&progress));
+  grpc::Status s = refused->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("PullImage: this client"));
+  EXPECT_THAT(s.error_message(), HasSubstr("--max_streams_per_client (1)"));
+  {
+    grpc::ClientContext events_context;
+    auto events = stub_->Events(&events_context, v1::EventsRequest());
+    v1::EventsResponse event;
+    EXPECT_FALSE(events->Read(&event));
+    EXPECT_EQ(events->Finish().error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // Once the first pull is cancelled, its place is free again.
+  context.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] {
+    grpc::ClientContext again;
+    auto pull = image_stub_->PullImage(&again, request);
+    while (pull->Read(&progress)) {
+    }
+    return pull->Finish().ok();
+  }));
 }
 
 TEST_F(NodeImageTest, AnImportIsRelayedChunkByChunk) {
