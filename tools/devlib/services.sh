@@ -78,17 +78,21 @@ berth_pids() {
   done
 }
 
-# stop_pids WHAT PID...: SIGTERM, up to 10 s, then SIGKILL; says what it did.
+# stop_pids WHAT PID...: SIGTERM to all, up to 10 s for them to go, then
+# SIGKILL to those left; says what it did to each.
 stop_pids() {
-  local what=$1 pid
+  local what=$1 pid left=()
   shift
   for pid in "$@"; do
-    pid_alive "$pid" || continue
-    kill -TERM "$pid" 2>/dev/null || continue
-    for _ in $(seq 100); do
-      pid_alive "$pid" || break
-      sleep 0.1
-    done
+    pid_alive "$pid" && kill -TERM "$pid" 2>/dev/null && left+=("$pid")
+  done
+  for _ in $(seq 100); do
+    local still=()
+    for pid in "${left[@]}"; do pid_alive "$pid" && still+=("$pid"); done
+    ((${#still[@]} == 0)) && break
+    sleep 0.1
+  done
+  for pid in "${left[@]}"; do
     if pid_alive "$pid"; then
       kill -KILL "$pid" 2>/dev/null || true
       say "killed $what (pid $pid): it did not stop within 10 s of SIGTERM"
@@ -104,12 +108,18 @@ service_pids() {
   berth_pids "$2" cmdline "--runtime_dir=$runtime_dir"
 }
 
-# plugin_pids: the driver plugins serving our plugin socket directory: by
-# their environment, and whoever listens on a socket there.
+# plugin_pids: the driver plugins serving our plugin socket directory:
+# berth-driver-* executables whose environment names it (their tasks inherit
+# that environment, but not that executable), and whoever listens on a
+# socket there (any plugin).
 plugin_pids() {
-  local socket
+  local socket pid exe
   {
-    berth_pids "" environ "BERTH_PLUGIN_SOCKET_DIR=$runtime_dir/plugins"
+    for pid in $(berth_pids "" environ "BERTH_PLUGIN_SOCKET_DIR=$runtime_dir/plugins"); do
+      exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+      exe=${exe% (deleted)}
+      [[ ${exe##*/} == berth-driver-* ]] && echo "$pid"
+    done
     for socket in "$runtime_dir"/plugins/*.sock; do
       [[ -S $socket ]] && socket_peer_pid "$socket"
     done
