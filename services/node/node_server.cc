@@ -9,7 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/io.h"
+#include "berth/network/v1/network.grpc.pb.h"
 #include "glog/logging.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "services/common/dial.h"
 #include "services/node/orphans.h"
 
 namespace berth::node {
@@ -119,6 +124,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
                         absl::StrCat(name, ": ", event.message()));
       });
   if (absl::Status s = node->tasks_->Recover(); !s.ok()) return s;
+  if (!options.netns_socket.empty()) {
+    NodeServer* self = node.get();
+    node->network_reconciler_ =
+        std::thread([self, socket = options.netns_socket] {
+          self->ReconcileNetworks(socket);
+        });
+  }
 
   node->streams_ =
       std::make_unique<StreamLimiter>(options.max_streams_per_client);
@@ -156,9 +168,66 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::BuildAndStart(
 
 NodeServer::~NodeServer() { Shutdown(); }
 
+void NodeServer::ReconcileNetworks(const std::string& socket) {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials(),
+      UnixChannelArguments());
+  std::unique_ptr<network::v1::NetworkService::Stub> stub =
+      network::v1::NetworkService::NewStub(channel);
+  while (!stop_reconciling_.HasBeenNotified()) {
+    grpc::ClientContext context;
+    // In slices of a second: a node shutting down meanwhile is held no
+    // longer.
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    context.set_wait_for_ready(true);
+    network::v1::ListNetworksResponse listed;
+    const grpc::Status s = stub->ListNetworks(
+        &context, network::v1::ListNetworksRequest(), &listed);
+    if (!s.ok()) {
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        LOG(WARNING) << "cannot list berth-netns' networks: "
+                     << s.error_message() << "; trying again";
+        stop_reconciling_.WaitForNotificationWithTimeout(absl::Seconds(5));
+      }
+      continue;
+    }
+    int removed = 0;
+    for (const network::v1::NetworkStatus& network : listed.networks()) {
+      const std::string& id = network.allocation_id();
+      // A task made after the list has no network in it: each task is known
+      // before its Prerun.
+      if (id.empty() || tasks_->IsTask(id)) continue;
+      if (stop_reconciling_.HasBeenNotified()) return;
+      grpc::ClientContext postrun_context;
+      postrun_context.set_deadline(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      network::v1::PostrunRequest request;
+      request.set_allocation_id(id);
+      network::v1::PostrunResponse response;
+      if (const grpc::Status p =
+              stub->Postrun(&postrun_context, request, &response);
+          !p.ok()) {
+        LOG(WARNING) << "cannot remove the network of allocation " << id
+                     << ", which is no task of this node: "
+                     << p.error_message();
+        continue;
+      }
+      LOG(INFO) << "removed the network of allocation " << id
+                << ", which is no task of this node";
+      ++removed;
+    }
+    LOG(INFO) << "networks reconciled: " << listed.networks_size() << " found, "
+              << removed << " removed";
+    return;
+  }
+}
+
 void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  stop_reconciling_.Notify();
+  if (network_reconciler_.joinable()) network_reconciler_.join();
   if (service_ != nullptr) service_->Shutdown();
   if (tasks_ != nullptr) tasks_->Shutdown();
   if (server_ != nullptr) server_->Shutdown(grace_);

@@ -7,9 +7,11 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "services/common/grpc_server.h"
 #include "services/node/event_bus.h"
@@ -92,6 +94,12 @@ class NodeServer {
  private:
   NodeServer() = default;
 
+  // Once berth-netns on `socket` answers (asked every second until the node
+  // shuts down), removes (Postrun) each network it holds for an allocation
+  // that is no task of the node: left by tasks whose records are gone (a
+  // wiped state directory) or removed while berth-netns was away.
+  void ReconcileNetworks(const std::string& socket);
+
   std::string socket_path_;
   absl::Duration grace_;
   bool shut_down_ = false;
@@ -107,6 +115,9 @@ class NodeServer {
   std::unique_ptr<NodeServiceImpl> service_;
   std::unique_ptr<ImageForwarder> image_forwarder_;
   std::unique_ptr<UnixGrpcServer> server_;
+  // ReconcileNetworks, stopped by Shutdown.
+  absl::Notification stop_reconciling_;
+  std::thread network_reconciler_;
 };
 
 }  // namespace berth::node

@@ -7,11 +7,15 @@
 # fresh ones), leave no process, cgroup or shim of the tasks it has no record
 # of, and run new tasks.
 #
-# usage: restart_e2e_test.sh NODE CLI DRIVER STATS PROXY SANDBOX AGENT SHIM INIT
+# The network of a task it has no record of (berth-netns's namespace, veth
+# and rules) is removed too, once berth-netns answers.
+#
+# usage: restart_e2e_test.sh NODE CLI DRIVER STATS PROXY SANDBOX AGENT SHIM INIT NETNS
 set -u
 node_bin=$(readlink -f "$1") cli=$(readlink -f "$2") driver_bin=$(readlink -f "$3")
 stats_bin=$(readlink -f "$4") proxy_bin=$(readlink -f "$5") sandbox_bin=$(readlink -f "$6")
 agent_bin=$(readlink -f "$7") shim_bin=$(readlink -f "$8") init_bin=$(readlink -f "$9")
+netns_bin=$(readlink -f "${10}")
 export PATH="/usr/sbin:/sbin:$PATH"
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -22,6 +26,7 @@ fi
 tag="r$((RANDOM % 90000 + 10000))"
 dir="$(mktemp -d /tmp/berth-XXXXXX)"
 run="$dir/run" state="$dir/state"
+subnet="10.215.$((RANDOM % 200 + 20)).0/24"
 # shellcheck source=services/node/e2e/e2e_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
@@ -45,6 +50,9 @@ cleanup() {
   stop_pid "${node_pid:-}"
   stop_pid "${stats_pid:-}"
   stop_pid "${proxy_pid:-}"
+  stop_pid "${netns_pid:-}"
+  ip link del "b$tag" 2>/dev/null
+  for ns in "$dir"/netns/*; do [[ -e $ns ]] && umount -l "$ns" 2>/dev/null; done
   pkill -9 -f "$dir/" 2>/dev/null
   for c in $(test_cgroups); do
     for p in $(cat "$c"/cgroup.procs 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
@@ -58,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_node() {
-  "$node_bin" --runtime_dir="$run" --state_dir="$state" --netns_socket=none \
+  "$node_bin" --runtime_dir="$run" --state_dir="$state" \
     --images_socket=none --plugin_config="$dir/plugins.json" >>"$dir/node.log" 2>&1 &
   node_pid=$!
 }
@@ -73,13 +81,16 @@ stats_pid=$!
 "$proxy_bin" --runtime_dir="$run" --state_dir="$state" >>"$dir/proxy.log" 2>&1 &
 proxy_pid=$!
 wait_for 100 test -S "$run/proxy.sock" || { echo "FAILED: berth-proxy did not start:"; cat "$dir/proxy.log"; exit 1; }
+start_netns || { echo "FAILED: berth-netns did not start:"; cat "$dir/netns.log"; exit 1; }
 start_node
 wait_for 300 berth node status ||
   { echo "FAILED: berth-node is not healthy:"; tail -30 "$dir/node.log"; exit 1; }
 
 ids=()
 for driver in exec exec sandbox; do
-  id=$(berth run -d --net host --driver "$driver" -- /bin/sleep 1000) ||
+  net=host
+  ((${#ids[@]} == 0)) && net=bridge
+  id=$(berth run -d --net "$net" --driver "$driver" -- /bin/sleep 1000) ||
     { echo "FAILED: berth run -d --driver $driver: $id"; tail -20 "$dir/node.log"; exit 1; }
   ids+=("$id")
 done
@@ -87,6 +98,8 @@ for id in "${ids[@]}"; do
   wait_for 100 bash -c "[[ \$('$cli' --socket='$run/node.sock' ps -q -f id=$id) ]]" ||
     fail "task $id runs" "it is not running: $(berth ps -a 2>&1)"
 done
+old_netns=$(ls "$dir/netns" 2>/dev/null | wc -l)
+((old_netns >= 1)) || fail "the bridge task's namespace" "none in $dir/netns"
 old_plugins=$(pgrep -f -- "--state_dir=$state/(exec|sandbox)" | paste -sd ' ')
 old_cgroups=$(test_cgroups | wc -l)
 old_tasks=$(for c in $(test_cgroups); do cat "$c"/cgroup.procs; done | sort -u | paste -sd ' ')
@@ -120,6 +133,11 @@ for pid in $old_tasks $old_shims; do alive "$pid" && left="$left $pid"; done
 [[ $(test_cgroups | wc -l) -eq 0 ]] && pass "no task cgroup is left" ||
   fail "no task cgroup is left" "$(test_cgroups)"
 [[ -z $(berth ps -a -q 2>&1) ]] && pass "the node lists no task" || fail "the node lists no task" "$(berth ps -a 2>&1)"
+if wait_for 300 bash -c "[[ -z \$(ls '$dir/netns') ]]"; then
+  pass "the unrecorded task's network namespace is removed"
+else
+  fail "the unrecorded task's network namespace is removed" "$(ls "$dir/netns")"
+fi
 grep -q "has no record of" "$dir/node.log" && pass "the node logged what it removed" ||
   fail "the node logged what it removed" "no 'has no record of' line"
 
