@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -147,6 +148,49 @@ bool LooksLikeIp(absl::string_view name) {
   return !name.empty() &&
          (absl::ascii_isdigit(name[0]) || absl::StrContains(name, ':')) &&
          !absl::StartsWith(name, "last_reserved_ip") && name != "lock";
+}
+
+// The host-local leases of `network`, read from their files.
+std::vector<Lease> LeasesOf(const CniNetwork& network) {
+  std::vector<Lease> leases;
+  for (const std::string& dir : HostLocalLeaseDirs(network)) {
+    DIR* leases_dir = opendir(dir.c_str());
+    if (leases_dir == nullptr) continue;
+    while (struct dirent* entry = readdir(leases_dir)) {
+      if (!LooksLikeIp(entry->d_name)) continue;
+      Lease lease;
+      lease.network = network.name;
+      lease.ip = entry->d_name;
+      lease.path = absl::StrCat(dir, "/", entry->d_name);
+      std::vector<std::string> lines =
+          absl::StrSplit(ReadFile(lease.path), absl::ByAnyChar("\r\n"));
+      lease.container_id =
+          lines.empty() ? ""
+                        : std::string(absl::StripAsciiWhitespace(lines[0]));
+      leases.push_back(std::move(lease));
+    }
+    closedir(leases_dir);
+  }
+  return leases;
+}
+
+// What CNI DEL needs of an ADD result that was never recorded (an ADD a
+// crash interrupted, or a record lost): the addresses `leases` of network
+// `network` hold. The firewall plugin removes its per-address rules only for
+// the addresses of the result it is given.
+json ResultFromLeases(const CniNetwork& network,
+                      const std::vector<Lease>& leases) {
+  json result = {{"cniVersion", network.cni_version},
+                 {"interfaces", json::array()},
+                 {"ips", json::array()}};
+  for (const Lease& lease : leases) {
+    if (lease.network != network.name) continue;
+    result["ips"].push_back(
+        {{"address",
+          absl::StrCat(lease.ip,
+                       absl::StrContains(lease.ip, ':') ? "/128" : "/32")}});
+  }
+  return result;
 }
 
 }  // namespace
@@ -407,15 +451,44 @@ absl::Status LinuxNetworkHooks::TearDown(AllocationRecord record) {
   const std::string prefix =
       absl::StrCat("allocation ", record.allocation_id, ": ");
   record.phase = AllocationRecord::Phase::kDeleting;
-  if (absl::Status status = store_.Write(record); !status.ok()) return status;
+  std::optional<CniNetwork> network;
+  bool no_result = false;
   if (record.cni_added) {
-    absl::StatusOr<CniNetwork> network =
+    absl::StatusOr<CniNetwork> loaded =
         LoadNetwork(options_.cni_config_dir, record.cni_network);
-    if (!network.ok()) {
+    if (!loaded.ok()) {
+      if (absl::Status status = store_.Write(record); !status.ok()) {
+        return status;
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           prefix,
-          "cannot remove its CNI network: ", network.status().message()));
+          "cannot remove its CNI network: ", loaded.status().message()));
     }
+    network = *std::move(loaded);
+    no_result = record.cni_result.is_null();
+    if (no_result) {
+      // An ADD a crash interrupted (or one that failed): its result was never
+      // recorded, but what it made may exist. DEL without a result would
+      // leave the firewall plugin's rules of the address (they carry no
+      // container id to sweep by), so the result is rebuilt from the leases
+      // of this container, before the DEL frees them, and recorded in case
+      // this DEL is interrupted too.
+      std::vector<Lease> mine;
+      for (Lease& lease : LeasesOf(*network)) {
+        if (lease.container_id == ContainerId(record.allocation_id)) {
+          mine.push_back(std::move(lease));
+        }
+      }
+      if (!mine.empty()) {
+        record.cni_result = ResultFromLeases(*network, mine);
+        LOG(INFO) << prefix << "no CNI ADD result recorded; removing with "
+                  << record.cni_result["ips"].size()
+                  << " addresses of its leases";
+      }
+    }
+  }
+  if (absl::Status status = store_.Write(record); !status.ok()) return status;
+  if (record.cni_added) {
     const json* previous =
         record.cni_result.is_null() ? nullptr : &record.cni_result;
     if (absl::Status status = cni_.Del(*network, RuntimeOf(record), previous);
@@ -434,6 +507,17 @@ absl::Status LinuxNetworkHooks::TearDown(AllocationRecord record) {
       }
       LOG(WARNING) << prefix << "CNI DEL could not run the missing plugins "
                    << absl::StrJoin(missing, ", ") << "; going on: " << status;
+    }
+    if (no_result) {
+      // Rules of the interrupted ADD that name the container (bridge's
+      // masquerade, portmap's chains) that a DEL without the whole ADD
+      // result may not find.
+      absl::StatusOr<int> swept =
+          SweepFirewall(ContainerId(record.allocation_id));
+      if (!swept.ok()) {
+        return absl::Status(swept.status().code(),
+                            absl::StrCat(prefix, swept.status().message()));
+      }
     }
   }
   if (record.namespace_made) {
@@ -521,27 +605,12 @@ absl::Status LinuxNetworkHooks::Reconcile() {
     absl::StatusOr<CniNetwork> network =
         LoadNetwork(options_.cni_config_dir, name);
     if (!network.ok()) continue;
-    for (const std::string& dir : HostLocalLeaseDirs(*network)) {
-      DIR* leases_dir = opendir(dir.c_str());
-      if (leases_dir == nullptr) continue;
-      while (struct dirent* entry = readdir(leases_dir)) {
-        if (!LooksLikeIp(entry->d_name)) continue;
-        Lease lease;
-        lease.network = name;
-        lease.ip = entry->d_name;
-        lease.path = absl::StrCat(dir, "/", entry->d_name);
-        std::vector<std::string> lines =
-            absl::StrSplit(ReadFile(lease.path), absl::ByAnyChar("\r\n"));
-        lease.container_id =
-            lines.empty() ? ""
-                          : std::string(absl::StripAsciiWhitespace(lines[0]));
-        if (absl::StartsWith(lease.container_id, options_.prefix) &&
-            live.count(lease.container_id) == 0) {
-          orphans[lease.container_id].insert(name);
-          leases[lease.container_id].push_back(lease);
-        }
+    for (Lease& lease : LeasesOf(*network)) {
+      if (absl::StartsWith(lease.container_id, options_.prefix) &&
+          live.count(lease.container_id) == 0) {
+        orphans[lease.container_id].insert(name);
+        leases[lease.container_id].push_back(std::move(lease));
       }
-      closedir(leases_dir);
     }
   }
   for (const auto& [id, network] : ContainerIdsInFirewall(options_.prefix)) {
@@ -566,16 +635,7 @@ absl::Status LinuxNetworkHooks::Reconcile() {
       runtime.netns_path = namespaces_.Exists(id) ? namespaces_.PathOf(id) : "";
       runtime.ifname = options_.interface_name;
       // What DEL needs of the ADD result: the addresses the leases hold.
-      json result = {{"cniVersion", network->cni_version},
-                     {"interfaces", json::array()},
-                     {"ips", json::array()}};
-      for (const Lease& lease : leases[id]) {
-        if (lease.network != name) continue;
-        result["ips"].push_back(
-            {{"address", absl::StrCat(lease.ip, absl::StrContains(lease.ip, ':')
-                                                    ? "/128"
-                                                    : "/32")}});
-      }
+      json result = ResultFromLeases(*network, leases[id]);
       absl::Status deleted = cni_.Del(*network, runtime, &result);
       const std::string what = absl::StrCat(
           "CNI attachment ", id, " to network ", name, " of no allocation");

@@ -361,6 +361,58 @@ TEST_F(NetworkHooksTest, StartRemovesWhatBelongsToNoAllocation) {
   EXPECT_EQ(Count(), before) << Describe(options_);
 }
 
+// The firewall plugin's per-address rules in CNI-FORWARD of `ip` (they
+// carry no container id).
+std::vector<std::string> ForwardRulesOf(const std::string& ip) {
+  std::vector<std::string> found;
+  for (absl::string_view line :
+       absl::StrSplit(Output("iptables-save -t filter 2>/dev/null"), '\n')) {
+    if (absl::StartsWith(line, "-A CNI-FORWARD ") &&
+        absl::StrContains(line, absl::StrCat(" ", ip, "/32 "))) {
+      found.emplace_back(line);
+    }
+  }
+  return found;
+}
+
+// berth-netns killed during the CNI ADD: its record says the ADD was begun
+// (cni_added) but holds no result. The next start's teardown rebuilds the
+// result from the container's leases, so that the firewall plugin's DEL
+// removes its rules of the address (a DEL without a result left them, found
+// by tools/chaos).
+TEST_F(NetworkHooksTest, AnAddInterruptedBeforeItsResultLeavesNoFirewallRule) {
+  ASSERT_TRUE(StartHooks().ok());
+  const Footprint before = Count();
+  absl::StatusOr<nv1::PrerunResponse> made =
+      hooks_->Prerun(Request("cut", nv1::NETWORK_MODE_BRIDGE));
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_GT(made->status().addresses_size(), 0);
+  const std::string ip = Ip(made->status().addresses(0).cidr());
+  ASSERT_FALSE(ForwardRulesOf(ip).empty())
+      << "the firewall plugin made no CNI-FORWARD rule of " << ip;
+  hooks_.reset();
+  // The record as a kill between the ADD's start and its end leaves it.
+  const std::string path =
+      absl::StrCat(options_.state_dir, "/allocations/cut.json");
+  std::ifstream in(path);
+  nlohmann::json record = nlohmann::json::parse(in);
+  in.close();
+  ASSERT_TRUE(record["cni_added"].get<bool>());
+  record["phase"] = "creating";
+  record["cni_result"] = nullptr;
+  std::ofstream(path) << record.dump();
+
+  ASSERT_TRUE(StartHooks().ok());
+  EXPECT_THAT(hooks_->reconciled(), ::testing::Contains(HasSubstr("cut")));
+  EXPECT_THAT(ForwardRulesOf(ip), ::testing::IsEmpty());
+  EXPECT_EQ(Count(), before) << Describe(options_);
+  // Made again under the same allocation id, and removed: nothing left.
+  ASSERT_TRUE(hooks_->Prerun(Request("cut", nv1::NETWORK_MODE_BRIDGE)).ok());
+  ASSERT_TRUE(hooks_->Postrun("cut").ok());
+  EXPECT_THAT(ForwardRulesOf(ip), ::testing::IsEmpty());
+  EXPECT_EQ(Count(), before) << Describe(options_);
+}
+
 // A configuration list whose "ipam" is not an object (or holds a type or
 // dataDir of the wrong type) made berth-netns throw while reconciling at
 // every start: a crash loop. It is skipped; the service starts and works.
