@@ -340,7 +340,8 @@ big_ref=$endpoint/bench/big:latest
 say "docker-registry $registry_pid on $endpoint: bench/big, bench/busybox, bench/shared"
 
 # --- berth-images and berth-node -----------------------------------------------
-mkdir -p "$tmp/run" "$tmp/state" "$tmp/exec"
+mkdir -p "$tmp/state" "$tmp/exec"
+install -d -m 0750 "$tmp/run"  # a runtime directory open to others is refused
 cat >"$tmp/registries.json" <<EOF
 {"registries": {"$endpoint": {"insecure": true}}}
 EOF

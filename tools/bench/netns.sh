@@ -280,7 +280,7 @@ trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
 # --- berth-netns ------------------------------------------------------------------
-mkdir -p "$tmp/run"
+install -d -m 0750 "$tmp/run"  # a runtime directory open to others is refused
 "$service" --runtime_dir="$tmp/run" --state_dir="$tmp/state" \
   --netns_dir="$tmp/netns" --namespace_prefix="$prefix" \
   --cni_config_dir="$tmp/cni" --cni_path="$cni_path" \

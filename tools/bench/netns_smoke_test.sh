@@ -75,7 +75,7 @@ pass() {
 # Starts berth-netns on $tmp/NAME with --cni_path=$2; waits for its socket.
 start_service() { # NAME CNI_PATH
   local dir=$tmp/$1 i
-  mkdir -p "$dir/run"
+  install -d -m 0750 "$dir/run"  # a runtime directory open to others is refused
   "$service" --runtime_dir="$dir/run" --state_dir="$dir/state" \
     --netns_dir="$dir/netns" --namespace_prefix="$prefix$1-" \
     --cni_config_dir="$dir/cni" --cni_path="$2" \

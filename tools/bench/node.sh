@@ -327,7 +327,8 @@ for dir in /sys/fs/cgroup/*/"$cgroup_parent" /sys/fs/cgroup/"$cgroup_parent"; do
 done
 
 # --- berth-node --------------------------------------------------------------
-mkdir -p "$tmp/run" "$tmp/state" "$tmp/exec"
+mkdir -p "$tmp/state" "$tmp/exec"
+install -d -m 0750 "$tmp/run"  # a runtime directory open to others is refused
 init_args=""
 [[ -z $init ]] || init_args=", \"--init_path=$init\""
 cat >"$tmp/plugins.json" <<EOF

@@ -56,7 +56,8 @@ stubs=$root/api/gen/python
 
 dir=$(mktemp -d /tmp/berth-XXXXXX)
 run=$dir/run state=$dir/state
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 berth() { "$cli" --socket="$run/node.sock" "$@"; }
 say() { printf 'python_driver_node: %s\n' "$*" >&2; }
 node_pid="" probe_pid=""

@@ -50,7 +50,7 @@ wait_answers() {
   return 1
 }
 
-mkdir -p "$runtime_dir"
+install -d -m 0750 "$runtime_dir"  # a runtime directory open to others is refused
 sock=$runtime_dir/svc.sock
 exec 3< <(spawn_unreaped "$server" "$sock" "--runtime_dir=$runtime_dir")
 read -r pid <&3

@@ -49,7 +49,8 @@ JSON
   fi
 }
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 # No berth-netns is started at all; the node's default socket for it is
 # <runtime dir>/netns.sock.
 start_node --netns_socket=none --must_create_network

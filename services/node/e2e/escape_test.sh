@@ -47,7 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 # The fallback's copy of the probe, and a way through $dir for nobody (to
 # the task's directory, and to that copy: the runfiles may sit under /root).
 chmod 0755 "$dir"

@@ -56,7 +56,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 write_exec_and_sandbox_plugins
 "$stats_bin" --runtime_dir="$run" >>"$dir/stats.log" 2>&1 &
 stats_pid=$!

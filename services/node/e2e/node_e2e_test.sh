@@ -63,7 +63,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 cat >"$dir/plugins.json" <<JSON
 {"plugins": [{"name": "exec", "binary": "$driver_bin",
   "args": ["--cgroup_parent=$cgroup_parent", "--state_dir=$state/exec"]},

@@ -54,7 +54,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 chmod 0755 "$dir"
 write_exec_and_sandbox_plugins
 echo '{}' >"$dir/registries.json"

@@ -66,7 +66,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state"
+mkdir -p "$state"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 cat >"$dir/plugins.json" <<JSON
 {"plugins": [
   {"name": "mock", "binary": "$mock_bin"},

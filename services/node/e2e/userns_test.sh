@@ -57,7 +57,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$run" "$state" "$dir/data"
+mkdir -p "$state" "$dir/data"
+install -d -m 0750 "$run"  # a runtime directory open to others is refused
 # The task's root (host id $base) goes through $dir to its task directory
 # and writes into the bound directory.
 chmod 0755 "$dir"
