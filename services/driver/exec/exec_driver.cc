@@ -788,6 +788,27 @@ absl::Status ExecDriver::StopTask(const std::string& task_id,
 
 absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (absl::IsNotFound(found.status())) {
+    // Unknown here, but an instance of this driver killed during its
+    // StartTask may have made its cgroup and started its init: what the
+    // task's id names goes, and the task stays unknown.
+    absl::StatusOr<TaskCgroup> orphan =
+        TaskCgroup::Open(mounts_, options_.cgroup_parent, task_id);
+    if (orphan.ok() &&
+        absl::c_any_of(orphan->directories(), [](const std::string& dir) {
+          return access(dir.c_str(), F_OK) == 0;
+        })) {
+      absl::Status status = orphan->KillAll(absl::Seconds(5));
+      if (status.ok()) status = orphan->Remove(absl::Seconds(10));
+      if (!status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat("task ", task_id, " (unknown): ", status.message()));
+      }
+      LOG(INFO) << "task " << task_id << ": removed the cgroup "
+                << orphan->path() << " of an interrupted start";
+    }
+  }
   if (!found.ok()) return found.status();
   const std::shared_ptr<Task>& task = *found;
   if (!task->IsExited()) {

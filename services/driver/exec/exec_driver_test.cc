@@ -566,6 +566,24 @@ TEST_F(ExecDriverTest, DestroyRefusesARunningTaskAndRemovesEverything) {
   EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask("destroy").status()));
 }
 
+// A driver killed during a start leaves a task the next one does not know:
+// DestroyTask still kills and removes what its id names (its cgroup), and
+// answers NOT_FOUND.
+TEST_F(ExecDriverTest, DestroyOfAnUnknownTaskRemovesItsCgroup) {
+  ASSERT_TRUE(Start(Task("orphan", {"sleep", "1000"})).ok());
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("orphan");
+  ASSERT_TRUE(status.ok()) << status.status();
+  driver_.reset();  // its StartTask's answer, with the handle, is lost
+  driver_ = std::make_unique<ExecDriver>(options_);
+  absl::Status destroyed = driver_->DestroyTask("orphan", /*force=*/true);
+  EXPECT_TRUE(absl::IsNotFound(destroyed)) << destroyed;
+  for (const std::string& dir : ParentDirs()) {
+    EXPECT_FALSE(PathExists(dir + "/orphan")) << dir;
+  }
+  // An id that is not a cgroup's name is refused before any path is made.
+  EXPECT_TRUE(absl::IsNotFound(driver_->DestroyTask("..", true)));
+}
+
 TEST_F(ExecDriverTest, SignalKillReachesTheProgramAndIsRecorded) {
   ASSERT_TRUE(Start(Task("kill", {"sleep", "1000"})).ok());
   ASSERT_TRUE(driver_->SignalTask("kill", SIGKILL).ok());
