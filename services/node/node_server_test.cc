@@ -1289,5 +1289,100 @@ TEST(ResolveStopSettingsTest, RequestThenSpecThenImageThenDefaults) {
   EXPECT_EQ(signal, "SIGTERM");
 }
 
+// --- Starts whose outcome the node did not see (issue 18, tools/chaos F1,
+// F4, F6): the driver may have started the run although no reply came.
+
+// The lines of `path`; none when it is missing.
+int LinesOf(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+// The mock starts the task, then dies (SIGKILL) before its reply: the node
+// asks the relaunched mock, which knows the task from the handle it kept,
+// and records that one run (exit code and all) instead of a start that
+// never happened. Before, the task was FAILED "plugin mock is shut down"
+// although its program had run.
+TEST_F(NodeServerTest, AStartWhoseReplyDiedWithTheDriverIsAdopted) {
+  const std::string trigger = dir_.Join("die-after-start");
+  StartNode({"--keep_handles", absl::StrCat("--die_after_start=", trigger)});
+  const int first_mock = MockPid();
+  std::ofstream(trigger) << "once\n";
+  const std::string marker = dir_.Join("marker");
+  absl::StatusOr<v1::Task> task =
+      Run(Shell(absl::StrCat("echo ran >> ", marker, "; exit 3")));
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_NE(access(trigger.c_str(), F_OK), 0)
+      << "the mock did not die after the start";
+  const std::string id = task->id();
+  ASSERT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  const v1::Task ended = Inspect(id);
+  EXPECT_EQ(ended.state(), v1::TASK_STATE_EXITED) << ended.DebugString();
+  EXPECT_EQ(ended.exit_result().exit_code(), 3);
+  EXPECT_EQ(ended.restarts(), 0u);
+  EXPECT_TRUE(ended.has_started_at());
+  EXPECT_TRUE(ended.error().empty()) << ended.error();
+  EXPECT_EQ(LinesOf(marker), 1) << "the task ran more than once";
+  EXPECT_NE(MockPid(), first_mock);
+}
+
+// The same death with a driver that cannot find the task again (no kept
+// handle): NOT_FOUND, so the start failed as before, named, and nothing of
+// it stays (its directory removed).
+TEST_F(NodeServerTest, AStartTheRelaunchedDriverDoesNotKnowFails) {
+  const std::string trigger = dir_.Join("die-after-start");
+  StartNode({absl::StrCat("--die_after_start=", trigger)});
+  std::ofstream(trigger) << "once\n";
+  const std::string marker = dir_.Join("marker");
+  absl::StatusOr<v1::Task> task =
+      Run(Shell(absl::StrCat("echo ran >> ", marker)));
+  ASSERT_FALSE(task.ok());
+  EXPECT_THAT(task.status().message(), HasSubstr("plugin mock is shut down"));
+  std::vector<v1::Task> tasks = List(/*all=*/true);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].state(), v1::TASK_STATE_FAILED);
+  EXPECT_FALSE(tasks[0].has_started_at());
+  EXPECT_NE(access(TaskDir(tasks[0].id()).c_str(), F_OK), 0)
+      << TaskDir(tasks[0].id()) << " stayed";
+}
+
+// The node stops while the mock holds StartTask's reply (the task runs):
+// the record says the start was interrupted. The next node finds the run at
+// the (relaunched) driver and adopts it rather than destroying it and
+// starting it again: one run, still running, stoppable.
+TEST_F(NodeServerTest, ARunStartedUnderADeadNodeIsAdoptedNotRunAgain) {
+  StartNode({"--keep_handles", "--start_reply_delay=5s"});
+  const std::string marker = dir_.Join("marker");
+  const v1::TaskSpec spec =
+      Shell(absl::StrCat("echo ran >> ", marker, "; exec sleep 600"));
+  absl::StatusOr<v1::Task> interrupted;
+  std::thread run([&, socket = node_->socket_path()] {
+    auto stub = v1::NodeService::NewStub(grpc::CreateChannel(
+        absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials()));
+    interrupted = testing::RunTask(*stub, spec);
+  });
+  ASSERT_TRUE(WaitFor([&] { return LinesOf(marker) == 1; }));
+  StopNode();
+  run.join();
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_THAT(interrupted.status().message(), HasSubstr("shutting down"));
+
+  StartNode({"--keep_handles"});
+  std::vector<v1::Task> tasks = List(/*all=*/true);
+  ASSERT_EQ(tasks.size(), 1u);
+  const std::string id = tasks[0].id();
+  ASSERT_TRUE(WaitFor([&] { return InState(id, v1::TASK_STATE_RUNNING); }))
+      << Inspect(id).DebugString();
+  EXPECT_EQ(Inspect(id).restarts(), 0u);
+  EXPECT_TRUE(Stop(id).ok());
+  ASSERT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  const v1::Task ended = Inspect(id);
+  EXPECT_EQ(ended.state(), v1::TASK_STATE_EXITED) << ended.DebugString();
+  EXPECT_NE(ended.exit_result().signal(), 0) << ended.DebugString();
+  EXPECT_EQ(LinesOf(marker), 1) << "the task ran more than once";
+}
+
 }  // namespace
 }  // namespace berth::node

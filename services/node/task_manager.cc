@@ -544,8 +544,9 @@ absl::Status TaskManager::Recover() {
       case v1::TASK_STATE_STARTING:
       case v1::TASK_STATE_RESTARTING:
         LOG(INFO) << "task " << id
-                  << ": its start was interrupted; starting it again";
-        Launch(entry, Resume::kCleanThenStart);
+                  << ": its start was interrupted; adopting the run if its "
+                     "driver has it, else starting it again";
+        Launch(entry, Resume::kAdoptOrStart);
         break;
       default:
         if (entry->record.network_allocated()) {

@@ -89,8 +89,9 @@ class TaskManager {
 
   // Loads every stored task and resumes it: running ones are recovered
   // through their driver (an exit while the node was down is recorded with
-  // its real result), interrupted starts are started again, missing Postruns
-  // are run. Call once, before serving. With berth-images, a thread then
+  // its real result), interrupted starts are adopted when their driver has
+  // the run (it is not run twice) and started again when it has not,
+  // missing Postruns are run. Call once, before serving. With berth-images, a thread then
   // releases every snapshot that is no task's (once berth-images answers).
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -187,8 +188,15 @@ class TaskManager {
     // (or a relaunched) driver has not recovered it yet. The health checks
     // wait for it (guarded by mu_).
     bool driver_holds_run = false;
+    // StartRun's StartTask failed in a way that does not say whether the
+    // driver started the run (the driver or the call broke): Supervise asks
+    // the driver before recording the failure (guarded by mu_).
+    bool start_unseen = false;
   };
-  enum class Resume { kStart, kCleanThenStart, kWait, kPostrunOnly };
+  // kAdoptOrStart: a start a node did not see through (the record is
+  // PENDING, STARTING or RESTARTING): the driver's run is adopted if it has
+  // one, else the task starts again.
+  enum class Resume { kStart, kAdoptOrStart, kWait, kPostrunOnly };
 
   // --- Shared by the calls and the supervisor (task_manager.cc).
   std::shared_ptr<Entry> Find(const std::string& ref, absl::Status* error)
@@ -217,6 +225,23 @@ class TaskManager {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Empties (or makes) the task's directory, 0755, before a run.
   absl::Status MakeTaskDir(const std::string& id);
+  // Asks the task's driver (waiting for one that is being relaunched, up to
+  // options_.plugin_wait) whether it holds a run of the task whose start the
+  // node did not see through: its status (running or exited), nullopt when
+  // the driver does not know the task (NOT_FOUND), an error when the driver
+  // cannot be asked (CANCELLED once the node shuts down).
+  absl::StatusOr<std::optional<driver::v1::TaskStatus>> FindUnseenRun(
+      Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the driver's run found by FindUnseenRun as the task's current
+  // run (started, held by the driver; no handle): saved, TASK_STARTED.
+  void AdoptRun(Entry& entry, const driver::v1::TaskStatus& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Resume::kAdoptOrStart before anything else: true when the driver's run
+  // was adopted; false when the task is to start again (what the driver had
+  // of it destroyed; a RESTARTING task's ended run's output kept and its
+  // run number advanced).
+  absl::StatusOr<bool> ResumeInterruptedStart(Entry& entry)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<driver::v1::ExitResult> WaitRun(Entry& entry,
                                                  bool recover_first)
       ABSL_LOCKS_EXCLUDED(mu_);

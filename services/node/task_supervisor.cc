@@ -67,6 +67,29 @@ absl::Status ReadSmallFile(const std::string& path, std::string* text) {
   return absl::OkStatus();
 }
 
+// Whether a failed StartTask leaves open whether the driver started the run:
+// the plugin died or the call broke (the reply may be what was lost), as
+// opposed to a refusal a live driver gave (INVALID_ARGUMENT,
+// FAILED_PRECONDITION, ...), after which nothing of the task is left.
+bool StartOutcomeUnseen(const absl::Status& status) {
+  return IsPluginShutdown(status) || absl::IsUnavailable(status) ||
+         absl::IsCancelled(status) || absl::IsDeadlineExceeded(status) ||
+         absl::IsUnknown(status);
+}
+
+// Whether `status`, a run the driver holds of a RESTARTING task, is the run
+// that ended (`task` records its end) rather than the next one.
+bool IsEndedRun(const driver::v1::TaskStatus& status, const v1::Task& task) {
+  if (!task.has_finished_at()) return false;
+  if (status.has_started_at()) {
+    return base::FromProtoTimestamp(status.started_at()) <
+           base::FromProtoTimestamp(task.finished_at());
+  }
+  return status.has_exit_result() && task.has_exit_result() &&
+         status.exit_result().SerializeAsString() ==
+             task.exit_result().SerializeAsString();
+}
+
 std::string DescribeExit(const driver::v1::ExitResult& result) {
   if (result.signal() != 0) {
     return absl::StrCat("killed by signal ", result.signal(),
@@ -301,10 +324,12 @@ absl::Status TaskManager::StartRun(Entry& entry) {
     task.clear_exit_result();
     id = task.id();
     spec = task.spec();
+    entry.start_unseen = false;
   }
   // Nothing is persisted until the task runs: a node that dies meanwhile
-  // finds the record not running, destroys whatever the driver made of it
-  // and starts it again (Recover, kCleanThenStart). Two commits per start.
+  // finds the record not running and asks the driver: a run it has is
+  // adopted, else the task starts again (Recover, kAdoptOrStart). Two
+  // commits per start.
   if (absl::Status s = SetUpNetwork(entry); !s.ok()) return s;
 
   absl::StatusOr<std::shared_ptr<DriverClient>> driver =
@@ -407,7 +432,12 @@ absl::Status TaskManager::StartRun(Entry& entry) {
   if (!started.ok()) {
     // A failed start leaves nothing; an abandoned one (the node is shutting
     // down) is the next node's to clean up, as the driver may still be at it.
-    if (!shutting_down()) {
+    // One whose outcome the node did not see (the driver or the call broke)
+    // may have started: Supervise asks the driver first.
+    if (!shutting_down() && StartOutcomeUnseen(started.status())) {
+      absl::MutexLock lock(&mu_);
+      entry.start_unseen = true;
+    } else if (!shutting_down()) {
       if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
         LOG(WARNING) << "task " << id << ": " << s;
       }
@@ -515,6 +545,138 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
   return absl::CancelledError("berth-node is shutting down");
 }
 
+absl::StatusOr<std::optional<driver::v1::TaskStatus>>
+TaskManager::FindUnseenRun(Entry& entry) {
+  std::string id, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+  }
+  const absl::Time give_up = absl::Now() + options_.plugin_wait;
+  absl::Status last;
+  while (true) {
+    if (shutting_down()) {
+      return absl::CancelledError("berth-node is shutting down");
+    }
+    absl::StatusOr<std::shared_ptr<DriverClient>> driver =
+        Driver(driver_name, absl::Seconds(1));
+    if (driver.ok()) {
+      driver::v1::InspectTaskRequest inspect;
+      inspect.set_task_id(id);
+      absl::StatusOr<driver::v1::InspectTaskResponse> known =
+          (*driver)->InspectTask(inspect, {absl::Now() + absl::Seconds(10)});
+      if (known.ok()) return std::optional(known->status());
+      if (absl::IsNotFound(known.status())) {
+        return std::optional<driver::v1::TaskStatus>();
+      }
+      last = known.status();
+    } else {
+      // No longer configured: nothing will answer.
+      if (absl::IsInvalidArgument(driver.status())) return driver.status();
+      last = driver.status();
+    }
+    // Away (relaunched by its supervisor) or failing: asked again.
+    if (absl::Now() > give_up) {
+      return absl::Status(
+          last.code(),
+          absl::StrCat("driver ", driver_name,
+                       " could not say whether it started task ", id,
+                       " within ", absl::FormatDuration(options_.plugin_wait),
+                       ": ", last.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_),
+                         absl::Milliseconds(200));
+  }
+}
+
+void TaskManager::AdoptRun(Entry& entry, const driver::v1::TaskStatus& status) {
+  std::string id, name, driver_name;
+  {
+    absl::MutexLock lock(&mu_);
+    // The driver holds it; the handle of an earlier run must not be taken
+    // for this one (a driver relaunched later cannot recover it from none).
+    entry.record.set_driver_task(true);
+    entry.record.clear_handle();
+    v1::Task& task = *entry.record.mutable_task();
+    task.set_state(v1::TASK_STATE_RUNNING);
+    task.clear_error();
+    task.clear_exit_result();
+    *task.mutable_started_at() =
+        status.has_started_at() ? status.started_at() : NowProto();
+    task.clear_finished_at();
+    id = task.id();
+    name = task.spec().name();
+    driver_name = task.spec().driver();
+  }
+  Save(entry);
+  const bool exited = status.state() == driver::v1::TASK_STATE_EXITED;
+  LOG(INFO) << "task " << id << ": driver " << driver_name
+            << " has the run whose start was not seen through ("
+            << (exited ? "already exited" : "running") << "): adopting it";
+  events_->Publish(v1::EVENT_TYPE_TASK_STARTED, id,
+                   absl::StrCat("task ", name,
+                                " started (adopted: its driver had started "
+                                "it when the start was interrupted)"));
+}
+
+absl::StatusOr<bool> TaskManager::ResumeInterruptedStart(Entry& entry) {
+  std::string id;
+  bool restarting;
+  uint32_t run;
+  bool host_network;
+  {
+    absl::MutexLock lock(&mu_);
+    const v1::Task& task = entry.record.task();
+    id = task.id();
+    restarting = task.state() == v1::TASK_STATE_RESTARTING;
+    run = task.restarts();
+    host_network =
+        task.spec().network().mode() == network::v1::NETWORK_MODE_HOST;
+  }
+  absl::StatusOr<std::optional<driver::v1::TaskStatus>> found =
+      FindUnseenRun(entry);
+  if (!found.ok()) return found.status();
+  if (found->has_value() && restarting) {
+    absl::MutexLock lock(&mu_);
+    if (IsEndedRun(**found, entry.record.task())) {
+      // The node died while waiting to restart it: the run the driver holds
+      // is the one that ended.
+      found->reset();
+    }
+  }
+  if (restarting) {
+    // Run `run` ended (the record says so); the next is run + 1. Its output
+    // is kept unless the dead node kept it already (then the next run was
+    // being started).
+    if (!found->has_value()) KeepRunLogs(id, run);
+    absl::MutexLock lock(&mu_);
+    entry.record.mutable_task()->set_restarts(run + 1);
+  }
+  if (found->has_value()) {
+    // Its network was set up before the start (the same allocation again:
+    // idempotent); recorded now, so that its Postrun runs when it ends.
+    if (!host_network) {
+      if (absl::Status s = SetUpNetwork(entry); !s.ok()) {
+        LOG(WARNING) << "task " << id << ": its network: " << s;
+        absl::MutexLock lock(&mu_);
+        entry.record.set_network_allocated(true);
+      }
+    }
+    AdoptRun(entry, **found);
+    return true;
+  }
+  // Not started (or the run that ended): what the driver made of it goes,
+  // then it starts again from its spec, with the same allocation for
+  // Prerun.
+  if (absl::Status s = DestroyDriverTask(entry, /*even_if_unrecorded=*/true);
+      !s.ok()) {
+    return s;
+  }
+  return false;
+}
+
 bool TaskManager::EndRun(Entry& entry, const driver::v1::ExitResult& result) {
   std::string id;
   bool restart = false;
@@ -603,26 +765,65 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
     if (!s.ok()) LOG(WARNING) << "task " << id << ": missing Postrun: " << s;
     return;
   }
-  if (resume == Resume::kCleanThenStart) {
-    // An interrupted start: whatever the driver made of it goes (the record
-    // does not say whether StartTask got that far), then it starts again
-    // from its spec, with the same allocation for Prerun.
-    if (absl::Status s = DestroyDriverTask(*entry, /*even_if_unrecorded=*/true);
-        !s.ok()) {
-      Fail(*entry, s);
+  bool recover = resume == Resume::kWait;
+  // The driver's run of an interrupted or unseen start, taken as this run.
+  bool adopted = false;
+  if (resume == Resume::kAdoptOrStart) {
+    // An interrupted start (the record does not say whether StartTask got
+    // that far): the driver is asked; a run it has is not started again.
+    absl::StatusOr<bool> resumed = ResumeInterruptedStart(*entry);
+    if (!resumed.ok() && shutting_down()) return;  // the next node's
+    if (!resumed.ok()) {
+      Fail(*entry, resumed.status());
       return;
     }
-    resume = Resume::kStart;
+    adopted = *resumed;
   }
-  bool recover = resume == Resume::kWait;
   while (!shutting_down()) {
-    if (!recover) {
+    if (!recover && !adopted) {
       absl::Status started = StartRun(*entry);
       if (!started.ok() && shutting_down()) {
         // Not a failure of the task: its record is not running, and the next
         // node starts it again.
         LOG(INFO) << "task " << id << ": start interrupted by the shutdown";
         return;
+      }
+      bool unseen;
+      {
+        absl::MutexLock lock(&mu_);
+        unseen = !started.ok() && entry->start_unseen;
+        entry->start_unseen = false;
+      }
+      if (unseen) {
+        // The driver or the call broke: the driver may have started it
+        // (the reply lost). A run the (relaunched) driver has is adopted;
+        // else the start failed and nothing of it stays.
+        absl::StatusOr<std::optional<driver::v1::TaskStatus>> found =
+            FindUnseenRun(*entry);
+        if (!found.ok() && shutting_down()) {
+          LOG(INFO) << "task " << id << ": start interrupted by the shutdown";
+          return;  // not running: the next node asks again
+        }
+        if (found.ok() && found->has_value()) {
+          LOG(INFO) << "task " << id << ": StartTask failed (" << started
+                    << "), but its driver has the run";
+          AdoptRun(*entry, **found);
+          started = absl::OkStatus();
+        } else {
+          if (!found.ok()) {
+            started = absl::Status(started.code(),
+                                   absl::StrCat(started.message(), " (and ",
+                                                found.status().message(), ")"));
+          }
+          if (absl::Status s =
+                  DestroyDriverTask(*entry, /*even_if_unrecorded=*/true);
+              !s.ok()) {
+            LOG(WARNING) << "task " << id << ": " << s;
+          }
+          if (absl::Status s = RemoveTree(TaskDir(id)); !s.ok()) {
+            LOG(WARNING) << "task " << id << ": " << s;
+          }
+        }
       }
       if (!started.ok()) {
         if (absl::Status s = DestroyDriverTask(*entry); !s.ok()) {
@@ -637,6 +838,9 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
         Fail(*entry, started);
         return;
       }
+    }
+    if (!recover) {
+      adopted = false;
       bool stop_now;
       {
         absl::MutexLock lock(&mu_);

@@ -40,6 +40,17 @@ ABSL_FLAG(absl::Duration, recover_delay, absl::ZeroDuration(),
           "Wait this long in RecoverTask before recovering the task (for "
           "tests of a slow recovery).");
 
+ABSL_FLAG(bool, keep_handles, false,
+          "Keep each started task's handle in <state dir>/<id>.handle; "
+          "InspectTask of a task this instance does not know recovers it "
+          "from there (a driver that finds its tasks after a restart).");
+ABSL_FLAG(std::string, die_after_start, "",
+          "When this file exists, StartTask removes it and kills the mock "
+          "(SIGKILL) once the task runs, before replying (for tests of a "
+          "start whose reply is lost).");
+ABSL_FLAG(absl::Duration, start_reply_delay, absl::ZeroDuration(),
+          "StartTask waits this long once the task runs before it replies.");
+
 namespace {
 
 constexpr char kUsage[] =
@@ -48,7 +59,8 @@ constexpr char kUsage[] =
     "usage: started by a host with BERTH_PLUGIN_MAGIC_COOKIE and "
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
     "[--must_create_network] [--join_networks] [--attach] [--no_exec] "
-    "[--recover_delay=DURATION]";
+    "[--recover_delay=DURATION] [--keep_handles] [--die_after_start=FILE] "
+    "[--start_reply_delay=DURATION]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -68,6 +80,9 @@ int main(int argc, char** argv) {
   options.attach = absl::GetFlag(FLAGS_attach);
   options.no_exec = absl::GetFlag(FLAGS_no_exec);
   options.recover_delay = absl::GetFlag(FLAGS_recover_delay);
+  options.keep_handles = absl::GetFlag(FLAGS_keep_handles);
+  options.die_after_start = absl::GetFlag(FLAGS_die_after_start);
+  options.start_reply_delay = absl::GetFlag(FLAGS_start_reply_delay);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

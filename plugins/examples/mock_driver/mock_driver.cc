@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -430,6 +432,26 @@ void SetPaths(const std::string& id, const HandleState& handle,
   *stderr_path = absl::StrCat(logs, "/", plugin::kStderrLogName, ".log");
 }
 
+// Where --keep_handles keeps a task's handle.
+std::string HandlePath(const std::string& state_dir, const std::string& id) {
+  return absl::StrCat(state_dir, "/", id, ".handle");
+}
+
+bool WriteWholeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  out.close();
+  return !out.fail();
+}
+
+bool ReadWholeFile(const std::string& path, std::string* bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  bytes->assign(std::istreambuf_iterator<char>(in),
+                std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
 }  // namespace
 
 MockDriver::MockDriver(MockDriverOptions options)
@@ -438,6 +460,9 @@ MockDriver::MockDriver(MockDriverOptions options)
       attach_(options.attach),
       no_exec_(options.no_exec),
       recover_delay_(options.recover_delay),
+      keep_handles_(options.keep_handles),
+      die_after_start_(std::move(options.die_after_start)),
+      start_reply_delay_(options.start_reply_delay),
       state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
@@ -827,7 +852,25 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
   handle->set_driver_state(EncodeTaskState(task->handle));
   LOG(INFO) << "task " << config.id() << " started: pid " << pids->task
             << " (monitor " << pids->monitor << ") in " << dirs->work_dir;
+  if (keep_handles_) {
+    const std::string path = HandlePath(task->handle.state_dir, config.id());
+    const std::string tmp = absl::StrCat(path, ".tmp");
+    std::string bytes;
+    if (!handle->SerializeToString(&bytes) || !WriteWholeFile(tmp, bytes) ||
+        rename(tmp.c_str(), path.c_str()) != 0) {
+      PLOG(WARNING) << "task " << config.id() << ": cannot keep its handle in "
+                    << path;
+    }
+  }
   Adopt(task, "started");
+  if (!die_after_start_.empty() && unlink(die_after_start_.c_str()) == 0) {
+    LOG(WARNING) << "task " << config.id() << " runs; dying before the reply ("
+                 << die_after_start_ << ")";
+    kill(getpid(), SIGKILL);
+  }
+  if (start_reply_delay_ > absl::ZeroDuration()) {
+    absl::SleepFor(start_reply_delay_);
+  }
   return response;
 }
 
@@ -921,6 +964,10 @@ absl::Status MockDriver::DestroyTask(const std::string& task_id, bool force) {
     PLOG(WARNING) << "task " << task_id << ": cannot remove "
                   << task->exit_path;
   }
+  if (const std::string path = HandlePath(task->handle.state_dir, task_id);
+      unlink(path.c_str()) != 0 && errno != ENOENT) {
+    PLOG(WARNING) << "task " << task_id << ": cannot remove " << path;
+  }
   // What the driver made in the task directory (the node removes the
   // directory it made itself).
   const HandleState& made = task->handle;
@@ -942,6 +989,15 @@ absl::Status MockDriver::DestroyTask(const std::string& task_id, bool force) {
 absl::StatusOr<driver::v1::TaskStatus> MockDriver::InspectTask(
     const std::string& task_id) {
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok() && keep_handles_ && CheckTaskId(task_id).ok()) {
+    // Started by an earlier instance: recovered from the handle it kept.
+    std::string bytes;
+    driver::v1::TaskHandle handle;
+    if (ReadWholeFile(HandlePath(state_dir(), task_id), &bytes) &&
+        handle.ParseFromString(bytes) && handle.config().id() == task_id) {
+      return RecoverTask(handle);
+    }
+  }
   if (!task.ok()) return task.status();
   absl::MutexLock lock(&mu_);
   return StatusOf(**task);

@@ -94,6 +94,17 @@ struct MockDriverOptions {
   // RecoverTask waits this long before it looks at the task, as a slow
   // driver recovering many tasks would (for the node's tests of recovery).
   absl::Duration recover_delay = absl::ZeroDuration();
+  // Each started task's handle is also kept in <state dir>/<id>.handle
+  // (removed by DestroyTask), and InspectTask of a task this instance does
+  // not know recovers it from there: a driver that finds its tasks again
+  // after a restart without the node's handle.
+  bool keep_handles = false;
+  // When this file exists, StartTask removes it and, once the task runs,
+  // the mock kills itself (SIGKILL) before replying: one start whose reply
+  // is lost with the driver.
+  std::string die_after_start;
+  // StartTask waits this long once the task runs before it replies.
+  absl::Duration start_reply_delay = absl::ZeroDuration();
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -177,6 +188,9 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   const bool attach_;
   const bool no_exec_;
   const absl::Duration recover_delay_;
+  const bool keep_handles_;
+  const std::string die_after_start_;
+  const absl::Duration start_reply_delay_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
