@@ -180,13 +180,11 @@ absl::StatusOr<std::unique_ptr<UnixGrpcServer>> UnixGrpcServer::Start(
   }
   const uid_t server_uid = geteuid();
   const std::string dir = base::Dirname(path);
-  std::string warning;
-  if (absl::Status trusted = CheckSocketDirectory(dir, server_uid, &warning);
+  if (absl::Status trusted = CheckSocketDirectory(dir, server_uid);
       !trusted.ok()) {
     return absl::Status(trusted.code(),
                         absl::StrCat("socket ", path, ": ", trusted.message()));
   }
-  if (!warning.empty()) LOG(WARNING) << "socket " << path << ": " << warning;
   // A socket bound but not yet listening looks stale: other berth servers
   // are held off from our check until we listen.
   DirectoryLock lock(dir);

@@ -71,9 +71,9 @@ class UnixGrpcServer {
  public:
   struct Options {
     // Where to serve. Its directory is created (0750) if missing; an
-    // existing one must belong to the server's effective uid and must not be
-    // writable by its group or others (CheckSocketDirectory in
-    // unix_socket.h). A stale socket there is removed, a live one makes
+    // existing one must belong to the server's effective uid, give others no
+    // permission and its group no write (0750 or 0700; CheckSocketDirectory
+    // in unix_socket.h). A stale socket there is removed, a live one makes
     // Start fail (see PrepareSocketPath). At most kMaxSocketPathLength bytes.
     std::string socket_path;
     // The services to serve. Not owned: they must outlive the server.

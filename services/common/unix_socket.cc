@@ -82,8 +82,7 @@ absl::Status MakeSocketDirectory(const std::string& socket_path,
   return absl::OkStatus();
 }
 
-absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner,
-                                  std::string* warning) {
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) {
     const int err = errno;
@@ -100,20 +99,17 @@ absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner,
     return absl::FailedPreconditionError(absl::StrCat(
         "runtime directory ", dir, " is owned by uid ", st.st_uid, " (mode ",
         octal, "), not by uid ", owner,
-        " which serves in it: refusing to put a socket there (chown it or "
-        "choose another --runtime_dir)"));
+        " which serves in it: refusing to put a socket there (chown ", owner,
+        " ", dir, " or choose another --runtime_dir)"));
   }
-  if ((st.st_mode & 0022) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "runtime directory ", dir, " (owner uid ", st.st_uid, ") has mode ",
-        octal,
-        ", writable by others or its group: refusing to put a socket there "
-        "(chmod go-w ",
-        dir, "; 0750 is berth's)"));
-  }
-  if ((st.st_mode & 0005) != 0 && warning != nullptr) {
-    *warning = absl::StrCat("runtime directory ", dir, " has mode ", octal,
-                            ": others may list it (berth's is 0750)");
+  if ((st.st_mode & kSocketDirForbiddenBits) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("runtime directory ", dir, " (owner uid ", st.st_uid,
+                     ") has mode ", octal,
+                     ((st.st_mode & 0007) != 0 ? ", open to others"
+                                               : ", writable by its group"),
+                     ": refusing to put a socket there (chmod 0750 ", dir,
+                     ", or make it with install -d -m 0750)"));
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,10 @@ inline constexpr size_t kMaxSocketPathLength = 107;
 // The mode of the directories PrepareSocketPath creates.
 inline constexpr mode_t kSocketDirMode = 0750;
 
+// The mode bits a runtime directory must not have (CheckSocketDirectory):
+// any permission for others, and write for its group.
+inline constexpr mode_t kSocketDirForbiddenBits = 0027;
+
 // INVALID_ARGUMENT naming the path (and its length when it is too long) if
 // `socket_path` is empty or longer than kMaxSocketPathLength bytes.
 absl::Status CheckSocketPathLength(const std::string& socket_path);
@@ -52,17 +56,14 @@ absl::StatusOr<SocketPathState> ProbeSocketPath(const std::string& socket_path);
 absl::Status MakeSocketDirectory(const std::string& socket_path,
                                  std::optional<gid_t> group = std::nullopt);
 
-// Checks that the directory `dir` (a socket's: the runtime directory) can be
-// trusted with a server's socket: it is a directory (symbolic links are
-// followed) owned by `owner` (normally the server's effective uid) that
-// neither its group nor others may write to (mode & 0022 is 0): nobody else
-// can put or replace a socket there. FAILED_PRECONDITION naming the
-// directory, its owner and its mode otherwise. A directory others may read
-// or search (mode & 0005) passes, with *warning (if given) saying so: they
-// can see the sockets' names, not call them (the sockets' own modes and the
-// servers' peer checks stop them); berth's own directories are 0750.
-absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner,
-                                  std::string* warning = nullptr);
+// Checks that the directory `dir` (a socket's own directory: the runtime
+// directory; its ancestors are not checked) can be trusted with a server's
+// socket: it is a directory (symbolic links are followed) owned by `owner`
+// (normally the server's effective uid) with no permission for others and
+// not writable by its group (mode & kSocketDirForbiddenBits is 0: 0750 and
+// 0700 pass, 0755, 0770, 0701 do not). FAILED_PRECONDITION naming the
+// directory, its owner and its mode, and the chmod that fixes it, otherwise.
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner);
 
 // Makes `socket_path` ready for a server to bind:
 // - rejects an empty path or one longer than kMaxSocketPathLength bytes

@@ -188,6 +188,36 @@ TEST(UnixSocketTest, CreatedDirectoriesAre0750WhateverTheUmask) {
   EXPECT_FALSE(PathExists(dir.Join("existing/run/berth/s.sock")));
 }
 
+TEST(UnixSocketTest, CheckSocketDirectoryChecksOnlyTheSocketsOwnDirectory) {
+  ShortTempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // an ancestor may be open
+  const std::string run = dir.Join("run");
+  ASSERT_EQ(mkdir(run.c_str(), 0700), 0);
+  for (mode_t mode : {0750, 0700, 0710}) {
+    ASSERT_EQ(chmod(run.c_str(), mode), 0);
+    EXPECT_TRUE(CheckSocketDirectory(run, geteuid()).ok()) << std::oct << mode;
+  }
+  for (mode_t mode : {0755, 0770, 0701, 0757}) {
+    ASSERT_EQ(chmod(run.c_str(), mode), 0);
+    absl::Status status = CheckSocketDirectory(run, geteuid());
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
+        << std::oct << mode;
+    EXPECT_THAT(
+        status.message(),
+        AllOf(HasSubstr(run), HasSubstr(absl::StrCat("uid ", geteuid())),
+              HasSubstr(mode == 0770 ? "writable by its group"
+                                     : "open to others"),
+              HasSubstr("chmod 0750 " + run)))
+        << std::oct << mode;
+  }
+  ASSERT_EQ(chmod(run.c_str(), 0750), 0);
+  EXPECT_EQ(CheckSocketDirectory(run, geteuid() + 1).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "another owner";
+  EXPECT_EQ(CheckSocketDirectory(dir.Join("missing"), geteuid()).code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(UnixSocketTest, MakeSocketDirectoryMakesOnlyTheDirectory) {
   ShortTempDir dir;
   ASSERT_TRUE(MakeSocketDirectory(dir.Join("a/b/s.sock")).ok());
