@@ -106,10 +106,8 @@ int main(int argc, char** argv) {
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       absl::StrCat("unix:", path), grpc::InsecureChannelCredentials(),
       channel_args);
-  if (!channel->WaitForConnected(
-          absl::ToChronoTime(absl::Now() + timeout))) {
-    std::fprintf(stderr,
-                 "berth-health-probe: cannot connect to %s within %s\n",
+  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
+    std::fprintf(stderr, "berth-health-probe: cannot connect to %s within %s\n",
                  path.c_str(), absl::FormatDuration(timeout).c_str());
     return 1;
   }
@@ -118,9 +116,8 @@ int main(int argc, char** argv) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(absl::GetFlag(FLAGS_service));
   grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status status =
-      grpc::health::v1::Health::NewStub(channel)->Check(&context, request,
-                                                         &response);
+  const grpc::Status status = grpc::health::v1::Health::NewStub(channel)->Check(
+      &context, request, &response);
   if (!status.ok()) {
     std::fprintf(stderr,
                  "berth-health-probe: %s does not answer its health check "
@@ -130,12 +127,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    std::fprintf(
-        stderr, "berth-health-probe: %s: service \"%s\" is %s\n", path.c_str(),
-        request.service().c_str(),
-        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-            response.status())
-            .c_str());
+    std::fprintf(stderr, "berth-health-probe: %s: service \"%s\" is %s\n",
+                 path.c_str(), request.service().c_str(),
+                 grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                     response.status())
+                     .c_str());
     return 1;
   }
   return 0;
