@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -1035,9 +1036,89 @@ absl::Status SandboxDriver::StopTask(const std::string& task_id,
       "task ", task_id, " did not exit after SIGKILL and DestroySandbox"));
 }
 
+absl::Status SandboxDriver::RemoveUnknownTask(const std::string& task_id) {
+  if (absl::Status valid = driver_common::CheckTaskId(task_id); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DestroyTask: ", valid.message()));
+  }
+  const std::string prefix = absl::StrCat("task ", task_id, ": ");
+  {
+    absl::MutexLock lock(&mu_);
+    // Being started: its StartTask undoes what it made if it fails.
+    if (tasks_.count(task_id) > 0) return absl::OkStatus();
+    tasks_[task_id] = nullptr;  // no StartTask of it meanwhile
+  }
+  absl::Cleanup release = [&] {
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(task_id);
+  };
+  if (mounts_status_.ok() && mounts_.layout != stats::v1::CGROUP_LAYOUT_NONE) {
+    absl::StatusOr<TaskCgroup> cgroup =
+        TaskCgroup::Open(mounts_, options_.cgroup_parent, task_id);
+    if (!cgroup.ok()) {
+      return absl::Status(cgroup.status().code(),
+                          absl::StrCat(prefix, cgroup.status().message()));
+    }
+    const std::vector<std::string>& directories = cgroup->directories();
+    if (std::any_of(directories.begin(), directories.end(),
+                    [](const std::string& directory) {
+                      return access(directory.c_str(), F_OK) == 0;
+                    })) {
+      absl::Status status = cgroup->KillAll(absl::Seconds(5));
+      if (status.ok()) status = cgroup->Remove(absl::Seconds(10));
+      if (!status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat(prefix, "unknown to this driver; removing its cgroup ",
+                         cgroup->path(), ": ", status.message()));
+      }
+      LOG(INFO) << prefix << "unknown to this driver: killed and removed "
+                << "its cgroup " << cgroup->path()
+                << " (a start a killed driver did not finish)";
+    }
+  }
+  // Its record at berth-proxy, if the killed driver got as far as
+  // registering its sandbox (a proxy that is down forgets it when it starts
+  // again: its agent's socket is gone).
+  if (absl::StatusOr<std::shared_ptr<pv1::ProxyService::Stub>> proxy = Proxy();
+      proxy.ok()) {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(3));
+    pv1::UnregisterSandboxRequest request;
+    request.set_sandbox_id(task_id);
+    pv1::UnregisterSandboxResponse response;
+    const grpc::Status unregistered =
+        (*proxy)->UnregisterSandbox(&context, request, &response);
+    if (!unregistered.ok() &&
+        unregistered.error_code() != grpc::StatusCode::NOT_FOUND) {
+      LOG(WARNING) << prefix << "UnregisterSandbox at berth-proxy: "
+                   << unregistered.error_message();
+    }
+  }
+  // The task directory is the node's when it gave one; the default one
+  // under the driver's state directory is the driver's.
+  if (const std::string state = state_dir(); !state.empty()) {
+    const std::string task_dir = driver_common::DefaultTaskDir(state, task_id);
+    struct stat task_dir_stat;
+    if (lstat(task_dir.c_str(), &task_dir_stat) == 0) {
+      if (absl::Status removed = RemoveTree(task_dir); !removed.ok()) {
+        return absl::Status(removed.code(),
+                            absl::StrCat(prefix, removed.message()));
+      }
+      LOG(INFO) << prefix << "unknown to this driver: removed " << task_dir;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
                                         bool force) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (absl::IsNotFound(found.status())) {
+    if (absl::Status removed = RemoveUnknownTask(task_id); !removed.ok()) {
+      return removed;
+    }
+  }
   if (!found.ok()) return found.status();
   const std::shared_ptr<Task>& task = *found;
   if (!task->IsExited()) {
@@ -1114,6 +1195,16 @@ dv1::TaskStatus SandboxDriver::StatusOf(const Task& task) const {
 
 absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
     const std::string& task_id) {
+  {
+    // Reserved while a StartTask (or DestroyTask) of it runs: not "unknown",
+    // which a node that lost a start's reply takes for "never started".
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id);
+        it != tasks_.end() && it->second == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or destroyed; ask again"));
+    }
+  }
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
   if (!task.ok()) return task.status();
   return StatusOf(**task);

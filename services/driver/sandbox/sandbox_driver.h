@@ -144,6 +144,17 @@ class SandboxDriver : public plugin::Driver,
   // Ends the sandbox: DestroySandbox on the agent, its init killed and
   // reaped, the sandbox unregistered from the proxy. Idempotent.
   void Teardown(Task& task);
+  // DestroyTask of a task this driver has no record of: removes what the
+  // driver's naming says is that task's, left by an instance of the driver
+  // killed during its StartTask (the node then records the start failed, and
+  // its DestroyTask comes to the next instance). Its cgroup
+  // <cgroup_parent>/<task_id> with every process in it (the sandbox's init,
+  // berth-agent and the task's processes), its record at berth-proxy, and
+  // the task directory the driver chose (<state_dir>/tasks/<task_id>). The
+  // id names paths and comes from the caller: INVALID_ARGUMENT naming it
+  // unless it is one StartTask accepts. Nothing for an id being started.
+  absl::Status RemoveUnknownTask(const std::string& task_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // stats_.Register for a task that has a cgroup.
   void RegisterStats(const Task& task);
   bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);

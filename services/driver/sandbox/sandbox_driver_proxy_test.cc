@@ -5,6 +5,7 @@
 // cgroup with its limits, and a sandbox in a user namespace. Needs root
 // (namespaces, cgroups); skips without.
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -551,6 +552,84 @@ TEST_F(SandboxDriverProxyTest, SandboxInItsCgroupWithItsLimits) {
   EXPECT_GT(usage->usage().memory().usage(), 0u);
   Destroy("limited");
   EXPECT_FALSE(PathExists(cgroup)) << cgroup << " is left";
+}
+
+// The entries of a directory ("." and ".." aside).
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (struct dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  return names;
+}
+
+// A driver killed during StartTask leaves the sandbox it made (the init,
+// berth-agent, the cgroup holding them, berth-proxy's record) and no record
+// of it; the node records the start failed and its DestroyTask goes to the
+// next driver, which removes all of it by the task's id (found by
+// tools/chaos) and answers NOT_FOUND. An id that is not one StartTask takes
+// (it names paths) is refused, naming it.
+TEST_F(SandboxDriverProxyTest,
+       DestroyOfAnUnknownTaskRemovesItsHalfMadeSandbox) {
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      driver().StartTask(ShellTask("halfmade", "exec sleep 1000"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  absl::StatusOr<dv1::TaskStatus> status = driver().InspectTask("halfmade");
+  ASSERT_TRUE(status.ok()) << status.status();
+  pid_t shim = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(status->driver_attributes().at("shim_pid"), &shim));
+  driver_.reset();  // the driver, and its record of the task, are gone
+  // Nor had the shim been started (this process's child).
+  kill(shim, SIGKILL);
+  waitpid(shim, nullptr, 0);
+  std::vector<std::string> cgroups;
+  std::vector<pid_t> pids;
+  for (const char* hierarchy : {"cpu", "cpuacct", "memory", "pids", "freezer",
+                                "devices", "cpu,cpuacct", ""}) {
+    const std::string cgroup = absl::StrCat("/sys/fs/cgroup/", hierarchy, "/",
+                                            cgroup_parent_, "/halfmade");
+    if (!PathExists(cgroup)) continue;
+    cgroups.push_back(cgroup);
+    for (absl::string_view line :
+         absl::StrSplit(ReadFileOrEmpty(cgroup + "/cgroup.procs"), '\n',
+                        absl::SkipEmpty())) {
+      pid_t pid = 0;
+      if (absl::SimpleAtoi(line, &pid)) pids.push_back(pid);
+    }
+  }
+  ASSERT_FALSE(cgroups.empty()) << "the sandbox has no cgroup";
+  ASSERT_GE(pids.size(), 2u) << "no init and berth-agent in its cgroup";
+  ASSERT_EQ(Entries(dir_.Join("ps/proxy/sandboxes")).size(), 1u)
+      << "berth-proxy has no record of the sandbox";
+
+  absl::Status destroyed = driver().DestroyTask("halfmade", /*force=*/true);
+  EXPECT_TRUE(absl::IsNotFound(destroyed)) << destroyed;
+  for (const std::string& cgroup : cgroups) {
+    EXPECT_FALSE(PathExists(cgroup)) << cgroup << " is left";
+  }
+  for (pid_t pid : pids) {
+    const char state = ProcessState(pid);
+    EXPECT_TRUE(state == '?' || state == 'Z')
+        << "pid " << pid << " of the sandbox still runs (state " << state
+        << ")";
+  }
+  // The init was this process's child: reaped.
+  for (pid_t pid : pids) waitpid(pid, nullptr, WNOHANG);
+  EXPECT_THAT(Entries(dir_.Join("ps/proxy/sandboxes")), ::testing::IsEmpty());
+  // Destroyed again: nothing there, still NOT_FOUND.
+  EXPECT_TRUE(absl::IsNotFound(driver().DestroyTask("halfmade", true)));
+
+  for (const std::string id : {"..", "../halfmade", "a/b", ".hidden", ""}) {
+    absl::Status refused = driver().DestroyTask(id, /*force=*/true);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument)
+        << "\"" << id << "\": " << refused;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("task.id"));
+  }
 }
 
 // With TaskConfig.isolation.user_namespace the whole sandbox is in a user
