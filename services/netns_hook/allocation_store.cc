@@ -211,6 +211,23 @@ absl::Status AllocationStore::Prepare() const {
           errno, absl::StrCat("making the state directory ", path));
     }
   }
+  DIR* dir = opendir(dir_.c_str());
+  if (dir == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("listing ", dir_));
+  }
+  std::vector<std::string> half_written;
+  while (struct dirent* entry = readdir(dir)) {
+    if (absl::EndsWith(entry->d_name, ".json.tmp")) {
+      half_written.push_back(absl::StrCat(dir_, "/", entry->d_name));
+    }
+  }
+  closedir(dir);
+  for (const std::string& file : half_written) {
+    if (unlink(file.c_str()) != 0 && errno != ENOENT) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("removing the half-written ", file));
+    }
+  }
   return absl::OkStatus();
 }
 

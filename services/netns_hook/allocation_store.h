@@ -65,6 +65,10 @@ class AllocationStore {
   // Prepare.
   explicit AllocationStore(std::string dir);
 
+  // Makes the directory and removes the "<allocation>.json.tmp" files a
+  // berth-netns killed while writing left: their rename never happened, so
+  // the record in force is the one before (a record is written before what
+  // it describes is made). Call once, before any Write.
   absl::Status Prepare() const;
 
   // Replaces the allocation's record atomically.

@@ -78,6 +78,27 @@ TEST(AllocationStoreTest, WritesReadsListsAndRemovesRecords) {
   EXPECT_FALSE(store.Read("alloc-1")->has_value());
 }
 
+// A berth-netns killed between the write and the rename left "<id>.json.tmp":
+// found by tools/chaos (F8); the next start's Prepare removes it and leaves
+// the records alone.
+TEST(AllocationStoreTest, PrepareRemovesHalfWrittenRecords) {
+  ShortTempDir temp;
+  AllocationStore store(temp.Join("allocations"));
+  ASSERT_TRUE(store.Prepare().ok());
+  ASSERT_TRUE(store.Write(Sample()).ok());
+  { std::ofstream(temp.Join("allocations/alloc-2.json.tmp")) << "{\"ver"; }
+  { std::ofstream(temp.Join("allocations/alloc-1.json.tmp")) << "{}"; }
+  ASSERT_TRUE(PathExists(temp.Join("allocations/alloc-2.json.tmp")));
+
+  ASSERT_TRUE(store.Prepare().ok());
+  EXPECT_FALSE(PathExists(temp.Join("allocations/alloc-2.json.tmp")));
+  EXPECT_FALSE(PathExists(temp.Join("allocations/alloc-1.json.tmp")));
+  absl::StatusOr<std::vector<AllocationRecord>> all = store.List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].allocation_id, "alloc-1");
+}
+
 TEST(AllocationStoreTest, ACorruptRecordIsAnErrorNamingItsFile) {
   ShortTempDir temp;
   AllocationStore store(temp.path());
