@@ -225,8 +225,8 @@ class TaskManager {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Empties (or makes) the task's directory, 0755, before a run.
   absl::Status MakeTaskDir(const std::string& id);
-  // Asks the task's driver (waiting for one that is being relaunched, up to
-  // options_.plugin_wait) whether it holds a run of the task whose start the
+  // Asks the task's driver (waiting for one that is being relaunched or
+  // still at the start, up to options_.plugin_wait + 60 s) whether it holds a run of the task whose start the
   // node did not see through: its status (running or exited), nullopt when
   // the driver does not know the task (NOT_FOUND), an error when the driver
   // cannot be asked (CANCELLED once the node shuts down).

@@ -553,7 +553,10 @@ TaskManager::FindUnseenRun(Entry& entry) {
     id = entry.record.task().id();
     driver_name = entry.record.task().spec().driver();
   }
-  const absl::Time give_up = absl::Now() + options_.plugin_wait;
+  // A driver still at the start (its InspectTask UNAVAILABLE "being
+  // started") has up to StartTask's 60 s more.
+  const absl::Time give_up =
+      absl::Now() + options_.plugin_wait + absl::Seconds(60);
   absl::Status last;
   while (true) {
     if (shutting_down()) {
@@ -579,11 +582,9 @@ TaskManager::FindUnseenRun(Entry& entry) {
     // Away (relaunched by its supervisor) or failing: asked again.
     if (absl::Now() > give_up) {
       return absl::Status(
-          last.code(),
-          absl::StrCat("driver ", driver_name,
-                       " could not say whether it started task ", id,
-                       " within ", absl::FormatDuration(options_.plugin_wait),
-                       ": ", last.message()));
+          last.code(), absl::StrCat("driver ", driver_name,
+                                    " could not say whether it started task ",
+                                    id, ": ", last.message()));
     }
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&shutting_down_),

@@ -880,6 +880,16 @@ dv1::TaskStatus ExecDriver::StatusOf(const Task& task) const {
 
 absl::StatusOr<dv1::TaskStatus> ExecDriver::InspectTask(
     const std::string& task_id) {
+  {
+    // Reserved while a StartTask (or DestroyTask) of it runs: not "unknown",
+    // which a node that lost a start's reply takes for "never started".
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id);
+        it != tasks_.end() && it->second == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or destroyed; ask again"));
+    }
+  }
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
   if (!task.ok()) return task.status();
   return StatusOf(**task);
