@@ -112,6 +112,16 @@ int Cli::Fail(absl::string_view message) const {
 }
 
 int Cli::Unreachable() const {
+  // Not allowed to reach the socket (its directory or the socket's mode) is
+  // not "not running": say who may call instead.
+  absl::StatusOr<SocketPathState> state = ProbeSocketPath(socket_path_);
+  if (state.status().code() == absl::StatusCode::kPermissionDenied) {
+    return Fail(absl::StrCat(
+        "permission denied on ", socket_path_,
+        ": only root and members of berth-node's --socket_group (default "
+        "berth) may call it; an administrator adds you with 'usermod -aG "
+        "berth USER' (then log in again)"));
+  }
   return Fail(absl::StrCat("cannot reach berth-node at ", socket_path_,
                            ": is it running? (tools/dev up)"));
 }

@@ -4,10 +4,13 @@
 
 #include "services/node/cli/commands.h"
 
+#include <grp.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -127,6 +130,50 @@ TEST_F(CommandsTest, UnreachableNodeIsOneLine) {
   EXPECT_EQ(result.code, 1);
   EXPECT_EQ(result.err, absl::StrCat("berth: cannot reach berth-node at ", file,
                                      ": is it running? (tools/dev up)\n"));
+}
+
+// A user who may not reach node.sock (not root, not in its group) is told
+// so, not that berth-node is down.
+TEST_F(CommandsTest, ASocketTheUserMayNotReachSaysWhoMayCall) {
+  const std::string private_dir = dir_.Join("private");
+  ASSERT_EQ(mkdir(private_dir.c_str(), 0700), 0);
+  const std::string socket_path = private_dir + "/node.sock";
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    // nobody, without the capabilities root passes through permissions with.
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      _exit(3);
+    }
+    CliResult result = Run({"--socket", socket_path, "ps"});
+    const std::string text = absl::StrCat(result.code, " ", result.err);
+    (void)!write(report[1], text.data(), text.size());
+    _exit(0);
+  }
+  close(report[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(report[0], buffer, sizeof(buffer))) > 0)
+    text.append(buffer, n);
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+    // Bazel's sandbox maps only root into its user namespace (the target is
+    // tagged no-sandbox for this).
+    GTEST_SKIP() << "cannot become uid 65534 here";
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(text, absl::StrCat("1 berth: permission denied on ", socket_path,
+                               ": only root and members of berth-node's "
+                               "--socket_group (default berth) may call it; "
+                               "an administrator adds you with 'usermod -aG "
+                               "berth USER' (then log in again)\n"));
 }
 
 TEST_F(CommandsTest, SocketResolution) {
