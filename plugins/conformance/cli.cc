@@ -94,7 +94,7 @@ std::string UsageText() {
       "berth.driver.v1 (plugins/conformance/CONVENTIONS.md)\n"
       "usage: berth-driver-conformance --plugin=PATH [--task-config=JSON] "
       "[--socket_dir=DIR] [--start_timeout=10s] [--filter=SUBSTRING] "
-      "[--plugin_logs]\n"
+      "[--userns_base=3400000] [--plugin_logs]\n"
       "prints one line per check (PASS name, FAIL name: reason, SKIP name: "
       "reason), then \"N passed, N failed, N skipped\"; exits 0 when no "
       "check failed, 1 when one did, 2 on a usage error.\n"
