@@ -791,7 +791,22 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
   if (absl::IsNotFound(found.status())) {
     // Unknown here, but an instance of this driver killed during its
     // StartTask may have made its cgroup and started its init: what the
-    // task's id names goes, and the task stays unknown.
+    // task's id names goes, and the task stays unknown. The id names paths
+    // and comes from the caller: only an id StartTask would take is used.
+    if (absl::Status valid = CheckTaskId(task_id); !valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DestroyTask: ", valid.message()));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      // Being started: its StartTask undoes what it made if it fails.
+      if (tasks_.count(task_id) > 0) return found.status();
+      tasks_[task_id] = nullptr;  // no StartTask of it meanwhile
+    }
+    absl::Cleanup release = [&] {
+      absl::MutexLock lock(&mu_);
+      tasks_.erase(task_id);
+    };
     absl::StatusOr<TaskCgroup> orphan =
         TaskCgroup::Open(mounts_, options_.cgroup_parent, task_id);
     if (orphan.ok() &&
@@ -807,6 +822,21 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
       }
       LOG(INFO) << "task " << task_id << ": removed the cgroup "
                 << orphan->path() << " of an interrupted start";
+    }
+    // The task directory is the node's when it gave one; the default one
+    // under the driver's state directory is the driver's.
+    if (const std::string state = state_dir(); !state.empty()) {
+      const std::string dir = driver_common::DefaultTaskDir(state, task_id);
+      struct stat dir_stat;
+      if (lstat(dir.c_str(), &dir_stat) == 0) {
+        if (absl::Status removed = RemoveTree(dir); !removed.ok()) {
+          return absl::Status(removed.code(),
+                              absl::StrCat("task ", task_id,
+                                           " (unknown): ", removed.message()));
+        }
+        LOG(INFO) << "task " << task_id << ": removed " << dir
+                  << " of an interrupted start";
+      }
     }
   }
   if (!found.ok()) return found.status();

@@ -573,6 +573,8 @@ TEST_F(ExecDriverTest, DestroyOfAnUnknownTaskRemovesItsCgroup) {
   ASSERT_TRUE(Start(Task("orphan", {"sleep", "1000"})).ok());
   absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask("orphan");
   ASSERT_TRUE(status.ok()) << status.status();
+  pid_t pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(status->driver_attributes().at("pid"), &pid));
   driver_.reset();  // its StartTask's answer, with the handle, is lost
   driver_ = std::make_unique<ExecDriver>(options_);
   absl::Status destroyed = driver_->DestroyTask("orphan", /*force=*/true);
@@ -580,8 +582,21 @@ TEST_F(ExecDriverTest, DestroyOfAnUnknownTaskRemovesItsCgroup) {
   for (const std::string& dir : ParentDirs()) {
     EXPECT_FALSE(PathExists(dir + "/orphan")) << dir;
   }
-  // An id that is not a cgroup's name is refused before any path is made.
-  EXPECT_TRUE(absl::IsNotFound(driver_->DestroyTask("..", true)));
+  // Its init (this process's child) was killed: a zombie, or reaped.
+  const std::string stat =
+      ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  EXPECT_TRUE(paren == std::string::npos || stat.substr(paren + 2, 1) == "Z")
+      << "the task's init " << pid << " still runs: " << stat;
+  waitpid(pid, nullptr, WNOHANG);
+  // An id that is not one StartTask takes (it names paths) is refused,
+  // naming it, before any path is made.
+  for (const std::string id : {"..", "../orphan", "a/b", ".x", ""}) {
+    absl::Status refused = driver_->DestroyTask(id, /*force=*/true);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument)
+        << "\"" << id << "\": " << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "task.id")) << refused;
+  }
 }
 
 TEST_F(ExecDriverTest, SignalKillReachesTheProgramAndIsRecorded) {
