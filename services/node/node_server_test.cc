@@ -1384,5 +1384,32 @@ TEST_F(NodeServerTest, ARunStartedUnderADeadNodeIsAdoptedNotRunAgain) {
   EXPECT_EQ(LinesOf(marker), 1) << "the task ran more than once";
 }
 
+// The node stops while a task waits to restart (RESTARTING stored): the
+// driver still holds the run that ended, which the next node must not adopt
+// as the next run. It keeps that run's output, starts run 1 (not run 0
+// again) and the policy's attempts count on from there: two runs in all.
+TEST_F(NodeServerTest, ATaskWaitingToRestartUnderADeadNodeRestartsOnce) {
+  StartNode({"--keep_handles"});
+  const std::string marker = dir_.Join("marker");
+  v1::TaskSpec spec = Shell(absl::StrCat("echo ran >> ", marker, "; exit 1"));
+  *spec.mutable_restart() = Policy(v1::RESTART_MODE_ON_FAILURE, 1);
+  spec.mutable_restart()->mutable_delay()->set_seconds(600);
+  absl::StatusOr<v1::Task> task = Run(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  const std::string id = task->id();
+  ASSERT_TRUE(WaitFor([&] { return InState(id, v1::TASK_STATE_RESTARTING); }))
+      << Inspect(id).DebugString();
+  StopNode();
+
+  StartNode({"--keep_handles"});
+  ASSERT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  const v1::Task ended = Inspect(id);
+  EXPECT_EQ(ended.state(), v1::TASK_STATE_EXITED) << ended.DebugString();
+  EXPECT_EQ(ended.exit_result().exit_code(), 1);
+  EXPECT_EQ(ended.restarts(), 1u);
+  EXPECT_EQ(LinesOf(marker), 2);
+  EXPECT_EQ(node_->tasks().EarlierLogDirs(id).size(), 1u);
+}
+
 }  // namespace
 }  // namespace berth::node
