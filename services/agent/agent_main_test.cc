@@ -134,7 +134,10 @@ TEST(AgentMainTest, ServesAndExitsZeroAfterDestroySandbox) {
   auto stub = v1::AgentService::NewStub(grpc::CreateChannel(
       "unix:" + socket, grpc::InsecureChannelCredentials()));
   v1::PingResponse ping;
-  ASSERT_TRUE(stub->Ping(Context().get(), {}, &ping).ok());
+  // The socket exists once bound, a moment before the agent listens on it.
+  std::unique_ptr<grpc::ClientContext> first = Context();
+  first->set_wait_for_ready(true);
+  ASSERT_TRUE(stub->Ping(first.get(), {}, &ping).ok());
   EXPECT_EQ(ping.agent_version(), "0.1.0");
 
   v1::NewContainerRequest request;
