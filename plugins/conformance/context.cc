@@ -432,6 +432,26 @@ absl::Status Context::DestroyTracked(TrackedTask& task) {
   driver::DestroyTaskRequest request;
   request.set_task_id(task.id);
   request.set_force(true);
+  // A task an earlier instance of the plugin started is recovered first, as
+  // berth-node does after a relaunch: a driver may take DestroyTask of an id
+  // it does not know as leave to remove what an interrupted start left, the
+  // running task included, and then it could not be recovered to say so.
+  if (task.generation != generation_ &&
+      (task.handle.has_config() || !task.handle.driver_state().empty()) &&
+      (!capabilities_.has_value() || capabilities_->recover())) {
+    driver::RecoverTaskRequest recover;
+    *recover.mutable_handle() = task.handle;
+    absl::StatusOr<driver::RecoverTaskResponse> recovered =
+        driver().RecoverTask(recover, CleanupRpc());
+    if (!recovered.ok() && !absl::IsNotFound(recovered.status())) {
+      return absl::Status(
+          recovered.status().code(),
+          absl::StrCat("RecoverTask of task ", task.id,
+                       " (started before the plugin was relaunched), to "
+                       "destroy it: ",
+                       recovered.status().message()));
+    }
+  }
   absl::StatusOr<driver::DestroyTaskResponse> destroyed =
       driver().DestroyTask(request, CleanupRpc());
   if (destroyed.ok()) {
