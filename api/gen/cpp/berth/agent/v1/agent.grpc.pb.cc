@@ -33,6 +33,7 @@ static const char* AgentService_method_names[] = {
   "/berth.agent.v1.AgentService/AckOutput",
   "/berth.agent.v1.AgentService/WaitProcess",
   "/berth.agent.v1.AgentService/DestroySandbox",
+  "/berth.agent.v1.AgentService/InspectContainer",
 };
 
 std::unique_ptr< AgentService::Stub> AgentService::NewStub(const std::shared_ptr< ::grpc::ChannelInterface>& channel, const ::grpc::StubOptions& options) {
@@ -51,6 +52,7 @@ AgentService::Stub::Stub(const std::shared_ptr< ::grpc::ChannelInterface>& chann
   , rpcmethod_AckOutput_(AgentService_method_names[6], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_WaitProcess_(AgentService_method_names[7], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   , rpcmethod_DestroySandbox_(AgentService_method_names[8], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
+  , rpcmethod_InspectContainer_(AgentService_method_names[9], options.suffix_for_stats(),::grpc::internal::RpcMethod::NORMAL_RPC, channel)
   {}
 
 ::grpc::Status AgentService::Stub::Ping(::grpc::ClientContext* context, const ::berth::agent::v1::PingRequest& request, ::berth::agent::v1::PingResponse* response) {
@@ -253,6 +255,29 @@ void AgentService::Stub::async::DestroySandbox(::grpc::ClientContext* context, c
   return result;
 }
 
+::grpc::Status AgentService::Stub::InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::berth::agent::v1::InspectContainerResponse* response) {
+  return ::grpc::internal::BlockingUnaryCall< ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), rpcmethod_InspectContainer_, context, request, response);
+}
+
+void AgentService::Stub::async::InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, std::function<void(::grpc::Status)> f) {
+  ::grpc::internal::CallbackUnaryCall< ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_InspectContainer_, context, request, response, std::move(f));
+}
+
+void AgentService::Stub::async::InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, ::grpc::ClientUnaryReactor* reactor) {
+  ::grpc::internal::ClientCallbackUnaryFactory::Create< ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(stub_->channel_.get(), stub_->rpcmethod_InspectContainer_, context, request, response, reactor);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>* AgentService::Stub::PrepareAsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+  return ::grpc::internal::ClientAsyncResponseReaderHelper::Create< ::berth::agent::v1::InspectContainerResponse, ::berth::agent::v1::InspectContainerRequest, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(channel_.get(), cq, rpcmethod_InspectContainer_, context, request);
+}
+
+::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>* AgentService::Stub::AsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+  auto* result =
+    this->PrepareAsyncInspectContainerRaw(context, request, cq);
+  result->StartCall();
+  return result;
+}
+
 AgentService::Service::Service() {
   AddMethod(new ::grpc::internal::RpcServiceMethod(
       AgentService_method_names[0],
@@ -344,6 +369,16 @@ AgentService::Service::Service() {
              ::berth::agent::v1::DestroySandboxResponse* resp) {
                return service->DestroySandbox(ctx, req, resp);
              }, this)));
+  AddMethod(new ::grpc::internal::RpcServiceMethod(
+      AgentService_method_names[9],
+      ::grpc::internal::RpcMethod::NORMAL_RPC,
+      new ::grpc::internal::RpcMethodHandler< AgentService::Service, ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse, ::grpc::protobuf::MessageLite, ::grpc::protobuf::MessageLite>(
+          [](AgentService::Service* service,
+             ::grpc::ServerContext* ctx,
+             const ::berth::agent::v1::InspectContainerRequest* req,
+             ::berth::agent::v1::InspectContainerResponse* resp) {
+               return service->InspectContainer(ctx, req, resp);
+             }, this)));
 }
 
 AgentService::Service::~Service() {
@@ -405,6 +440,13 @@ AgentService::Service::~Service() {
 }
 
 ::grpc::Status AgentService::Service::DestroySandbox(::grpc::ServerContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response) {
+  (void) context;
+  (void) request;
+  (void) response;
+  return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+}
+
+::grpc::Status AgentService::Service::InspectContainer(::grpc::ServerContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response) {
   (void) context;
   (void) request;
   (void) response;

@@ -130,6 +130,18 @@ class AgentService final {
     std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::DestroySandboxResponse>> PrepareAsyncDestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::DestroySandboxResponse>>(PrepareAsyncDestroySandboxRaw(context, request, cq));
     }
+    // What the agent knows of a container: the id of its main process and
+    // whether that process has exited; NOT_FOUND for a container it never
+    // started. A caller that lost NewContainer's reply (the proxy or the shim
+    // carrying it was killed) tells a start that happened from one that did
+    // not.
+    virtual ::grpc::Status InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::berth::agent::v1::InspectContainerResponse* response) = 0;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>> AsyncInspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>>(AsyncInspectContainerRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>> PrepareAsyncInspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>>(PrepareAsyncInspectContainerRaw(context, request, cq));
+    }
     class async_interface {
      public:
       virtual ~async_interface() {}
@@ -171,6 +183,13 @@ class AgentService final {
       // Kills every process of the sandbox and ends the agent.
       virtual void DestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response, std::function<void(::grpc::Status)>) = 0;
       virtual void DestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
+      // What the agent knows of a container: the id of its main process and
+      // whether that process has exited; NOT_FOUND for a container it never
+      // started. A caller that lost NewContainer's reply (the proxy or the shim
+      // carrying it was killed) tells a start that happened from one that did
+      // not.
+      virtual void InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, std::function<void(::grpc::Status)>) = 0;
+      virtual void InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, ::grpc::ClientUnaryReactor* reactor) = 0;
     };
     typedef class async_interface experimental_async_interface;
     virtual class async_interface* async() { return nullptr; }
@@ -195,6 +214,8 @@ class AgentService final {
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::WaitProcessResponse>* PrepareAsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::DestroySandboxResponse>* AsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) = 0;
     virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::DestroySandboxResponse>* PrepareAsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>* AsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) = 0;
+    virtual ::grpc::ClientAsyncResponseReaderInterface< ::berth::agent::v1::InspectContainerResponse>* PrepareAsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) = 0;
   };
   class Stub final : public StubInterface {
    public:
@@ -264,6 +285,13 @@ class AgentService final {
     std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::DestroySandboxResponse>> PrepareAsyncDestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) {
       return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::DestroySandboxResponse>>(PrepareAsyncDestroySandboxRaw(context, request, cq));
     }
+    ::grpc::Status InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::berth::agent::v1::InspectContainerResponse* response) override;
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>> AsyncInspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>>(AsyncInspectContainerRaw(context, request, cq));
+    }
+    std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>> PrepareAsyncInspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) {
+      return std::unique_ptr< ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>>(PrepareAsyncInspectContainerRaw(context, request, cq));
+    }
     class async final :
       public StubInterface::async_interface {
      public:
@@ -284,6 +312,8 @@ class AgentService final {
       void WaitProcess(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
       void DestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response, std::function<void(::grpc::Status)>) override;
       void DestroySandbox(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
+      void InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, std::function<void(::grpc::Status)>) override;
+      void InspectContainer(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response, ::grpc::ClientUnaryReactor* reactor) override;
      private:
       friend class Stub;
       explicit async(Stub* stub): stub_(stub) { }
@@ -314,6 +344,8 @@ class AgentService final {
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::WaitProcessResponse>* PrepareAsyncWaitProcessRaw(::grpc::ClientContext* context, const ::berth::agent::v1::WaitProcessRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::DestroySandboxResponse>* AsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) override;
     ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::DestroySandboxResponse>* PrepareAsyncDestroySandboxRaw(::grpc::ClientContext* context, const ::berth::agent::v1::DestroySandboxRequest& request, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>* AsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) override;
+    ::grpc::ClientAsyncResponseReader< ::berth::agent::v1::InspectContainerResponse>* PrepareAsyncInspectContainerRaw(::grpc::ClientContext* context, const ::berth::agent::v1::InspectContainerRequest& request, ::grpc::CompletionQueue* cq) override;
     const ::grpc::internal::RpcMethod rpcmethod_Ping_;
     const ::grpc::internal::RpcMethod rpcmethod_NewContainer_;
     const ::grpc::internal::RpcMethod rpcmethod_ExecCmd_;
@@ -323,6 +355,7 @@ class AgentService final {
     const ::grpc::internal::RpcMethod rpcmethod_AckOutput_;
     const ::grpc::internal::RpcMethod rpcmethod_WaitProcess_;
     const ::grpc::internal::RpcMethod rpcmethod_DestroySandbox_;
+    const ::grpc::internal::RpcMethod rpcmethod_InspectContainer_;
   };
   static std::unique_ptr<Stub> NewStub(const std::shared_ptr< ::grpc::ChannelInterface>& channel, const ::grpc::StubOptions& options = ::grpc::StubOptions());
 
@@ -360,6 +393,12 @@ class AgentService final {
     virtual ::grpc::Status WaitProcess(::grpc::ServerContext* context, const ::berth::agent::v1::WaitProcessRequest* request, ::berth::agent::v1::WaitProcessResponse* response);
     // Kills every process of the sandbox and ends the agent.
     virtual ::grpc::Status DestroySandbox(::grpc::ServerContext* context, const ::berth::agent::v1::DestroySandboxRequest* request, ::berth::agent::v1::DestroySandboxResponse* response);
+    // What the agent knows of a container: the id of its main process and
+    // whether that process has exited; NOT_FOUND for a container it never
+    // started. A caller that lost NewContainer's reply (the proxy or the shim
+    // carrying it was killed) tells a start that happened from one that did
+    // not.
+    virtual ::grpc::Status InspectContainer(::grpc::ServerContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response);
   };
   template <class BaseClass>
   class WithAsyncMethod_Ping : public BaseClass {
@@ -541,7 +580,27 @@ class AgentService final {
       ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
-  typedef WithAsyncMethod_Ping<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_ProcessIo<WithAsyncMethod_AckOutput<WithAsyncMethod_WaitProcess<WithAsyncMethod_DestroySandbox<Service > > > > > > > > > AsyncService;
+  template <class BaseClass>
+  class WithAsyncMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithAsyncMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodAsync(9);
+    }
+    ~WithAsyncMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestInspectContainer(::grpc::ServerContext* context, ::berth::agent::v1::InspectContainerRequest* request, ::grpc::ServerAsyncResponseWriter< ::berth::agent::v1::InspectContainerResponse>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(9, context, request, response, new_call_cq, notification_cq, tag);
+    }
+  };
+  typedef WithAsyncMethod_Ping<WithAsyncMethod_NewContainer<WithAsyncMethod_ExecCmd<WithAsyncMethod_Signal<WithAsyncMethod_Resize<WithAsyncMethod_ProcessIo<WithAsyncMethod_AckOutput<WithAsyncMethod_WaitProcess<WithAsyncMethod_DestroySandbox<WithAsyncMethod_InspectContainer<Service > > > > > > > > > > AsyncService;
   template <class BaseClass>
   class WithCallbackMethod_Ping : public BaseClass {
    private:
@@ -781,7 +840,34 @@ class AgentService final {
     virtual ::grpc::ServerUnaryReactor* DestroySandbox(
       ::grpc::CallbackServerContext* /*context*/, const ::berth::agent::v1::DestroySandboxRequest* /*request*/, ::berth::agent::v1::DestroySandboxResponse* /*response*/)  { return nullptr; }
   };
-  typedef WithCallbackMethod_Ping<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_ProcessIo<WithCallbackMethod_AckOutput<WithCallbackMethod_WaitProcess<WithCallbackMethod_DestroySandbox<Service > > > > > > > > > CallbackService;
+  template <class BaseClass>
+  class WithCallbackMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithCallbackMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodCallback(9,
+          new ::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::berth::agent::v1::InspectContainerRequest* request, ::berth::agent::v1::InspectContainerResponse* response) { return this->InspectContainer(context, request, response); }));}
+    void SetMessageAllocatorFor_InspectContainer(
+        ::grpc::MessageAllocator< ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse>* allocator) {
+      ::grpc::internal::MethodHandler* const handler = ::grpc::Service::GetHandler(9);
+      static_cast<::grpc::internal::CallbackUnaryHandler< ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse>*>(handler)
+              ->SetMessageAllocator(allocator);
+    }
+    ~WithCallbackMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* InspectContainer(
+      ::grpc::CallbackServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/)  { return nullptr; }
+  };
+  typedef WithCallbackMethod_Ping<WithCallbackMethod_NewContainer<WithCallbackMethod_ExecCmd<WithCallbackMethod_Signal<WithCallbackMethod_Resize<WithCallbackMethod_ProcessIo<WithCallbackMethod_AckOutput<WithCallbackMethod_WaitProcess<WithCallbackMethod_DestroySandbox<WithCallbackMethod_InspectContainer<Service > > > > > > > > > > CallbackService;
   typedef CallbackService ExperimentalCallbackService;
   template <class BaseClass>
   class WithGenericMethod_Ping : public BaseClass {
@@ -932,6 +1018,23 @@ class AgentService final {
     }
     // disable synchronous version of this method
     ::grpc::Status DestroySandbox(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::DestroySandboxRequest* /*request*/, ::berth::agent::v1::DestroySandboxResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+  };
+  template <class BaseClass>
+  class WithGenericMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithGenericMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodGeneric(9);
+    }
+    ~WithGenericMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
       abort();
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
@@ -1114,6 +1217,26 @@ class AgentService final {
     }
     void RequestDestroySandbox(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
       ::grpc::Service::RequestAsyncUnary(8, context, request, response, new_call_cq, notification_cq, tag);
+    }
+  };
+  template <class BaseClass>
+  class WithRawMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodRaw(9);
+    }
+    ~WithRawMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    void RequestInspectContainer(::grpc::ServerContext* context, ::grpc::ByteBuffer* request, ::grpc::ServerAsyncResponseWriter< ::grpc::ByteBuffer>* response, ::grpc::CompletionQueue* new_call_cq, ::grpc::ServerCompletionQueue* notification_cq, void *tag) {
+      ::grpc::Service::RequestAsyncUnary(9, context, request, response, new_call_cq, notification_cq, tag);
     }
   };
   template <class BaseClass>
@@ -1313,6 +1436,28 @@ class AgentService final {
       return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
     }
     virtual ::grpc::ServerUnaryReactor* DestroySandbox(
+      ::grpc::CallbackServerContext* /*context*/, const ::grpc::ByteBuffer* /*request*/, ::grpc::ByteBuffer* /*response*/)  { return nullptr; }
+  };
+  template <class BaseClass>
+  class WithRawCallbackMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithRawCallbackMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodRawCallback(9,
+          new ::grpc::internal::CallbackUnaryHandler< ::grpc::ByteBuffer, ::grpc::ByteBuffer>(
+            [this](
+                   ::grpc::CallbackServerContext* context, const ::grpc::ByteBuffer* request, ::grpc::ByteBuffer* response) { return this->InspectContainer(context, request, response); }));
+    }
+    ~WithRawCallbackMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable synchronous version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    virtual ::grpc::ServerUnaryReactor* InspectContainer(
       ::grpc::CallbackServerContext* /*context*/, const ::grpc::ByteBuffer* /*request*/, ::grpc::ByteBuffer* /*response*/)  { return nullptr; }
   };
   template <class BaseClass>
@@ -1531,9 +1676,36 @@ class AgentService final {
     // replace default version of method with streamed unary
     virtual ::grpc::Status StreamedDestroySandbox(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::agent::v1::DestroySandboxRequest,::berth::agent::v1::DestroySandboxResponse>* server_unary_streamer) = 0;
   };
-  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > > StreamedUnaryService;
+  template <class BaseClass>
+  class WithStreamedUnaryMethod_InspectContainer : public BaseClass {
+   private:
+    void BaseClassMustBeDerivedFromService(const Service* /*service*/) {}
+   public:
+    WithStreamedUnaryMethod_InspectContainer() {
+      ::grpc::Service::MarkMethodStreamed(9,
+        new ::grpc::internal::StreamedUnaryHandler<
+          ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse>(
+            [this](::grpc::ServerContext* context,
+                   ::grpc::ServerUnaryStreamer<
+                     ::berth::agent::v1::InspectContainerRequest, ::berth::agent::v1::InspectContainerResponse>* streamer) {
+                       return this->StreamedInspectContainer(context,
+                         streamer);
+                  }));
+    }
+    ~WithStreamedUnaryMethod_InspectContainer() override {
+      BaseClassMustBeDerivedFromService(this);
+    }
+    // disable regular version of this method
+    ::grpc::Status InspectContainer(::grpc::ServerContext* /*context*/, const ::berth::agent::v1::InspectContainerRequest* /*request*/, ::berth::agent::v1::InspectContainerResponse* /*response*/) override {
+      abort();
+      return ::grpc::Status(::grpc::StatusCode::UNIMPLEMENTED, "");
+    }
+    // replace default version of method with streamed unary
+    virtual ::grpc::Status StreamedInspectContainer(::grpc::ServerContext* context, ::grpc::ServerUnaryStreamer< ::berth::agent::v1::InspectContainerRequest,::berth::agent::v1::InspectContainerResponse>* server_unary_streamer) = 0;
+  };
+  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<WithStreamedUnaryMethod_InspectContainer<Service > > > > > > > > > StreamedUnaryService;
   typedef Service SplitStreamedService;
-  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<Service > > > > > > > > StreamedService;
+  typedef WithStreamedUnaryMethod_Ping<WithStreamedUnaryMethod_NewContainer<WithStreamedUnaryMethod_ExecCmd<WithStreamedUnaryMethod_Signal<WithStreamedUnaryMethod_Resize<WithStreamedUnaryMethod_AckOutput<WithStreamedUnaryMethod_WaitProcess<WithStreamedUnaryMethod_DestroySandbox<WithStreamedUnaryMethod_InspectContainer<Service > > > > > > > > > StreamedService;
 };
 
 }  // namespace v1

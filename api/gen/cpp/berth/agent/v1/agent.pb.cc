@@ -413,10 +413,37 @@ struct DestroySandboxResponseDefaultTypeInternal {
   };
 };
 PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 DestroySandboxResponseDefaultTypeInternal _DestroySandboxResponse_default_instance_;
+PROTOBUF_CONSTEXPR InspectContainerRequest::InspectContainerRequest(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.container_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct InspectContainerRequestDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR InspectContainerRequestDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~InspectContainerRequestDefaultTypeInternal() {}
+  union {
+    InspectContainerRequest _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 InspectContainerRequestDefaultTypeInternal _InspectContainerRequest_default_instance_;
+PROTOBUF_CONSTEXPR InspectContainerResponse::InspectContainerResponse(
+    ::_pbi::ConstantInitialized): _impl_{
+    /*decltype(_impl_.main_process_id_)*/{&::_pbi::fixed_address_empty_string, ::_pbi::ConstantInitialized{}}
+  , /*decltype(_impl_.exited_)*/false
+  , /*decltype(_impl_._cached_size_)*/{}} {}
+struct InspectContainerResponseDefaultTypeInternal {
+  PROTOBUF_CONSTEXPR InspectContainerResponseDefaultTypeInternal()
+      : _instance(::_pbi::ConstantInitialized{}) {}
+  ~InspectContainerResponseDefaultTypeInternal() {}
+  union {
+    InspectContainerResponse _instance;
+  };
+};
+PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORITY1 InspectContainerResponseDefaultTypeInternal _InspectContainerResponse_default_instance_;
 }  // namespace v1
 }  // namespace agent
 }  // namespace berth
-static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[28];
+static ::_pb::Metadata file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[30];
 static constexpr ::_pb::EnumDescriptor const** file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 static constexpr ::_pb::ServiceDescriptor const** file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto = nullptr;
 
@@ -655,6 +682,21 @@ const uint32_t TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets[] PROTOBU
   ~0u,  // no _oneof_case_
   ~0u,  // no _weak_field_map_
   ~0u,  // no _inlined_string_donated_
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::InspectContainerRequest, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::InspectContainerRequest, _impl_.container_id_),
+  ~0u,  // no _has_bits_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::InspectContainerResponse, _internal_metadata_),
+  ~0u,  // no _extensions_
+  ~0u,  // no _oneof_case_
+  ~0u,  // no _weak_field_map_
+  ~0u,  // no _inlined_string_donated_
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::InspectContainerResponse, _impl_.main_process_id_),
+  PROTOBUF_FIELD_OFFSET(::berth::agent::v1::InspectContainerResponse, _impl_.exited_),
 };
 static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) = {
   { 0, -1, -1, sizeof(::berth::agent::v1::TerminalSize)},
@@ -685,6 +727,8 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 214, -1, -1, sizeof(::berth::agent::v1::WaitProcessResponse)},
   { 221, -1, -1, sizeof(::berth::agent::v1::DestroySandboxRequest)},
   { 228, -1, -1, sizeof(::berth::agent::v1::DestroySandboxResponse)},
+  { 234, -1, -1, sizeof(::berth::agent::v1::InspectContainerRequest)},
+  { 241, -1, -1, sizeof(::berth::agent::v1::InspectContainerResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -716,6 +760,8 @@ static const ::_pb::Message* const file_default_instances[] = {
   &::berth::agent::v1::_WaitProcessResponse_default_instance_._instance,
   &::berth::agent::v1::_DestroySandboxRequest_default_instance_._instance,
   &::berth::agent::v1::_DestroySandboxResponse_default_instance_._instance,
+  &::berth::agent::v1::_InspectContainerRequest_default_instance_._instance,
+  &::berth::agent::v1::_InspectContainerResponse_default_instance_._instance,
 };
 
 const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOBUF_SECTION_VARIABLE(protodesc_cold) =
@@ -776,26 +822,32 @@ const char descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto[] PROTOB
   "sponse\022)\n\004exit\030\001 \001(\0132\033.berth.agent.v1.Pr"
   "ocessExit\"C\n\025DestroySandboxRequest\022*\n\007ti"
   "meout\030\001 \001(\0132\031.google.protobuf.Duration\"\030"
-  "\n\026DestroySandboxResponse2\353\005\n\014AgentServic"
-  "e\022A\n\004Ping\022\033.berth.agent.v1.PingRequest\032\034"
-  ".berth.agent.v1.PingResponse\022Y\n\014NewConta"
-  "iner\022#.berth.agent.v1.NewContainerReques"
-  "t\032$.berth.agent.v1.NewContainerResponse\022"
-  "J\n\007ExecCmd\022\036.berth.agent.v1.ExecCmdReque"
-  "st\032\037.berth.agent.v1.ExecCmdResponse\022G\n\006S"
-  "ignal\022\035.berth.agent.v1.SignalRequest\032\036.b"
-  "erth.agent.v1.SignalResponse\022G\n\006Resize\022\035"
-  ".berth.agent.v1.ResizeRequest\032\036.berth.ag"
-  "ent.v1.ResizeResponse\022T\n\tProcessIo\022 .ber"
-  "th.agent.v1.ProcessIoRequest\032!.berth.age"
-  "nt.v1.ProcessIoResponse(\0010\001\022P\n\tAckOutput"
-  "\022 .berth.agent.v1.AckOutputRequest\032!.ber"
-  "th.agent.v1.AckOutputResponse\022V\n\013WaitPro"
-  "cess\022\".berth.agent.v1.WaitProcessRequest"
-  "\032#.berth.agent.v1.WaitProcessResponse\022_\n"
-  "\016DestroySandbox\022%.berth.agent.v1.Destroy"
-  "SandboxRequest\032&.berth.agent.v1.DestroyS"
-  "andboxResponseB\003\370\001\001b\006proto3"
+  "\n\026DestroySandboxResponse\"/\n\027InspectConta"
+  "inerRequest\022\024\n\014container_id\030\001 \001(\t\"C\n\030Ins"
+  "pectContainerResponse\022\027\n\017main_process_id"
+  "\030\001 \001(\t\022\016\n\006exited\030\002 \001(\0102\322\006\n\014AgentService\022"
+  "A\n\004Ping\022\033.berth.agent.v1.PingRequest\032\034.b"
+  "erth.agent.v1.PingResponse\022Y\n\014NewContain"
+  "er\022#.berth.agent.v1.NewContainerRequest\032"
+  "$.berth.agent.v1.NewContainerResponse\022J\n"
+  "\007ExecCmd\022\036.berth.agent.v1.ExecCmdRequest"
+  "\032\037.berth.agent.v1.ExecCmdResponse\022G\n\006Sig"
+  "nal\022\035.berth.agent.v1.SignalRequest\032\036.ber"
+  "th.agent.v1.SignalResponse\022G\n\006Resize\022\035.b"
+  "erth.agent.v1.ResizeRequest\032\036.berth.agen"
+  "t.v1.ResizeResponse\022T\n\tProcessIo\022 .berth"
+  ".agent.v1.ProcessIoRequest\032!.berth.agent"
+  ".v1.ProcessIoResponse(\0010\001\022P\n\tAckOutput\022 "
+  ".berth.agent.v1.AckOutputRequest\032!.berth"
+  ".agent.v1.AckOutputResponse\022V\n\013WaitProce"
+  "ss\022\".berth.agent.v1.WaitProcessRequest\032#"
+  ".berth.agent.v1.WaitProcessResponse\022_\n\016D"
+  "estroySandbox\022%.berth.agent.v1.DestroySa"
+  "ndboxRequest\032&.berth.agent.v1.DestroySan"
+  "dboxResponse\022e\n\020InspectContainer\022\'.berth"
+  ".agent.v1.InspectContainerRequest\032(.bert"
+  "h.agent.v1.InspectContainerResponseB\003\370\001\001"
+  "b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps[2] = {
   &::descriptor_table_google_2fprotobuf_2fduration_2eproto,
@@ -803,9 +855,9 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fagent_2fv1_
 };
 static ::_pbi::once_flag descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fagent_2fv1_2fagent_2eproto = {
-    false, false, 3067, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
+    false, false, 3288, descriptor_table_protodef_berth_2fagent_2fv1_2fagent_2eproto,
     "berth/agent/v1/agent.proto",
-    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 28,
+    &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once, descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_deps, 2, 30,
     schemas, file_default_instances, TableStruct_berth_2fagent_2fv1_2fagent_2eproto::offsets,
     file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto, file_level_enum_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
     file_level_service_descriptors_berth_2fagent_2fv1_2fagent_2eproto,
@@ -7076,6 +7128,439 @@ const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*DestroySandboxResponse::GetCla
       file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[27]);
 }
 
+// ===================================================================
+
+class InspectContainerRequest::_Internal {
+ public:
+};
+
+InspectContainerRequest::InspectContainerRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.InspectContainerRequest)
+}
+InspectContainerRequest::InspectContainerRequest(const InspectContainerRequest& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  InspectContainerRequest* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.container_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_container_id().empty()) {
+    _this->_impl_.container_id_.Set(from._internal_container_id(), 
+      _this->GetArenaForAllocation());
+  }
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.InspectContainerRequest)
+}
+
+inline void InspectContainerRequest::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.container_id_){}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.container_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+InspectContainerRequest::~InspectContainerRequest() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.InspectContainerRequest)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void InspectContainerRequest::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.container_id_.Destroy();
+}
+
+void InspectContainerRequest::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void InspectContainerRequest::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.InspectContainerRequest)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.container_id_.ClearToEmpty();
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* InspectContainerRequest::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string container_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_container_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.agent.v1.InspectContainerRequest.container_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* InspectContainerRequest::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.InspectContainerRequest)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string container_id = 1;
+  if (!this->_internal_container_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_container_id().data(), static_cast<int>(this->_internal_container_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.agent.v1.InspectContainerRequest.container_id");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_container_id(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.InspectContainerRequest)
+  return target;
+}
+
+size_t InspectContainerRequest::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.InspectContainerRequest)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string container_id = 1;
+  if (!this->_internal_container_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_container_id());
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData InspectContainerRequest::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    InspectContainerRequest::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*InspectContainerRequest::GetClassData() const { return &_class_data_; }
+
+
+void InspectContainerRequest::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<InspectContainerRequest*>(&to_msg);
+  auto& from = static_cast<const InspectContainerRequest&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.InspectContainerRequest)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_container_id().empty()) {
+    _this->_internal_set_container_id(from._internal_container_id());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void InspectContainerRequest::CopyFrom(const InspectContainerRequest& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.InspectContainerRequest)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool InspectContainerRequest::IsInitialized() const {
+  return true;
+}
+
+void InspectContainerRequest::InternalSwap(InspectContainerRequest* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.container_id_, lhs_arena,
+      &other->_impl_.container_id_, rhs_arena
+  );
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata InspectContainerRequest::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[28]);
+}
+
+// ===================================================================
+
+class InspectContainerResponse::_Internal {
+ public:
+};
+
+InspectContainerResponse::InspectContainerResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                         bool is_message_owned)
+  : ::PROTOBUF_NAMESPACE_ID::Message(arena, is_message_owned) {
+  SharedCtor(arena, is_message_owned);
+  // @@protoc_insertion_point(arena_constructor:berth.agent.v1.InspectContainerResponse)
+}
+InspectContainerResponse::InspectContainerResponse(const InspectContainerResponse& from)
+  : ::PROTOBUF_NAMESPACE_ID::Message() {
+  InspectContainerResponse* const _this = this; (void)_this;
+  new (&_impl_) Impl_{
+      decltype(_impl_.main_process_id_){}
+    , decltype(_impl_.exited_){}
+    , /*decltype(_impl_._cached_size_)*/{}};
+
+  _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+  _impl_.main_process_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.main_process_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (!from._internal_main_process_id().empty()) {
+    _this->_impl_.main_process_id_.Set(from._internal_main_process_id(), 
+      _this->GetArenaForAllocation());
+  }
+  _this->_impl_.exited_ = from._impl_.exited_;
+  // @@protoc_insertion_point(copy_constructor:berth.agent.v1.InspectContainerResponse)
+}
+
+inline void InspectContainerResponse::SharedCtor(
+    ::_pb::Arena* arena, bool is_message_owned) {
+  (void)arena;
+  (void)is_message_owned;
+  new (&_impl_) Impl_{
+      decltype(_impl_.main_process_id_){}
+    , decltype(_impl_.exited_){false}
+    , /*decltype(_impl_._cached_size_)*/{}
+  };
+  _impl_.main_process_id_.InitDefault();
+  #ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+    _impl_.main_process_id_.Set("", GetArenaForAllocation());
+  #endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+}
+
+InspectContainerResponse::~InspectContainerResponse() {
+  // @@protoc_insertion_point(destructor:berth.agent.v1.InspectContainerResponse)
+  if (auto *arena = _internal_metadata_.DeleteReturnArena<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>()) {
+  (void)arena;
+    return;
+  }
+  SharedDtor();
+}
+
+inline void InspectContainerResponse::SharedDtor() {
+  GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
+  _impl_.main_process_id_.Destroy();
+}
+
+void InspectContainerResponse::SetCachedSize(int size) const {
+  _impl_._cached_size_.Set(size);
+}
+
+void InspectContainerResponse::Clear() {
+// @@protoc_insertion_point(message_clear_start:berth.agent.v1.InspectContainerResponse)
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  _impl_.main_process_id_.ClearToEmpty();
+  _impl_.exited_ = false;
+  _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
+}
+
+const char* InspectContainerResponse::_InternalParse(const char* ptr, ::_pbi::ParseContext* ctx) {
+#define CHK_(x) if (PROTOBUF_PREDICT_FALSE(!(x))) goto failure
+  while (!ctx->Done(&ptr)) {
+    uint32_t tag;
+    ptr = ::_pbi::ReadTag(ptr, &tag);
+    switch (tag >> 3) {
+      // string main_process_id = 1;
+      case 1:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
+          auto str = _internal_mutable_main_process_id();
+          ptr = ::_pbi::InlineGreedyStringParser(str, ptr, ctx);
+          CHK_(ptr);
+          CHK_(::_pbi::VerifyUTF8(str, "berth.agent.v1.InspectContainerResponse.main_process_id"));
+        } else
+          goto handle_unusual;
+        continue;
+      // bool exited = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 16)) {
+          _impl_.exited_ = ::PROTOBUF_NAMESPACE_ID::internal::ReadVarint64(&ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      default:
+        goto handle_unusual;
+    }  // switch
+  handle_unusual:
+    if ((tag == 0) || ((tag & 7) == 4)) {
+      CHK_(ptr);
+      ctx->SetLastTag(tag);
+      goto message_done;
+    }
+    ptr = UnknownFieldParse(
+        tag,
+        _internal_metadata_.mutable_unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(),
+        ptr, ctx);
+    CHK_(ptr != nullptr);
+  }  // while
+message_done:
+  return ptr;
+failure:
+  ptr = nullptr;
+  goto message_done;
+#undef CHK_
+}
+
+uint8_t* InspectContainerResponse::_InternalSerialize(
+    uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const {
+  // @@protoc_insertion_point(serialize_to_array_start:berth.agent.v1.InspectContainerResponse)
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  // string main_process_id = 1;
+  if (!this->_internal_main_process_id().empty()) {
+    ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::VerifyUtf8String(
+      this->_internal_main_process_id().data(), static_cast<int>(this->_internal_main_process_id().length()),
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::SERIALIZE,
+      "berth.agent.v1.InspectContainerResponse.main_process_id");
+    target = stream->WriteStringMaybeAliased(
+        1, this->_internal_main_process_id(), target);
+  }
+
+  // bool exited = 2;
+  if (this->_internal_exited() != 0) {
+    target = stream->EnsureSpace(target);
+    target = ::_pbi::WireFormatLite::WriteBoolToArray(2, this->_internal_exited(), target);
+  }
+
+  if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
+    target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
+        _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
+  }
+  // @@protoc_insertion_point(serialize_to_array_end:berth.agent.v1.InspectContainerResponse)
+  return target;
+}
+
+size_t InspectContainerResponse::ByteSizeLong() const {
+// @@protoc_insertion_point(message_byte_size_start:berth.agent.v1.InspectContainerResponse)
+  size_t total_size = 0;
+
+  uint32_t cached_has_bits = 0;
+  // Prevent compiler warnings about cached_has_bits being unused
+  (void) cached_has_bits;
+
+  // string main_process_id = 1;
+  if (!this->_internal_main_process_id().empty()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::StringSize(
+        this->_internal_main_process_id());
+  }
+
+  // bool exited = 2;
+  if (this->_internal_exited() != 0) {
+    total_size += 1 + 1;
+  }
+
+  return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
+}
+
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData InspectContainerResponse::_class_data_ = {
+    ::PROTOBUF_NAMESPACE_ID::Message::CopyWithSourceCheck,
+    InspectContainerResponse::MergeImpl
+};
+const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*InspectContainerResponse::GetClassData() const { return &_class_data_; }
+
+
+void InspectContainerResponse::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg) {
+  auto* const _this = static_cast<InspectContainerResponse*>(&to_msg);
+  auto& from = static_cast<const InspectContainerResponse&>(from_msg);
+  // @@protoc_insertion_point(class_specific_merge_from_start:berth.agent.v1.InspectContainerResponse)
+  GOOGLE_DCHECK_NE(&from, _this);
+  uint32_t cached_has_bits = 0;
+  (void) cached_has_bits;
+
+  if (!from._internal_main_process_id().empty()) {
+    _this->_internal_set_main_process_id(from._internal_main_process_id());
+  }
+  if (from._internal_exited() != 0) {
+    _this->_internal_set_exited(from._internal_exited());
+  }
+  _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
+}
+
+void InspectContainerResponse::CopyFrom(const InspectContainerResponse& from) {
+// @@protoc_insertion_point(class_specific_copy_from_start:berth.agent.v1.InspectContainerResponse)
+  if (&from == this) return;
+  Clear();
+  MergeFrom(from);
+}
+
+bool InspectContainerResponse::IsInitialized() const {
+  return true;
+}
+
+void InspectContainerResponse::InternalSwap(InspectContainerResponse* other) {
+  using std::swap;
+  auto* lhs_arena = GetArenaForAllocation();
+  auto* rhs_arena = other->GetArenaForAllocation();
+  _internal_metadata_.InternalSwap(&other->_internal_metadata_);
+  ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr::InternalSwap(
+      &_impl_.main_process_id_, lhs_arena,
+      &other->_impl_.main_process_id_, rhs_arena
+  );
+  swap(_impl_.exited_, other->_impl_.exited_);
+}
+
+::PROTOBUF_NAMESPACE_ID::Metadata InspectContainerResponse::GetMetadata() const {
+  return ::_pbi::AssignDescriptors(
+      &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_getter, &descriptor_table_berth_2fagent_2fv1_2fagent_2eproto_once,
+      file_level_metadata_berth_2fagent_2fv1_2fagent_2eproto[29]);
+}
+
 // @@protoc_insertion_point(namespace_scope)
 }  // namespace v1
 }  // namespace agent
@@ -7192,6 +7677,14 @@ Arena::CreateMaybeMessage< ::berth::agent::v1::DestroySandboxRequest >(Arena* ar
 template<> PROTOBUF_NOINLINE ::berth::agent::v1::DestroySandboxResponse*
 Arena::CreateMaybeMessage< ::berth::agent::v1::DestroySandboxResponse >(Arena* arena) {
   return Arena::CreateMessageInternal< ::berth::agent::v1::DestroySandboxResponse >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::InspectContainerRequest*
+Arena::CreateMaybeMessage< ::berth::agent::v1::InspectContainerRequest >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::InspectContainerRequest >(arena);
+}
+template<> PROTOBUF_NOINLINE ::berth::agent::v1::InspectContainerResponse*
+Arena::CreateMaybeMessage< ::berth::agent::v1::InspectContainerResponse >(Arena* arena) {
+  return Arena::CreateMessageInternal< ::berth::agent::v1::InspectContainerResponse >(arena);
 }
 PROTOBUF_NAMESPACE_CLOSE
 

@@ -68,6 +68,12 @@ extern ExecCmdRequestDefaultTypeInternal _ExecCmdRequest_default_instance_;
 class ExecCmdResponse;
 struct ExecCmdResponseDefaultTypeInternal;
 extern ExecCmdResponseDefaultTypeInternal _ExecCmdResponse_default_instance_;
+class InspectContainerRequest;
+struct InspectContainerRequestDefaultTypeInternal;
+extern InspectContainerRequestDefaultTypeInternal _InspectContainerRequest_default_instance_;
+class InspectContainerResponse;
+struct InspectContainerResponseDefaultTypeInternal;
+extern InspectContainerResponseDefaultTypeInternal _InspectContainerResponse_default_instance_;
 class NewContainerRequest;
 struct NewContainerRequestDefaultTypeInternal;
 extern NewContainerRequestDefaultTypeInternal _NewContainerRequest_default_instance_;
@@ -144,6 +150,8 @@ template<> ::berth::agent::v1::DestroySandboxRequest* Arena::CreateMaybeMessage<
 template<> ::berth::agent::v1::DestroySandboxResponse* Arena::CreateMaybeMessage<::berth::agent::v1::DestroySandboxResponse>(Arena*);
 template<> ::berth::agent::v1::ExecCmdRequest* Arena::CreateMaybeMessage<::berth::agent::v1::ExecCmdRequest>(Arena*);
 template<> ::berth::agent::v1::ExecCmdResponse* Arena::CreateMaybeMessage<::berth::agent::v1::ExecCmdResponse>(Arena*);
+template<> ::berth::agent::v1::InspectContainerRequest* Arena::CreateMaybeMessage<::berth::agent::v1::InspectContainerRequest>(Arena*);
+template<> ::berth::agent::v1::InspectContainerResponse* Arena::CreateMaybeMessage<::berth::agent::v1::InspectContainerResponse>(Arena*);
 template<> ::berth::agent::v1::NewContainerRequest* Arena::CreateMaybeMessage<::berth::agent::v1::NewContainerRequest>(Arena*);
 template<> ::berth::agent::v1::NewContainerResponse* Arena::CreateMaybeMessage<::berth::agent::v1::NewContainerResponse>(Arena*);
 template<> ::berth::agent::v1::OutputAck* Arena::CreateMaybeMessage<::berth::agent::v1::OutputAck>(Arena*);
@@ -4959,6 +4967,323 @@ class DestroySandboxResponse final :
   };
   friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
 };
+// -------------------------------------------------------------------
+
+class InspectContainerRequest final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.InspectContainerRequest) */ {
+ public:
+  inline InspectContainerRequest() : InspectContainerRequest(nullptr) {}
+  ~InspectContainerRequest() override;
+  explicit PROTOBUF_CONSTEXPR InspectContainerRequest(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  InspectContainerRequest(const InspectContainerRequest& from);
+  InspectContainerRequest(InspectContainerRequest&& from) noexcept
+    : InspectContainerRequest() {
+    *this = ::std::move(from);
+  }
+
+  inline InspectContainerRequest& operator=(const InspectContainerRequest& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline InspectContainerRequest& operator=(InspectContainerRequest&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const InspectContainerRequest& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const InspectContainerRequest* internal_default_instance() {
+    return reinterpret_cast<const InspectContainerRequest*>(
+               &_InspectContainerRequest_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    28;
+
+  friend void swap(InspectContainerRequest& a, InspectContainerRequest& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(InspectContainerRequest* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(InspectContainerRequest* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  InspectContainerRequest* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<InspectContainerRequest>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const InspectContainerRequest& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const InspectContainerRequest& from) {
+    InspectContainerRequest::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(InspectContainerRequest* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.InspectContainerRequest";
+  }
+  protected:
+  explicit InspectContainerRequest(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kContainerIdFieldNumber = 1,
+  };
+  // string container_id = 1;
+  void clear_container_id();
+  const std::string& container_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_container_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_container_id();
+  PROTOBUF_NODISCARD std::string* release_container_id();
+  void set_allocated_container_id(std::string* container_id);
+  private:
+  const std::string& _internal_container_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_container_id(const std::string& value);
+  std::string* _internal_mutable_container_id();
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.InspectContainerRequest)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr container_id_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
+// -------------------------------------------------------------------
+
+class InspectContainerResponse final :
+    public ::PROTOBUF_NAMESPACE_ID::Message /* @@protoc_insertion_point(class_definition:berth.agent.v1.InspectContainerResponse) */ {
+ public:
+  inline InspectContainerResponse() : InspectContainerResponse(nullptr) {}
+  ~InspectContainerResponse() override;
+  explicit PROTOBUF_CONSTEXPR InspectContainerResponse(::PROTOBUF_NAMESPACE_ID::internal::ConstantInitialized);
+
+  InspectContainerResponse(const InspectContainerResponse& from);
+  InspectContainerResponse(InspectContainerResponse&& from) noexcept
+    : InspectContainerResponse() {
+    *this = ::std::move(from);
+  }
+
+  inline InspectContainerResponse& operator=(const InspectContainerResponse& from) {
+    CopyFrom(from);
+    return *this;
+  }
+  inline InspectContainerResponse& operator=(InspectContainerResponse&& from) noexcept {
+    if (this == &from) return *this;
+    if (GetOwningArena() == from.GetOwningArena()
+  #ifdef PROTOBUF_FORCE_COPY_IN_MOVE
+        && GetOwningArena() != nullptr
+  #endif  // !PROTOBUF_FORCE_COPY_IN_MOVE
+    ) {
+      InternalSwap(&from);
+    } else {
+      CopyFrom(from);
+    }
+    return *this;
+  }
+
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* descriptor() {
+    return GetDescriptor();
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Descriptor* GetDescriptor() {
+    return default_instance().GetMetadata().descriptor;
+  }
+  static const ::PROTOBUF_NAMESPACE_ID::Reflection* GetReflection() {
+    return default_instance().GetMetadata().reflection;
+  }
+  static const InspectContainerResponse& default_instance() {
+    return *internal_default_instance();
+  }
+  static inline const InspectContainerResponse* internal_default_instance() {
+    return reinterpret_cast<const InspectContainerResponse*>(
+               &_InspectContainerResponse_default_instance_);
+  }
+  static constexpr int kIndexInFileMessages =
+    29;
+
+  friend void swap(InspectContainerResponse& a, InspectContainerResponse& b) {
+    a.Swap(&b);
+  }
+  inline void Swap(InspectContainerResponse* other) {
+    if (other == this) return;
+  #ifdef PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() != nullptr &&
+        GetOwningArena() == other->GetOwningArena()) {
+   #else  // PROTOBUF_FORCE_COPY_IN_SWAP
+    if (GetOwningArena() == other->GetOwningArena()) {
+  #endif  // !PROTOBUF_FORCE_COPY_IN_SWAP
+      InternalSwap(other);
+    } else {
+      ::PROTOBUF_NAMESPACE_ID::internal::GenericSwap(this, other);
+    }
+  }
+  void UnsafeArenaSwap(InspectContainerResponse* other) {
+    if (other == this) return;
+    GOOGLE_DCHECK(GetOwningArena() == other->GetOwningArena());
+    InternalSwap(other);
+  }
+
+  // implements Message ----------------------------------------------
+
+  InspectContainerResponse* New(::PROTOBUF_NAMESPACE_ID::Arena* arena = nullptr) const final {
+    return CreateMaybeMessage<InspectContainerResponse>(arena);
+  }
+  using ::PROTOBUF_NAMESPACE_ID::Message::CopyFrom;
+  void CopyFrom(const InspectContainerResponse& from);
+  using ::PROTOBUF_NAMESPACE_ID::Message::MergeFrom;
+  void MergeFrom( const InspectContainerResponse& from) {
+    InspectContainerResponse::MergeImpl(*this, from);
+  }
+  private:
+  static void MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, const ::PROTOBUF_NAMESPACE_ID::Message& from_msg);
+  public:
+  PROTOBUF_ATTRIBUTE_REINITIALIZES void Clear() final;
+  bool IsInitialized() const final;
+
+  size_t ByteSizeLong() const final;
+  const char* _InternalParse(const char* ptr, ::PROTOBUF_NAMESPACE_ID::internal::ParseContext* ctx) final;
+  uint8_t* _InternalSerialize(
+      uint8_t* target, ::PROTOBUF_NAMESPACE_ID::io::EpsCopyOutputStream* stream) const final;
+  int GetCachedSize() const final { return _impl_._cached_size_.Get(); }
+
+  private:
+  void SharedCtor(::PROTOBUF_NAMESPACE_ID::Arena* arena, bool is_message_owned);
+  void SharedDtor();
+  void SetCachedSize(int size) const final;
+  void InternalSwap(InspectContainerResponse* other);
+
+  private:
+  friend class ::PROTOBUF_NAMESPACE_ID::internal::AnyMetadata;
+  static ::PROTOBUF_NAMESPACE_ID::StringPiece FullMessageName() {
+    return "berth.agent.v1.InspectContainerResponse";
+  }
+  protected:
+  explicit InspectContainerResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
+                       bool is_message_owned = false);
+  public:
+
+  static const ClassData _class_data_;
+  const ::PROTOBUF_NAMESPACE_ID::Message::ClassData*GetClassData() const final;
+
+  ::PROTOBUF_NAMESPACE_ID::Metadata GetMetadata() const final;
+
+  // nested types ----------------------------------------------------
+
+  // accessors -------------------------------------------------------
+
+  enum : int {
+    kMainProcessIdFieldNumber = 1,
+    kExitedFieldNumber = 2,
+  };
+  // string main_process_id = 1;
+  void clear_main_process_id();
+  const std::string& main_process_id() const;
+  template <typename ArgT0 = const std::string&, typename... ArgT>
+  void set_main_process_id(ArgT0&& arg0, ArgT... args);
+  std::string* mutable_main_process_id();
+  PROTOBUF_NODISCARD std::string* release_main_process_id();
+  void set_allocated_main_process_id(std::string* main_process_id);
+  private:
+  const std::string& _internal_main_process_id() const;
+  inline PROTOBUF_ALWAYS_INLINE void _internal_set_main_process_id(const std::string& value);
+  std::string* _internal_mutable_main_process_id();
+  public:
+
+  // bool exited = 2;
+  void clear_exited();
+  bool exited() const;
+  void set_exited(bool value);
+  private:
+  bool _internal_exited() const;
+  void _internal_set_exited(bool value);
+  public:
+
+  // @@protoc_insertion_point(class_scope:berth.agent.v1.InspectContainerResponse)
+ private:
+  class _Internal;
+
+  template <typename T> friend class ::PROTOBUF_NAMESPACE_ID::Arena::InternalHelper;
+  typedef void InternalArenaConstructable_;
+  typedef void DestructorSkippable_;
+  struct Impl_ {
+    ::PROTOBUF_NAMESPACE_ID::internal::ArenaStringPtr main_process_id_;
+    bool exited_;
+    mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
+  };
+  union { Impl_ _impl_; };
+  friend struct ::TableStruct_berth_2fagent_2fv1_2fagent_2eproto;
+};
 // ===================================================================
 
 
@@ -8253,9 +8578,141 @@ inline void DestroySandboxRequest::set_allocated_timeout(::PROTOBUF_NAMESPACE_ID
 
 // DestroySandboxResponse
 
+// -------------------------------------------------------------------
+
+// InspectContainerRequest
+
+// string container_id = 1;
+inline void InspectContainerRequest::clear_container_id() {
+  _impl_.container_id_.ClearToEmpty();
+}
+inline const std::string& InspectContainerRequest::container_id() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.InspectContainerRequest.container_id)
+  return _internal_container_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void InspectContainerRequest::set_container_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.container_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.InspectContainerRequest.container_id)
+}
+inline std::string* InspectContainerRequest::mutable_container_id() {
+  std::string* _s = _internal_mutable_container_id();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.InspectContainerRequest.container_id)
+  return _s;
+}
+inline const std::string& InspectContainerRequest::_internal_container_id() const {
+  return _impl_.container_id_.Get();
+}
+inline void InspectContainerRequest::_internal_set_container_id(const std::string& value) {
+  
+  _impl_.container_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* InspectContainerRequest::_internal_mutable_container_id() {
+  
+  return _impl_.container_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* InspectContainerRequest::release_container_id() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.InspectContainerRequest.container_id)
+  return _impl_.container_id_.Release();
+}
+inline void InspectContainerRequest::set_allocated_container_id(std::string* container_id) {
+  if (container_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.container_id_.SetAllocated(container_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.container_id_.IsDefault()) {
+    _impl_.container_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.InspectContainerRequest.container_id)
+}
+
+// -------------------------------------------------------------------
+
+// InspectContainerResponse
+
+// string main_process_id = 1;
+inline void InspectContainerResponse::clear_main_process_id() {
+  _impl_.main_process_id_.ClearToEmpty();
+}
+inline const std::string& InspectContainerResponse::main_process_id() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.InspectContainerResponse.main_process_id)
+  return _internal_main_process_id();
+}
+template <typename ArgT0, typename... ArgT>
+inline PROTOBUF_ALWAYS_INLINE
+void InspectContainerResponse::set_main_process_id(ArgT0&& arg0, ArgT... args) {
+ 
+ _impl_.main_process_id_.Set(static_cast<ArgT0 &&>(arg0), args..., GetArenaForAllocation());
+  // @@protoc_insertion_point(field_set:berth.agent.v1.InspectContainerResponse.main_process_id)
+}
+inline std::string* InspectContainerResponse::mutable_main_process_id() {
+  std::string* _s = _internal_mutable_main_process_id();
+  // @@protoc_insertion_point(field_mutable:berth.agent.v1.InspectContainerResponse.main_process_id)
+  return _s;
+}
+inline const std::string& InspectContainerResponse::_internal_main_process_id() const {
+  return _impl_.main_process_id_.Get();
+}
+inline void InspectContainerResponse::_internal_set_main_process_id(const std::string& value) {
+  
+  _impl_.main_process_id_.Set(value, GetArenaForAllocation());
+}
+inline std::string* InspectContainerResponse::_internal_mutable_main_process_id() {
+  
+  return _impl_.main_process_id_.Mutable(GetArenaForAllocation());
+}
+inline std::string* InspectContainerResponse::release_main_process_id() {
+  // @@protoc_insertion_point(field_release:berth.agent.v1.InspectContainerResponse.main_process_id)
+  return _impl_.main_process_id_.Release();
+}
+inline void InspectContainerResponse::set_allocated_main_process_id(std::string* main_process_id) {
+  if (main_process_id != nullptr) {
+    
+  } else {
+    
+  }
+  _impl_.main_process_id_.SetAllocated(main_process_id, GetArenaForAllocation());
+#ifdef PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  if (_impl_.main_process_id_.IsDefault()) {
+    _impl_.main_process_id_.Set("", GetArenaForAllocation());
+  }
+#endif // PROTOBUF_FORCE_COPY_DEFAULT_STRING
+  // @@protoc_insertion_point(field_set_allocated:berth.agent.v1.InspectContainerResponse.main_process_id)
+}
+
+// bool exited = 2;
+inline void InspectContainerResponse::clear_exited() {
+  _impl_.exited_ = false;
+}
+inline bool InspectContainerResponse::_internal_exited() const {
+  return _impl_.exited_;
+}
+inline bool InspectContainerResponse::exited() const {
+  // @@protoc_insertion_point(field_get:berth.agent.v1.InspectContainerResponse.exited)
+  return _internal_exited();
+}
+inline void InspectContainerResponse::_internal_set_exited(bool value) {
+  
+  _impl_.exited_ = value;
+}
+inline void InspectContainerResponse::set_exited(bool value) {
+  _internal_set_exited(value);
+  // @@protoc_insertion_point(field_set:berth.agent.v1.InspectContainerResponse.exited)
+}
+
 #ifdef __GNUC__
   #pragma GCC diagnostic pop
 #endif  // __GNUC__
+// -------------------------------------------------------------------
+
+// -------------------------------------------------------------------
+
 // -------------------------------------------------------------------
 
 // -------------------------------------------------------------------

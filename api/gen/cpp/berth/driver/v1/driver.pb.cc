@@ -492,6 +492,7 @@ PROTOBUF_ATTRIBUTE_NO_DESTROY PROTOBUF_CONSTINIT PROTOBUF_ATTRIBUTE_INIT_PRIORIT
 PROTOBUF_CONSTEXPR InspectTaskResponse::InspectTaskResponse(
     ::_pbi::ConstantInitialized): _impl_{
     /*decltype(_impl_.status_)*/nullptr
+  , /*decltype(_impl_.handle_)*/nullptr
   , /*decltype(_impl_._cached_size_)*/{}} {}
 struct InspectTaskResponseDefaultTypeInternal {
   PROTOBUF_CONSTEXPR InspectTaskResponseDefaultTypeInternal()
@@ -1126,6 +1127,7 @@ const uint32_t TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets[] PROTO
   ~0u,  // no _weak_field_map_
   ~0u,  // no _inlined_string_donated_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::InspectTaskResponse, _impl_.status_),
+  PROTOBUF_FIELD_OFFSET(::berth::driver::v1::InspectTaskResponse, _impl_.handle_),
   ~0u,  // no _has_bits_
   PROTOBUF_FIELD_OFFSET(::berth::driver::v1::RecoverTaskRequest, _internal_metadata_),
   ~0u,  // no _extensions_
@@ -1352,29 +1354,29 @@ static const ::_pbi::MigrationSchema schemas[] PROTOBUF_SECTION_VARIABLE(protode
   { 278, -1, -1, sizeof(::berth::driver::v1::TaskStatus)},
   { 291, -1, -1, sizeof(::berth::driver::v1::InspectTaskRequest)},
   { 298, -1, -1, sizeof(::berth::driver::v1::InspectTaskResponse)},
-  { 305, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
-  { 312, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
-  { 319, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
-  { 327, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
-  { 333, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
-  { 339, 347, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
-  { 349, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
-  { 360, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
-  { 368, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
-  { 375, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
-  { 384, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
-  { 393, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
-  { 401, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
-  { 411, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
-  { 417, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
-  { 428, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
-  { 438, -1, -1, sizeof(::berth::driver::v1::AttachSetup)},
-  { 447, -1, -1, sizeof(::berth::driver::v1::AttachTaskRequest)},
-  { 458, -1, -1, sizeof(::berth::driver::v1::AttachTaskResponse)},
-  { 468, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
-  { 476, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
-  { 484, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
-  { 491, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
+  { 306, -1, -1, sizeof(::berth::driver::v1::RecoverTaskRequest)},
+  { 313, -1, -1, sizeof(::berth::driver::v1::RecoverTaskResponse)},
+  { 320, -1, -1, sizeof(::berth::driver::v1::SignalTaskRequest)},
+  { 328, -1, -1, sizeof(::berth::driver::v1::SignalTaskResponse)},
+  { 334, -1, -1, sizeof(::berth::driver::v1::TaskEventsRequest)},
+  { 340, 348, -1, sizeof(::berth::driver::v1::TaskEventsResponse_AnnotationsEntry_DoNotUse)},
+  { 350, -1, -1, sizeof(::berth::driver::v1::TaskEventsResponse)},
+  { 361, -1, -1, sizeof(::berth::driver::v1::TaskStatsRequest)},
+  { 369, -1, -1, sizeof(::berth::driver::v1::TaskStatsResponse)},
+  { 376, -1, -1, sizeof(::berth::driver::v1::ExecTaskRequest)},
+  { 385, -1, -1, sizeof(::berth::driver::v1::ExecTaskResponse)},
+  { 394, -1, -1, sizeof(::berth::driver::v1::TerminalSize)},
+  { 402, -1, -1, sizeof(::berth::driver::v1::ExecSetup)},
+  { 412, -1, -1, sizeof(::berth::driver::v1::StdinClose)},
+  { 418, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingRequest)},
+  { 429, -1, -1, sizeof(::berth::driver::v1::ExecTaskStreamingResponse)},
+  { 439, -1, -1, sizeof(::berth::driver::v1::AttachSetup)},
+  { 448, -1, -1, sizeof(::berth::driver::v1::AttachTaskRequest)},
+  { 459, -1, -1, sizeof(::berth::driver::v1::AttachTaskResponse)},
+  { 469, -1, -1, sizeof(::berth::driver::v1::CreateNetworkRequest)},
+  { 477, -1, -1, sizeof(::berth::driver::v1::CreateNetworkResponse)},
+  { 485, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkRequest)},
+  { 492, -1, -1, sizeof(::berth::driver::v1::DestroyNetworkResponse)},
 };
 
 static const ::_pb::Message* const file_default_instances[] = {
@@ -1532,114 +1534,115 @@ const char descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto[] PROT
   ".driver.v1.TaskStatus.DriverAttributesEn"
   "try\0327\n\025DriverAttributesEntry\022\013\n\003key\030\001 \001("
   "\t\022\r\n\005value\030\002 \001(\t:\0028\001\"%\n\022InspectTaskReque"
-  "st\022\017\n\007task_id\030\001 \001(\t\"B\n\023InspectTaskRespon"
+  "st\022\017\n\007task_id\030\001 \001(\t\"o\n\023InspectTaskRespon"
   "se\022+\n\006status\030\001 \001(\0132\033.berth.driver.v1.Tas"
-  "kStatus\"A\n\022RecoverTaskRequest\022+\n\006handle\030"
-  "\001 \001(\0132\033.berth.driver.v1.TaskHandle\"B\n\023Re"
-  "coverTaskResponse\022+\n\006status\030\001 \001(\0132\033.bert"
-  "h.driver.v1.TaskStatus\"4\n\021SignalTaskRequ"
-  "est\022\017\n\007task_id\030\001 \001(\t\022\016\n\006signal\030\002 \001(\t\"\024\n\022"
-  "SignalTaskResponse\"\023\n\021TaskEventsRequest\""
-  "\373\001\n\022TaskEventsResponse\022\017\n\007task_id\030\001 \001(\t\022"
-  "\025\n\rallocation_id\030\002 \001(\t\022-\n\ttimestamp\030\003 \001("
-  "\0132\032.google.protobuf.Timestamp\022\017\n\007message"
-  "\030\004 \001(\t\022I\n\013annotations\030\005 \003(\01324.berth.driv"
-  "er.v1.TaskEventsResponse.AnnotationsEntr"
-  "y\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005va"
-  "lue\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRequest\022\017\n\007tas"
-  "k_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.google.pr"
-  "otobuf.Duration\"E\n\021TaskStatsResponse\0220\n\005"
-  "usage\030\001 \001(\0132!.berth.stats.v1.TaskResourc"
-  "eUsage\"_\n\017ExecTaskRequest\022\017\n\007task_id\030\001 \001"
-  "(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeout\030\003 \001(\0132\031.g"
-  "oogle.protobuf.Duration\"_\n\020ExecTaskRespo"
-  "nse\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stderr\030\002 \001(\014\022+\n\006r"
-  "esult\030\003 \001(\0132\033.berth.driver.v1.ExitResult"
-  "\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007column"
-  "s\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task_id\030\001 \001(\t\022\017\n"
-  "\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n\rterminal_"
-  "size\030\004 \001(\0132\035.berth.driver.v1.TerminalSiz"
-  "e\"\014\n\nStdinClose\"\306\001\n\030ExecTaskStreamingReq"
-  "uest\022+\n\005setup\030\001 \001(\0132\032.berth.driver.v1.Ex"
-  "ecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013stdin_clos"
-  "e\030\003 \001(\0132\033.berth.driver.v1.StdinCloseH\000\022/"
-  "\n\006resize\030\004 \001(\0132\035.berth.driver.v1.Termina"
-  "lSizeH\000B\007\n\005frame\"u\n\031ExecTaskStreamingRes"
-  "ponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002 \001(\014H"
-  "\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver.v1.ExitRe"
-  "sultH\000B\007\n\005frame\"c\n\013AttachSetup\022\017\n\007task_i"
-  "d\030\001 \001(\t\022\r\n\005stdin\030\002 \001(\010\0224\n\rterminal_size\030"
-  "\003 \001(\0132\035.berth.driver.v1.TerminalSize\"\301\001\n"
-  "\021AttachTaskRequest\022-\n\005setup\030\001 \001(\0132\034.bert"
-  "h.driver.v1.AttachSetupH\000\022\017\n\005stdin\030\002 \001(\014"
-  "H\000\0222\n\013stdin_close\030\003 \001(\0132\033.berth.driver.v"
-  "1.StdinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.berth.d"
-  "river.v1.TerminalSizeH\000B\007\n\005frame\"n\n\022Atta"
-  "chTaskResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006stde"
-  "rr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver."
-  "v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateNetwor"
-  "kRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010hostn"
-  "ame\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022/\n\006st"
-  "atus\030\001 \001(\0132\037.berth.network.v1.NetworkSta"
-  "tus\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetworkRe"
-  "quest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026DestroyN"
-  "etworkResponse*s\n\013FsIsolation\022\034\n\030FS_ISOL"
-  "ATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION_NONE"
-  "\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_ISOLAT"
-  "ION_IMAGE\020\003*\242\001\n\024NetworkIsolationMode\022&\n\""
-  "NETWORK_ISOLATION_MODE_UNSPECIFIED\020\000\022\037\n\033"
-  "NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NETWORK"
-  "_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_ISOLA"
-  "TION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030HEALT"
-  "H_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STATE_UN"
-  "DETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020\002\022\032\n\026"
-  "HEALTH_STATE_UNHEALTHY\020\003*R\n\tMountType\022\032\n"
-  "\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023\n\017MOUNT_TYPE_"
-  "BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020\002*\252\001\n\022Seccomp"
-  "ProfileType\022$\n SECCOMP_PROFILE_TYPE_UNSP"
-  "ECIFIED\020\000\022(\n$SECCOMP_PROFILE_TYPE_RUNTIM"
-  "E_DEFAULT\020\001\022#\n\037SECCOMP_PROFILE_TYPE_UNCO"
-  "NFINED\020\002\022\037\n\033SECCOMP_PROFILE_TYPE_CUSTOM\020"
-  "\003*n\n\tTaskState\022\032\n\026TASK_STATE_UNSPECIFIED"
-  "\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022\026\n\022TASK_STATE"
-  "_RUNNING\020\002\022\025\n\021TASK_STATE_EXITED\020\0032\272\013\n\rDr"
-  "iverService\022d\n\017GetCapabilities\022\'.berth.d"
-  "river.v1.GetCapabilitiesRequest\032(.berth."
-  "driver.v1.GetCapabilitiesResponse\022Z\n\013Fin"
-  "gerprint\022#.berth.driver.v1.FingerprintRe"
-  "quest\032$.berth.driver.v1.FingerprintRespo"
-  "nse0\001\022R\n\tStartTask\022!.berth.driver.v1.Sta"
-  "rtTaskRequest\032\".berth.driver.v1.StartTas"
-  "kResponse\022O\n\010WaitTask\022 .berth.driver.v1."
-  "WaitTaskRequest\032!.berth.driver.v1.WaitTa"
-  "skResponse\022O\n\010StopTask\022 .berth.driver.v1"
-  ".StopTaskRequest\032!.berth.driver.v1.StopT"
-  "askResponse\022X\n\013DestroyTask\022#.berth.drive"
-  "r.v1.DestroyTaskRequest\032$.berth.driver.v"
-  "1.DestroyTaskResponse\022X\n\013InspectTask\022#.b"
-  "erth.driver.v1.InspectTaskRequest\032$.bert"
-  "h.driver.v1.InspectTaskResponse\022X\n\013Recov"
-  "erTask\022#.berth.driver.v1.RecoverTaskRequ"
-  "est\032$.berth.driver.v1.RecoverTaskRespons"
-  "e\022U\n\nSignalTask\022\".berth.driver.v1.Signal"
-  "TaskRequest\032#.berth.driver.v1.SignalTask"
-  "Response\022W\n\nTaskEvents\022\".berth.driver.v1"
-  ".TaskEventsRequest\032#.berth.driver.v1.Tas"
-  "kEventsResponse0\001\022T\n\tTaskStats\022!.berth.d"
-  "river.v1.TaskStatsRequest\032\".berth.driver"
-  ".v1.TaskStatsResponse0\001\022O\n\010ExecTask\022 .be"
-  "rth.driver.v1.ExecTaskRequest\032!.berth.dr"
-  "iver.v1.ExecTaskResponse\022n\n\021ExecTaskStre"
-  "aming\022).berth.driver.v1.ExecTaskStreamin"
-  "gRequest\032*.berth.driver.v1.ExecTaskStrea"
-  "mingResponse(\0010\001\022Y\n\nAttachTask\022\".berth.d"
-  "river.v1.AttachTaskRequest\032#.berth.drive"
-  "r.v1.AttachTaskResponse(\0010\001\022^\n\rCreateNet"
-  "work\022%.berth.driver.v1.CreateNetworkRequ"
-  "est\032&.berth.driver.v1.CreateNetworkRespo"
-  "nse\022a\n\016DestroyNetwork\022&.berth.driver.v1."
-  "DestroyNetworkRequest\032\'.berth.driver.v1."
-  "DestroyNetworkResponseB\003\370\001\001b\006proto3"
+  "kStatus\022+\n\006handle\030\002 \001(\0132\033.berth.driver.v"
+  "1.TaskHandle\"A\n\022RecoverTaskRequest\022+\n\006ha"
+  "ndle\030\001 \001(\0132\033.berth.driver.v1.TaskHandle\""
+  "B\n\023RecoverTaskResponse\022+\n\006status\030\001 \001(\0132\033"
+  ".berth.driver.v1.TaskStatus\"4\n\021SignalTas"
+  "kRequest\022\017\n\007task_id\030\001 \001(\t\022\016\n\006signal\030\002 \001("
+  "\t\"\024\n\022SignalTaskResponse\"\023\n\021TaskEventsReq"
+  "uest\"\373\001\n\022TaskEventsResponse\022\017\n\007task_id\030\001"
+  " \001(\t\022\025\n\rallocation_id\030\002 \001(\t\022-\n\ttimestamp"
+  "\030\003 \001(\0132\032.google.protobuf.Timestamp\022\017\n\007me"
+  "ssage\030\004 \001(\t\022I\n\013annotations\030\005 \003(\01324.berth"
+  ".driver.v1.TaskEventsResponse.Annotation"
+  "sEntry\0322\n\020AnnotationsEntry\022\013\n\003key\030\001 \001(\t\022"
+  "\r\n\005value\030\002 \001(\t:\0028\001\"P\n\020TaskStatsRequest\022\017"
+  "\n\007task_id\030\001 \001(\t\022+\n\010interval\030\002 \001(\0132\031.goog"
+  "le.protobuf.Duration\"E\n\021TaskStatsRespons"
+  "e\0220\n\005usage\030\001 \001(\0132!.berth.stats.v1.TaskRe"
+  "sourceUsage\"_\n\017ExecTaskRequest\022\017\n\007task_i"
+  "d\030\001 \001(\t\022\017\n\007command\030\002 \003(\t\022*\n\007timeout\030\003 \001("
+  "\0132\031.google.protobuf.Duration\"_\n\020ExecTask"
+  "Response\022\016\n\006stdout\030\001 \001(\014\022\016\n\006stderr\030\002 \001(\014"
+  "\022+\n\006result\030\003 \001(\0132\033.berth.driver.v1.ExitR"
+  "esult\"-\n\014TerminalSize\022\014\n\004rows\030\001 \001(\r\022\017\n\007c"
+  "olumns\030\002 \001(\r\"p\n\tExecSetup\022\017\n\007task_id\030\001 \001"
+  "(\t\022\017\n\007command\030\002 \003(\t\022\013\n\003tty\030\003 \001(\010\0224\n\rterm"
+  "inal_size\030\004 \001(\0132\035.berth.driver.v1.Termin"
+  "alSize\"\014\n\nStdinClose\"\306\001\n\030ExecTaskStreami"
+  "ngRequest\022+\n\005setup\030\001 \001(\0132\032.berth.driver."
+  "v1.ExecSetupH\000\022\017\n\005stdin\030\002 \001(\014H\000\0222\n\013stdin"
+  "_close\030\003 \001(\0132\033.berth.driver.v1.StdinClos"
+  "eH\000\022/\n\006resize\030\004 \001(\0132\035.berth.driver.v1.Te"
+  "rminalSizeH\000B\007\n\005frame\"u\n\031ExecTaskStreami"
+  "ngResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n\006stderr\030\002"
+  " \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.driver.v1.E"
+  "xitResultH\000B\007\n\005frame\"c\n\013AttachSetup\022\017\n\007t"
+  "ask_id\030\001 \001(\t\022\r\n\005stdin\030\002 \001(\010\0224\n\rterminal_"
+  "size\030\003 \001(\0132\035.berth.driver.v1.TerminalSiz"
+  "e\"\301\001\n\021AttachTaskRequest\022-\n\005setup\030\001 \001(\0132\034"
+  ".berth.driver.v1.AttachSetupH\000\022\017\n\005stdin\030"
+  "\002 \001(\014H\000\0222\n\013stdin_close\030\003 \001(\0132\033.berth.dri"
+  "ver.v1.StdinCloseH\000\022/\n\006resize\030\004 \001(\0132\035.be"
+  "rth.driver.v1.TerminalSizeH\000B\007\n\005frame\"n\n"
+  "\022AttachTaskResponse\022\020\n\006stdout\030\001 \001(\014H\000\022\020\n"
+  "\006stderr\030\002 \001(\014H\000\022+\n\004exit\030\003 \001(\0132\033.berth.dr"
+  "iver.v1.ExitResultH\000B\007\n\005frame\"\?\n\024CreateN"
+  "etworkRequest\022\025\n\rallocation_id\030\001 \001(\t\022\020\n\010"
+  "hostname\030\002 \001(\t\"Y\n\025CreateNetworkResponse\022"
+  "/\n\006status\030\001 \001(\0132\037.berth.network.v1.Netwo"
+  "rkStatus\022\017\n\007created\030\002 \001(\010\".\n\025DestroyNetw"
+  "orkRequest\022\025\n\rallocation_id\030\001 \001(\t\"\030\n\026Des"
+  "troyNetworkResponse*s\n\013FsIsolation\022\034\n\030FS"
+  "_ISOLATION_UNSPECIFIED\020\000\022\025\n\021FS_ISOLATION"
+  "_NONE\020\001\022\027\n\023FS_ISOLATION_CHROOT\020\002\022\026\n\022FS_I"
+  "SOLATION_IMAGE\020\003*\242\001\n\024NetworkIsolationMod"
+  "e\022&\n\"NETWORK_ISOLATION_MODE_UNSPECIFIED\020"
+  "\000\022\037\n\033NETWORK_ISOLATION_MODE_HOST\020\001\022 \n\034NE"
+  "TWORK_ISOLATION_MODE_GROUP\020\002\022\037\n\033NETWORK_"
+  "ISOLATION_MODE_TASK\020\003*~\n\013HealthState\022\034\n\030"
+  "HEALTH_STATE_UNSPECIFIED\020\000\022\033\n\027HEALTH_STA"
+  "TE_UNDETECTED\020\001\022\030\n\024HEALTH_STATE_HEALTHY\020"
+  "\002\022\032\n\026HEALTH_STATE_UNHEALTHY\020\003*R\n\tMountTy"
+  "pe\022\032\n\026MOUNT_TYPE_UNSPECIFIED\020\000\022\023\n\017MOUNT_"
+  "TYPE_BIND\020\001\022\024\n\020MOUNT_TYPE_TMPFS\020\002*\252\001\n\022Se"
+  "ccompProfileType\022$\n SECCOMP_PROFILE_TYPE"
+  "_UNSPECIFIED\020\000\022(\n$SECCOMP_PROFILE_TYPE_R"
+  "UNTIME_DEFAULT\020\001\022#\n\037SECCOMP_PROFILE_TYPE"
+  "_UNCONFINED\020\002\022\037\n\033SECCOMP_PROFILE_TYPE_CU"
+  "STOM\020\003*n\n\tTaskState\022\032\n\026TASK_STATE_UNSPEC"
+  "IFIED\020\000\022\026\n\022TASK_STATE_UNKNOWN\020\001\022\026\n\022TASK_"
+  "STATE_RUNNING\020\002\022\025\n\021TASK_STATE_EXITED\020\0032\272"
+  "\013\n\rDriverService\022d\n\017GetCapabilities\022\'.be"
+  "rth.driver.v1.GetCapabilitiesRequest\032(.b"
+  "erth.driver.v1.GetCapabilitiesResponse\022Z"
+  "\n\013Fingerprint\022#.berth.driver.v1.Fingerpr"
+  "intRequest\032$.berth.driver.v1.Fingerprint"
+  "Response0\001\022R\n\tStartTask\022!.berth.driver.v"
+  "1.StartTaskRequest\032\".berth.driver.v1.Sta"
+  "rtTaskResponse\022O\n\010WaitTask\022 .berth.drive"
+  "r.v1.WaitTaskRequest\032!.berth.driver.v1.W"
+  "aitTaskResponse\022O\n\010StopTask\022 .berth.driv"
+  "er.v1.StopTaskRequest\032!.berth.driver.v1."
+  "StopTaskResponse\022X\n\013DestroyTask\022#.berth."
+  "driver.v1.DestroyTaskRequest\032$.berth.dri"
+  "ver.v1.DestroyTaskResponse\022X\n\013InspectTas"
+  "k\022#.berth.driver.v1.InspectTaskRequest\032$"
+  ".berth.driver.v1.InspectTaskResponse\022X\n\013"
+  "RecoverTask\022#.berth.driver.v1.RecoverTas"
+  "kRequest\032$.berth.driver.v1.RecoverTaskRe"
+  "sponse\022U\n\nSignalTask\022\".berth.driver.v1.S"
+  "ignalTaskRequest\032#.berth.driver.v1.Signa"
+  "lTaskResponse\022W\n\nTaskEvents\022\".berth.driv"
+  "er.v1.TaskEventsRequest\032#.berth.driver.v"
+  "1.TaskEventsResponse0\001\022T\n\tTaskStats\022!.be"
+  "rth.driver.v1.TaskStatsRequest\032\".berth.d"
+  "river.v1.TaskStatsResponse0\001\022O\n\010ExecTask"
+  "\022 .berth.driver.v1.ExecTaskRequest\032!.ber"
+  "th.driver.v1.ExecTaskResponse\022n\n\021ExecTas"
+  "kStreaming\022).berth.driver.v1.ExecTaskStr"
+  "eamingRequest\032*.berth.driver.v1.ExecTask"
+  "StreamingResponse(\0010\001\022Y\n\nAttachTask\022\".be"
+  "rth.driver.v1.AttachTaskRequest\032#.berth."
+  "driver.v1.AttachTaskResponse(\0010\001\022^\n\rCrea"
+  "teNetwork\022%.berth.driver.v1.CreateNetwor"
+  "kRequest\032&.berth.driver.v1.CreateNetwork"
+  "Response\022a\n\016DestroyNetwork\022&.berth.drive"
+  "r.v1.DestroyNetworkRequest\032\'.berth.drive"
+  "r.v1.DestroyNetworkResponseB\003\370\001\001b\006proto3"
   ;
 static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps[5] = {
   &::descriptor_table_berth_2fnetwork_2fv1_2fnetwork_2eproto,
@@ -1650,7 +1653,7 @@ static const ::_pbi::DescriptorTable* const descriptor_table_berth_2fdriver_2fv1
 };
 static ::_pbi::once_flag descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once;
 const ::_pbi::DescriptorTable descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto = {
-    false, false, 8155, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
+    false, false, 8200, descriptor_table_protodef_berth_2fdriver_2fv1_2fdriver_2eproto,
     "berth/driver/v1/driver.proto",
     &descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_once, descriptor_table_berth_2fdriver_2fv1_2fdriver_2eproto_deps, 5, 55,
     schemas, file_default_instances, TableStruct_berth_2fdriver_2fv1_2fdriver_2eproto::offsets,
@@ -9378,11 +9381,16 @@ void InspectTaskRequest::InternalSwap(InspectTaskRequest* other) {
 class InspectTaskResponse::_Internal {
  public:
   static const ::berth::driver::v1::TaskStatus& status(const InspectTaskResponse* msg);
+  static const ::berth::driver::v1::TaskHandle& handle(const InspectTaskResponse* msg);
 };
 
 const ::berth::driver::v1::TaskStatus&
 InspectTaskResponse::_Internal::status(const InspectTaskResponse* msg) {
   return *msg->_impl_.status_;
+}
+const ::berth::driver::v1::TaskHandle&
+InspectTaskResponse::_Internal::handle(const InspectTaskResponse* msg) {
+  return *msg->_impl_.handle_;
 }
 InspectTaskResponse::InspectTaskResponse(::PROTOBUF_NAMESPACE_ID::Arena* arena,
                          bool is_message_owned)
@@ -9395,11 +9403,15 @@ InspectTaskResponse::InspectTaskResponse(const InspectTaskResponse& from)
   InspectTaskResponse* const _this = this; (void)_this;
   new (&_impl_) Impl_{
       decltype(_impl_.status_){nullptr}
+    , decltype(_impl_.handle_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}};
 
   _internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
   if (from._internal_has_status()) {
     _this->_impl_.status_ = new ::berth::driver::v1::TaskStatus(*from._impl_.status_);
+  }
+  if (from._internal_has_handle()) {
+    _this->_impl_.handle_ = new ::berth::driver::v1::TaskHandle(*from._impl_.handle_);
   }
   // @@protoc_insertion_point(copy_constructor:berth.driver.v1.InspectTaskResponse)
 }
@@ -9410,6 +9422,7 @@ inline void InspectTaskResponse::SharedCtor(
   (void)is_message_owned;
   new (&_impl_) Impl_{
       decltype(_impl_.status_){nullptr}
+    , decltype(_impl_.handle_){nullptr}
     , /*decltype(_impl_._cached_size_)*/{}
   };
 }
@@ -9426,6 +9439,7 @@ InspectTaskResponse::~InspectTaskResponse() {
 inline void InspectTaskResponse::SharedDtor() {
   GOOGLE_DCHECK(GetArenaForAllocation() == nullptr);
   if (this != internal_default_instance()) delete _impl_.status_;
+  if (this != internal_default_instance()) delete _impl_.handle_;
 }
 
 void InspectTaskResponse::SetCachedSize(int size) const {
@@ -9442,6 +9456,10 @@ void InspectTaskResponse::Clear() {
     delete _impl_.status_;
   }
   _impl_.status_ = nullptr;
+  if (GetArenaForAllocation() == nullptr && _impl_.handle_ != nullptr) {
+    delete _impl_.handle_;
+  }
+  _impl_.handle_ = nullptr;
   _internal_metadata_.Clear<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>();
 }
 
@@ -9455,6 +9473,14 @@ const char* InspectTaskResponse::_InternalParse(const char* ptr, ::_pbi::ParseCo
       case 1:
         if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 10)) {
           ptr = ctx->ParseMessage(_internal_mutable_status(), ptr);
+          CHK_(ptr);
+        } else
+          goto handle_unusual;
+        continue;
+      // .berth.driver.v1.TaskHandle handle = 2;
+      case 2:
+        if (PROTOBUF_PREDICT_TRUE(static_cast<uint8_t>(tag) == 18)) {
+          ptr = ctx->ParseMessage(_internal_mutable_handle(), ptr);
           CHK_(ptr);
         } else
           goto handle_unusual;
@@ -9495,6 +9521,13 @@ uint8_t* InspectTaskResponse::_InternalSerialize(
         _Internal::status(this).GetCachedSize(), target, stream);
   }
 
+  // .berth.driver.v1.TaskHandle handle = 2;
+  if (this->_internal_has_handle()) {
+    target = ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::
+      InternalWriteMessage(2, _Internal::handle(this),
+        _Internal::handle(this).GetCachedSize(), target, stream);
+  }
+
   if (PROTOBUF_PREDICT_FALSE(_internal_metadata_.have_unknown_fields())) {
     target = ::_pbi::WireFormat::InternalSerializeUnknownFieldsToArray(
         _internal_metadata_.unknown_fields<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(::PROTOBUF_NAMESPACE_ID::UnknownFieldSet::default_instance), target, stream);
@@ -9516,6 +9549,13 @@ size_t InspectTaskResponse::ByteSizeLong() const {
     total_size += 1 +
       ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
         *_impl_.status_);
+  }
+
+  // .berth.driver.v1.TaskHandle handle = 2;
+  if (this->_internal_has_handle()) {
+    total_size += 1 +
+      ::PROTOBUF_NAMESPACE_ID::internal::WireFormatLite::MessageSize(
+        *_impl_.handle_);
   }
 
   return MaybeComputeUnknownFieldsSize(total_size, &_impl_._cached_size_);
@@ -9540,6 +9580,10 @@ void InspectTaskResponse::MergeImpl(::PROTOBUF_NAMESPACE_ID::Message& to_msg, co
     _this->_internal_mutable_status()->::berth::driver::v1::TaskStatus::MergeFrom(
         from._internal_status());
   }
+  if (from._internal_has_handle()) {
+    _this->_internal_mutable_handle()->::berth::driver::v1::TaskHandle::MergeFrom(
+        from._internal_handle());
+  }
   _this->_internal_metadata_.MergeFrom<::PROTOBUF_NAMESPACE_ID::UnknownFieldSet>(from._internal_metadata_);
 }
 
@@ -9557,7 +9601,12 @@ bool InspectTaskResponse::IsInitialized() const {
 void InspectTaskResponse::InternalSwap(InspectTaskResponse* other) {
   using std::swap;
   _internal_metadata_.InternalSwap(&other->_internal_metadata_);
-  swap(_impl_.status_, other->_impl_.status_);
+  ::PROTOBUF_NAMESPACE_ID::internal::memswap<
+      PROTOBUF_FIELD_OFFSET(InspectTaskResponse, _impl_.handle_)
+      + sizeof(InspectTaskResponse::_impl_.handle_)
+      - PROTOBUF_FIELD_OFFSET(InspectTaskResponse, _impl_.status_)>(
+          reinterpret_cast<char*>(&_impl_.status_),
+          reinterpret_cast<char*>(&other->_impl_.status_));
 }
 
 ::PROTOBUF_NAMESPACE_ID::Metadata InspectTaskResponse::GetMetadata() const {

@@ -5921,6 +5921,7 @@ class InspectTaskResponse final :
 
   enum : int {
     kStatusFieldNumber = 1,
+    kHandleFieldNumber = 2,
   };
   // .berth.driver.v1.TaskStatus status = 1;
   bool has_status() const;
@@ -5940,6 +5941,24 @@ class InspectTaskResponse final :
       ::berth::driver::v1::TaskStatus* status);
   ::berth::driver::v1::TaskStatus* unsafe_arena_release_status();
 
+  // .berth.driver.v1.TaskHandle handle = 2;
+  bool has_handle() const;
+  private:
+  bool _internal_has_handle() const;
+  public:
+  void clear_handle();
+  const ::berth::driver::v1::TaskHandle& handle() const;
+  PROTOBUF_NODISCARD ::berth::driver::v1::TaskHandle* release_handle();
+  ::berth::driver::v1::TaskHandle* mutable_handle();
+  void set_allocated_handle(::berth::driver::v1::TaskHandle* handle);
+  private:
+  const ::berth::driver::v1::TaskHandle& _internal_handle() const;
+  ::berth::driver::v1::TaskHandle* _internal_mutable_handle();
+  public:
+  void unsafe_arena_set_allocated_handle(
+      ::berth::driver::v1::TaskHandle* handle);
+  ::berth::driver::v1::TaskHandle* unsafe_arena_release_handle();
+
   // @@protoc_insertion_point(class_scope:berth.driver.v1.InspectTaskResponse)
  private:
   class _Internal;
@@ -5949,6 +5968,7 @@ class InspectTaskResponse final :
   typedef void DestructorSkippable_;
   struct Impl_ {
     ::berth::driver::v1::TaskStatus* status_;
+    ::berth::driver::v1::TaskHandle* handle_;
     mutable ::PROTOBUF_NAMESPACE_ID::internal::CachedSize _cached_size_;
   };
   union { Impl_ _impl_; };
@@ -14292,6 +14312,96 @@ inline void InspectTaskResponse::set_allocated_status(::berth::driver::v1::TaskS
   }
   _impl_.status_ = status;
   // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.InspectTaskResponse.status)
+}
+
+// .berth.driver.v1.TaskHandle handle = 2;
+inline bool InspectTaskResponse::_internal_has_handle() const {
+  return this != internal_default_instance() && _impl_.handle_ != nullptr;
+}
+inline bool InspectTaskResponse::has_handle() const {
+  return _internal_has_handle();
+}
+inline void InspectTaskResponse::clear_handle() {
+  if (GetArenaForAllocation() == nullptr && _impl_.handle_ != nullptr) {
+    delete _impl_.handle_;
+  }
+  _impl_.handle_ = nullptr;
+}
+inline const ::berth::driver::v1::TaskHandle& InspectTaskResponse::_internal_handle() const {
+  const ::berth::driver::v1::TaskHandle* p = _impl_.handle_;
+  return p != nullptr ? *p : reinterpret_cast<const ::berth::driver::v1::TaskHandle&>(
+      ::berth::driver::v1::_TaskHandle_default_instance_);
+}
+inline const ::berth::driver::v1::TaskHandle& InspectTaskResponse::handle() const {
+  // @@protoc_insertion_point(field_get:berth.driver.v1.InspectTaskResponse.handle)
+  return _internal_handle();
+}
+inline void InspectTaskResponse::unsafe_arena_set_allocated_handle(
+    ::berth::driver::v1::TaskHandle* handle) {
+  if (GetArenaForAllocation() == nullptr) {
+    delete reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(_impl_.handle_);
+  }
+  _impl_.handle_ = handle;
+  if (handle) {
+    
+  } else {
+    
+  }
+  // @@protoc_insertion_point(field_unsafe_arena_set_allocated:berth.driver.v1.InspectTaskResponse.handle)
+}
+inline ::berth::driver::v1::TaskHandle* InspectTaskResponse::release_handle() {
+  
+  ::berth::driver::v1::TaskHandle* temp = _impl_.handle_;
+  _impl_.handle_ = nullptr;
+#ifdef PROTOBUF_FORCE_COPY_IN_RELEASE
+  auto* old =  reinterpret_cast<::PROTOBUF_NAMESPACE_ID::MessageLite*>(temp);
+  temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  if (GetArenaForAllocation() == nullptr) { delete old; }
+#else  // PROTOBUF_FORCE_COPY_IN_RELEASE
+  if (GetArenaForAllocation() != nullptr) {
+    temp = ::PROTOBUF_NAMESPACE_ID::internal::DuplicateIfNonNull(temp);
+  }
+#endif  // !PROTOBUF_FORCE_COPY_IN_RELEASE
+  return temp;
+}
+inline ::berth::driver::v1::TaskHandle* InspectTaskResponse::unsafe_arena_release_handle() {
+  // @@protoc_insertion_point(field_release:berth.driver.v1.InspectTaskResponse.handle)
+  
+  ::berth::driver::v1::TaskHandle* temp = _impl_.handle_;
+  _impl_.handle_ = nullptr;
+  return temp;
+}
+inline ::berth::driver::v1::TaskHandle* InspectTaskResponse::_internal_mutable_handle() {
+  
+  if (_impl_.handle_ == nullptr) {
+    auto* p = CreateMaybeMessage<::berth::driver::v1::TaskHandle>(GetArenaForAllocation());
+    _impl_.handle_ = p;
+  }
+  return _impl_.handle_;
+}
+inline ::berth::driver::v1::TaskHandle* InspectTaskResponse::mutable_handle() {
+  ::berth::driver::v1::TaskHandle* _msg = _internal_mutable_handle();
+  // @@protoc_insertion_point(field_mutable:berth.driver.v1.InspectTaskResponse.handle)
+  return _msg;
+}
+inline void InspectTaskResponse::set_allocated_handle(::berth::driver::v1::TaskHandle* handle) {
+  ::PROTOBUF_NAMESPACE_ID::Arena* message_arena = GetArenaForAllocation();
+  if (message_arena == nullptr) {
+    delete _impl_.handle_;
+  }
+  if (handle) {
+    ::PROTOBUF_NAMESPACE_ID::Arena* submessage_arena =
+        ::PROTOBUF_NAMESPACE_ID::Arena::InternalGetOwningArena(handle);
+    if (message_arena != submessage_arena) {
+      handle = ::PROTOBUF_NAMESPACE_ID::internal::GetOwnedMessage(
+          message_arena, handle, submessage_arena);
+    }
+    
+  } else {
+    
+  }
+  _impl_.handle_ = handle;
+  // @@protoc_insertion_point(field_set_allocated:berth.driver.v1.InspectTaskResponse.handle)
 }
 
 // -------------------------------------------------------------------

@@ -60,6 +60,11 @@ class AgentServiceStub(object):
                 request_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxRequest.SerializeToString,
                 response_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxResponse.FromString,
                 )
+        self.InspectContainer = channel.unary_unary(
+                '/berth.agent.v1.AgentService/InspectContainer',
+                request_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerRequest.SerializeToString,
+                response_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -141,6 +146,17 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InspectContainer(self, request, context):
+        """What the agent knows of a container: the id of its main process and
+        whether that process has exited; NOT_FOUND for a container it never
+        started. A caller that lost NewContainer's reply (the proxy or the shim
+        carrying it was killed) tells a start that happened from one that did
+        not.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -188,6 +204,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.DestroySandbox,
                     request_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxRequest.FromString,
                     response_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxResponse.SerializeToString,
+            ),
+            'InspectContainer': grpc.unary_unary_rpc_method_handler(
+                    servicer.InspectContainer,
+                    request_deserializer=berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerRequest.FromString,
+                    response_serializer=berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,5 +371,22 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/berth.agent.v1.AgentService/DestroySandbox',
             berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxRequest.SerializeToString,
             berth_dot_agent_dot_v1_dot_agent__pb2.DestroySandboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def InspectContainer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/berth.agent.v1.AgentService/InspectContainer',
+            berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerRequest.SerializeToString,
+            berth_dot_agent_dot_v1_dot_agent__pb2.InspectContainerResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
