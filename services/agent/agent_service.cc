@@ -426,6 +426,35 @@ grpc::Status AgentServiceImpl::WaitProcess(
   return grpc::Status::OK;
 }
 
+grpc::Status AgentServiceImpl::InspectContainer(
+    grpc::ServerContext* context, const v1::InspectContainerRequest* request,
+    v1::InspectContainerResponse* response) {
+  if (!HasDeadline(*context)) return NoDeadline();
+  if (request->container_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "container_id is empty");
+  }
+  std::shared_ptr<Process> main;
+  {
+    absl::MutexLock lock(&mu_);
+    auto container = containers_.find(request->container_id());
+    if (container == containers_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("container \"", request->container_id(),
+                                       "\" not found"));
+    }
+    response->set_main_process_id(container->second.first_process_id);
+    auto process =
+        container->second.processes.find(container->second.first_process_id);
+    if (process != container->second.processes.end()) main = process->second;
+  }
+  if (main != nullptr) {
+    absl::MutexLock lock(&main->mu);
+    response->set_exited(main->exited);
+  }
+  return grpc::Status::OK;
+}
+
 namespace {
 
 // Answers a DestroySandbox call; runs `on_done` after the answer is sent.

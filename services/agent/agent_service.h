@@ -100,6 +100,11 @@ class AgentServiceImpl final
   grpc::Status WaitProcess(grpc::ServerContext* context,
                            const v1::WaitProcessRequest* request,
                            v1::WaitProcessResponse* response) override;
+  // The container's main process and whether it has exited: for a caller
+  // that lost NewContainer's reply.
+  grpc::Status InspectContainer(
+      grpc::ServerContext* context, const v1::InspectContainerRequest* request,
+      v1::InspectContainerResponse* response) override;
   // Kills on a thread of its own; on_destroyed runs once the answer is
   // sent, so that a server shutting down then has no call in flight.
   grpc::ServerUnaryReactor* DestroySandbox(

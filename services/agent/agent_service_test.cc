@@ -393,6 +393,40 @@ TEST_F(AgentServiceTest, SignalsReachAnyProcessAndWaitReportsThem) {
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+TEST_F(AgentServiceTest, InspectContainerNamesTheMainProcessAndItsEnd) {
+  v1::InspectContainerRequest request;
+  request.set_container_id("c1");
+  v1::InspectContainerResponse response;
+  // Never started: NOT_FOUND naming it.
+  grpc::Status status =
+      stub_->InspectContainer(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "\"c1\""))
+      << status.error_message();
+
+  ASSERT_TRUE(NewContainer("c1", "main-7", Spec({"sleep", "1000"})).ok());
+  ASSERT_TRUE(ExecCmd("c1", "second", Spec({"true"})).ok());
+  response.Clear();
+  status = stub_->InspectContainer(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.main_process_id(), "main-7");
+  EXPECT_FALSE(response.exited());
+
+  ASSERT_TRUE(Signal("c1", "main-7", SIGKILL).ok());
+  v1::ProcessExit exit;
+  ASSERT_TRUE(Wait("c1", "main-7", &exit).ok());
+  response.Clear();
+  status = stub_->InspectContainer(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.main_process_id(), "main-7");
+  EXPECT_TRUE(response.exited());
+
+  request.clear_container_id();
+  EXPECT_EQ(
+      stub_->InspectContainer(Context().get(), request, &response).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(AgentServiceTest, TerminalProcessGetsItsSizeAndResizes) {
   v1::ProcessSpec spec =
       Spec({"sh", "-c", "stty size; read line; stty size; test -t 0"});
