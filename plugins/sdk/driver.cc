@@ -46,6 +46,10 @@ absl::Status Driver::SetConfig(const google::protobuf::Struct&,
   return absl::OkStatus();
 }
 
+absl::StatusOr<driver::v1::TaskHandle> Driver::HandleOf(const std::string&) {
+  return Unimplemented("HandleOf", *this);
+}
+
 absl::StatusOr<driver::v1::TaskStatus> Driver::RecoverTask(
     const driver::v1::TaskHandle&) {
   return Unimplemented("RecoverTask", *this);

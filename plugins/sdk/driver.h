@@ -118,6 +118,18 @@ class Driver {
   virtual absl::StatusOr<driver::v1::TaskStatus> InspectTask(
       const std::string& task_id) = 0;
 
+  // The handle of the task's current run: the one StartTask returned for it
+  // (or would have returned, for a start still under way), config included,
+  // so that RecoverTask accepts it after the driver's next restart. The SDK
+  // sends it in InspectTaskResponse.handle: berth-node adopts a run whose
+  // StartTask reply it never got (it or the driver was killed meanwhile)
+  // with it. NOT_FOUND for an unknown task id. The default answers
+  // UNIMPLEMENTED (InspectTask then answers without a handle, and the node
+  // cannot recover such an adopted run after a restart of the driver). The
+  // SDK leaves out a handle whose config.id is not `task_id`.
+  virtual absl::StatusOr<driver::v1::TaskHandle> HandleOf(
+      const std::string& task_id);
+
   // Re-adopts a task from a handle StartTask returned, after a restart: its
   // status, running or exited (with the exit result). FAILED_PRECONDITION
   // when its process is gone without a trace or its pid was reused.

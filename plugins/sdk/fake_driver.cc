@@ -49,6 +49,8 @@ absl::StatusOr<driver::v1::StartTaskResponse> FakeDriver::StartTask(
   tasks_[task.id()].config = task;
   driver::v1::StartTaskResponse response;
   response.mutable_handle()->set_state(driver::v1::TASK_STATE_RUNNING);
+  response.mutable_handle()->set_driver_state(
+      absl::StrCat("fake-run:", task.id()));
   driver::v1::TaskEventsResponse event;
   event.set_task_id(task.id());
   event.set_message("started");
@@ -120,6 +122,33 @@ absl::StatusOr<driver::v1::TaskStatus> FakeDriver::InspectTask(
     *status.mutable_exit_result() = *it->second.exit;
   }
   return status;
+}
+
+absl::StatusOr<driver::v1::TaskHandle> FakeDriver::HandleOf(
+    const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  if (handle_mode_ == HandleMode::kUnimplemented) {
+    return Driver::HandleOf(task_id);
+  }
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) {
+    return absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
+  }
+  driver::v1::TaskHandle handle;
+  *handle.mutable_config() = it->second.config;
+  handle.set_state(it->second.exit.has_value()
+                       ? driver::v1::TASK_STATE_EXITED
+                       : driver::v1::TASK_STATE_RUNNING);
+  handle.set_driver_state(absl::StrCat("fake-run:", task_id));
+  if (handle_mode_ == HandleMode::kOtherTask) {
+    handle.mutable_config()->set_id(task_id + "-other");
+  }
+  return handle;
+}
+
+void FakeDriver::set_handle_mode(HandleMode mode) {
+  absl::MutexLock lock(&mu_);
+  handle_mode_ = mode;
 }
 
 absl::StatusOr<stats::v1::TaskResourceUsage> FakeDriver::TaskStats(

@@ -40,6 +40,14 @@ class FakeDriver : public Driver {
       const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
       const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Per handle_mode(): the Driver default (UNIMPLEMENTED), the task's own
+  // handle (config, state, driver_state "fake-run:<id>" as StartTask's), or
+  // a handle whose config names another task.
+  absl::StatusOr<driver::v1::TaskHandle> HandleOf(
+      const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  enum class HandleMode { kUnimplemented, kOwn, kOtherTask };
+  void set_handle_mode(HandleMode mode) ABSL_LOCKS_EXCLUDED(mu_);
 
   void Exit(const std::string& task_id, int exit_code) ABSL_LOCKS_EXCLUDED(mu_);
   // The last StopTask's signal and timeout.
@@ -58,6 +66,7 @@ class FakeDriver : public Driver {
   int last_stop_signal_ ABSL_GUARDED_BY(mu_) = 0;
   int stats_samples_ ABSL_GUARDED_BY(mu_) = 0;
   int cancelled_waits_ ABSL_GUARDED_BY(mu_) = 0;
+  HandleMode handle_mode_ ABSL_GUARDED_BY(mu_) = HandleMode::kUnimplemented;
 };
 
 // FakeDriver with the high-level exec interface. Commands:

@@ -262,6 +262,25 @@ grpc::Status DriverServiceImpl::InspectTask(
     return Answer("berth.driver.v1.DriverService/InspectTask", status.status());
   }
   *response->mutable_status() = *std::move(status);
+  // The run's handle, for a caller that never got StartTask's reply. Without
+  // one (UNIMPLEMENTED, or the driver cannot tell) InspectTask still answers
+  // the status.
+  absl::StatusOr<driver::v1::TaskHandle> handle =
+      driver_.HandleOf(request->task_id());
+  if (!handle.ok()) {
+    // NOT_FOUND: destroyed since InspectTask.
+    LOG_IF(WARNING, !absl::IsUnimplemented(handle.status()) &&
+                        !absl::IsNotFound(handle.status()))
+        << "InspectTask of task " << request->task_id()
+        << " answers without a handle: " << handle.status();
+  } else if (handle->config().id() != request->task_id()) {
+    LOG(WARNING) << "InspectTask of task " << request->task_id()
+                 << " answers without a handle: the driver's HandleOf gave "
+                    "one whose config.id is \""
+                 << handle->config().id() << "\"";
+  } else {
+    *response->mutable_handle() = *std::move(handle);
+  }
   return grpc::Status::OK;
 }
 

@@ -423,6 +423,54 @@ TEST_F(ServicesTest, ShutdownCallWithoutGraceUsesTheDefault) {
   EXPECT_EQ(server_->WaitForShutdownRequest(), absl::Seconds(2));
 }
 
+// InspectTask answers the run's handle when the driver's HandleOf gives one
+// (the one StartTask returned, for a node that never got that reply), and
+// the status alone when HandleOf is unimplemented or names another task.
+TEST_F(ServicesTest, InspectTaskCarriesTheHandleOfTheRun) {
+  driver::v1::StartTaskResponse started;
+  ASSERT_TRUE(Start("t1", R"({"command": "x"})", &started).ok());
+  auto inspect = [&](driver::v1::InspectTaskResponse* response) {
+    grpc::ClientContext context;
+    driver::v1::InspectTaskRequest request;
+    request.set_task_id("t1");
+    return driver_stub_->InspectTask(&context, request, response);
+  };
+
+  driver::v1::InspectTaskResponse plain;
+  grpc::Status status = inspect(&plain);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(plain.status().state(), driver::v1::TASK_STATE_RUNNING);
+  EXPECT_FALSE(plain.has_handle()) << "HandleOf is unimplemented";
+
+  driver_.set_handle_mode(testing::FakeDriver::HandleMode::kOwn);
+  driver::v1::InspectTaskResponse with_handle;
+  status = inspect(&with_handle);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(with_handle.status().state(), driver::v1::TASK_STATE_RUNNING);
+  ASSERT_TRUE(with_handle.has_handle());
+  EXPECT_EQ(with_handle.handle().config().id(), "t1");
+  EXPECT_EQ(with_handle.handle().config().id(), started.handle().config().id());
+  EXPECT_EQ(with_handle.handle().driver_state(),
+            started.handle().driver_state());
+  EXPECT_EQ(with_handle.handle()
+                .config()
+                .driver_config()
+                .fields()
+                .at("command")
+                .string_value(),
+            "x");
+
+  driver_.set_handle_mode(testing::FakeDriver::HandleMode::kOtherTask);
+  CapturingLogSink warnings(google::GLOG_WARNING);
+  driver::v1::InspectTaskResponse other;
+  status = inspect(&other);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(other.status().state(), driver::v1::TASK_STATE_RUNNING);
+  EXPECT_FALSE(other.has_handle()) << other.handle().ShortDebugString();
+  EXPECT_THAT(warnings.messages(),
+              ::testing::Contains(HasSubstr("config.id is \"t1-other\"")));
+}
+
 TEST_F(ServicesTest, OptionalCallsAreUnimplemented) {
   ASSERT_TRUE(Start("t1", R"({"command": "x"})").ok());
   grpc::ClientContext context;
