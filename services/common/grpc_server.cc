@@ -124,6 +124,18 @@ void SetMessageLimits(grpc::ServerBuilder* builder, int64_t max_bytes) {
   builder->SetMaxSendMessageSize(limit);
 }
 
+// poll()'s timeout for waiting until `when`: -1 (no timeout) for the
+// infinite future, 0 if it has come, else the milliseconds left (rounded
+// up).
+int MillisecondsUntil(absl::Time when) {
+  if (when == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = when - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
+      std::numeric_limits<int>::max()));
+}
+
 // Removes the socket file at `path` if it is still the one (dev, ino).
 void RemoveOurSocket(const std::string& path, dev_t dev, ino_t ino) {
   struct stat st;
@@ -283,7 +295,9 @@ UnixGrpcServer::UnixGrpcServer(const Options& options,
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
       socket_dev_(socket_dev),
-      socket_ino_(socket_ino) {}
+      socket_ino_(socket_ino),
+      refusals_(socket_path_, access_.Describe(server_uid_),
+                RefusalLog::Options()) {}
 
 UnixGrpcServer::~UnixGrpcServer() {
   Shutdown(absl::ZeroDuration());
@@ -294,13 +308,15 @@ void UnixGrpcServer::AcceptLoop() {
   bool warned_resources = false;
   for (;;) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    if (poll(fds, 2, MillisecondsUntil(refusals_.NextDue())) < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << "poll on socket " << socket_path_
                   << "; no longer accepting connections";
       return;
     }
+    for (const std::string& line : refusals_.TakeDue()) LOG(WARNING) << line;
     if (fds[1].revents != 0) return;
+    if (fds[0].revents == 0) continue;  // woken for the refusals' counts
     const int fd =
         accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
@@ -340,9 +356,9 @@ void UnixGrpcServer::HandOver(int fd) {
     grpc::AddInsecureChannelFromFd(server_.get(), fd);
     return;
   }
-  LOG(WARNING) << "socket " << socket_path_ << ": refusing the calls of "
-               << peer->ToString()
-               << " (allowed: " << access_.Describe(server_uid_) << ")";
+  for (const std::string& line : refusals_.Refused(*peer)) {
+    LOG(WARNING) << line;
+  }
   if (deny_server_ == nullptr) {
     deny_service_ = std::make_unique<DenyService>(
         socket_path_, access_.Describe(server_uid_));
@@ -370,6 +386,8 @@ void UnixGrpcServer::StopListening() {
     PLOG(ERROR) << "cannot wake the accept thread of " << socket_path_;
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  // The accept thread is gone: the refusals are ours to log.
+  for (const std::string& line : refusals_.TakeAll()) LOG(WARNING) << line;
   close(listen_fd_);
   RemoveOurSocket(socket_path_, socket_dev_, socket_ino_);
 }

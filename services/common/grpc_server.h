@@ -20,6 +20,7 @@
 #include "grpcpp/impl/service_type.h"
 #include "grpcpp/server.h"
 #include "services/common/peer_credentials.h"
+#include "services/common/refusal_log.h"
 
 namespace berth {
 
@@ -64,7 +65,10 @@ struct SocketAccess {
 // handed to an internal server that answers every call on that connection
 // with PERMISSION_DENIED "uid U may not call PATH (allowed: ...)", so the
 // services never see its calls and its client gets a clear error rather than
-// a closed connection.
+// a closed connection. A uid's first refused connection is logged (WARNING)
+// with its pid and who is allowed; its further ones only as a count, at most
+// once a minute (RefusalLog), so that a peer connecting in a loop cannot
+// flood the log.
 //
 // Thread-safe.
 class UnixGrpcServer {
@@ -131,7 +135,8 @@ class UnixGrpcServer {
                  ino_t socket_ino);
 
   // The accept thread: hands each connection to server_ or, if its peer is
-  // not allowed, to the deny server (made on the first such peer).
+  // not allowed, to the deny server (made on the first such peer); logs the
+  // refusals' counts when they are due.
   void AcceptLoop();
   void HandOver(int fd);
   // Closes the listening socket and removes its file if it is ours.
@@ -154,6 +159,7 @@ class UnixGrpcServer {
   // Only the accept thread touches these until it has been joined.
   std::unique_ptr<grpc::Server> deny_server_;
   std::unique_ptr<grpc::CallbackGenericService> deny_service_;
+  RefusalLog refusals_;
   std::thread accept_thread_;
 
   absl::Mutex mu_;

@@ -11,10 +11,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -37,6 +40,7 @@ namespace {
 
 using ::berth::testing::Caller;
 using ::berth::testing::CallHealthAs;
+using ::berth::testing::CapturingLogSink;
 using ::berth::testing::ConnectAs;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
@@ -491,6 +495,44 @@ TEST(UnixGrpcServerAccessTest, OtherUidIsRefusedNamingItAndTheSocket) {
   EXPECT_EQ(peer->uid, geteuid());
   EXPECT_EQ(peer->gid, getegid());
   EXPECT_EQ(peer->pid, getpid());
+}
+
+TEST(UnixGrpcServerAccessTest, RefusalsOfAUidAreLoggedOnceThenCounted) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+      UnixGrpcServer::Start({path, {}, true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  CapturingLogSink log(google::GLOG_WARNING);
+  auto refusal_lines = [&] {
+    std::vector<std::string> lines;
+    for (const std::string& message : log.messages()) {
+      if (absl::StrContains(message, "uid 65534")) lines.push_back(message);
+    }
+    return lines;
+  };
+  // A peer connecting in a loop: each is refused, naming its uid; one line.
+  for (int i = 0; i < 5; ++i) {
+    grpc::Status health = CallHealthAs(path, Caller{});
+    EXPECT_EQ(health.error_code(), grpc::StatusCode::PERMISSION_DENIED) << i;
+    EXPECT_THAT(health.error_message(),
+                AllOf(HasSubstr("uid 65534 may not call"), HasSubstr(path)))
+        << i;
+  }
+  std::vector<std::string> lines = refusal_lines();
+  ASSERT_EQ(lines.size(), 1u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[0], AllOf(HasSubstr(path),
+                              HasSubstr("refusing the calls of uid "
+                                        "65534 (gid 65534, pid "),
+                              HasSubstr("allowed: root")));
+  // The rest are counted; a count not yet due is logged when the server
+  // stops.
+  (*server)->Shutdown(absl::ZeroDuration());
+  lines = refusal_lines();
+  ASSERT_EQ(lines.size(), 2u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[1],
+              AllOf(HasSubstr(path),
+                    HasSubstr("uid 65534: 4 more connections refused")));
 }
 
 TEST(UnixGrpcServerAccessTest, PeerOfACallIsTheConnectingProcess) {
