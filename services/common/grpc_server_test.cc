@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
@@ -44,6 +43,7 @@ using ::berth::testing::CapturingLogSink;
 using ::berth::testing::ConnectAs;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
+using ::berth::testing::RawUnaryCall;
 using ::berth::testing::ShortTempDir;
 using ::berth::testing::WaitFor;
 using ::testing::AllOf;
@@ -85,29 +85,6 @@ std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
     bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
   return bytes;
-}
-
-// A unary call by method name, with raw bytes.
-grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
-                          const std::string& method, const std::string& request,
-                          std::string* response) {
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
-  grpc::ByteBuffer request_buffer = ToByteBuffer(request);
-  grpc::ByteBuffer response_buffer;
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request_buffer,
-                 &response_buffer, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  if (status.ok() && response != nullptr) {
-    *response = FromByteBuffer(response_buffer);
-  }
-  return status;
 }
 
 // grpc.health.v1.Health/Check: the serving status, or the call's error.
