@@ -229,11 +229,11 @@ std::string FormatIdMap(const std::vector<IdMapLine>& lines) {
   return map;
 }
 
-absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
-                                      const InitSpec& requested_spec,
-                                      int stderr_fd, absl::Duration timeout,
-                                      const UserNamespaceMaps* userns,
-                                      const std::vector<int>& passed_fds) {
+absl::StatusOr<StartedInit> StartInit(
+    const std::string& init_path, const InitSpec& requested_spec, int stderr_fd,
+    absl::Duration timeout, const UserNamespaceMaps* userns,
+    const std::vector<int>& passed_fds,
+    const std::function<absl::Status(pid_t)>& spawned) {
   if (passed_fds.size() > static_cast<size_t>(kMaxPassedFds)) {
     return absl::InvalidArgumentError(
         absl::StrCat(passed_fds.size(), " descriptors for the init, at most ",
@@ -371,6 +371,14 @@ absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
                            "user, pid, mount, ipc and uts namespaces)");
   }
   base::UniqueFd owned_pidfd(pidfd);
+  if (spawned) {
+    if (absl::Status told = spawned(pid); !told.ok()) {
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+      siginfo_t info;
+      waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED);
+      return told;
+    }
+  }
   if (userns != nullptr) {
     sync_read.reset();
     exec_fd.reset();

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,11 +69,16 @@ struct StartedInit {
 //
 // `passed_fds` (at most kMaxPassedFds) are the init's kInitFirstPassedFd,
 // kInitFirstPassedFd + 1, ... in order (what the spec's *_fd fields name).
-absl::StatusOr<StartedInit> StartInit(const std::string& init_path,
-                                      const InitSpec& spec, int stderr_fd,
-                                      absl::Duration timeout,
-                                      const UserNamespaceMaps* userns = nullptr,
-                                      const std::vector<int>& passed_fds = {});
+//
+// `spawned`, when given, is called with the init's pid as soon as it exists,
+// before the wait for its report (in a user namespace, before the init goes
+// on at all): a caller that may be killed meanwhile records the pid there.
+// An error from it fails the start (the init is killed and reaped).
+absl::StatusOr<StartedInit> StartInit(
+    const std::string& init_path, const InitSpec& spec, int stderr_fd,
+    absl::Duration timeout, const UserNamespaceMaps* userns = nullptr,
+    const std::vector<int>& passed_fds = {},
+    const std::function<absl::Status(pid_t)>& spawned = nullptr);
 
 // The exec helper, started: its pid (a child of the caller) and the read end
 // of its report pipe, which the caller owns (an int until exec_session.cc,

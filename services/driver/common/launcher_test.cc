@@ -1,6 +1,7 @@
 #include "services/driver/common/launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -210,6 +211,51 @@ TEST_F(LauncherTest, AMissingNetnsOrABadMapFailsNamingIt) {
   started = Start(InitSpec(), &empty);
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// `spawned` hears the init's pid before StartInit waits for it (in a user
+// namespace before the init has done anything), and its error fails the
+// start with the init killed and reaped.
+TEST_F(LauncherTest, SpawnedHearsThePidFirstAndItsErrorStopsTheStart) {
+  const UserNamespaceMaps maps = Maps(3400000, 65536);
+  const UserNamespaceMaps* const cases[] = {&maps, nullptr};
+  for (const UserNamespaceMaps* userns : cases) {
+    SCOPED_TRACE(userns != nullptr ? "user namespace" : "host's");
+    pid_t heard = -1;
+    bool init_had_spoken = false;
+    absl::StatusOr<StartedInit> started =
+        StartInit(TestInit(), InitSpec(), stderr_write_, absl::Seconds(30),
+                  userns, {}, [&](pid_t pid) {
+                    heard = pid;
+                    struct pollfd said = {stderr_read_, POLLIN, 0};
+                    init_had_spoken = poll(&said, 1, 0) > 0;
+                    return absl::OkStatus();
+                  });
+    ASSERT_TRUE(started.ok()) << started.status();
+    InitGuard init(*std::move(started));
+    EXPECT_EQ(heard, init.pid());
+    if (userns != nullptr) {
+      EXPECT_FALSE(init_had_spoken);
+    }
+    EXPECT_EQ(InitSaid(), "uid 0 gid 0 groups 0");
+
+    heard = -1;
+    started = StartInit(TestInit(), InitSpec(), stderr_write_,
+                        absl::Seconds(30), userns, {}, [&](pid_t pid) {
+                          heard = pid;
+                          return absl::DataLossError("cannot record pid");
+                        });
+    ASSERT_FALSE(started.ok());
+    EXPECT_TRUE(absl::IsDataLoss(started.status())) << started.status();
+    ASSERT_GT(heard, 0);
+    // Killed and reaped: no longer a child of this process.
+    siginfo_t info;
+    EXPECT_EQ(waitid(P_PID, heard, &info, WEXITED | WNOHANG), -1);
+    EXPECT_EQ(errno, ECHILD);
+    // Whatever the killed init wrote before it died.
+    struct pollfd said = {stderr_read_, POLLIN, 0};
+    while (poll(&said, 1, 0) > 0) InitSaid();
+  }
 }
 
 }  // namespace
