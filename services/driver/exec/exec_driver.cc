@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/beneath.h"
 #include "base/process.h"
 #include "base/proto_time.h"
 #include "base/unique_fd.h"
@@ -38,9 +39,11 @@
 #include "services/common/stats/host_info.h"
 #include "services/common/status.h"
 #include "services/driver/common/attach_client.h"
+#include "services/driver/common/exit_file.h"
 #include "services/driver/common/idmap_mount.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/security.h"
+#include "services/driver/common/start_record.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
@@ -66,6 +69,8 @@ using ::berth::driver_common::MapToHost;
 using ::berth::driver_common::OpenForUserNamespace;
 using ::berth::driver_common::PrepareTaskDirectories;
 using ::berth::driver_common::ReadExitRecord;
+using ::berth::driver_common::ReadStartRecord;
+using ::berth::driver_common::RemoveStartRecord;
 using ::berth::driver_common::ResolveTaskSpec;
 using ::berth::driver_common::ResolveUserNamespace;
 using ::berth::driver_common::RootSpec;
@@ -75,6 +80,7 @@ using ::berth::driver_common::TaskCgroup;
 using ::berth::driver_common::TaskSpec;
 using ::berth::driver_common::UserNamespaceMaps;
 using ::berth::driver_common::WantsUserNamespace;
+using ::berth::driver_common::WriteStartRecord;
 
 namespace {
 
@@ -261,6 +267,8 @@ struct ExecDriver::Task {
   // The init is this process's child (started, not recovered): reap it.
   bool our_child = false;
   absl::Time started_at;
+  // The driver state directory holding its start record.
+  std::string record_dir;
 
   mutable absl::Mutex mu;
   base::UniqueFd pidfd ABSL_GUARDED_BY(mu);
@@ -295,6 +303,9 @@ ExecDriver::ExecDriver(ExecDriverOptions options)
       cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
       stats_(mounts_, cpu_mhz_, options_.stats_socket),
       state_dir_(options_.state_dir) {
+  if (!options_.state_dir.empty()) {
+    driver_common::RemoveStartRecordLeftovers(options_.state_dir);
+  }
   isolation_defaults_.own_root = true;
   isolation_defaults_.host_dirs = options_.root_host_dirs;
   const absl::StatusOr<std::string>& filter =
@@ -324,7 +335,8 @@ absl::Status ExecDriver::SetConfig(const google::protobuf::Struct&,
                                    const plugin::v1::NodeContext& node) {
   absl::StatusOr<std::string> dir = DriverStateDir(node, kDriverName);
   if (!dir.ok()) return dir.status();
-  if (!dir->empty()) {
+  if (!dir->empty() && *dir != state_dir()) {
+    driver_common::RemoveStartRecordLeftovers(*dir);
     absl::MutexLock lock(&mu_);
     state_dir_ = *std::move(dir);
   }
@@ -499,6 +511,57 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
     absl::MutexLock lock(&mu_);
     tasks_.erase(id);
   };
+  // As a killed driver leaves it (interrupt_start_for_test).
+  auto interrupted = [&](absl::string_view where) {
+    std::move(rollback).Cancel();
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(id);
+    return absl::AbortedError(
+        absl::StrCat(prefix, "start interrupted (for a test) ", where));
+  };
+
+  // The handle this call answers, kept as the task's start record from
+  // before its init may start until DestroyTask: a driver killed before
+  // this call returns finds the run from it (InspectTask, HandleOf).
+  const std::string record_dir = state_dir();
+  if (record_dir.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix,
+                     "the driver has no state directory (--state_dir "
+                     "or the node's node.state_dir)"));
+  }
+  ExecTaskState state;
+  state.set_cgroup_parent(options_.cgroup_parent);
+  state.set_task_dir(spec->task_dir);
+  state.set_work_dir(spec->cwd);
+  state.set_isolated(spec->root.enabled);
+  state.set_user_namespace(userns.has_value());
+  state.set_uid(spec->uid);
+  state.set_gid(spec->gid);
+  for (gid_t group : spec->groups) state.add_groups(group);
+  for (const std::string& env : spec->env) state.add_env(env);
+  state.set_started_at_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  dv1::TaskHandle handle;
+  handle.set_version(kStateVersion);
+  *handle.mutable_config() = task;
+  handle.set_state(dv1::TASK_STATE_RUNNING);
+  auto write_record = [&]() -> absl::Status {
+    handle.set_driver_state(state.SerializeAsString());
+    absl::Status written = WriteStartRecord(record_dir, handle);
+    if (!written.ok()) {
+      return absl::Status(
+          written.code(),
+          absl::StrCat(prefix, "start record: ", written.message()));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status written = write_record(); !written.ok()) return written;
+  undo.push_back([record_dir, id, prefix] {
+    if (absl::Status removed = RemoveStartRecord(record_dir, id);
+        !removed.ok()) {
+      LOG(ERROR) << prefix << "rolling back: " << removed;
+    }
+  });
 
   struct stat task_dir_stat;
   const bool task_dir_existed =
@@ -518,6 +581,23 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   }
   const std::string private_dir = absl::StrCat(spec->task_dir, "/.berth");
   const std::string log_dir = absl::StrCat(spec->task_dir, "/logs");
+  // An exit record of an earlier run would pass for this run's end after a
+  // driver restart (RecoverTask) if its init never started the program.
+  {
+    absl::StatusOr<base::UniqueFd> private_fd = base::OpenBeneath(
+        spec->task_dir, ".berth", O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    if (!private_fd.ok()) {
+      return absl::Status(
+          private_fd.status().code(),
+          absl::StrCat(prefix, "task_dir: ", private_fd.status().message()));
+    }
+    if (unlinkat(private_fd->get(), driver_common::kExitRecordName, 0) != 0 &&
+        errno != ENOENT) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat(prefix, "removing the earlier run's ",
+                              ExitRecordPath(spec->task_dir)));
+    }
+  }
 
   absl::StatusOr<TaskCgroup> cgroup =
       TaskCgroup::Create(mounts_, options_.cgroup_parent, id, spec->limits);
@@ -588,35 +668,52 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   std::vector<int> passed_fds;
   for (const base::UniqueFd& fd : passed) passed_fds.push_back(fd.get());
   const absl::Time started_at = absl::Now();
+  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
+  if (options_.interrupt_start_for_test ==
+      ExecDriverOptions::InterruptStart::kBeforeInit) {
+    return interrupted("before its init started");
+  }
+  // The init's pid and start time go into the start record before the
+  // wait for the init's report: from then on its program may run.
+  absl::Status unrecorded;
+  auto spawned = [&](pid_t pid) -> absl::Status {
+    absl::StatusOr<base::ProcStat> stat = ReadProcStat(pid);
+    if (!stat.ok()) {
+      unrecorded = absl::Status(
+          stat.status().code(),
+          absl::StrCat(prefix, "reading the start time of its init (pid ", pid,
+                       "): ", stat.status().message()));
+      return unrecorded;
+    }
+    state.set_init_pid(pid);
+    state.set_init_start_ticks(stat->start_time);
+    unrecorded = write_record();
+    return unrecorded;
+  };
   absl::StatusOr<StartedInit> started = StartInit(
       options_.init_path, init, init_log.get(), options_.start_timeout,
-      userns ? &*userns : nullptr, passed_fds);
+      userns ? &*userns : nullptr, passed_fds, spawned);
   passed.clear();
-  if (!started.ok()) return NameTheField(id, started.status());
+  if (!started.ok()) {
+    return unrecorded.ok() ? NameTheField(id, started.status()) : unrecorded;
+  }
+  if (options_.interrupt_start_for_test ==
+      ExecDriverOptions::InterruptStart::kAfterInit) {
+    return interrupted(absl::StrCat("after its init (pid ", started->pid,
+                                    ") started the program"));
+  }
 
   auto record = std::make_shared<Task>(id, *cgroup);
   record->config = task;
   record->init_pid = started->pid;
   record->our_child = true;
   record->started_at = started_at;
+  record->record_dir = record_dir;
+  record->state = state;
   {
     absl::MutexLock lock(&record->mu);
     record->pidfd = std::move(started->pidfd);
   }
-  ExecTaskState& state = record->state;
-  state.set_init_pid(started->pid);
-  absl::StatusOr<base::ProcStat> stat = ReadProcStat(started->pid);
-  if (stat.ok()) state.set_init_start_ticks(stat->start_time);
-  state.set_cgroup_parent(options_.cgroup_parent);
-  state.set_task_dir(spec->task_dir);
-  state.set_work_dir(spec->cwd);
-  state.set_isolated(spec->root.enabled);
-  state.set_user_namespace(userns.has_value());
-  state.set_uid(spec->uid);
-  state.set_gid(spec->gid);
-  for (gid_t group : spec->groups) state.add_groups(group);
-  for (const std::string& env : spec->env) state.add_env(env);
-  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
 
   std::move(rollback).Cancel();
   {
@@ -634,11 +731,7 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   PublishTaskEvent(std::move(event));
 
   dv1::StartTaskResponse response;
-  dv1::TaskHandle* handle = response.mutable_handle();
-  handle->set_version(kStateVersion);
-  *handle->mutable_config() = task;
-  handle->set_state(dv1::TASK_STATE_RUNNING);
-  handle->set_driver_state(state.SerializeAsString());
+  *response.mutable_handle() = std::move(handle);
   return response;
 }
 
@@ -807,8 +900,27 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
       absl::MutexLock lock(&mu_);
       tasks_.erase(task_id);
     };
+    // Its start record (this driver's own file) names its cgroup parent
+    // and task directory; the record goes last.
+    const std::string state = state_dir();
+    std::string cgroup_parent = options_.cgroup_parent;
+    std::string recorded_task_dir;
+    if (!state.empty()) {
+      absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state, task_id);
+      ExecTaskState recorded;
+      if (record.ok() && record->version() == kStateVersion &&
+          recorded.ParseFromString(record->driver_state())) {
+        if (!recorded.cgroup_parent().empty()) {
+          cgroup_parent = recorded.cgroup_parent();
+        }
+        recorded_task_dir = recorded.task_dir();
+      } else if (!record.ok() && !absl::IsNotFound(record.status())) {
+        LOG(WARNING) << "task " << task_id << " (unknown): " << record.status()
+                     << "; removing what its id names";
+      }
+    }
     absl::StatusOr<TaskCgroup> orphan =
-        TaskCgroup::Open(mounts_, options_.cgroup_parent, task_id);
+        TaskCgroup::Open(mounts_, cgroup_parent, task_id);
     if (orphan.ok() &&
         absl::c_any_of(orphan->directories(), [](const std::string& dir) {
           return access(dir.c_str(), F_OK) == 0;
@@ -823,12 +935,18 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
       LOG(INFO) << "task " << task_id << ": removed the cgroup "
                 << orphan->path() << " of an interrupted start";
     }
-    // The task directory is the node's when it gave one; the default one
+    // The task directory is the node's when it gave one (removed, as for
+    // a known task, only when the start record names it); the default one
     // under the driver's state directory is the driver's.
-    if (const std::string state = state_dir(); !state.empty()) {
-      const std::string dir = driver_common::DefaultTaskDir(state, task_id);
-      struct stat dir_stat;
-      if (lstat(dir.c_str(), &dir_stat) == 0) {
+    if (!state.empty()) {
+      std::vector<std::string> dirs = {
+          driver_common::DefaultTaskDir(state, task_id)};
+      if (!recorded_task_dir.empty() && recorded_task_dir != dirs[0]) {
+        dirs.push_back(recorded_task_dir);
+      }
+      for (const std::string& dir : dirs) {
+        struct stat dir_stat;
+        if (lstat(dir.c_str(), &dir_stat) != 0) continue;
         if (absl::Status removed = RemoveTree(dir); !removed.ok()) {
           return absl::Status(removed.code(),
                               absl::StrCat("task ", task_id,
@@ -836,6 +954,12 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
         }
         LOG(INFO) << "task " << task_id << ": removed " << dir
                   << " of an interrupted start";
+      }
+      if (absl::Status removed = RemoveStartRecord(state, task_id);
+          !removed.ok()) {
+        return absl::Status(
+            removed.code(),
+            absl::StrCat("task ", task_id, " (unknown): ", removed.message()));
       }
     }
   }
@@ -869,6 +993,13 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
       !removed.ok()) {
     return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
                                                      removed.message()));
+  }
+  if (!task->record_dir.empty()) {
+    if (absl::Status removed = RemoveStartRecord(task->record_dir, task_id);
+        !removed.ok()) {
+      return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
+                                                       removed.message()));
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -921,8 +1052,82 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::InspectTask(
     }
   }
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (absl::IsNotFound(task.status())) {
+    return RecoverFromStartRecord(task_id, task.status());
+  }
   if (!task.ok()) return task.status();
   return StatusOf(**task);
+}
+
+absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverFromStartRecord(
+    const std::string& task_id, const absl::Status& unknown) {
+  // The id names a path: only one StartTask takes.
+  if (!CheckTaskId(task_id).ok()) return unknown;
+  const std::string state = state_dir();
+  if (state.empty()) return unknown;
+  absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state, task_id);
+  if (!record.ok()) {
+    if (!absl::IsNotFound(record.status())) {
+      LOG(WARNING) << "task " << task_id << ": " << record.status()
+                   << "; taken for unknown";
+    }
+    return unknown;
+  }
+  ExecTaskState recorded;
+  if (record->version() == kStateVersion &&
+      recorded.ParseFromString(record->driver_state()) &&
+      recorded.init_pid() <= 0) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task_id,
+                     " not found: its start was interrupted before its init "
+                     "started (",
+                     driver_common::StartRecordPath(state, task_id), ")"));
+  }
+  absl::StatusOr<dv1::TaskStatus> recovered = RecoverTask(*record);
+  if (recovered.ok()) {
+    LOG(INFO) << "task " << task_id << ": "
+              << (recovered->state() == dv1::TASK_STATE_EXITED ? "exited"
+                                                               : "running")
+              << "; recovered from the start record of an interrupted "
+                 "StartTask";
+    return recovered;
+  }
+  const absl::Status& failed = recovered.status();
+  if (absl::IsAlreadyExists(failed)) {
+    return absl::UnavailableError(absl::StrCat(
+        "task ", task_id, " is being started or destroyed; ask again"));
+  }
+  if (absl::IsFailedPrecondition(failed) || absl::IsInvalidArgument(failed)) {
+    // Its init is gone without an exit record (or was never ours).
+    return absl::NotFoundError(
+        absl::StrCat("task ", task_id,
+                     " not found: its start record names a run that "
+                     "left no trace (",
+                     failed.message(), ")"));
+  }
+  return failed;
+}
+
+absl::StatusOr<dv1::TaskHandle> ExecDriver::HandleOf(
+    const std::string& task_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(task_id);
+    if (it != tasks_.end() && it->second == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or destroyed; ask again"));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
+  if (!found.ok()) return found.status();
+  const Task& task = **found;
+  dv1::TaskHandle handle;
+  handle.set_version(kStateVersion);
+  *handle.mutable_config() = task.config;
+  handle.set_state(task.IsExited() ? dv1::TASK_STATE_EXITED
+                                   : dv1::TASK_STATE_RUNNING);
+  handle.set_driver_state(task.state.SerializeAsString());
+  return handle;
 }
 
 absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
@@ -953,6 +1158,7 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
   auto task = std::make_shared<Task>(id, *cgroup);
   task->config = handle.config();
   task->state = state;
+  task->record_dir = state_dir();
   task->init_pid = state.init_pid();
   task->started_at = absl::FromUnixNanos(state.started_at_unix_nanos());
 

@@ -13,6 +13,17 @@
 //   .berth/init.log                    the init's own messages
 //   .berth/attach.sock                 the run's attach socket (AttachTask),
 //                                      served by the init
+//
+// In the driver's own state directory (which no task can write to):
+//   starts/<id>                        the task's start record: the handle
+//                                      StartTask returns (start_record.h),
+//                                      written before the init starts,
+//                                      again with its pid as soon as it is
+//                                      spawned, removed by DestroyTask (or a
+//                                      failed StartTask). A driver killed in
+//                                      StartTask after the init started
+//                                      finds the run from it when asked
+//                                      next (InspectTask, HandleOf).
 
 #ifndef SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
 #define SERVICES_DRIVER_EXEC_EXEC_DRIVER_H_
@@ -62,6 +73,14 @@ struct ExecDriverOptions {
   std::vector<std::string> root_host_dirs{
       std::begin(driver_common::kDefaultHostDirs),
       std::end(driver_common::kDefaultHostDirs)};
+
+  // Tests only: StartTask stops as if the driver were killed there, undoing
+  // nothing (start record, cgroup, task directory and any started init
+  // stay) and answering ABORTED; the id is free again. kBeforeInit: just
+  // before the init is started; kAfterInit: once the init reported the
+  // task's program started.
+  enum class InterruptStart { kNever, kBeforeInit, kAfterInit };
+  InterruptStart interrupt_start_for_test = InterruptStart::kNever;
 };
 
 class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -82,7 +101,13 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   absl::Status StopTask(const std::string& task_id, absl::Duration timeout,
                         int signal) override;
   absl::Status DestroyTask(const std::string& task_id, bool force) override;
+  // A task this instance does not hold is looked for in its start record:
+  // a run an earlier instance started is recovered from it (as RecoverTask
+  // does), one whose init never started or is gone without an exit record
+  // is NOT_FOUND.
   absl::StatusOr<driver::v1::TaskStatus> InspectTask(
+      const std::string& task_id) override;
+  absl::StatusOr<driver::v1::TaskHandle> HandleOf(
       const std::string& task_id) override;
   absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
       const driver::v1::TaskHandle& handle) override;
@@ -115,6 +140,10 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
                         absl::Duration timeout);
   bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
   driver::v1::TaskStatus StatusOf(const Task& task) const;
+  // InspectTask of an id not in tasks_ (`unknown` is its NOT_FOUND): the
+  // run the task's start record names, recovered.
+  absl::StatusOr<driver::v1::TaskStatus> RecoverFromStartRecord(
+      const std::string& task_id, const absl::Status& unknown);
   // ExecTask and ExecTaskStreaming: runs options.command in the task.
   absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
                                              absl::Time deadline);

@@ -39,6 +39,7 @@
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/test_util.h"
 #include "services/driver/common/attach_test_util.h"
+#include "services/driver/common/start_record.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/exec/exec_state.pb.h"
 
@@ -49,7 +50,10 @@ namespace dv1 = ::berth::driver::v1;
 using ::berth::driver_common::CgroupLimits;
 using ::berth::driver_common::FakeAttachStream;
 using ::berth::driver_common::MakeAttachSetup;
+using ::berth::driver_common::ReadStartRecord;
+using ::berth::driver_common::StartRecordPath;
 using ::berth::driver_common::TaskCgroup;
+using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
 using ::berth::testing::RunfilePath;
@@ -596,6 +600,129 @@ TEST_F(ExecDriverTest, DestroyOfAnUnknownTaskRemovesItsCgroup) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument)
         << "\"" << id << "\": " << refused;
     EXPECT_TRUE(absl::StrContains(refused.message(), "task.id")) << refused;
+  }
+}
+
+// berth-driver-exec killed -9 in StartTask after the task's init started
+// (tools/chaos F6, lifecycle 16 exec/none/none: recorded "never started",
+// but its program ran): the relaunched driver finds the run from its start
+// record, running and then exited with the program's code, and gives its
+// handle, which a later driver's RecoverTask accepts.
+TEST_F(ExecDriverTest, ARunWhoseStartWasCutOffIsFoundByTheNextDriver) {
+  ExecDriverOptions killed = options_;
+  killed.interrupt_start_for_test =
+      ExecDriverOptions::InterruptStart::kAfterInit;
+  driver_ = std::make_unique<ExecDriver>(killed);
+  const std::string id = "cut-off";
+  absl::StatusOr<dv1::StartTaskResponse> lost = driver_->StartTask(
+      Shell(id, "echo ran; while [ ! -e go ]; do sleep 0.05; done; exit 5"));
+  ASSERT_TRUE(absl::IsAborted(lost.status())) << lost.status();
+  started_.push_back(id);
+  absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state_.path(), id);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(FileMode(StartRecordPath(state_.path(), id)), 0600);
+  ExecTaskState recorded;
+  ASSERT_TRUE(recorded.ParseFromString(record->driver_state()));
+  const pid_t init = recorded.init_pid();
+  ASSERT_GT(init, 0);
+  ASSERT_TRUE(WaitFor([&] { return Stdout(id) == "ran\n"; }));
+
+  // Relaunched on the same state directory: the run is its.
+  driver_ = std::make_unique<ExecDriver>(options_);
+  absl::StatusOr<dv1::TaskStatus> running = driver_->InspectTask(id);
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->state(), dv1::TASK_STATE_RUNNING);
+  EXPECT_EQ(running->driver_attributes().at("pid"), absl::StrCat(init));
+  EXPECT_EQ(running->started_at().seconds(),
+            recorded.started_at_unix_nanos() / 1000000000);
+  absl::StatusOr<dv1::TaskHandle> handle = driver_->HandleOf(id);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(handle->config().id(), id);
+  EXPECT_EQ(handle->state(), dv1::TASK_STATE_RUNNING);
+  EXPECT_TRUE(absl::IsNotFound(driver_->HandleOf("other").status()));
+
+  // With that handle, the driver after the next restart recovers it.
+  driver_ = std::make_unique<ExecDriver>(options_);
+  absl::StatusOr<dv1::TaskStatus> recovered = driver_->RecoverTask(*handle);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->state(), dv1::TASK_STATE_RUNNING);
+  std::ofstream(TaskDir(id) + "/go") << "";
+  EXPECT_EQ(Wait(id).exit_code(), 5);
+  absl::StatusOr<dv1::TaskStatus> exited = driver_->InspectTask(id);
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  EXPECT_EQ(exited->state(), dv1::TASK_STATE_EXITED);
+  EXPECT_EQ(exited->exit_result().exit_code(), 5);
+
+  // Ended while no driver held it: found exited, with its code.
+  driver_ = std::make_unique<ExecDriver>(options_);
+  exited = driver_->InspectTask(id);
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  EXPECT_EQ(exited->state(), dv1::TASK_STATE_EXITED);
+  EXPECT_EQ(exited->exit_result().exit_code(), 5);
+  EXPECT_EQ(Wait(id).exit_code(), 5);
+  EXPECT_EQ(driver_->HandleOf(id)->state(), dv1::TASK_STATE_EXITED);
+
+  ASSERT_TRUE(driver_->DestroyTask(id, /*force=*/false).ok());
+  for (const std::string& dir : ParentDirs()) {
+    EXPECT_FALSE(PathExists(absl::StrCat(dir, "/", id))) << dir;
+  }
+  EXPECT_FALSE(PathExists(TaskDir(id)));
+  EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
+  EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask(id).status()));
+  // It was this process's child (the "killed" driver's).
+  EXPECT_EQ(waitpid(init, nullptr, 0), init);
+}
+
+// A start cut off before its init started, or whose init is gone without an
+// exit record, is no run: NOT_FOUND, and DestroyTask (which the node then
+// calls) leaves nothing of it, the task directory it was given included.
+// Half-written records of a killed driver go when the next one starts.
+TEST_F(ExecDriverTest, ACutOffStartWithoutARunIsNotFoundAndLeavesNothing) {
+  for (const auto& [id, where] :
+       {std::pair{"no-init", ExecDriverOptions::InterruptStart::kBeforeInit},
+        std::pair{"init-killed",
+                  ExecDriverOptions::InterruptStart::kAfterInit}}) {
+    SCOPED_TRACE(id);
+    ExecDriverOptions killed = options_;
+    killed.interrupt_start_for_test = where;
+    driver_ = std::make_unique<ExecDriver>(killed);
+    dv1::TaskConfig task = Task(id, {"sleep", "1000"});
+    const std::string given_dir = state_.Join(absl::StrCat(id, "-dir"));
+    task.set_task_dir(given_dir);
+    ASSERT_TRUE(absl::IsAborted(driver_->StartTask(task).status()));
+    absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state_.path(), id);
+    ASSERT_TRUE(record.ok()) << record.status();
+    ExecTaskState recorded;
+    ASSERT_TRUE(recorded.ParseFromString(record->driver_state()));
+    if (where == ExecDriverOptions::InterruptStart::kAfterInit) {
+      // Killed with everything in its pid namespace: no exit record.
+      ASSERT_GT(recorded.init_pid(), 0);
+      ASSERT_EQ(kill(recorded.init_pid(), SIGKILL), 0);
+      EXPECT_EQ(waitpid(recorded.init_pid(), nullptr, 0), recorded.init_pid());
+    } else {
+      EXPECT_EQ(recorded.init_pid(), 0);
+    }
+    EXPECT_TRUE(PathExists(given_dir));
+    const std::string half_written =
+        StartRecordPath(state_.path(), "other") + ".tmp";
+    std::ofstream(half_written) << "half";
+
+    driver_ = std::make_unique<ExecDriver>(options_);
+    EXPECT_FALSE(PathExists(half_written));
+    absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask(id);
+    EXPECT_TRUE(absl::IsNotFound(status.status())) << status.status();
+    EXPECT_TRUE(absl::IsNotFound(driver_->HandleOf(id).status()));
+    absl::Status destroyed = driver_->DestroyTask(id, /*force=*/true);
+    EXPECT_TRUE(absl::IsNotFound(destroyed)) << destroyed;
+    for (const std::string& dir : ParentDirs()) {
+      EXPECT_FALSE(PathExists(absl::StrCat(dir, "/", id))) << dir;
+    }
+    EXPECT_FALSE(PathExists(given_dir));
+    EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
+  }
+  // An id that names no record's path is only unknown.
+  for (const std::string id : {"..", "../starts", "a/b", ".x", ""}) {
+    EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask(id).status())) << id;
   }
 }
 
@@ -1260,6 +1387,7 @@ TEST_F(ExecDriverTest, BadInputIsRefusedAndLeavesNothingBehind) {
       EXPECT_FALSE(PathExists(task_dir + "/logs")) << c.name;
       EXPECT_FALSE(PathExists(task_dir + "/.berth")) << c.name;
     }
+    EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id))) << c.name;
     EXPECT_EQ(Children(), children_before) << c.name << ": a process is left";
     EXPECT_EQ(OpenFdCount(), fds_before) << c.name << ": a descriptor leaked";
     EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask(id).status())) << c.name;
