@@ -66,6 +66,23 @@ absl::Status AgentSignal(const std::string& socket,
   return FromGrpcStatus((*agent)->Signal(&context, request, &response));
 }
 
+absl::StatusOr<av1::InspectContainerResponse> AgentInspectContainer(
+    const std::string& socket, const std::string& container_id,
+    absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =
+      AgentAt(socket);
+  if (!agent.ok()) return agent.status();
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  av1::InspectContainerRequest request;
+  request.set_container_id(container_id);
+  av1::InspectContainerResponse response;
+  absl::Status status =
+      FromGrpcStatus((*agent)->InspectContainer(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 void AgentDestroySandbox(const std::string& socket, const std::string& task_id,
                          absl::Duration grace, absl::Duration timeout) {
   absl::StatusOr<std::unique_ptr<av1::AgentService::Stub>> agent =

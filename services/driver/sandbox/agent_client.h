@@ -33,6 +33,13 @@ absl::Status AgentSignal(const std::string& socket,
                          const std::string& process_id, int signal,
                          absl::Duration timeout);
 
+// The agent's main process of container `container_id` and whether it has
+// exited (NOT_FOUND when the agent never started the container), the call
+// taking at most `timeout`.
+absl::StatusOr<agent::v1::InspectContainerResponse> AgentInspectContainer(
+    const std::string& socket, const std::string& container_id,
+    absl::Duration timeout);
+
 // Asks the agent to end its sandbox (SIGTERM to every process, SIGKILL after
 // `grace`), the call taking at most `timeout`. Best effort, for a teardown
 // that kills the sandbox's init next: an agent that cannot be reached is not

@@ -26,6 +26,7 @@
 #include "grpcpp/client_context.h"
 #include "services/common/status.h"
 #include "services/driver/common/init_spec.h"
+#include "services/driver/common/start_record.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
@@ -238,6 +239,66 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
                                      : "recovered");
   PublishTaskEvent(std::move(event));
   return StatusOf(*task);
+}
+
+absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverFromStartRecord(
+    const std::string& task_id) {
+  const absl::Status unknown =
+      absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
+  const std::string dir = state_dir();
+  if (dir.empty() || !driver_common::CheckTaskId(task_id).ok()) return unknown;
+  absl::StatusOr<dv1::TaskHandle> handle =
+      driver_common::ReadStartRecord(dir, task_id);
+  if (absl::IsNotFound(handle.status())) return unknown;
+  const std::string prefix = absl::StrCat("task ", task_id, ": ");
+  SandboxTaskState state;
+  if (!handle.ok() || handle->version() != kStateVersion ||
+      !state.ParseFromString(handle->driver_state())) {
+    LOG(WARNING) << prefix << "its start record cannot be used ("
+                 << (handle.ok() ? "not a sandbox driver handle of version " +
+                                       std::to_string(kStateVersion)
+                                 : handle.status().ToString())
+                 << "): taken as never started";
+    return unknown;
+  }
+  if (state.process_id().empty()) {
+    // Killed while it asked for the process: the agent says whether it
+    // started it.
+    absl::StatusOr<av1::InspectContainerResponse> container =
+        state.agent_socket().empty()
+            ? absl::NotFoundError("no agent socket")
+            : AgentInspectContainer(state.agent_socket(), task_id,
+                                    kCallTimeout);
+    if (!container.ok() || container->main_process_id().empty()) {
+      LOG(INFO) << prefix << "a start cut off before its process started ("
+                << (container.ok() ? "no main process"
+                                   : container.status().ToString())
+                << ")";
+      return absl::NotFoundError(absl::StrCat(
+          "task ", task_id,
+          " not found: a start of it was cut off before its process started"));
+    }
+    state.set_process_id(container->main_process_id());
+    handle->set_driver_state(state.SerializeAsString());
+    if (absl::Status kept = driver_common::WriteStartRecord(dir, *handle);
+        !kept.ok()) {
+      LOG(WARNING) << prefix << kept;
+    }
+  }
+  absl::StatusOr<dv1::TaskStatus> recovered = RecoverTask(*handle);
+  if (!recovered.ok()) {
+    if (absl::IsAlreadyExists(recovered.status())) {
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or destroyed; ask again"));
+    }
+    LOG(WARNING) << prefix << "its start was cut off and its run cannot be "
+                 << "recovered: " << recovered.status();
+    return absl::NotFoundError(
+        absl::StrCat("task ", task_id, " not found: its start was cut off and ",
+                     recovered.status().message()));
+  }
+  LOG(INFO) << prefix << "recovered the run a start cut off had begun";
+  return recovered;
 }
 
 }  // namespace berth::sandbox_driver

@@ -40,6 +40,7 @@
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/launcher.h"
 #include "services/driver/common/security.h"
+#include "services/driver/common/start_record.h"
 #include "services/driver/common/task_cgroup.h"
 #include "services/driver/common/task_dir.h"
 #include "services/driver/common/task_spec.h"
@@ -284,6 +285,7 @@ absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
       driver_common::DriverStateDir(node, kDriverName);
   if (!dir.ok()) return dir.status();
   if (!dir->empty()) {
+    driver_common::RemoveStartRecordLeftovers(*dir);
     absl::MutexLock lock(&mu_);
     state_dir_ = *std::move(dir);
   }
@@ -745,6 +747,30 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     KillAndReap(s);  // closes it
   });
 
+  // The handle, but for the process id, kept before the process may start:
+  // a driver killed from here on finds the run again (InspectTask).
+  task->started_at = started_at;
+  SandboxTaskState& state = task->state;
+  state.set_agent_socket(task->agent_socket);
+  state.set_token(task->token);
+  if (task->cgroup.has_value()) state.set_cgroup_parent(options_.cgroup_parent);
+  state.set_task_dir(spec->task_dir);
+  state.set_work_dir(spec->work_dir);
+  state.set_isolated(spec->root.enabled);
+  if (spec->root.enabled) state.set_cwd(spec->cwd);
+  state.set_user_namespace(userns.has_value());
+  state.set_uid(spec->uid);
+  state.set_gid(spec->gid);
+  for (gid_t group : spec->groups) state.add_groups(group);
+  for (const std::string& env : spec->env) state.add_env(env);
+  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
+  KeepStartRecord(*task);
+  undo.push_back([this, id] {
+    if (const std::string dir = state_dir(); !dir.empty()) {
+      (void)driver_common::RemoveStartRecord(dir, id);
+    }
+  });
+
   {
     grpc::ClientContext context;
     SetDeadline(&context, absl::Seconds(40));
@@ -770,10 +796,25 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     pv1::NewContainerResponse response;
     absl::Status status =
         FromGrpcStatus((*proxy)->NewContainer(&context, request, &response));
+    const bool bad_input = absl::IsNotFound(status) ||
+                           absl::IsInvalidArgument(status) ||
+                           absl::IsPermissionDenied(status);
+    if (!status.ok() && !bad_input) {
+      // The reply may be what was lost (berth-proxy or the shim killed
+      // while the agent started the process): the agent knows whether the
+      // process started, and a run that did is this task's.
+      absl::StatusOr<av1::InspectContainerResponse> container =
+          AgentInspectContainer(task->agent_socket, id, kCallTimeout);
+      if (container.ok() && !container->main_process_id().empty()) {
+        LOG(WARNING) << prefix << "NewContainer at berth-proxy failed ("
+                     << status.message() << ") after berth-agent started "
+                     << "process " << container->main_process_id()
+                     << ": the task runs";
+        response.set_process_id(container->main_process_id());
+        status = absl::OkStatus();
+      }
+    }
     if (!status.ok()) {
-      const bool bad_input = absl::IsNotFound(status) ||
-                             absl::IsInvalidArgument(status) ||
-                             absl::IsPermissionDenied(status);
       return absl::Status(
           bad_input ? absl::StatusCode::kInvalidArgument : status.code(),
           absl::StrCat(prefix, bad_input ? "driver_config.command: " : "",
@@ -781,22 +822,8 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     }
     task->process_id = response.process_id();
   }
-  task->started_at = started_at;
-  SandboxTaskState& state = task->state;
-  state.set_agent_socket(task->agent_socket);
-  state.set_token(task->token);
   state.set_process_id(task->process_id);
-  if (task->cgroup.has_value()) state.set_cgroup_parent(options_.cgroup_parent);
-  state.set_task_dir(spec->task_dir);
-  state.set_work_dir(spec->work_dir);
-  state.set_isolated(spec->root.enabled);
-  if (spec->root.enabled) state.set_cwd(spec->cwd);
-  state.set_user_namespace(userns.has_value());
-  state.set_uid(spec->uid);
-  state.set_gid(spec->gid);
-  for (gid_t group : spec->groups) state.add_groups(group);
-  for (const std::string& env : spec->env) state.add_env(env);
-  state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
+  KeepStartRecord(*task);
 
   std::move(rollback).Cancel();
   {
@@ -815,12 +842,37 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   RegisterStats(*task);
 
   dv1::StartTaskResponse response;
-  dv1::TaskHandle* handle = response.mutable_handle();
-  handle->set_version(kStateVersion);
-  *handle->mutable_config() = config;
-  handle->set_state(dv1::TASK_STATE_RUNNING);
-  handle->set_driver_state(task->state.SerializeAsString());
+  *response.mutable_handle() = HandleOfTask(*task);
   return response;
+}
+
+dv1::TaskHandle SandboxDriver::HandleOfTask(const Task& task) const {
+  dv1::TaskHandle handle;
+  handle.set_version(kStateVersion);
+  *handle.mutable_config() = task.config;
+  handle.set_state(task.IsExited() ? dv1::TASK_STATE_EXITED
+                                   : dv1::TASK_STATE_RUNNING);
+  handle.set_driver_state(task.state.SerializeAsString());
+  return handle;
+}
+
+void SandboxDriver::KeepStartRecord(const Task& task) {
+  const std::string dir = state_dir();
+  if (dir.empty()) return;
+  if (absl::Status kept =
+          driver_common::WriteStartRecord(dir, HandleOfTask(task));
+      !kept.ok()) {
+    LOG(WARNING) << "task " << task.id << ": " << kept
+                 << " (a driver killed before its start returns will not "
+                    "find the run)";
+  }
+}
+
+absl::StatusOr<dv1::TaskHandle> SandboxDriver::HandleOf(
+    const std::string& task_id) {
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  return HandleOfTask(**task);
 }
 
 void SandboxDriver::WatchShim(const std::shared_ptr<Task>& task,
@@ -1098,6 +1150,11 @@ absl::Status SandboxDriver::RemoveUnknownTask(const std::string& task_id) {
   // The task directory is the node's when it gave one; the default one
   // under the driver's state directory is the driver's.
   if (const std::string state = state_dir(); !state.empty()) {
+    if (absl::Status removed = driver_common::RemoveStartRecord(state, task_id);
+        !removed.ok()) {
+      return absl::Status(removed.code(),
+                          absl::StrCat(prefix, removed.message()));
+    }
     const std::string task_dir = driver_common::DefaultTaskDir(state, task_id);
     struct stat task_dir_stat;
     if (lstat(task_dir.c_str(), &task_dir_stat) == 0) {
@@ -1153,6 +1210,12 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
     return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
                                                      removed.message()));
   }
+  if (const std::string dir = state_dir(); !dir.empty()) {
+    if (absl::Status removed = driver_common::RemoveStartRecord(dir, task_id);
+        !removed.ok()) {
+      LOG(WARNING) << "task " << task_id << ": " << removed;
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     tasks_.erase(task_id);
@@ -1206,6 +1269,7 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::InspectTask(
     }
   }
   absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (absl::IsNotFound(task.status())) return RecoverFromStartRecord(task_id);
   if (!task.ok()) return task.status();
   return StatusOf(**task);
 }

@@ -117,6 +117,8 @@ class SandboxDriver : public plugin::Driver,
       const std::string& task_id) override;
   absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
       const driver::v1::TaskHandle& handle) override;
+  absl::StatusOr<driver::v1::TaskHandle> HandleOf(
+      const std::string& task_id) override;
   absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
       const std::string& task_id) override;
   absl::Status SignalTask(const std::string& task_id, int signal) override;
@@ -144,6 +146,16 @@ class SandboxDriver : public plugin::Driver,
   // Ends the sandbox: DestroySandbox on the agent, its init killed and
   // reaped, the sandbox unregistered from the proxy. Idempotent.
   void Teardown(Task& task);
+  // The handle of `task`'s run, as StartTask returns it.
+  driver::v1::TaskHandle HandleOfTask(const Task& task) const;
+  // Keeps `task`'s handle as its start record (start_record.h), logging a
+  // failure: a driver killed before StartTask returns finds the run by it.
+  void KeepStartRecord(const Task& task);
+  // InspectTask of a task this driver does not hold: the run a driver killed
+  // during its StartTask left, recovered from its start record; NOT_FOUND
+  // when there is none or its process never started.
+  absl::StatusOr<driver::v1::TaskStatus> RecoverFromStartRecord(
+      const std::string& task_id);
   // DestroyTask of a task this driver has no record of: removes what the
   // driver's naming says is that task's, left by an instance of the driver
   // killed during its StartTask (the node then records the start failed, and

@@ -32,7 +32,9 @@
 #include "plugins/sdk/cancel.h"
 #include "services/common/test_util.h"
 #include "services/driver/common/attach_test_util.h"
+#include "services/driver/common/start_record.h"
 #include "services/driver/sandbox/sandbox_driver.h"
+#include "services/driver/sandbox/sandbox_state.pb.h"
 
 extern char** environ;
 
@@ -630,6 +632,87 @@ TEST_F(SandboxDriverProxyTest,
         << "\"" << id << "\": " << refused;
     EXPECT_THAT(std::string(refused.message()), HasSubstr("task.id"));
   }
+}
+
+// A driver killed during StartTask, after the task's process started: the
+// node never got the handle. The next driver finds the run by its start
+// record when asked (InspectTask, as berth-node does after a broken
+// StartTask), gives its handle, and the run ends with its real status.
+TEST_F(SandboxDriverProxyTest, TheNextDriverFindsARunWhoseStartWasCutOff) {
+  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(ShellTask(
+      "cutoff",
+      "echo ran >> " + dir_.Join("cutoff-marker") + "; exec sleep 1000"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string state = Options().state_dir;
+  // Killed while NewContainer's reply was on its way: the record has no
+  // process id yet (the agent has it).
+  absl::StatusOr<dv1::TaskHandle> record =
+      driver_common::ReadStartRecord(state, "cutoff");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->driver_state(), started->handle().driver_state());
+  SandboxTaskState cut;
+  ASSERT_TRUE(cut.ParseFromString(record->driver_state()));
+  ASSERT_FALSE(cut.process_id().empty());
+  const std::string process_id = cut.process_id();
+  cut.clear_process_id();
+  record->set_driver_state(cut.SerializeAsString());
+  ASSERT_TRUE(driver_common::WriteStartRecord(state, *record).ok());
+  driver_.reset();
+
+  absl::StatusOr<dv1::TaskStatus> found = driver().InspectTask("cutoff");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->state(), dv1::TASK_STATE_RUNNING);
+  EXPECT_EQ(found->driver_attributes().at("process_id"), process_id);
+  absl::StatusOr<dv1::TaskHandle> handle = driver().HandleOf("cutoff");
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(handle->config().id(), "cutoff");
+  SandboxTaskState given;
+  ASSERT_TRUE(given.ParseFromString(handle->driver_state()));
+  EXPECT_EQ(given.process_id(), process_id);
+
+  // That handle recovers the run after one more restart.
+  driver_.reset();
+  absl::StatusOr<dv1::TaskStatus> recovered = driver().RecoverTask(*handle);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->state(), dv1::TASK_STATE_RUNNING);
+  ASSERT_TRUE(driver().StopTask("cutoff", absl::Seconds(5), SIGTERM).ok());
+  EXPECT_EQ(Wait("cutoff").signal(), SIGTERM);
+  Destroy("cutoff");
+  EXPECT_TRUE(absl::IsNotFound(
+      driver_common::ReadStartRecord(state, "cutoff").status()));
+  EXPECT_TRUE(absl::IsNotFound(driver().InspectTask("cutoff").status()));
+}
+
+// A start cut off before the agent started its process is not a run: the
+// next driver answers NOT_FOUND, and DestroyTask removes its record.
+TEST_F(SandboxDriverProxyTest, AStartCutOffBeforeItsProcessIsNotFound) {
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      driver().StartTask(ShellTask("other", "exec sleep 1000"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string state = Options().state_dir;
+  // The record of "never", whose sandbox's agent (the other task's) never
+  // got its NewContainer.
+  dv1::TaskHandle never = started->handle();
+  never.mutable_config()->set_id("never");
+  SandboxTaskState cut;
+  ASSERT_TRUE(cut.ParseFromString(never.driver_state()));
+  cut.clear_process_id();
+  never.set_driver_state(cut.SerializeAsString());
+  ASSERT_TRUE(driver_common::WriteStartRecord(state, never).ok());
+  driver_.reset();
+
+  absl::StatusOr<dv1::TaskStatus> found = driver().InspectTask("never");
+  EXPECT_TRUE(absl::IsNotFound(found.status())) << found.status();
+  EXPECT_THAT(std::string(found.status().message()),
+              HasSubstr("before its process started"));
+  EXPECT_TRUE(absl::IsNotFound(driver().DestroyTask("never", true)));
+  EXPECT_TRUE(absl::IsNotFound(
+      driver_common::ReadStartRecord(state, "never").status()));
+  // The other task was not touched.
+  absl::StatusOr<dv1::TaskStatus> other = driver().InspectTask("other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->state(), dv1::TASK_STATE_RUNNING);
+  Destroy("other");
 }
 
 // With TaskConfig.isolation.user_namespace the whole sandbox is in a user
