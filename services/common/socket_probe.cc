@@ -1,6 +1,6 @@
-// CheckSocketPathLength and ProbeSocketPath, apart from the rest of
-// unix_socket.cc: they log nothing, so that a client linking only them (the
-// statically linked `berth` command line) does not pull in glog.
+// CheckSocketPathLength, ConnectUnixSocket and ProbeSocketPath, apart from the
+// rest of unix_socket.cc: they log nothing, so that a client linking only them
+// (the statically linked `berth` command line) does not pull in glog.
 #include <errno.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/unique_fd.h"
 #include "services/common/unix_socket.h"
 
@@ -34,6 +35,60 @@ absl::Status CheckSocketPathLength(const std::string& socket_path) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<base::UniqueFd> ConnectUnixSocket(
+    const std::string& socket_path) {
+  if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
+    return length;
+  }
+  // Errors other than connect()'s own three, with a code none of theirs.
+  auto other_error = [&](int err, absl::string_view what) {
+    absl::Status status =
+        absl::ErrnoToStatus(err, absl::StrCat(what, " ", socket_path));
+    switch (status.code()) {
+      case absl::StatusCode::kNotFound:
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kResourceExhausted:
+        return absl::UnknownError(status.message());
+      default:
+        return status;
+    }
+  };
+  base::UniqueFd fd(
+      socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    return other_error(errno, "cannot create a socket to connect to");
+  }
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  for (;;) {
+    if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
+                sizeof(addr)) == 0) {
+      return fd;
+    }
+    const int err = errno;
+    switch (err) {
+      case EINTR:
+        continue;
+      case EISCONN:  // an interrupted attempt connected after all
+        return fd;
+      case ENOENT:
+        return absl::NotFoundError(absl::StrCat(
+            "cannot connect to socket ", socket_path, ": nothing is there"));
+      case ECONNREFUSED:
+        return absl::UnavailableError(
+            absl::StrCat("cannot connect to socket ", socket_path,
+                         ": nobody listens on it (connection refused)"));
+      case EAGAIN:
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot connect to socket ", socket_path,
+                         ": its listener's backlog is full"));
+      default:
+        return other_error(err, "cannot connect to socket");
+    }
+  }
+}
+
 absl::StatusOr<SocketPathState> ProbeSocketPath(
     const std::string& socket_path) {
   if (absl::Status length = CheckSocketPathLength(socket_path); !length.ok()) {
@@ -47,35 +102,17 @@ absl::StatusOr<SocketPathState> ProbeSocketPath(
   }
   if (!S_ISSOCK(st.st_mode)) return SocketPathState::kNotSocket;
 
-  base::UniqueFd fd(
-      socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) {
-    const int err = errno;
-    return absl::ErrnoToStatus(
-        err, absl::StrCat("cannot create a socket to probe ", socket_path));
-  }
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
-  int err = 0;
-  while (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
-                 sizeof(addr)) != 0) {
-    err = errno;
-    if (err != EINTR) break;
-    err = 0;
-  }
-  switch (err) {
-    case 0:
-    case EAGAIN:  // the listen backlog is full: someone listens
-    case EINPROGRESS:
+  absl::StatusOr<base::UniqueFd> connected = ConnectUnixSocket(socket_path);
+  switch (connected.status().code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kResourceExhausted:  // someone listens
       return SocketPathState::kLive;
-    case ECONNREFUSED:
+    case absl::StatusCode::kUnavailable:
       return SocketPathState::kStale;
-    case ENOENT:  // removed between lstat and connect
+    case absl::StatusCode::kNotFound:  // removed between lstat and connect
       return SocketPathState::kAbsent;
     default:
-      return absl::ErrnoToStatus(
-          err, absl::StrCat("cannot probe socket ", socket_path));
+      return connected.status();
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/unique_fd.h"
 
 namespace berth {
 
@@ -34,6 +35,20 @@ inline constexpr mode_t kSocketDirForbiddenBits = 0027;
 // `socket_path` is empty or longer than kMaxSocketPathLength bytes.
 absl::Status CheckSocketPathLength(const std::string& socket_path);
 
+// Connects a new stream socket (non-blocking, close-on-exec) to the Unix
+// socket at `socket_path`, without waiting for a listener whose backlog is
+// full. Errors name the path; their codes tell what is there:
+// - INVALID_ARGUMENT: the path is empty or too long (CheckSocketPathLength);
+// - NOT_FOUND: nothing is at the path (ENOENT);
+// - UNAVAILABLE: nobody listens on it (ECONNREFUSED: a stale socket, or a
+//   file that is not a socket);
+// - RESOURCE_EXHAUSTED: someone listens, but its backlog is full (EAGAIN);
+// - any other error keeps the code of its errno (absl::ErrnoToStatus, e.g.
+//   PERMISSION_DENIED for EACCES) unless that is one of the three above,
+//   which it then never is: UNKNOWN (e.g. EMFILE from socket()).
+absl::StatusOr<base::UniqueFd> ConnectUnixSocket(
+    const std::string& socket_path);
+
 // What is at a socket path. Probing never changes anything at the path.
 enum class SocketPathState {
   kAbsent,     // nothing is there
@@ -42,8 +57,8 @@ enum class SocketPathState {
   kNotSocket,  // a file, directory, symlink (not followed), ... but no socket
 };
 
-// Finds out what is at `socket_path` (lstat, then a non-blocking connect() if
-// it is a socket). A socket whose listen backlog is full counts as live.
+// Finds out what is at `socket_path` (lstat, then ConnectUnixSocket if it is
+// a socket). A socket whose listen backlog is full counts as live.
 // Errors (e.g. PERMISSION_DENIED from stat or connect) name the path.
 absl::StatusOr<SocketPathState> ProbeSocketPath(const std::string& socket_path);
 

@@ -1,5 +1,6 @@
 #include "services/common/unix_socket.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,10 +10,13 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/common/grpc_server.h"
@@ -235,6 +239,79 @@ TEST(UnixSocketTest, ParentThatIsAFileIsAnError) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), AllOf(HasSubstr(dir.Join("file/s.sock")),
                                       HasSubstr("not a directory")));
+}
+
+TEST(ConnectUnixSocketTest, ConnectsToTheListener) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  RawSocket live(path, /*listen=*/true);
+  absl::StatusOr<base::UniqueFd> fd = ConnectUnixSocket(path);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  ucred cred = {};
+  socklen_t len = sizeof(cred);
+  ASSERT_EQ(getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(cred.pid, getpid());
+  EXPECT_NE(fcntl(fd->get(), F_GETFD) & FD_CLOEXEC, 0);
+  EXPECT_NE(fcntl(fd->get(), F_GETFL) & O_NONBLOCK, 0);
+}
+
+TEST(ConnectUnixSocketTest, CodesSayWhatIsThereAndMessagesNameThePath) {
+  ShortTempDir dir;
+  const std::string absent = dir.Join("absent.sock");
+  absl::StatusOr<base::UniqueFd> fd = ConnectUnixSocket(absent);
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kNotFound) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr(absent));
+
+  const std::string stale = dir.Join("stale.sock");
+  RawSocket(stale, /*listen=*/true).Close();
+  fd = ConnectUnixSocket(stale);
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnavailable) << fd.status();
+  EXPECT_THAT(fd.status().message(),
+              AllOf(HasSubstr(stale), HasSubstr("nobody listens")));
+
+  const std::string file = dir.Join("file");
+  std::ofstream(file) << "x";
+  const std::string under_file = file + "/s.sock";
+  fd = ConnectUnixSocket(under_file);
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kFailedPrecondition)
+      << fd.status() << " (ENOTDIR)";
+  EXPECT_THAT(fd.status().message(), HasSubstr(under_file));
+
+  const std::string too_long = dir.Join(std::string(120, 's'));
+  fd = ConnectUnixSocket(too_long);
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fd.status().message(), HasSubstr(too_long));
+  EXPECT_EQ(ConnectUnixSocket("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ConnectUnixSocketTest, AFullBacklogIsNotWaitedForAndCountsAsLive) {
+  ShortTempDir dir;
+  const std::string path = dir.Join("s.sock");
+  base::UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid()) << std::strerror(errno);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(
+      bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(listen(listener.get(), 0), 0) << std::strerror(errno);
+  // Nobody accepts: the connections queue until the backlog is full.
+  std::vector<base::UniqueFd> queued;
+  absl::StatusOr<base::UniqueFd> fd;
+  for (int i = 0; i < 16; ++i) {
+    fd = ConnectUnixSocket(path);
+    if (!fd.ok()) break;
+    queued.push_back(*std::move(fd));
+  }
+  ASSERT_FALSE(fd.ok()) << "16 connections queued on a backlog of 0";
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kResourceExhausted)
+      << fd.status();
+  EXPECT_THAT(fd.status().message(),
+              AllOf(HasSubstr(path), HasSubstr("backlog is full")));
+  EXPECT_EQ(ProbeSocketPath(path).value(), SocketPathState::kLive);
 }
 
 }  // namespace

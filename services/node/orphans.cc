@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "base/process.h"
 #include "base/unique_fd.h"
 #include "glog/logging.h"
+#include "services/common/unix_socket.h"
 
 namespace berth::node {
 namespace {
@@ -89,34 +89,14 @@ bool WaitPidfd(int pidfd, absl::Duration timeout) {
 }  // namespace
 
 absl::StatusOr<pid_t> SocketPeerPid(const std::string& path) {
-  sockaddr_un addr = {};
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("socket path \"", path, "\" is empty or too long"));
-  }
-  base::UniqueFd fd(
-      socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) {
-    return absl::ErrnoToStatus(errno, "cannot create a Unix socket");
-  }
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  int err = 0;
-  while (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
-                 sizeof(addr)) != 0) {
-    err = errno;
-    if (err != EINTR) break;
-    err = 0;
-  }
-  if (err == ENOENT || err == ECONNREFUSED) {
+  absl::StatusOr<base::UniqueFd> fd = ConnectUnixSocket(path);
+  if (absl::IsNotFound(fd.status()) || absl::IsUnavailable(fd.status())) {
     return absl::NotFoundError(absl::StrCat("nobody listens on socket ", path));
   }
-  if (err != 0 && err != EINPROGRESS) {
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot connect to ", path));
-  }
+  if (!fd.ok()) return fd.status();
   ucred cred = {};
   socklen_t len = sizeof(cred);
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+  if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat("cannot read SO_PEERCRED of socket ", path));
   }

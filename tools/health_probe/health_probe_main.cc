@@ -12,9 +12,9 @@
 // prints, on stdout, the pid of the process listening on the socket
 // (SO_PEERCRED of a connection to it), whether or not it answers: that is
 // the process to stop when it does not.
+#include <errno.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <cstdio>
 #include <cstring>
@@ -25,10 +25,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "grpc_health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "services/common/unix_socket.h"
 
 ABSL_FLAG(std::string, socket, "", "The service's Unix socket (required).");
 ABSL_FLAG(std::string, service, "",
@@ -42,36 +45,23 @@ namespace {
 
 // The pid of the process that listens on `path`, or -1 (reason in *why).
 pid_t PeerPid(const std::string& path, std::string* why) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    *why = absl::StrCat("socket path ", path, " is too long");
+  // A full backlog leaves no connection to ask.
+  absl::StatusOr<berth::base::UniqueFd> fd = berth::ConnectUnixSocket(path);
+  if (!fd.ok()) {
+    *why = std::string(fd.status().message());
     return -1;
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *why = absl::StrCat("socket: ", std::strerror(errno));
+  ucred cred = {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    *why = absl::StrCat("SO_PEERCRED on ", path, ": ", std::strerror(errno));
     return -1;
   }
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  pid_t pid = -1;
-  // A full backlog (EAGAIN) leaves no connection to ask.
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
-      0) {
-    *why = absl::StrCat("cannot connect to ", path, ": ", std::strerror(errno));
-  } else {
-    ucred cred = {};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      *why = absl::StrCat("SO_PEERCRED on ", path, ": ", std::strerror(errno));
-    } else if (cred.pid <= 0) {
-      *why = absl::StrCat("no peer pid for ", path);
-    } else {
-      pid = cred.pid;
-    }
+  if (cred.pid <= 0) {
+    *why = absl::StrCat("no peer pid for ", path);
+    return -1;
   }
-  close(fd);
-  return pid;
+  return cred.pid;
 }
 
 }  // namespace
