@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -1409,6 +1410,121 @@ TEST_F(NodeServerTest, ATaskWaitingToRestartUnderADeadNodeRestartsOnce) {
   EXPECT_EQ(ended.restarts(), 1u);
   EXPECT_EQ(LinesOf(marker), 2);
   EXPECT_EQ(node_->tasks().EarlierLogDirs(id).size(), 1u);
+}
+
+// A run adopted from a start cut off by the driver's death, and the driver
+// killed again later (tools/chaos F7). The script waits for `go` so that the
+// run outlives the kills, then writes `ended` and exits 3.
+class AdoptedRunTest : public NodeServerTest {
+ protected:
+  // Runs the task under a mock with `mock_args` that dies after the start
+  // and finds the run again from the handle it kept: the run is adopted.
+  std::string RunAdopted(std::vector<std::string> mock_args) {
+    const std::string trigger = dir_.Join("die-after-start");
+    mock_args.push_back("--keep_handles");
+    mock_args.push_back(absl::StrCat("--die_after_start=", trigger));
+    StartNode(mock_args);
+    std::ofstream(trigger) << "once\n";
+    absl::StatusOr<v1::Task> task = Run(Shell(absl::StrCat(
+        "echo ran >> ", marker_, "; while [ ! -e ", go_,
+        " ]; do sleep 0.1; done; echo ended >> ", marker_, "; exit 3")));
+    EXPECT_TRUE(task.ok()) << task.status();
+    EXPECT_NE(access(trigger.c_str(), F_OK), 0)
+        << "the mock did not die after the start";
+    if (!task.ok()) return "";
+    EXPECT_TRUE(InState(task->id(), v1::TASK_STATE_RUNNING))
+        << Inspect(task->id()).DebugString();
+    return task->id();
+  }
+
+  // Makes the mock forget the handle it kept (from now on it knows the run
+  // only from the node's handle, through RecoverTask, as the sandbox driver
+  // does), then kills it and waits for its relaunch.
+  void ForgetAndRestartTheMock(const std::string& id) {
+    const std::string kept =
+        dir_.Join(absl::StrCat("state/mock/", id, ".handle"));
+    ASSERT_EQ(unlink(kept.c_str()), 0) << kept;
+    const int pid = MockPid();
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(WaitFor([&] {
+      const int now = MockPid();
+      return now > 0 && now != pid;
+    })) << "the mock was not relaunched";
+  }
+
+  // Lets the task end, and waits for it.
+  void LetItEnd(const std::string& id) {
+    std::ofstream(go_) << "go\n";
+    EXPECT_TRUE(WaitFor([&] { return LinesOf(marker_) == 2; }));
+    EXPECT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  }
+
+  const std::string marker_ = dir_.Join("marker");
+  const std::string go_ = dir_.Join("go");
+};
+
+// The adopted run carries the handle the relaunched mock gave in
+// InspectTask: after the mock's next restart it is recovered and ends with
+// its real exit code. Before, the node held no handle for it and the task
+// was FAILED "could not recover the task: ... handle.config.id is required".
+TEST_F(AdoptedRunTest, IsRecoveredAfterTheDriversNextRestart) {
+  const std::string id = RunAdopted({});
+  ASSERT_FALSE(id.empty());
+  ForgetAndRestartTheMock(id);
+  LetItEnd(id);
+  const v1::Task ended = Inspect(id);
+  EXPECT_EQ(ended.state(), v1::TASK_STATE_EXITED) << ended.DebugString();
+  EXPECT_EQ(ended.exit_result().exit_code(), 3);
+  EXPECT_TRUE(ended.error().empty()) << ended.error();
+  EXPECT_EQ(LinesOf(marker_), 2) << "the task ran more than once";
+}
+
+// A driver that gives no handle (no HandleOf): the node cannot recover the
+// adopted run after the driver's restart, and says why instead of sending
+// RecoverTask an empty handle.
+TEST_F(AdoptedRunTest, WithoutAHandleFailsNamingWhy) {
+  const std::string id = RunAdopted({"--no_handle_of"});
+  ASSERT_FALSE(id.empty());
+  ForgetAndRestartTheMock(id);
+  ASSERT_TRUE(node_->tasks().AwaitFinished(id, absl::Seconds(30)));
+  const v1::Task failed = Inspect(id);
+  EXPECT_EQ(failed.state(), v1::TASK_STATE_FAILED) << failed.DebugString();
+  EXPECT_THAT(failed.error(),
+              ::testing::AllOf(HasSubstr(id), HasSubstr("driver mock"),
+                               HasSubstr("adopted without a handle"),
+                               HasSubstr("HandleOf")));
+  EXPECT_THAT(failed.error(),
+              ::testing::Not(HasSubstr("handle.config.id is required")));
+  LetItEnd(id);  // nothing may stay running
+}
+
+// A run adopted without a handle (the driver gave none then) takes the one
+// the driver gives later: a node restarted with a mock that gives handles
+// stores it on recovery, and the run survives the mock's next restart.
+TEST_F(AdoptedRunTest, AHandleGivenLaterIsStored) {
+  const std::string id = RunAdopted({"--no_handle_of"});
+  ASSERT_FALSE(id.empty());
+  StopNode();
+  berth::testing::CapturingLogSink log(google::GLOG_INFO);
+  StartNode({"--keep_handles"});
+  // Taken when the recovering node finds the driver knows the task.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const std::string& message : log.messages()) {
+      if (absl::StrContains(message,
+                            absl::StrCat("task ", id, ": its handle taken"))) {
+        return true;
+      }
+    }
+    return false;
+  })) << "the node did not take the handle";
+  EXPECT_TRUE(InState(id, v1::TASK_STATE_RUNNING)) << Inspect(id).DebugString();
+  ForgetAndRestartTheMock(id);
+  LetItEnd(id);
+  const v1::Task ended = Inspect(id);
+  EXPECT_EQ(ended.state(), v1::TASK_STATE_EXITED) << ended.DebugString();
+  EXPECT_EQ(ended.exit_result().exit_code(), 3);
+  EXPECT_EQ(LinesOf(marker_), 2) << "the task ran more than once";
 }
 
 }  // namespace

@@ -91,8 +91,9 @@ class TaskManager {
   // through their driver (an exit while the node was down is recorded with
   // its real result), interrupted starts are adopted when their driver has
   // the run (it is not run twice) and started again when it has not,
-  // missing Postruns are run. Call once, before serving. With berth-images, a thread then
-  // releases every snapshot that is no task's (once berth-images answers).
+  // missing Postruns are run. Call once, before serving. With berth-images, a
+  // thread then releases every snapshot that is no task's (once berth-images
+  // answers).
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks and persists the task, then starts it; returns once the first
@@ -226,15 +227,17 @@ class TaskManager {
   // Empties (or makes) the task's directory, 0755, before a run.
   absl::Status MakeTaskDir(const std::string& id);
   // Asks the task's driver (waiting for one that is being relaunched or
-  // still at the start, up to options_.plugin_wait + 60 s) whether it holds a run of the task whose start the
-  // node did not see through: its status (running or exited), nullopt when
-  // the driver does not know the task (NOT_FOUND), an error when the driver
-  // cannot be asked (CANCELLED once the node shuts down).
-  absl::StatusOr<std::optional<driver::v1::TaskStatus>> FindUnseenRun(
+  // still at the start, up to options_.plugin_wait + 60 s) whether it holds a
+  // run of the task whose start the node did not see through: InspectTask's
+  // answer (the run's status, running or exited, and its handle when the driver
+  // gives one), nullopt when the driver does not know the task (NOT_FOUND), an
+  // error when the driver cannot be asked (CANCELLED once the node shuts down).
+  absl::StatusOr<std::optional<driver::v1::InspectTaskResponse>> FindUnseenRun(
       Entry& entry) ABSL_LOCKS_EXCLUDED(mu_);
   // Records the driver's run found by FindUnseenRun as the task's current
-  // run (started, held by the driver; no handle): saved, TASK_STARTED.
-  void AdoptRun(Entry& entry, const driver::v1::TaskStatus& status)
+  // run (started, held by the driver; its handle the one InspectTask gave,
+  // none if it gave none): saved, TASK_STARTED.
+  void AdoptRun(Entry& entry, const driver::v1::InspectTaskResponse& found)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Resume::kAdoptOrStart before anything else: true when the driver's run
   // was adopted; false when the task is to start again (what the driver had

@@ -90,6 +90,22 @@ bool IsEndedRun(const driver::v1::TaskStatus& status, const v1::Task& task) {
              task.exit_result().SerializeAsString();
 }
 
+// The handle InspectTask gave with the run of task `id`, when it is one
+// RecoverTask can take (it names the task); nullptr otherwise. A handle
+// naming another task is not taken (logged).
+const driver::v1::TaskHandle* HandleFor(
+    const driver::v1::InspectTaskResponse& inspected, const std::string& id,
+    const std::string& driver_name) {
+  if (!inspected.has_handle()) return nullptr;
+  if (inspected.handle().config().id() != id) {
+    LOG(WARNING) << "task " << id << ": driver " << driver_name
+                 << " gave a handle in InspectTask whose config.id is \""
+                 << inspected.handle().config().id() << "\": not taken";
+    return nullptr;
+  }
+  return &inspected.handle();
+}
+
 std::string DescribeExit(const driver::v1::ExitResult& result) {
   if (result.signal() != 0) {
     return absl::StrCat("killed by signal ", result.signal(),
@@ -493,6 +509,34 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
       inspect.set_task_id(id);
       absl::StatusOr<driver::v1::InspectTaskResponse> known =
           (*driver)->InspectTask(inspect, {absl::Now() + absl::Seconds(10)});
+      if (known.ok() && handle.config().id().empty()) {
+        // A run adopted without a handle (the driver gave none then, or the
+        // node predates InspectTaskResponse.handle): taken now if the driver
+        // gives one, for its next restart.
+        if (const driver::v1::TaskHandle* given =
+                HandleFor(*known, id, driver_name);
+            given != nullptr) {
+          handle = *given;
+          {
+            absl::MutexLock lock(&mu_);
+            *entry.record.mutable_handle() = handle;
+          }
+          Save(entry);
+          LOG(INFO) << "task " << id << ": its handle taken from driver "
+                    << driver_name << "'s InspectTask";
+        }
+      }
+      if (!known.ok() && absl::IsNotFound(known.status()) &&
+          handle.config().id().empty()) {
+        // RecoverTask needs the handle; the driver would only refuse an
+        // empty one ("handle.config.id is required").
+        return absl::FailedPreconditionError(absl::StrCat(
+            "driver ", driver_name, " could not recover task ", id,
+            ": its run was adopted without a handle (driver ", driver_name,
+            " gave none in InspectTask: it does not implement HandleOf), "
+            "and the driver, restarted since, no longer knows it: ",
+            known.status().message()));
+      }
       if (!known.ok() && absl::IsNotFound(known.status())) {
         driver::v1::RecoverTaskRequest recover;
         *recover.mutable_handle() = handle;
@@ -545,7 +589,7 @@ absl::StatusOr<driver::v1::ExitResult> TaskManager::WaitRun(
   return absl::CancelledError("berth-node is shutting down");
 }
 
-absl::StatusOr<std::optional<driver::v1::TaskStatus>>
+absl::StatusOr<std::optional<driver::v1::InspectTaskResponse>>
 TaskManager::FindUnseenRun(Entry& entry) {
   std::string id, driver_name;
   {
@@ -569,9 +613,9 @@ TaskManager::FindUnseenRun(Entry& entry) {
       inspect.set_task_id(id);
       absl::StatusOr<driver::v1::InspectTaskResponse> known =
           (*driver)->InspectTask(inspect, {absl::Now() + absl::Seconds(10)});
-      if (known.ok()) return std::optional(known->status());
+      if (known.ok()) return std::optional(*std::move(known));
       if (absl::IsNotFound(known.status())) {
-        return std::optional<driver::v1::TaskStatus>();
+        return std::optional<driver::v1::InspectTaskResponse>();
       }
       last = known.status();
     } else {
@@ -592,14 +636,27 @@ TaskManager::FindUnseenRun(Entry& entry) {
   }
 }
 
-void TaskManager::AdoptRun(Entry& entry, const driver::v1::TaskStatus& status) {
+void TaskManager::AdoptRun(Entry& entry,
+                           const driver::v1::InspectTaskResponse& found) {
+  const driver::v1::TaskStatus& status = found.status();
   std::string id, name, driver_name;
+  bool with_handle;
   {
     absl::MutexLock lock(&mu_);
-    // The driver holds it; the handle of an earlier run must not be taken
-    // for this one (a driver relaunched later cannot recover it from none).
+    id = entry.record.task().id();
+    driver_name = entry.record.task().spec().driver();
+    // The driver holds it. Its handle is the one the driver gave with the
+    // run (RecoverTask takes it after the driver's next restart); without
+    // one none is kept: the handle of an earlier run must not be taken for
+    // this one (WaitRun asks the driver for it again).
     entry.record.set_driver_task(true);
-    entry.record.clear_handle();
+    const driver::v1::TaskHandle* handle = HandleFor(found, id, driver_name);
+    with_handle = handle != nullptr;
+    if (with_handle) {
+      *entry.record.mutable_handle() = *handle;
+    } else {
+      entry.record.clear_handle();
+    }
     v1::Task& task = *entry.record.mutable_task();
     task.set_state(v1::TASK_STATE_RUNNING);
     task.clear_error();
@@ -607,15 +664,14 @@ void TaskManager::AdoptRun(Entry& entry, const driver::v1::TaskStatus& status) {
     *task.mutable_started_at() =
         status.has_started_at() ? status.started_at() : NowProto();
     task.clear_finished_at();
-    id = task.id();
     name = task.spec().name();
-    driver_name = task.spec().driver();
   }
   Save(entry);
   const bool exited = status.state() == driver::v1::TASK_STATE_EXITED;
   LOG(INFO) << "task " << id << ": driver " << driver_name
             << " has the run whose start was not seen through ("
-            << (exited ? "already exited" : "running") << "): adopting it";
+            << (exited ? "already exited" : "running") << "): adopting it"
+            << (with_handle ? "" : " without a handle (the driver gave none)");
   events_->Publish(v1::EVENT_TYPE_TASK_STARTED, id,
                    absl::StrCat("task ", name,
                                 " started (adopted: its driver had started "
@@ -636,12 +692,12 @@ absl::StatusOr<bool> TaskManager::ResumeInterruptedStart(Entry& entry) {
     host_network =
         task.spec().network().mode() == network::v1::NETWORK_MODE_HOST;
   }
-  absl::StatusOr<std::optional<driver::v1::TaskStatus>> found =
+  absl::StatusOr<std::optional<driver::v1::InspectTaskResponse>> found =
       FindUnseenRun(entry);
   if (!found.ok()) return found.status();
   if (found->has_value() && restarting) {
     absl::MutexLock lock(&mu_);
-    if (IsEndedRun(**found, entry.record.task())) {
+    if (IsEndedRun((*found)->status(), entry.record.task())) {
       // The node died while waiting to restart it: the run the driver holds
       // is the one that ended.
       found->reset();
@@ -799,7 +855,7 @@ void TaskManager::Supervise(std::shared_ptr<Entry> entry, Resume resume) {
         // The driver or the call broke: the driver may have started it
         // (the reply lost). A run the (relaunched) driver has is adopted;
         // else the start failed and nothing of it stays.
-        absl::StatusOr<std::optional<driver::v1::TaskStatus>> found =
+        absl::StatusOr<std::optional<driver::v1::InspectTaskResponse>> found =
             FindUnseenRun(*entry);
         if (!found.ok() && shutting_down()) {
           LOG(INFO) << "task " << id << ": start interrupted by the shutdown";

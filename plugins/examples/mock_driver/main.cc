@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, die_after_start, "",
           "start whose reply is lost).");
 ABSL_FLAG(absl::Duration, start_reply_delay, absl::ZeroDuration(),
           "StartTask waits this long once the task runs before it replies.");
+ABSL_FLAG(bool, no_handle_of, false,
+          "InspectTask gives no handle (HandleOf is UNIMPLEMENTED), as a "
+          "driver built before Driver::HandleOf.");
 
 namespace {
 
@@ -60,7 +63,7 @@ constexpr char kUsage[] =
     "BERTH_PLUGIN_SOCKET_DIR in its environment [--state_dir=DIR] "
     "[--must_create_network] [--join_networks] [--attach] [--no_exec] "
     "[--recover_delay=DURATION] [--keep_handles] [--die_after_start=FILE] "
-    "[--start_reply_delay=DURATION]";
+    "[--start_reply_delay=DURATION] [--no_handle_of]";
 
 // <parent of the socket directory>/mock-state; empty without one.
 
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   options.keep_handles = absl::GetFlag(FLAGS_keep_handles);
   options.die_after_start = absl::GetFlag(FLAGS_die_after_start);
   options.start_reply_delay = absl::GetFlag(FLAGS_start_reply_delay);
+  options.no_handle_of = absl::GetFlag(FLAGS_no_handle_of);
   if (options.default_state_dir.empty()) {
     options.default_state_dir =
         berth::plugin::DefaultStateDirNextToSockets("mock");

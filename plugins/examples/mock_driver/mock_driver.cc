@@ -463,6 +463,7 @@ MockDriver::MockDriver(MockDriverOptions options)
       keep_handles_(options.keep_handles),
       die_after_start_(std::move(options.die_after_start)),
       start_reply_delay_(options.start_reply_delay),
+      no_handle_of_(options.no_handle_of),
       state_dir_(std::move(options.default_state_dir)) {
   driver::v1::FingerprintResponse fingerprint;
   fingerprint.set_health(driver::v1::HEALTH_STATE_HEALTHY);
@@ -846,10 +847,7 @@ absl::StatusOr<driver::v1::StartTaskResponse> MockDriver::StartTask(
 
   driver::v1::StartTaskResponse response;
   driver::v1::TaskHandle* handle = response.mutable_handle();
-  handle->set_version(kHandleVersion);
-  *handle->mutable_config() = config;
-  handle->set_state(driver::v1::TASK_STATE_RUNNING);
-  handle->set_driver_state(EncodeTaskState(task->handle));
+  *handle = MakeHandle(*task, driver::v1::TASK_STATE_RUNNING);
   LOG(INFO) << "task " << config.id() << " started: pid " << pids->task
             << " (monitor " << pids->monitor << ") in " << dirs->work_dir;
   if (keep_handles_) {
@@ -1001,6 +999,26 @@ absl::StatusOr<driver::v1::TaskStatus> MockDriver::InspectTask(
   if (!task.ok()) return task.status();
   absl::MutexLock lock(&mu_);
   return StatusOf(**task);
+}
+
+driver::v1::TaskHandle MockDriver::MakeHandle(const Task& task,
+                                              driver::v1::TaskState state) {
+  driver::v1::TaskHandle handle;
+  handle.set_version(kHandleVersion);
+  *handle.mutable_config() = task.config;
+  handle.set_state(state);
+  handle.set_driver_state(EncodeTaskState(task.handle));
+  return handle;
+}
+
+absl::StatusOr<driver::v1::TaskHandle> MockDriver::HandleOf(
+    const std::string& task_id) {
+  if (no_handle_of_) return plugin::Driver::HandleOf(task_id);
+  absl::StatusOr<std::shared_ptr<Task>> task = Find(task_id);
+  if (!task.ok()) return task.status();
+  absl::MutexLock lock(&mu_);
+  return MakeHandle(**task, (*task)->exited ? driver::v1::TASK_STATE_EXITED
+                                            : driver::v1::TASK_STATE_RUNNING);
 }
 
 absl::StatusOr<driver::v1::TaskStatus> MockDriver::RecoverTask(

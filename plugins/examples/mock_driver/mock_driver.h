@@ -105,6 +105,9 @@ struct MockDriverOptions {
   std::string die_after_start;
   // StartTask waits this long once the task runs before it replies.
   absl::Duration start_reply_delay = absl::ZeroDuration();
+  // HandleOf answers UNIMPLEMENTED (InspectTask gives no handle), as a
+  // driver built before Driver::HandleOf.
+  bool no_handle_of = false;
 };
 
 class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -133,6 +136,10 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<driver::v1::TaskStatus> RecoverTask(
       const driver::v1::TaskHandle& handle) override ABSL_LOCKS_EXCLUDED(mu_);
+  // The handle StartTask returned for the task (or RecoverTask took), with
+  // its state now (running or exited).
+  absl::StatusOr<driver::v1::TaskHandle> HandleOf(
+      const std::string& task_id) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SignalTask(const std::string& task_id, int signal) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<stats::v1::TaskResourceUsage> TaskStats(
@@ -162,6 +169,9 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
       ABSL_LOCKS_EXCLUDED(mu_);
   driver::v1::TaskStatus StatusOf(const Task& task)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The task's handle, in state `state`.
+  static driver::v1::TaskHandle MakeHandle(const Task& task,
+                                           driver::v1::TaskState state);
   // Adds a running task and starts watching it.
   void Adopt(std::shared_ptr<Task> task, absl::string_view event)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -191,6 +201,7 @@ class MockDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   const bool keep_handles_;
   const std::string die_after_start_;
   const absl::Duration start_reply_delay_;
+  const bool no_handle_of_;
   // Serializes StartTask and RecoverTask, so that a task id is taken once.
   absl::Mutex start_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;

@@ -26,6 +26,7 @@
 #include "berth/driver/v1/driver.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "plugins/examples/mock_driver/task_state.h"
@@ -672,6 +673,46 @@ TEST_F(MockDriverTest, RecoverRefusesAReusedPid) {
   EXPECT_EQ(recovered->state(), driver::v1::TASK_STATE_RUNNING);
   ASSERT_TRUE(restarted.StopTask("t1", absl::Seconds(30), SIGTERM).ok());
   EXPECT_EQ(restarted.InspectTask("t1")->exit_result().signal(), SIGTERM);
+}
+
+// InspectTask carries the handle StartTask returned (for a node that never
+// got that reply), and another instance of the driver recovers the task
+// from it; with no_handle_of it carries none.
+TEST_F(MockDriverTest, InspectTaskGivesTheHandleStartTaskReturned) {
+  driver::v1::StartTaskResponse started;
+  ASSERT_TRUE(Start("t1", R"({"command": "/bin/sh", "args": ["-c", "exit 4"]})",
+                    &started)
+                  .ok());
+  ASSERT_TRUE(Wait("t1").ok());
+  grpc::ClientContext context;
+  driver::v1::InspectTaskRequest request;
+  request.set_task_id("t1");
+  driver::v1::InspectTaskResponse inspected;
+  ASSERT_TRUE(stub_->InspectTask(&context, request, &inspected).ok());
+  ASSERT_TRUE(inspected.has_handle());
+  const driver::v1::TaskHandle& handle = inspected.handle();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      handle.config(), started.handle().config()))
+      << handle.config().DebugString();
+  EXPECT_EQ(handle.version(), started.handle().version());
+  EXPECT_EQ(handle.driver_state(), started.handle().driver_state());
+  EXPECT_EQ(handle.state(), driver::v1::TASK_STATE_EXITED);
+  EXPECT_EQ(driver_->HandleOf("nope").status().code(),
+            absl::StatusCode::kNotFound);
+
+  MockDriver restarted(MockDriverOptions{dir_.Join("state")});
+  absl::StatusOr<driver::v1::TaskStatus> recovered =
+      restarted.RecoverTask(handle);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->exit_result().exit_code(), 4);
+
+  MockDriverOptions without;
+  without.default_state_dir = dir_.Join("state");
+  without.no_handle_of = true;
+  MockDriver old(without);
+  ASSERT_TRUE(old.RecoverTask(handle).ok());
+  EXPECT_EQ(old.HandleOf("t1").status().code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 TEST_F(MockDriverTest, StateDirectoryFollowsSetConfig) {
