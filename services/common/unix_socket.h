@@ -43,9 +43,9 @@ absl::Status CheckSocketPathLength(const std::string& socket_path);
 // - UNAVAILABLE: nobody listens on it (ECONNREFUSED: a stale socket, or a
 //   file that is not a socket);
 // - RESOURCE_EXHAUSTED: someone listens, but its backlog is full (EAGAIN);
-// - any other error keeps the code of its errno (absl::ErrnoToStatus, e.g.
-//   PERMISSION_DENIED for EACCES) unless that is one of the three above,
-//   which it then never is: UNKNOWN (e.g. EMFILE from socket()).
+// - any other error has its errno's code (absl::ErrnoToStatus, e.g.
+//   PERMISSION_DENIED for EACCES), or UNKNOWN where that code would be one
+//   of the three above (e.g. EMFILE from socket(), not a full backlog).
 absl::StatusOr<base::UniqueFd> ConnectUnixSocket(
     const std::string& socket_path);
 
