@@ -1273,6 +1273,86 @@ absl::Status RecoverTask(Context& context) {
                     "WaitTask after StopTask(SIGTERM) of the recovered task");
 }
 
+// The handle InspectTask gives with `task` (InspectTaskResponse.handle);
+// nullopt when it gives none. A handle naming another task is a Mismatch.
+absl::StatusOr<std::optional<driver::TaskHandle>> InspectedHandle(
+    Context& context, const driver::TaskConfig& task) {
+  driver::InspectTaskRequest request;
+  request.set_task_id(task.id());
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      driver::InspectTaskResponse inspected,
+      context.driver().InspectTask(request, context.Rpc()));
+  if (!inspected.has_handle()) return std::nullopt;
+  if (inspected.handle().config().id() != task.id()) {
+    return Mismatch(absl::StrCat(
+        "InspectTask of task ", task.id(), " gave a handle whose config.id is ",
+        Quote(inspected.handle().config().id()), "; want the task's id"));
+  }
+  return inspected.handle();
+}
+
+// A node that never got StartTask's reply adopts the run with the handle
+// InspectTask gives, and recovers it with that handle after the driver's
+// next restart (DRIVERS.md, "InspectTask's handle").
+absl::Status InspectHandleRecovers(Context& context) {
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::TaskConfig running,
+                               StartSleeper(context, "inspect-handle-running"));
+  CONFORMANCE_ASSIGN_OR_RETURN(std::optional<driver::TaskHandle> of_running,
+                               InspectedHandle(context, running));
+  if (!of_running.has_value()) {
+    return SkipCheck(
+        "InspectTask gives no handle (InspectTaskResponse.handle; the SDK's "
+        "Driver::HandleOf)");
+  }
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      driver::TaskConfig exited,
+      context.ShellTask("inspect-handle-exited", "exit 5"));
+  CONFORMANCE_RETURN_IF_ERROR(context.StartTask(exited).status());
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::ExitResult before,
+                               context.WaitTask(exited.id()));
+  CONFORMANCE_RETURN_IF_ERROR(ExpectExit(before, 5, 0, "WaitTask of `exit 5`"));
+  CONFORMANCE_ASSIGN_OR_RETURN(std::optional<driver::TaskHandle> of_exited,
+                               InspectedHandle(context, exited));
+  if (!of_exited.has_value()) {
+    return Mismatch(
+        "InspectTask gave a handle with a running task but none with an "
+        "exited one (a node adopts an exited run too)");
+  }
+
+  context.KillPlugin();
+  CONFORMANCE_RETURN_IF_ERROR(context.EnsurePlugin());
+
+  driver::RecoverTaskRequest request;
+  *request.mutable_handle() = *of_running;
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      driver::RecoverTaskResponse recovered,
+      context.driver().RecoverTask(request, context.Rpc(absl::Seconds(30))));
+  CONFORMANCE_RETURN_IF_ERROR(
+      ExpectState(recovered.status(), driver::TASK_STATE_RUNNING,
+                  "(RecoverTask's status, from InspectTask's handle) of a "
+                  "running task after the plugin was killed and relaunched"));
+  *request.mutable_handle() = *of_exited;
+  CONFORMANCE_ASSIGN_OR_RETURN(
+      recovered,
+      context.driver().RecoverTask(request, context.Rpc(absl::Seconds(30))));
+  CONFORMANCE_RETURN_IF_ERROR(
+      ExpectState(recovered.status(), driver::TASK_STATE_EXITED,
+                  "(RecoverTask's status, from InspectTask's handle) of a "
+                  "task that exited before the plugin was killed"));
+  CONFORMANCE_RETURN_IF_ERROR(
+      ExpectExit(recovered.status().exit_result(), 5, 0,
+                 "RecoverTask's exit_result (from InspectTask's handle) of "
+                 "`exit 5`"));
+
+  CONFORMANCE_RETURN_IF_ERROR(
+      context.StopTask(running.id(), "SIGTERM", absl::Seconds(5)));
+  CONFORMANCE_ASSIGN_OR_RETURN(driver::ExitResult stopped,
+                               context.WaitTask(running.id()));
+  return ExpectExit(stopped, 0, 15,
+                    "WaitTask after StopTask(SIGTERM) of the task recovered "
+                    "from InspectTask's handle");
+}
+
 absl::Status Shutdown(Context& context) {
   const bool recover = context.capabilities()->recover();
   std::optional<driver::TaskConfig> task;
@@ -1402,6 +1482,11 @@ std::vector<Check> CallChecks() {
        "running task RUNNING (then stops it) and an exited one EXITED with "
        "its code",
        Capability::kRecover, true, &RecoverTask},
+      {"inspect_handle_recovers",
+       "InspectTask's handle (when it gives one) names the task, and after "
+       "the plugin is killed and relaunched RecoverTask takes it: a running "
+       "task RUNNING, an exited one EXITED with its code",
+       Capability::kRecover, true, &InspectHandleRecovers},
       {"shutdown",
        "PluginService.Shutdown: the plugin exits 0 within the grace period; "
        "its tasks keep running (with recover)",

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Each check of the contract berth-node relies on (node_contract_checks.cc)
-# and each isolation check (isolation_checks.cc) fails when it should:
+# Each check of the contract berth-node relies on (node_contract_checks.cc,
+# and checks.cc's inspect_handle_recovers) and each isolation check
+# (isolation_checks.cc) fails when it should:
 # against the example Python driver broken in that one rule
 # (testing/broken_python_driver.py, BERTH_BROKEN_DRIVER_BREAKS; for the
 # isolation checks, claims_isolation: it claims what it does not enforce),
@@ -32,6 +33,8 @@ cases=(
   "isolation_masked_paths claims_isolation"
   "isolation_user_namespaces claims_isolation"
   "isolation_privileged claims_isolation"
+  "inspect_handle_recovers foreign_inspect_handle"
+  "inspect_handle_recovers unrecoverable_inspect_handle"
 )
 status=0
 for c in "${cases[@]}"; do

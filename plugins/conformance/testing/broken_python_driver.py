@@ -29,7 +29,11 @@ it should, //plugins/conformance:conformance_broken_contract_test):
 - claims_isolation: GetCapabilities claims every part of
   DriverCapabilities.isolation but image_rootfs (own_root, mounts,
   capabilities, no_new_privileges, seccomp, user_namespaces, masked_paths)
-  while the driver enforces none of them (the isolation_* checks).
+  while the driver enforces none of them (the isolation_* checks);
+- foreign_inspect_handle: InspectTask gives a handle whose config names
+  another task (the example driver gives none);
+- unrecoverable_inspect_handle: InspectTask gives a handle of the task whose
+  driver_state RecoverTask refuses.
 """
 
 import importlib.util
@@ -43,7 +47,8 @@ WRAPS_ENV = "BERTH_BROKEN_DRIVER_WRAPS"
 BREAKS_ENV = "BERTH_BROKEN_DRIVER_BREAKS"
 RULES = {"own_cwd", "logs_elsewhere", "no_rotation", "ignore_work_dir",
          "ignore_netns", "exit_lost_while_down", "small_pool",
-         "slow_shutdown", "claims_isolation"}
+         "slow_shutdown", "claims_isolation", "foreign_inspect_handle",
+         "unrecoverable_inspect_handle"}
 DRIVER_SERVICE = "/berth.driver.v1.DriverService/"
 
 
@@ -161,6 +166,22 @@ def break_rules(module, rules):
             return response
 
         servicer.GetCapabilities = lying
+
+    if rules & {"foreign_inspect_handle", "unrecoverable_inspect_handle"}:
+        inspect = servicer.InspectTask
+
+        def with_bad_handle(self, request, context):
+            response = inspect(self, request, context)
+            handle = response.handle
+            handle.version = module.HANDLE_VERSION
+            handle.config.CopyFrom(self.plugin.task(request.task_id).config)
+            handle.state = response.status.state
+            handle.driver_state = b"{}"
+            if "foreign_inspect_handle" in rules:
+                handle.config.id = request.task_id + "-other"
+            return response
+
+        servicer.InspectTask = with_bad_handle
 
     if "slow_shutdown" in rules:
         begin_shutdown = module.Plugin.begin_shutdown
