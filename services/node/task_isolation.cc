@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "base/path.h"
 #include "base/proto_time.h"
+#include "base/rlimits.h"
 #include "nlohmann/json.hpp"
 
 namespace berth::node {
@@ -309,13 +310,6 @@ absl::Status CheckSeccomp(const driverpb::SeccompProfile& seccomp) {
   return absl::OkStatus();
 }
 
-// getrlimit(2)'s resource types, without "RLIMIT_".
-constexpr const char* kRlimitTypes[] = {
-    "AS",      "CORE",     "CPU",        "DATA",   "FSIZE", "LOCKS",
-    "MEMLOCK", "MSGQUEUE", "NICE",       "NOFILE", "NPROC", "RSS",
-    "RTPRIO",  "RTTIME",   "SIGPENDING", "STACK",
-};
-
 // Letters, digits, "-" and "."; not starting or ending with "-" or ".";
 // 1 to `max` characters.
 bool ValidHostname(absl::string_view name, size_t max) {
@@ -525,11 +519,8 @@ std::optional<int> ParseSignalName(absl::string_view name) {
 }
 
 absl::StatusOr<std::string> CanonicalRlimitType(absl::string_view type) {
-  std::string upper = absl::AsciiStrToUpper(type);
-  absl::string_view bare = upper;
-  absl::ConsumePrefix(&bare, "RLIMIT_");
-  for (const char* known : kRlimitTypes) {
-    if (bare == known) return absl::StrCat("RLIMIT_", bare);
+  if (const base::RlimitName* found = base::FindRlimit(type)) {
+    return std::string(found->type);
   }
   return absl::InvalidArgumentError(
       absl::StrCat(Quoted(type),

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "base/io.h"
 #include "base/path.h"
+#include "base/rlimits.h"
 #include "base/unique_fd.h"
 #include "plugins/sdk/config.h"
 #include "services/driver/common/security.h"
@@ -62,30 +63,6 @@ std::string DefaultTaskDir(const std::string& state_dir,
 
 namespace {
 
-struct RlimitName {
-  const char* name;
-  int resource;
-};
-
-constexpr RlimitName kRlimitNames[] = {
-    {"RLIMIT_AS", RLIMIT_AS},
-    {"RLIMIT_CORE", RLIMIT_CORE},
-    {"RLIMIT_CPU", RLIMIT_CPU},
-    {"RLIMIT_DATA", RLIMIT_DATA},
-    {"RLIMIT_FSIZE", RLIMIT_FSIZE},
-    {"RLIMIT_LOCKS", RLIMIT_LOCKS},
-    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
-    {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
-    {"RLIMIT_NICE", RLIMIT_NICE},
-    {"RLIMIT_NOFILE", RLIMIT_NOFILE},
-    {"RLIMIT_NPROC", RLIMIT_NPROC},
-    {"RLIMIT_RSS", RLIMIT_RSS},
-    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
-    {"RLIMIT_RTTIME", RLIMIT_RTTIME},
-    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
-    {"RLIMIT_STACK", RLIMIT_STACK},
-};
-
 // A host name as sethostname(2) and RFC 1123 take it: 1-63 letters, digits,
 // '-' and '.'.
 absl::Status CheckHostname(const std::string& hostname) {
@@ -116,13 +93,12 @@ absl::StatusOr<std::vector<RlimitSpec>> ResolveRlimits(
   std::vector<RlimitSpec> resolved;
   for (int i = 0; i < rlimits.size(); ++i) {
     const driver::v1::Rlimit& rlimit = rlimits[i];
-    const RlimitName* found = nullptr;
-    for (const RlimitName& name : kRlimitNames) {
-      if (rlimit.type() == name.name) found = &name;
-    }
+    const base::RlimitName* found = base::FindRlimitByType(rlimit.type());
     if (found == nullptr) {
       std::vector<std::string> names;
-      for (const RlimitName& name : kRlimitNames) names.push_back(name.name);
+      for (const base::RlimitName& name : base::RlimitNames()) {
+        names.push_back(name.type);
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           "rlimits[", i, "].type \"", absl::CHexEscape(rlimit.type()),
           "\" is not a resource limit (", absl::StrJoin(names, ", "), ")"));

@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/rlimits.h"
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
 #include "google/protobuf/duration.pb.h"
@@ -323,26 +324,6 @@ const FlagSpec& DetachKeysFlagSpec() {
 
 namespace {
 
-// docker's --ulimit names and getrlimit(2)'s.
-constexpr std::pair<const char*, const char*> kRlimitNames[] = {
-    {"as", "RLIMIT_AS"},
-    {"core", "RLIMIT_CORE"},
-    {"cpu", "RLIMIT_CPU"},
-    {"data", "RLIMIT_DATA"},
-    {"fsize", "RLIMIT_FSIZE"},
-    {"locks", "RLIMIT_LOCKS"},
-    {"memlock", "RLIMIT_MEMLOCK"},
-    {"msgqueue", "RLIMIT_MSGQUEUE"},
-    {"nice", "RLIMIT_NICE"},
-    {"nofile", "RLIMIT_NOFILE"},
-    {"nproc", "RLIMIT_NPROC"},
-    {"rss", "RLIMIT_RSS"},
-    {"rtprio", "RLIMIT_RTPRIO"},
-    {"rttime", "RLIMIT_RTTIME"},
-    {"sigpending", "RLIMIT_SIGPENDING"},
-    {"stack", "RLIMIT_STACK"},
-};
-
 absl::StatusOr<uint64_t> ParseRlimitValue(absl::string_view text,
                                           absl::string_view which) {
   if (text == "unlimited" || text == "-1") {
@@ -406,17 +387,11 @@ absl::StatusOr<driverpb::Rlimit> ParseUlimit(absl::string_view text) {
     return absl::InvalidArgumentError(
         "must be NAME=SOFT[:HARD], e.g. nofile=1024:4096");
   }
-  std::string name = absl::AsciiStrToLower(text.substr(0, equals));
-  absl::string_view short_name = name;
-  absl::ConsumePrefix(&short_name, "rlimit_");
-  const char* type = nullptr;
-  for (const auto& [docker_name, rlimit] : kRlimitNames) {
-    if (short_name == docker_name) type = rlimit;
-  }
+  const base::RlimitName* type = base::FindRlimit(text.substr(0, equals));
   if (type == nullptr) {
     std::string names;
-    for (const auto& entry : kRlimitNames) {
-      absl::StrAppend(&names, names.empty() ? "" : ", ", entry.first);
+    for (const base::RlimitName& entry : base::RlimitNames()) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", entry.short_name);
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown limit \"", text.substr(0, equals), "\": use one of ", names));
@@ -439,7 +414,7 @@ absl::StatusOr<driverpb::Rlimit> ParseUlimit(absl::string_view text) {
                      " is above the hard limit ", RlimitValueText(hard)));
   }
   driverpb::Rlimit limit;
-  limit.set_type(type);
+  limit.set_type(type->type);
   limit.set_soft(*soft);
   limit.set_hard(hard);
   return limit;
