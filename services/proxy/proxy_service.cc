@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
 #include "services/common/stream_log.h"
+#include "services/common/unix_socket.h"
 #include "services/proxy/token.h"
 
 namespace berth {
@@ -197,15 +198,21 @@ absl::Status ProxyServiceImpl::Restore() {
   for (const StateStore::SandboxRecord& record : state.sandboxes) {
     // A sandbox whose agent's socket is gone (its task directory removed,
     // e.g. by a DestroyTask whose UnregisterSandbox found this proxy down)
-    // cannot come back: its record goes, and its processes' below.
-    struct stat socket_stat;
-    if (absl::StartsWith(record.target, "unix:") &&
-        lstat(record.target.c_str() + 5, &socket_stat) != 0 &&
-        errno == ENOENT) {
-      store_->RemoveSandbox(record.sandbox_id);
-      LOG(INFO) << "forgot sandbox " << record.sandbox_id << ": its agent's "
-                << "socket " << record.target.substr(5) << " is gone";
-      continue;
+    // or that nobody listens on (its agent ended; the directory is not
+    // removed yet) cannot come back: an agent never serves again on the
+    // socket of one that ended. Its record goes, and its processes' below.
+    if (absl::StartsWith(record.target, "unix:")) {
+      const std::string socket = record.target.substr(5);
+      absl::StatusOr<SocketPathState> agent = ProbeSocketPath(socket);
+      if (agent.ok() && *agent != SocketPathState::kLive) {
+        store_->RemoveSandbox(record.sandbox_id);
+        LOG(INFO) << "forgot sandbox " << record.sandbox_id
+                  << ": its agent's socket " << socket
+                  << (*agent == SocketPathState::kAbsent
+                          ? " is gone"
+                          : " has no agent listening on it");
+        continue;
+      }
     }
     Sandbox& sandbox = sandboxes_[record.sandbox_id];
     sandbox.id = record.sandbox_id;

@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/unique_fd.h"
 #include "berth/proxy/v1/proxy.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -987,13 +990,40 @@ TEST_F(ProxyServiceTest, ShimResumesAcrossARestartOfTheProxy) {
 }
 
 // A restarted proxy keeps the sandbox records whose agent's socket is there
-// and forgets those whose socket is gone (a sandbox removed while the proxy
-// was down: its UnregisterSandbox failed), file and all.
+// and forgets those whose socket is gone or that nobody listens on (a
+// sandbox removed, or whose agent ended, while the proxy was down: its
+// UnregisterSandbox failed), file and all.
 TEST_F(ProxyServiceTest, RestoreForgetsSandboxesWhoseAgentSocketIsGone) {
   StopProxy();
   const std::string state_dir = dir_.Join("state");
   StartProxy(state_dir);
   RegisterFakeAgent();
+  // A second sandbox whose agent then ends, leaving its socket file: bound,
+  // nobody listening.
+  const std::string stale = dir_.Join("stale.sock");
+  {
+    testing::FakeAgent second_agent;
+    UnixGrpcServer::Options options;
+    options.socket_path = stale;
+    options.services = {&second_agent};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    grpc::Status registered = Register("sb2", "unix:" + stale);
+    ASSERT_TRUE(registered.ok()) << registered.error_message();
+    (*server)->Shutdown(absl::Seconds(1));
+  }
+  if (access(stale.c_str(), F_OK) != 0) {
+    base::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(fd.valid());
+    struct sockaddr_un address = {};
+    address.sun_family = AF_UNIX;
+    ASSERT_LT(stale.size(), sizeof(address.sun_path));
+    stale.copy(address.sun_path, stale.size());
+    ASSERT_EQ(bind(fd.get(), reinterpret_cast<struct sockaddr*>(&address),
+                   sizeof(address)),
+              0);
+  }
   auto records = [&] {
     int n = 0;
     if (DIR* d = opendir((state_dir + "/sandboxes").c_str())) {
@@ -1002,10 +1032,11 @@ TEST_F(ProxyServiceTest, RestoreForgetsSandboxesWhoseAgentSocketIsGone) {
     }
     return n;
   };
-  ASSERT_EQ(records(), 1);
+  ASSERT_EQ(records(), 2);
   StopProxy();
   StartProxy(state_dir);
-  EXPECT_EQ(records(), 1) << "a sandbox whose agent answers was forgotten";
+  EXPECT_EQ(records(), 1) << "a sandbox whose agent answers was forgotten, or "
+                             "one whose socket nobody listens on kept";
   StopProxy();
   agent_server_->Shutdown(absl::Seconds(1));
   agent_server_.reset();
