@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/host_name.h"
 #include "base/path.h"
 #include "base/proto_time.h"
 #include "base/rlimits.h"
@@ -310,16 +311,6 @@ absl::Status CheckSeccomp(const driverpb::SeccompProfile& seccomp) {
   return absl::OkStatus();
 }
 
-// Letters, digits, "-" and "."; not starting or ending with "-" or ".";
-// 1 to `max` characters.
-bool ValidHostname(absl::string_view name, size_t max) {
-  if (name.empty() || name.size() > max) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') return false;
-  }
-  return absl::ascii_isalnum(name.front()) && absl::ascii_isalnum(name.back());
-}
-
 bool ValidIp(const std::string& ip) {
   unsigned char buffer[16];
   // inet_pton reads up to a NUL: "1.2.3.4\0\n..." must not pass as it.
@@ -366,7 +357,7 @@ absl::Status CheckExtraHosts(const v1::TaskSpec& spec) {
   for (int i = 0; i < spec.extra_hosts_size(); ++i) {
     const v1::HostEntry& entry = spec.extra_hosts(i);
     const std::string field = absl::StrCat("spec.extra_hosts[", i, "]");
-    if (!ValidHostname(entry.hostname(), 253)) {
+    if (!base::IsHostName(entry.hostname(), 253)) {
       return Invalid(absl::StrCat(field, ".hostname"),
                      absl::StrCat(Quoted(entry.hostname()),
                                   " is not a valid host name (letters, "
@@ -538,12 +529,12 @@ std::string TaskHostname(const v1::TaskSpec& spec) {
   while (!hostname.empty() && !absl::ascii_isalnum(hostname.back())) {
     hostname.pop_back();
   }
-  return ValidHostname(hostname, 63) ? hostname : "task";
+  return base::IsHostName(hostname, 63) ? hostname : "task";
 }
 
 absl::Status ValidateTaskSettings(const v1::TaskSpec& spec) {
   if (absl::Status s = CheckLabels(spec); !s.ok()) return s;
-  if (!spec.hostname().empty() && !ValidHostname(spec.hostname(), 63)) {
+  if (!spec.hostname().empty() && !base::IsHostName(spec.hostname(), 63)) {
     return Invalid("spec.hostname",
                    absl::StrCat(Quoted(spec.hostname()),
                                 " is not a valid host name (at most 63 "

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/host_name.h"
 #include "base/io.h"
 #include "base/path.h"
 #include "base/rlimits.h"
@@ -64,26 +65,27 @@ std::string DefaultTaskDir(const std::string& state_dir,
 namespace {
 
 // A host name as sethostname(2) and RFC 1123 take it: 1-63 letters, digits,
-// '-' and '.'.
+// '-' and '.', starting and ending with a letter or a digit.
 absl::Status CheckHostname(const std::string& hostname) {
-  if (hostname.empty() || hostname.size() > 63) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hostname \"", absl::CHexEscape(hostname),
-                     "\" must be 1 to 63 letters, digits, '-' or '.'"));
-  }
-  for (char c : hostname) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') {
+  char bad = 0;
+  switch (base::CheckHostName(hostname, 63, &bad)) {
+    case base::HostNameFault::kNone:
+      return absl::OkStatus();
+    case base::HostNameFault::kLength:
+      return absl::InvalidArgumentError(
+          absl::StrCat("hostname \"", absl::CHexEscape(hostname),
+                       "\" must be 1 to 63 letters, digits, '-' or '.'"));
+    case base::HostNameFault::kCharacter:
       return absl::InvalidArgumentError(
           absl::StrCat("hostname \"", absl::CHexEscape(hostname), "\" has '",
-                       absl::CHexEscape(std::string(1, c)),
+                       absl::CHexEscape(std::string(1, bad)),
                        "': only letters, digits, '-' and '.' are allowed"));
-    }
+    case base::HostNameFault::kEdge:
+      break;
   }
-  if (hostname.front() == '-' || hostname.front() == '.') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hostname \"", hostname, "\" must start with a letter or a digit"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("hostname \"", hostname,
+                   "\" must start and end with a letter or a digit"));
 }
 
 }  // namespace

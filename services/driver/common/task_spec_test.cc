@@ -113,7 +113,8 @@ TEST(TaskSpecTest, HostnameReplacesTheDefaultAndIsChecked) {
   EXPECT_EQ(spec->hostname, "db-1.example");
   for (const std::string& bad :
        {std::string(64, 'a'), std::string("a b"), std::string("x/y"),
-        std::string("-lead"), std::string("under_score")}) {
+        std::string("-lead"), std::string("trail-"), std::string("end."),
+        std::string("under_score")}) {
     task.set_hostname(bad);
     spec = ResolveTaskSpec(task, "/var/lib/berth/x");
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;

@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/host_name.h"
 #include "base/rlimits.h"
 #include "berth/network/v1/network.pb.h"
 #include "berth/node/v1/node.pb.h"
@@ -349,15 +350,6 @@ bool HasSpace(absl::string_view text) {
                      [](char c) { return absl::ascii_isspace(c); });
 }
 
-// Letters, digits, '-' and '.', starting and ending with a letter or digit.
-bool IsHostName(absl::string_view name, size_t max) {
-  if (name.empty() || name.size() > max) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '.') return false;
-  }
-  return absl::ascii_isalnum(name.front()) && absl::ascii_isalnum(name.back());
-}
-
 // The lines of a K=V file: a UTF-8 byte order mark dropped, "\r\n" ends,
 // leading white space trimmed, blank lines and # comments skipped. Calls
 // `line` with each line's number and text.
@@ -435,7 +427,7 @@ absl::StatusOr<nodepb::HostEntry> ParseExtraHost(absl::string_view text) {
   }
   const absl::string_view name = text.substr(0, separator);
   absl::string_view ip = text.substr(separator + 1);
-  if (!IsHostName(name, 253)) {
+  if (!base::IsHostName(name, 253)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "\"", name, "\" is not a host name (letters, digits, '-' and '.')"));
   }
@@ -902,7 +894,7 @@ absl::Status NamesFromRunFlags(const ParsedArgs& flags,
                                nodepb::TaskSpec* spec) {
   if (flags.Has("hostname")) {
     const std::string hostname = flags.Value("hostname");
-    if (!hostname.empty() && !IsHostName(hostname, 63)) {
+    if (!hostname.empty() && !base::IsHostName(hostname, 63)) {
       return FlagError("--hostname", hostname,
                        "is not a host name: at most 63 letters, digits, '-' "
                        "and '.', starting and ending with a letter or digit");
@@ -924,7 +916,7 @@ absl::Status NamesFromRunFlags(const ParsedArgs& flags,
     dns.clear_searches();
     for (const std::string& domain : flags.Values("dns-search")) {
       // docker's "." means no search domain.
-      if (domain != "." && !IsHostName(domain, 253)) {
+      if (domain != "." && !base::IsHostName(domain, 253)) {
         return FlagError("--dns-search", domain,
                          "is not a domain name (letters, digits, '-' and "
                          "'.')");
