@@ -7,58 +7,25 @@
 //    very record back (escaping round-trips, whatever the bytes).
 // Everything under a fresh temporary directory, removed after the run.
 
-#include <fcntl.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "glog/logging.h"
-#include "services/common/remove_tree.h"
 #include "services/proxy/state_store.h"
+#include "tools/fuzz/fuzz_files.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
+using berth::fuzz::CreateFile;
+using berth::fuzz::Require;
 using berth::proxy::StateStore;
-
-void Require(bool condition, const std::string& what) {
-  if (!condition) {
-    std::fprintf(stderr, "state_store_fuzzer: %s\n", what.c_str());
-    std::abort();
-  }
-}
-
-std::string TempBase() {
-  for (const char* name : {"TEST_TMPDIR", "TMPDIR"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && value[0] == '/') return value;
-  }
-  return "/tmp";
-}
-
-void WriteFile(const std::string& path, absl::string_view data) {
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  Require(fd >= 0,
-          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
-  Require(data.empty() || write(fd, data.data(), data.size()) ==
-                              static_cast<ssize_t>(data.size()),
-          absl::StrCat("cannot write ", path));
-  close(fd);
-}
 
 StateStore OpenStore(const std::string& dir) {
   absl::StatusOr<StateStore> store = StateStore::Open(dir);
@@ -69,23 +36,18 @@ StateStore OpenStore(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bool quiet = [] {
-    FLAGS_minloglevel = google::GLOG_ERROR;  // skipped records warn
-    return true;
-  }();
-  (void)quiet;
+  berth::fuzz::QuietLogging();  // skipped records warn
   if (size > (16 << 10)) return 0;
-  const absl::string_view input(reinterpret_cast<const char*>(data), size);
-  std::string dir = TempBase() + "/berth-proxy-state-fuzz-XXXXXX";
-  Require(mkdtemp(dir.data()) != nullptr,
-          absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  const absl::string_view input = berth::fuzz::AsText(data, size);
+  const berth::fuzz::ScopedTempDir temp("berth-proxy-state-fuzz");
+  const std::string& dir = temp.path();
 
   // The bytes as they might be found after a crash or by tampering.
   {
     const StateStore store = OpenStore(dir + "/raw");
     const std::string name = absl::BytesToHexString("fuzz");
-    WriteFile(absl::StrCat(store.dir(), "/sandboxes/", name), input);
-    WriteFile(absl::StrCat(store.dir(), "/sessions/", name), input);
+    CreateFile(absl::StrCat(store.dir(), "/sandboxes/", name), input);
+    CreateFile(absl::StrCat(store.dir(), "/sessions/", name), input);
     const StateStore::State state = store.Load();
     Require(state.sandboxes.size() <= 1 && state.sessions.size() <= 1,
             "one file gave several records");
@@ -124,7 +86,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  const absl::Status removed = berth::RemoveTree(dir);
-  Require(removed.ok(), removed.ToString());
   return 0;
 }

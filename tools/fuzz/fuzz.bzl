@@ -25,9 +25,16 @@ makes, in the calling package:
                       them into its working corpus).
 
 srcs define `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`
-and no main. Every target is tagged "fuzz_target": `tools/dev fuzz` lists
-them with `bazel query 'attr(tags, fuzz_target, //...)'`.
+and no main. Every harness links //tools/fuzz:fuzz_util (Abseil and glog;
+not to be listed in deps): it may include "tools/fuzz/fuzz_util.h" (AsText,
+Require, QuietLogging). One that needs a temporary directory lists
+//tools/fuzz:fuzz_files (fuzz_files.h). Every target is tagged
+"fuzz_target": `tools/dev fuzz` lists them with
+`bazel query 'attr(tags, fuzz_target, //...)'`.
 """
+
+# What every harness shares (fuzz_util.h).
+_FUZZ_UTIL = "//tools/fuzz:fuzz_util"
 
 def berth_fuzz_target(name, srcs, deps = [], corpus = [], copts = [], tags = [], testonly = False, visibility = None, **kwargs):
     native.filegroup(
@@ -41,7 +48,7 @@ def berth_fuzz_target(name, srcs, deps = [], corpus = [], copts = [], tags = [],
     native.cc_library(
         name = name + "_harness",
         srcs = srcs,
-        deps = deps,
+        deps = deps + [_FUZZ_UTIL],
         copts = copts,
         testonly = testonly,
         visibility = ["//visibility:private"],

@@ -16,7 +16,6 @@
 // given to the unpacker are small (1 MiB an entry, 4 MiB a layer), so that
 // a sparse entry claiming gigabytes fails quickly instead of filling /tmp.
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -24,68 +23,25 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
 #include "base/unique_fd.h"
-#include "glog/logging.h"
-#include "services/common/remove_tree.h"
 #include "services/images/unpack/unpack.h"
+#include "tools/fuzz/fuzz_files.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
 constexpr size_t kMaxInput = 64 << 10;
 constexpr char kSentinel[] = "outside the layer: must not change\n";
 
-[[noreturn]] void Fail(const std::string& what) {
-  std::fprintf(stderr, "unpack_fuzzer: %s\n", what.c_str());
-  std::abort();
-}
-
-void Require(bool condition, const std::string& what) {
-  if (!condition) Fail(what);
-}
-
-std::string TempBase() {
-  for (const char* name : {"TEST_TMPDIR", "TMPDIR"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && value[0] == '/') return value;
-  }
-  return "/tmp";
-}
-
-void WriteSentinel(const std::string& path) {
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  Require(fd >= 0,
-          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
-  const size_t size = std::strlen(kSentinel);
-  Require(write(fd, kSentinel, size) == static_cast<ssize_t>(size),
-          absl::StrCat("cannot write ", path));
-  close(fd);
-}
-
-// The names in `dir` (without . and ..).
-std::set<std::string> List(const std::string& dir) {
-  std::set<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  Require(d != nullptr,
-          absl::StrCat("cannot list ", dir, ": ", std::strerror(errno)));
-  while (const dirent* entry = readdir(d)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.insert(name);
-  }
-  closedir(d);
-  return names;
-}
+using berth::fuzz::Require;
 
 void CheckSentinel(const std::string& path) {
   struct stat st;
@@ -113,24 +69,19 @@ bool LooksCompressed(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bool quiet = [] {
-    // The unpacker's warnings (skipped attributes, libarchive's) are
-    // expected by the thousand here.
-    FLAGS_minloglevel = google::GLOG_ERROR;
-    return true;
-  }();
-  (void)quiet;
+  // The unpacker's warnings (skipped attributes, libarchive's) are expected
+  // by the thousand here.
+  berth::fuzz::QuietLogging();
   if (size > kMaxInput) return 0;
 
-  std::string outer = TempBase() + "/berth-unpack-fuzz-XXXXXX";
-  Require(mkdtemp(outer.data()) != nullptr,
-          absl::StrCat("mkdtemp in ", TempBase(), ": ", std::strerror(errno)));
+  const berth::fuzz::ScopedTempDir temp("berth-unpack-fuzz");
+  const std::string& outer = temp.path();
   const std::string inner = outer + "/inner";
   const std::string layer = inner + "/layer";
   Require(mkdir(inner.c_str(), 0700) == 0 && mkdir(layer.c_str(), 0755) == 0,
           absl::StrCat("cannot make ", layer));
-  WriteSentinel(outer + "/sentinel");
-  WriteSentinel(inner + "/sentinel");
+  berth::fuzz::CreateFile(outer + "/sentinel", kSentinel);
+  berth::fuzz::CreateFile(inner + "/sentinel", kSentinel);
 
   berth::base::UniqueFd blob(memfd_create("layer", MFD_CLOEXEC));
   Require(blob.valid(), "memfd_create failed");
@@ -145,9 +96,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<berth::images::UnpackResult> result =
       berth::images::UnpackLayer(blob.get(), layer, options);
 
-  Require(List(outer) == std::set<std::string>{"inner", "sentinel"},
+  Require(berth::fuzz::ListNames(outer) ==
+              std::set<std::string>{"inner", "sentinel"},
           absl::StrCat("an entry appeared in or vanished from ", outer));
-  Require(List(inner) == std::set<std::string>{"layer", "sentinel"},
+  Require(berth::fuzz::ListNames(inner) ==
+              std::set<std::string>{"layer", "sentinel"},
           absl::StrCat("an entry appeared in or vanished from ", inner));
   CheckSentinel(outer + "/sentinel");
   CheckSentinel(inner + "/sentinel");
@@ -168,8 +121,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               "the diff_id of a plain tar is not the SHA-256 of its bytes");
     }
   }
-  const absl::Status removed = berth::RemoveTree(outer);
-  Require(removed.ok(),
-          absl::StrCat("cannot remove ", outer, ": ", removed.ToString()));
   return 0;
 }
