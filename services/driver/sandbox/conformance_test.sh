@@ -25,7 +25,7 @@ checks=(
   exec_streaming_output exec_streaming_stdin exec_streaming_tty
   exec_streaming_100mb
   unknown_task_not_found missing_command shutdown
-  task_stats recover_task
+  task_stats recover_task inspect_handle_recovers
   task_dir_as_handed_over logs_where_the_node_reads logs_rotation work_dir
   network_host network_group exit_while_driver_down many_tasks_waited
   isolation_own_root isolation_mounts isolation_capability_set
