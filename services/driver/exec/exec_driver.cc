@@ -1088,8 +1088,8 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverFromStartRecord(
     LOG(INFO) << "task " << task_id << ": "
               << (recovered->state() == dv1::TASK_STATE_EXITED ? "exited"
                                                                : "running")
-              << "; recovered from the start record of an interrupted "
-                 "StartTask";
+              << "; recovered from its start record "
+              << driver_common::StartRecordPath(state, task_id);
     return recovered;
   }
   const absl::Status& failed = recovered.status();
