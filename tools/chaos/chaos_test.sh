@@ -40,16 +40,13 @@ if [[ $code -ne 1 ]]; then
 fi
 
 # 2. The short soak: 30 lifecycles on both drivers, images and imageless,
-# bridge and none, while berth-node, berth-netns, berth-stats and berth-images
-# are killed every 1 to 3 s. Only the targets whose kills the node survives
-# today without a loss or leak: a kill -9 of berth-proxy, a driver plugin or a
-# shim can still record a start that ran as never started
-# (tools/chaos/README.md, "Known failures"); run them with
-# tools/chaos/chaos --targets=...
+# bridge and none, while every target is killed every 1 to 3 s: berth-node,
+# berth-netns, berth-stats, berth-images, berth-proxy, both driver plugins
+# and task shims.
 seed=${CHAOS_SEED:-18}
 echo "--- short soak, seed $seed"
 /usr/bin/python3 "$chaos" "$@" --seed="$seed" --lifecycles=30 --concurrency=4 \
-  --kill_min=1 --kill_max=3 --max_seconds=150 --targets=berth-node,berth-netns,berth-stats,berth-images
+  --kill_min=1 --kill_max=3 --max_seconds=150 --targets=berth-node,berth-netns,berth-stats,berth-images,berth-proxy,exec-driver,sandbox-driver,shim
 code=$?
 if [[ $code -ne 0 ]]; then
   echo "FAIL short soak: exit $code"
