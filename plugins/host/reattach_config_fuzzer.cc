@@ -11,10 +11,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "plugins/host/reattach_config.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::plugin::host::ReattachConfig;
-  const std::string text(reinterpret_cast<const char*>(data), size);
+  const std::string text(berth::fuzz::AsText(data, size));
   absl::StatusOr<ReattachConfig> parsed = ReattachConfig::Parse(text);
   if (!parsed.ok()) {
     if (!absl::StartsWith(parsed.status().message(),

@@ -12,12 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "plugins/sdk/handshake.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::plugin::FormatHandshake;
   using berth::plugin::Handshake;
   using berth::plugin::ParseHandshake;
-  const std::string line(reinterpret_cast<const char*>(data), size);
+  const std::string line(berth::fuzz::AsText(data, size));
   absl::StatusOr<Handshake> parsed = ParseHandshake(line);
   if (!parsed.ok()) {
     if (!absl::StartsWith(parsed.status().message(),

@@ -10,15 +10,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "services/netns_hook/allocation_store.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace nh = berth::netns_hook;
   using nlohmann::json;
-  const json in = json::parse(reinterpret_cast<const char*>(data),
-                              reinterpret_cast<const char*>(data) + size,
-                              nullptr, /*allow_exceptions=*/false);
+  const absl::string_view text = berth::fuzz::AsText(data, size);
+  const json in = json::parse(text.begin(), text.end(), nullptr,
+                              /*allow_exceptions=*/false);
   absl::StatusOr<nh::AllocationRecord> record = nh::RecordFromJson(in);
   if (!record.ok()) return 0;
   const json out = nh::RecordToJson(*record);

@@ -12,16 +12,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "berth/network/v1/network.pb.h"
 #include "nlohmann/json.hpp"
 #include "services/netns_hook/cni_config.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace nh = berth::netns_hook;
   using nlohmann::json;
-  const json config = json::parse(reinterpret_cast<const char*>(data),
-                                  reinterpret_cast<const char*>(data) + size,
-                                  nullptr, /*allow_exceptions=*/false);
+  const absl::string_view text = berth::fuzz::AsText(data, size);
+  const json config = json::parse(text.begin(), text.end(), nullptr,
+                                  /*allow_exceptions=*/false);
   if (config.is_discarded()) return 0;
   absl::StatusOr<nh::CniNetwork> network =
       nh::NetworkFromJson(config, "fuzz.conflist");

@@ -13,13 +13,14 @@
 #include "absl/strings/match.h"
 #include "nlohmann/json.hpp"
 #include "services/netns_hook/cni_config.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::netns_hook::CniErrorOf;
   using berth::netns_hook::CniResult;
   using berth::netns_hook::DumpJson;
   using berth::netns_hook::ParseResult;
-  const std::string text(reinterpret_cast<const char*>(data), size);
+  const std::string text(berth::fuzz::AsText(data, size));
   (void)CniErrorOf(text);
   const nlohmann::json result =
       nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

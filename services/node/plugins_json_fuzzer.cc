@@ -19,7 +19,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "services/node/plugin_manager.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -51,7 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = Dir() + "/plugins.json";
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), size);
+    const absl::string_view text = berth::fuzz::AsText(data, size);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
     if (!out.good()) std::abort();
   }
   absl::StatusOr<std::vector<berth::node::PluginSpec>> specs =

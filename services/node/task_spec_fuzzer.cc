@@ -31,6 +31,7 @@
 #include "services/node/health_checker.h"
 #include "services/node/task_isolation.h"
 #include "services/node/task_manager.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -152,23 +153,22 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const char* bytes = reinterpret_cast<const char*>(data) + 1;
-  const size_t length = size - 1;
+  const absl::string_view bytes = berth::fuzz::AsText(data, size).substr(1);
   nodepb::TaskSpec spec;
   if ((data[0] & 1) != 0) {
     google::protobuf::util::JsonParseOptions options;
-    if (!google::protobuf::util::JsonStringToMessage(std::string(bytes, length),
-                                                     &spec, options)
+    if (!google::protobuf::util::JsonStringToMessage(std::string(bytes), &spec,
+                                                     options)
              .ok()) {
       return 0;
     }
-  } else if (!spec.ParseFromArray(bytes, static_cast<int>(length))) {
+  } else if (!spec.ParseFromArray(bytes.data(),
+                                  static_cast<int>(bytes.size()))) {
     return 0;
   }
   // The output of a check as the node keeps it: bounded, and valid UTF-8
   // (which passes again unchanged).
-  const std::string output =
-      berth::node::HealthOutput(std::string(bytes, length), 64);
+  const std::string output = berth::node::HealthOutput(std::string(bytes), 64);
   Check(output.size() <= 64);
   Check(berth::node::HealthOutput(output, 64) == output);
 

@@ -30,6 +30,7 @@
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/stats/collector.h"
 #include "services/common/stats/host_info.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -171,9 +172,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int backend = data[0] % 4;
   const std::vector<std::string>& files = Files(backend);
-  const std::vector<absl::string_view> parts = absl::StrSplit(
-      absl::string_view(reinterpret_cast<const char*>(data) + 1, size - 1),
-      absl::MaxSplits('\0', static_cast<int>(files.size()) - 1));
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(berth::fuzz::AsText(data, size).substr(1),
+                     absl::MaxSplits('\0', static_cast<int>(files.size()) - 1));
   const std::string& dir = TempDir();
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string path = absl::StrCat(dir, "/", files[i]);

@@ -22,6 +22,7 @@
 #include "services/common/stats/cgroup_layout.h"
 #include "services/common/stats/collector.h"
 #include "services/common/stats/kept_file.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -146,8 +147,7 @@ void FuzzCgroupPath(absl::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const absl::string_view text(reinterpret_cast<const char*>(data) + 1,
-                               size - 1);
+  const absl::string_view text = berth::fuzz::AsText(data, size).substr(1);
   switch (data[0] % 5) {
     case 0:
       FuzzMountinfo(text);

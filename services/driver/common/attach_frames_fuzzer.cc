@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "services/driver/common/attach_hub.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -224,7 +225,7 @@ void FuzzHub(const std::string& sent, const std::vector<Frame>& frames) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const std::string sent(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const std::string sent(berth::fuzz::AsText(data, size).substr(1));
   const size_t piece = 1 + data[0] / 2;  // 1..128 bytes at a time
   size_t consumed = 0;
   bool malformed = false;

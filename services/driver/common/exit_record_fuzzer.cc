@@ -8,13 +8,14 @@
 #include <string>
 
 #include "services/driver/common/init_spec.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::driver_common::DecodeExitRecord;
   using berth::driver_common::EncodeExitRecord;
   using berth::driver_common::ExitRecord;
   using berth::driver_common::kMaxExitRecordBytes;
-  const std::string input(reinterpret_cast<const char*>(data), size);
+  const std::string input(berth::fuzz::AsText(data, size));
   ExitRecord record;
   if (!DecodeExitRecord(input, &record)) return 0;
   if (input.size() > kMaxExitRecordBytes) std::abort();

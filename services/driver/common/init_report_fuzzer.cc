@@ -8,12 +8,13 @@
 #include <string>
 
 #include "services/driver/common/init_spec.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::driver_common::DecodeInitReport;
   using berth::driver_common::EncodeInitReport;
   using berth::driver_common::InitReport;
-  const std::string input(reinterpret_cast<const char*>(data), size);
+  const std::string input(berth::fuzz::AsText(data, size));
   InitReport report;
   if (!DecodeInitReport(input, &report)) return 0;
   const std::string encoded = EncodeInitReport(report);

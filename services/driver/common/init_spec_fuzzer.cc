@@ -8,12 +8,13 @@
 #include <string>
 
 #include "services/driver/common/init_spec.h"
+#include "tools/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using berth::driver_common::DecodeInitSpec;
   using berth::driver_common::EncodeInitSpec;
   using berth::driver_common::InitSpec;
-  const std::string input(reinterpret_cast<const char*>(data), size);
+  const std::string input(berth::fuzz::AsText(data, size));
   InitSpec spec;
   std::string error;
   if (!DecodeInitSpec(input, &spec, &error)) {

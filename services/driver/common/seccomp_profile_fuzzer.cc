@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "services/driver/common/security.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -35,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace berth::driver_common;
   // Larger profiles only make libseccomp slower, not the parser different.
   if (size > (64 << 10)) return 0;
-  const std::string json(reinterpret_cast<const char*>(data), size);
+  const std::string json(berth::fuzz::AsText(data, size));
   absl::StatusOr<std::string> filter =
       CompileSeccompProfile(json, kDefaultCapabilities);
   Check(filter);

@@ -5,29 +5,23 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "berth/image/v1/image.pb.h"
 #include "services/images/oci/digest.h"
 #include "services/images/oci/manifest.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
-void Require(bool condition, const char* what) {
-  if (!condition) {
-    std::fprintf(stderr, "image_config_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
+using berth::fuzz::Require;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace berth::images;
-  const absl::string_view json(reinterpret_cast<const char*>(data), size);
+  const absl::string_view json = berth::fuzz::AsText(data, size);
   absl::StatusOr<ImageConfigFile> config = ParseImageConfig(json);
   if (!config.ok()) return 0;
   Require(config->diff_ids.size() <= kMaxLayers, "too many diff_ids accepted");

@@ -6,24 +6,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "berth/image/v1/image.pb.h"
 #include "services/images/oci/digest.h"
 #include "services/images/oci/manifest.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace berth::images {
 namespace {
 
-void Require(bool condition, const char* what) {
-  if (!condition) {
-    std::fprintf(stderr, "manifest_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
+using berth::fuzz::Require;
 
 void CheckDescriptor(const Descriptor& descriptor) {
   Require(ValidateDigest(descriptor.digest).ok(),
@@ -82,7 +76,7 @@ void FuzzManifest(absl::string_view json, absl::string_view media_type) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace berth::images;
-  const absl::string_view json(reinterpret_cast<const char*>(data), size);
+  const absl::string_view json = berth::fuzz::AsText(data, size);
   // As the registry client does: the Content-Type given, or the document's
   // own (detected).
   absl::StatusOr<std::string> detected = DetectMediaType(json);

@@ -5,28 +5,22 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "services/images/oci/digest.h"
 #include "services/images/oci/reference.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
-void Require(bool condition, const char* what) {
-  if (!condition) {
-    std::fprintf(stderr, "reference_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
+using berth::fuzz::Require;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace berth::images;
-  const absl::string_view text(reinterpret_cast<const char*>(data), size);
+  const absl::string_view text = berth::fuzz::AsText(data, size);
   if (ValidateDigest(text).ok()) {
     Require(DigestFromHex(DigestHex(text)) == text,
             "a valid digest does not round-trip through its hex");

@@ -7,8 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,15 +16,11 @@
 #include "absl/strings/string_view.h"
 #include "services/images/registry/challenge.h"
 #include "services/images/registry/url.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
-void Require(bool condition, const char* what) {
-  if (!condition) {
-    std::fprintf(stderr, "challenge_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
+using berth::fuzz::Require;
 
 void Check(const std::vector<berth::images::AuthChallenge>& challenges) {
   Require(!challenges.empty(), "an accepted header has no challenge");
@@ -59,7 +53,7 @@ void Check(const std::vector<berth::images::AuthChallenge>& challenges) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const absl::string_view text(reinterpret_cast<const char*>(data), size);
+  const absl::string_view text = berth::fuzz::AsText(data, size);
   absl::StatusOr<std::vector<berth::images::AuthChallenge>> one =
       berth::images::ParseWwwAuthenticate(text);
   if (one.ok()) Check(*one);

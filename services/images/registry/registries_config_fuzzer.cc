@@ -6,8 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,21 +13,17 @@
 #include "absl/strings/string_view.h"
 #include "services/images/registry/registry_client.h"
 #include "services/images/registry/url.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
-void Require(bool condition, const char* what) {
-  if (!condition) {
-    std::fprintf(stderr, "registries_config_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
+using berth::fuzz::Require;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace berth::images;
-  const absl::string_view json(reinterpret_cast<const char*>(data), size);
+  const absl::string_view json = berth::fuzz::AsText(data, size);
   absl::StatusOr<RegistriesConfig> config = RegistriesConfig::Parse(json);
   if (!config.ok()) return 0;
   for (const auto& [name, host] : config->hosts) {

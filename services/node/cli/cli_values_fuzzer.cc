@@ -27,6 +27,7 @@
 #include "services/node/cli/detach_keys.h"
 #include "services/node/cli/task_spec_flags.h"
 #include "services/node/task_isolation.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -107,8 +108,7 @@ constexpr int kParsers = 17;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const absl::string_view text(reinterpret_cast<const char*>(data) + 1,
-                               size - 1);
+  const absl::string_view text = berth::fuzz::AsText(data, size).substr(1);
   switch (data[0] % kParsers) {
     case 0: {
       absl::StatusOr<uint64_t> bytes = ParseMemoryBytes(text);

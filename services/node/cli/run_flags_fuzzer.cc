@@ -28,6 +28,7 @@
 #include "services/node/cli/detach_keys.h"
 #include "services/node/cli/task_spec_flags.h"
 #include "services/node/task_isolation.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace {
 
@@ -59,9 +60,8 @@ std::optional<std::string> FakeEnv(const std::string& name) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const bool json_base = (data[0] & 1) != 0;
-  std::vector<std::string> args = absl::StrSplit(
-      absl::string_view(reinterpret_cast<const char*>(data) + 1, size - 1),
-      '\0');
+  std::vector<std::string> args =
+      absl::StrSplit(berth::fuzz::AsText(data, size).substr(1), '\0');
   if (args.size() > 256) return 0;  // a command line, not a file
   nodepb::TaskSpec base;
   if (json_base && !args.empty()) {
