@@ -147,6 +147,14 @@ class Cli {
   // leaves the task to the node.
   int Attach(const node::v1::Task& started, bool remove);
 
+  // The end of a run once `ended` has: says why a task that failed to start
+  // did, removes the task with --rm (`remove`; a failure said, the code
+  // kept) and returns berth's exit code: 125 for a failed start, else that
+  // of `exit` (an attach's exit frame) if given, else of the recorded end.
+  int FinishRun(
+      const node::v1::Task& ended, bool remove,
+      const std::optional<driver::v1::ExitResult>& exit = std::nullopt);
+
   // Shows the task's output until it has ended; returns the ended task.
   absl::StatusOr<node::v1::Task> FollowUntilEnd(const node::v1::Task& started);
 

@@ -658,6 +658,19 @@ TEST_F(CommandsTest, RunRmRemovesTheTaskAfterItEnds) {
   EXPECT_TRUE(fake_.run_requests()[0].remove_on_start_failure());
 }
 
+TEST_F(CommandsTest, RunRmThatCannotRemoveSaysWhyAndKeepsTheTasksCode) {
+  nodepb::Task outcome = MakeTask(kWebId, "web", nodepb::TASK_STATE_EXITED);
+  outcome.mutable_exit_result()->set_exit_code(3);
+  fake_.SetRunOutcome(outcome);
+  fake_.FailCalls("RemoveTask",
+                  grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                               "task web: its mounts are still held"));
+  CliResult result = Run({"run", "--rm", "--name", "web", "--", "false"});
+  EXPECT_EQ(result.code, 3) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("berth: task web: its mounts are still held\n"));
+}
+
 TEST_F(CommandsTest, RunNodeErrorIsOneLine) {
   fake_.FailCalls("RunTask",
                   grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

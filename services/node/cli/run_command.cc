@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,6 +40,7 @@
 namespace berth::cli {
 namespace {
 
+namespace driverpb = ::berth::driver::v1;
 namespace nodepb = ::berth::node::v1;
 
 absl::StatusOr<std::string> ReadAll(int fd, const std::string& what) {
@@ -284,25 +286,7 @@ int Cli::Run(const ParsedArgs& args) {
     // It ended before it could be attached to: its output from the logs.
     CopyLogs(id, /*follow=*/false, 0);
   }
-  int code = 0;
-  if (ended.state() == nodepb::TASK_STATE_FAILED) {
-    Err(absl::StrCat("berth: task ", TaskName(ended), " failed to start",
-                     ended.error().empty() ? "" : ": ", ended.error(), "\n"));
-    code = kExitTaskFailed;
-  } else {
-    code = ExitCodeOf(outcome->exit.has_value() ? *outcome->exit
-                                                : ended.exit_result());
-  }
-  if (remove) {
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    nodepb::RemoveTaskRequest request;
-    request.set_task_id(id);
-    nodepb::RemoveTaskResponse response;
-    grpc::Status status = stub_->RemoveTask(&context, request, &response);
-    if (!status.ok()) NodeError(status);
-  }
-  return code;
+  return FinishRun(ended, remove, outcome->exit);
 }
 
 int Cli::Attach(const nodepb::Task& started, bool remove) {
@@ -319,22 +303,24 @@ int Cli::Attach(const nodepb::Task& started, bool remove) {
         grpc::Status(static_cast<grpc::StatusCode>(ended.status().code()),
                      std::string(ended.status().message())));
   }
-  const nodepb::Task& task = *ended;
-  const std::string& id = task.id();
+  return FinishRun(*ended, remove);
+}
 
+int Cli::FinishRun(const nodepb::Task& ended, bool remove,
+                   const std::optional<driverpb::ExitResult>& exit) {
   int code = 0;
-  if (task.state() == nodepb::TASK_STATE_FAILED) {
-    Err(absl::StrCat("berth: task ", TaskName(task), " failed to start",
-                     task.error().empty() ? "" : ": ", task.error(), "\n"));
+  if (ended.state() == nodepb::TASK_STATE_FAILED) {
+    Err(absl::StrCat("berth: task ", TaskName(ended), " failed to start",
+                     ended.error().empty() ? "" : ": ", ended.error(), "\n"));
     code = kExitTaskFailed;
   } else {
-    code = ExitCodeOf(task.exit_result());
+    code = ExitCodeOf(exit.has_value() ? *exit : ended.exit_result());
   }
   if (remove) {
     grpc::ClientContext context;
     SetDeadline(&context);
     nodepb::RemoveTaskRequest request;
-    request.set_task_id(id);
+    request.set_task_id(ended.id());
     nodepb::RemoveTaskResponse response;
     grpc::Status status = stub_->RemoveTask(&context, request, &response);
     if (!status.ok()) NodeError(status);
