@@ -104,11 +104,17 @@ absl::StatusOr<std::string> Export(scmp_filter_ctx ctx) {
     return absl::InternalError(
         absl::StrCat("exporting the seccomp filter: ", std::strerror(-rc)));
   }
-  if (bytes.empty() || bytes.size() % sizeof(struct sock_filter) != 0 ||
-      bytes.size() / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+  if (bytes.empty() || bytes.size() % sizeof(struct sock_filter) != 0) {
     return absl::InternalError(absl::StrCat("the exported seccomp filter has ",
                                             bytes.size(), " bytes, not 1 to ",
                                             BPF_MAXINSNS, " instructions"));
+  }
+  if (const size_t instructions = bytes.size() / sizeof(struct sock_filter);
+      instructions > BPF_MAXINSNS) {
+    // Too many rules: the caller's input, not berth's fault.
+    return absl::OutOfRangeError(absl::StrCat(
+        "compiles to ", instructions, " instructions, more than the ",
+        BPF_MAXINSNS, " the kernel takes in a filter"));
   }
   return bytes;
 }
@@ -726,7 +732,11 @@ absl::StatusOr<std::string> CompileSeccompProfile(const std::string& json,
       }
     }
   }
-  return Export(ctx.get());
+  absl::StatusOr<std::string> filter = Export(ctx.get());
+  if (absl::IsOutOfRange(filter.status())) {
+    return ProfileError("", std::string(filter.status().message()));
+  }
+  return filter;
 }
 
 }  // namespace berth::driver_common

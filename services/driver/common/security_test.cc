@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/driver/common/child_probe_testing.h"
 
@@ -468,6 +469,21 @@ TEST(SeccompProfileTest, MalformedProfilesNameThePath) {
         << json;
     EXPECT_EQ(filter.status().message(), prefix + want) << json;
   }
+  // More rules than a filter may have instructions: the profile's fault.
+  std::string rules;
+  for (int i = 0; i < 6000; ++i) {
+    absl::StrAppend(&rules, i == 0 ? "" : ",",
+                    R"({"names": ["getppid"], "action": "SCMP_ACT_ERRNO",
+                        "args": [{"index": 0, "value": )",
+                    i + 1, R"(, "op": "SCMP_CMP_EQ"}]})");
+  }
+  absl::StatusOr<std::string> huge = CompileSeccompProfile(absl::StrCat(
+      R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [)", rules, "]}"));
+  ASSERT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument)
+      << huge.status();
+  EXPECT_THAT(std::string(huge.status().message()),
+              ::testing::AllOf(::testing::StartsWith(prefix + "compiles to "),
+                               ::testing::HasSubstr("more than the 4096")));
 }
 
 }  // namespace
