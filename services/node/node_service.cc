@@ -139,29 +139,24 @@ namespace {
 // holds it back).
 constexpr size_t kUpstreamBytes = 256 * 1024;
 
-// Relays one ExecTaskStreaming call between the caller and the task's
-// driver: a thread writes the caller's frames to the driver (never a
-// reaction of the call: a command that does not read its stdin must not
-// hold one of gRPC's threads), another reads the driver's frames and writes
-// them to the caller one at a time. The call ends with the driver's status.
-class ExecRelay final
-    : public grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
-                                     driver::v1::ExecTaskStreamingResponse> {
+// What ExecRelay and AttachRelay share: one call relayed to the task's
+// driver's stream of the same messages. The call's reads queue the caller's
+// requests (at most kUpstreamBytes ahead); a thread writes them to the
+// driver in order, the caller's half-close as the driver stream's (never a
+// reaction of the call: a driver that stops reading, as when the task does
+// not read its stdin, must not hold one of gRPC's threads); a request the
+// driver's stream no longer takes (it has ended) is dropped. Another thread
+// reads the driver's responses and writes them to the caller one at a time;
+// when the driver's stream ends, DriverEnded ends the call.
+//
+// A subclass opens the driver's stream for the setup (Open), may end the
+// call its own way (DriverEnded) and let go of what it holds of the service
+// (ReleaseHolds); its constructor ends with Begin.
+template <typename Request, typename Response>
+class DriverStreamRelay : public grpc::ServerBidiReactor<Request, Response> {
  public:
-  ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context,
-            absl::StatusOr<StreamLimiter::Slot> slot)
-      : tasks_(tasks), context_(context) {
-    if (!slot.ok()) {
-      // The client holds as many streams as it may: refused before reading.
-      Finish(ToGrpcStatus(slot.status()));
-      return;
-    }
-    slot_ = *std::move(slot);
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    if (exec_ == nullptr) {
+  void OnReadDone(bool ok) final ABSL_LOCKS_EXCLUDED(mu_) {
+    if (stream_ == nullptr) {
       if (!ok) {
         FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
                                 "the caller ended the call before its setup"));
@@ -179,8 +174,8 @@ class ExecRelay final
     {
       absl::MutexLock lock(&mu_);
       if (!ok) {
-        // Half-closed by the caller (the command's stdin ends), or
-        // cancelled.
+        // Half-closed by the caller (it sends nothing more; for exec, the
+        // command's stdin ends), or cancelled.
         read_ended_ = true;
         return;
       }
@@ -196,69 +191,77 @@ class ExecRelay final
     if (again) ReadNext();
   }
 
-  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void OnWriteDone(bool ok) final ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     write_ok_ = ok;
   }
 
-  void OnCancel() override { canceller_.Cancel(); }
+  void OnCancel() final { canceller_.Cancel(); }
 
   // Never waits: gRPC runs OnDone on its executor (or a callback thread),
   // whose queue also carries transport work such as a combiner's offload;
   // joining a thread stuck in a driver stream's Write or WritesDone there
   // could wait on work queued behind this very reaction. The threads are
   // joined, and the relay deleted, on a thread of its own.
-  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+  void OnDone() final ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       stop_upstream_ = true;
     }
     // Here, not at deletion: the service may be gone by then.
+    ReleaseHolds();
     slot_.Release();
     std::thread([this] { JoinAndDelete(); }).detach();
   }
 
- private:
-  absl::Status Start() {
-    if (!request_.has_setup()) {
-      return absl::InvalidArgumentError("the first request must be the setup");
+ protected:
+  using Stream = plugin::host::BidiStream<Request, Response>;
+
+  // `rpc` names the call in the log ("berth.node.v1.NodeService/...").
+  DriverStreamRelay(grpc::CallbackServerContext* context, const char* rpc)
+      : context_(context), rpc_(rpc) {}
+
+  // The end of the subclass's constructor: the call refused if its client
+  // holds as many streams as it may (`slot` an error), else its first read.
+  void Begin(absl::StatusOr<StreamLimiter::Slot> slot) {
+    if (!slot.ok()) {
+      // Refused before reading.
+      this->Finish(ToGrpcStatus(slot.status()));
+      return;
     }
-    absl::StatusOr<TaskManager::Target> target =
-        tasks_->RunningTarget(request_.setup().task_id());
-    if (!target.ok()) return target.status();
-    // The driver knows the task by its full id, not a name or prefix.
-    request_.mutable_setup()->set_task_id(target->id);
-    absl::StatusOr<std::unique_ptr<plugin::host::ExecStream>> exec =
-        target->driver->ExecTaskStreaming(
-            {absl::InfiniteFuture(), &canceller_});
-    if (!exec.ok()) return exec.status();
-    if (absl::Status s = (*exec)->Write(request_); !s.ok()) return s;
-    request_.Clear();
-    exec_ = *std::move(exec);
-    upstream_ = std::thread([this] { Upstream(); });
-    downstream_ = std::thread([this] { Downstream(); });
-    return absl::OkStatus();
+    slot_ = *std::move(slot);
+    this->StartRead(&request_);
   }
 
-  // After OnDone, on a thread that is neither of the relay's.
-  void JoinAndDelete() {
-    for (std::thread* thread : {&upstream_, &downstream_}) {
-      if (thread->joinable()) thread->join();
-    }
-    delete this;
+  // The driver's stream for the caller's setup request, which it may
+  // rewrite before the relay sends it (the task's full id); calls to the
+  // driver take canceller().
+  virtual absl::StatusOr<std::unique_ptr<Stream>> Open(Request* setup) = 0;
+
+  // The driver's stream has ended with `finished` (its responses all sent,
+  // `sent_exit` whether one was an exit) and the caller has not cancelled:
+  // ends the call, by default with the driver's status.
+  virtual void DriverEnded(const absl::Status& finished, bool sent_exit) {
+    (void)sent_exit;
+    FinishCall(ToGrpcStatus(finished));
   }
 
-  // The next read of the caller's frames, unless the call is finishing.
-  void ReadNext() ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (finishing_) return;
-      ++reads_starting_;
-    }
-    StartRead(&request_);
+  // In OnDone: lets go of what the relay holds of the service.
+  virtual void ReleaseHolds() {}
+
+  grpc::CallbackServerContext* context() const { return context_; }
+  plugin::host::CallCanceller* canceller() { return &canceller_; }
+
+  // Sends one response to the caller; false when it is gone.
+  bool Send(Response response) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    --reads_starting_;
+    response_ = std::move(response);
+    writing_ = true;
+    this->StartWrite(&response_);
+    mu_.Await(absl::Condition(
+        +[](bool* writing) { return !*writing; }, &writing_));
+    return write_ok_;
   }
 
   // Finish, once no StartRead is under way (none starts after it).
@@ -269,223 +272,26 @@ class ExecRelay final
       mu_.Await(absl::Condition(
           +[](int* starting) { return *starting == 0; }, &reads_starting_));
     }
-    Finish(status);
+    this->Finish(status);
   }
 
-  // The caller's frames, in order, to the driver; its half-close as the
-  // driver stream's (the command's stdin ends). A frame the driver's stream
-  // no longer takes (it has ended) is dropped.
-  void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
-    bool writable = true;
-    while (true) {
-      driver::v1::ExecTaskStreamingRequest next;
-      bool resume = false;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](ExecRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
-              return !relay->queue_.empty() || relay->read_ended_ ||
-                     relay->stop_upstream_;
-            },
-            this));
-        if (stop_upstream_) return;
-        if (queue_.empty()) break;  // the caller sends nothing more
-        next = std::move(queue_.front());
-        queue_.pop_front();
-        queued_bytes_ -= next.ByteSizeLong();
-        if (paused_ && queued_bytes_ < kUpstreamBytes / 2) {
-          paused_ = false;
-          resume = true;
-        }
-      }
-      if (resume) ReadNext();
-      if (writable) writable = exec_->Write(next).ok();
-    }
-    if (writable && !canceller_.cancelled()) (void)exec_->WritesDone();
-  }
-
-  void Downstream() ABSL_LOCKS_EXCLUDED(mu_) {
-    while (true) {
-      absl::StatusOr<std::optional<driver::v1::ExecTaskStreamingResponse>>
-          next = exec_->Read();
-      if (!next.ok() || !next->has_value()) break;
-      absl::MutexLock lock(&mu_);
-      response_ = **std::move(next);
-      writing_ = true;
-      StartWrite(&response_);
-      mu_.Await(absl::Condition(
-          +[](bool* writing) { return !*writing; }, &writing_));
-      if (!write_ok_) {
-        canceller_.Cancel();
-        break;
-      }
-    }
-    absl::Status finished = exec_->Finish();
-    if (context_->IsCancelled()) {
-      LogStreamEnd("berth.node.v1.NodeService/ExecTaskStreaming",
-                   grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"),
-                   true);
-      FinishCall(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
-      return;
-    }
-    FinishCall(ToGrpcStatus(finished));
-  }
-
-  TaskManager* const tasks_;
-  grpc::CallbackServerContext* const context_;
-  // Its place among its client's streams, released in OnDone.
-  StreamLimiter::Slot slot_;
-  plugin::host::CallCanceller canceller_;
-  // Only the call's reads touch it (one at a time).
-  driver::v1::ExecTaskStreamingRequest request_;
-  std::unique_ptr<plugin::host::ExecStream> exec_;
-  std::thread upstream_;
-  std::thread downstream_;
-  absl::Mutex mu_;
-  std::deque<driver::v1::ExecTaskStreamingRequest> queue_ ABSL_GUARDED_BY(mu_);
-  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
-  driver::v1::ExecTaskStreamingResponse response_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
-};
-
-}  // namespace
-
-grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
-                        driver::v1::ExecTaskStreamingResponse>*
-NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
-  return new ExecRelay(
-      tasks_, context,
-      AcquireStream(*context, "berth.node.v1.NodeService/ExecTaskStreaming"));
-}
-
-namespace {
-
-// Relays one AttachTask call between the caller and the task's driver: a
-// thread writes the caller's requests to the driver (never a reaction of
-// the call: a driver that stops reading, as when the task does not read its
-// stdin, must not hold one of gRPC's threads), another reads the driver's
-// responses and writes them to the caller one at a time; when the driver's
-// stream ends OK without an exit frame, it waits for the run to end and
-// sends its exit. Either side cancelling cancels the other; the task keeps
-// running. At most kMaxAttachesPerTask calls per task at once.
-class AttachRelay final
-    : public grpc::ServerBidiReactor<driver::v1::AttachTaskRequest,
-                                     driver::v1::AttachTaskResponse> {
- public:
-  AttachRelay(NodeServiceImpl* service, TaskManager* tasks,
-              PluginManager* plugins, grpc::CallbackServerContext* context,
-              absl::StatusOr<StreamLimiter::Slot> slot)
-      : service_(service), tasks_(tasks), plugins_(plugins), context_(context) {
-    if (!slot.ok()) {
-      // The client holds as many streams as it may: refused before reading.
-      Finish(ToGrpcStatus(slot.status()));
-      return;
-    }
-    stream_slot_ = *std::move(slot);
-    StartRead(&request_);
-  }
-
-  ~AttachRelay() override {
-    if (holds_slot_) service_->ReleaseAttachSlot(id_);
-  }
-
-  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    if (attach_ == nullptr) {
-      if (!ok) {
-        FinishCall(grpc::Status(grpc::StatusCode::CANCELLED,
-                                "the caller ended the call before its setup"));
-        return;
-      }
-      absl::Status started = Start();
-      if (!started.ok()) {
-        FinishCall(ToGrpcStatus(started));
-        return;
-      }
-      ReadNext();
-      return;
-    }
-    bool again = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!ok) {
-        // Half-closed by the caller (it sends nothing more), or cancelled.
-        read_ended_ = true;
-        return;
-      }
-      queued_bytes_ += request_.ByteSizeLong();
-      queue_.push_back(std::move(request_));
-      request_.Clear();
-      if (queued_bytes_ < kUpstreamBytes) {
-        again = true;
-      } else {
-        paused_ = true;  // Upstream reads on once it has caught up
-      }
-    }
-    if (again) ReadNext();
-  }
-
-  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    write_ok_ = ok;
-  }
-
-  void OnCancel() override { canceller_.Cancel(); }
-
-  // Never waits (see ExecRelay::OnDone). The slot is released here: the
-  // service may be gone by the time the relay is deleted.
-  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_upstream_ = true;
-    }
-    if (holds_slot_) service_->ReleaseAttachSlot(id_);
-    holds_slot_ = false;
-    stream_slot_.Release();
-    std::thread([this] { JoinAndDelete(); }).detach();
+  // Ends the call the caller cancelled.
+  void FinishCancelled() {
+    const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled");
+    LogStreamEnd(rpc_, cancelled, /*caller_cancelled=*/true);
+    FinishCall(cancelled);
   }
 
  private:
-  static constexpr char kRpc[] = "berth.node.v1.NodeService/AttachTask";
-
   absl::Status Start() {
     if (!request_.has_setup()) {
       return absl::InvalidArgumentError("the first request must be the setup");
     }
-    absl::StatusOr<TaskManager::Target> target =
-        tasks_->RunningTarget(request_.setup().task_id());
-    if (!target.ok()) return target.status();
-    absl::StatusOr<driver::v1::DriverCapabilities> caps =
-        plugins_->Capabilities(target->driver_name);
-    if (!caps.ok()) return caps.status();
-    if (!caps->attach()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "task ", target->id, ": driver ", target->driver_name,
-          " does not support attaching to tasks (its capabilities claim no "
-          "attach)"));
-    }
-    id_ = target->id;
-    run_ = target->run;
-    if (!service_->AcquireAttachSlot(id_)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "task ", id_, " has ", NodeServiceImpl::kMaxAttachesPerTask,
-          " callers attached, the most berth allows at once"));
-    }
-    holds_slot_ = true;
-    // The driver knows the task by its full id, not a name or prefix.
-    request_.mutable_setup()->set_task_id(target->id);
-    absl::StatusOr<std::unique_ptr<plugin::host::AttachStream>> attach =
-        target->driver->AttachTask({absl::InfiniteFuture(), &canceller_});
-    if (!attach.ok()) return attach.status();
-    if (absl::Status s = (*attach)->Write(request_); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<Stream>> stream = Open(&request_);
+    if (!stream.ok()) return stream.status();
+    if (absl::Status s = (*stream)->Write(request_); !s.ok()) return s;
     request_.Clear();
-    attach_ = *std::move(attach);
+    stream_ = *std::move(stream);
     upstream_ = std::thread([this] { Upstream(); });
     downstream_ = std::thread([this] { Downstream(); });
     return absl::OkStatus();
@@ -506,37 +312,24 @@ class AttachRelay final
       if (finishing_) return;
       ++reads_starting_;
     }
-    StartRead(&request_);
+    this->StartRead(&request_);
     absl::MutexLock lock(&mu_);
     --reads_starting_;
   }
 
-  // Finish, once no StartRead is under way (none starts after it).
-  void FinishCall(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      finishing_ = true;
-      mu_.Await(absl::Condition(
-          +[](int* starting) { return *starting == 0; }, &reads_starting_));
-    }
-    Finish(status);
-  }
-
-  // The caller's requests, in order, to the driver; its half-close as the
-  // driver stream's. A request the driver's stream no longer takes (it has
-  // ended: Downstream finishes the call) is dropped.
   void Upstream() ABSL_LOCKS_EXCLUDED(mu_) {
     bool writable = true;
     while (true) {
-      driver::v1::AttachTaskRequest next;
+      Request next;
       bool resume = false;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](AttachRelay* relay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
-              return !relay->queue_.empty() || relay->read_ended_ ||
-                     relay->stop_upstream_;
-            },
+            +[](DriverStreamRelay* relay)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(relay->mu_) {
+                   return !relay->queue_.empty() || relay->read_ended_ ||
+                          relay->stop_upstream_;
+                 },
             this));
         if (stop_upstream_) return;
         if (queue_.empty()) break;  // the caller sends nothing more
@@ -549,33 +342,15 @@ class AttachRelay final
         }
       }
       if (resume) ReadNext();
-      if (writable) writable = attach_->Write(next).ok();
+      if (writable) writable = stream_->Write(next).ok();
     }
-    if (writable && !canceller_.cancelled()) (void)attach_->WritesDone();
-  }
-
-  // Sends one response to the caller; false when it is gone.
-  bool Send(driver::v1::AttachTaskResponse response) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    response_ = std::move(response);
-    writing_ = true;
-    StartWrite(&response_);
-    mu_.Await(absl::Condition(
-        +[](bool* writing) { return !*writing; }, &writing_));
-    return write_ok_;
-  }
-
-  void Cancelled() {
-    const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled");
-    LogStreamEnd(kRpc, cancelled, /*caller_cancelled=*/true);
-    FinishCall(cancelled);
+    if (writable && !canceller_.cancelled()) (void)stream_->WritesDone();
   }
 
   void Downstream() {
     bool sent_exit = false;
     while (true) {
-      absl::StatusOr<std::optional<driver::v1::AttachTaskResponse>> next =
-          attach_->Read();
+      absl::StatusOr<std::optional<Response>> next = stream_->Read();
       if (!next.ok() || !next->has_value()) break;
       if ((*next)->has_exit()) sent_exit = true;
       if (!Send(**std::move(next))) {
@@ -583,11 +358,137 @@ class AttachRelay final
         break;
       }
     }
-    absl::Status finished = attach_->Finish();
+    absl::Status finished = stream_->Finish();
     if (context_->IsCancelled()) {
-      Cancelled();
+      FinishCancelled();
       return;
     }
+    DriverEnded(finished, sent_exit);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  const char* const rpc_;
+  // Its place among its client's streams, released in OnDone.
+  StreamLimiter::Slot slot_;
+  plugin::host::CallCanceller canceller_;
+  // Only the call's reads touch it (one at a time).
+  Request request_;
+  std::unique_ptr<Stream> stream_;
+  std::thread upstream_;
+  std::thread downstream_;
+  absl::Mutex mu_;
+  std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
+  Response response_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+// Relays one ExecTaskStreaming call between the caller and the task's
+// driver (see DriverStreamRelay). The call ends with the driver's status.
+class ExecRelay final
+    : public DriverStreamRelay<driver::v1::ExecTaskStreamingRequest,
+                               driver::v1::ExecTaskStreamingResponse> {
+ public:
+  ExecRelay(TaskManager* tasks, grpc::CallbackServerContext* context,
+            absl::StatusOr<StreamLimiter::Slot> slot)
+      : DriverStreamRelay(context,
+                          "berth.node.v1.NodeService/ExecTaskStreaming"),
+        tasks_(tasks) {
+    Begin(std::move(slot));
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Stream>> Open(
+      driver::v1::ExecTaskStreamingRequest* setup) override {
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(setup->setup().task_id());
+    if (!target.ok()) return target.status();
+    // The driver knows the task by its full id, not a name or prefix.
+    setup->mutable_setup()->set_task_id(target->id);
+    return target->driver->ExecTaskStreaming(
+        {absl::InfiniteFuture(), canceller()});
+  }
+
+  TaskManager* const tasks_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<driver::v1::ExecTaskStreamingRequest,
+                        driver::v1::ExecTaskStreamingResponse>*
+NodeServiceImpl::ExecTaskStreaming(grpc::CallbackServerContext* context) {
+  return new ExecRelay(
+      tasks_, context,
+      AcquireStream(*context, "berth.node.v1.NodeService/ExecTaskStreaming"));
+}
+
+namespace {
+
+// Relays one AttachTask call between the caller and the task's driver (see
+// DriverStreamRelay); when the driver's stream ends OK without an exit
+// frame, it waits for the run to end and sends its exit. Either side
+// cancelling cancels the other; the task keeps running. At most
+// kMaxAttachesPerTask calls per task at once.
+class AttachRelay final
+    : public DriverStreamRelay<driver::v1::AttachTaskRequest,
+                               driver::v1::AttachTaskResponse> {
+ public:
+  AttachRelay(NodeServiceImpl* service, TaskManager* tasks,
+              PluginManager* plugins, grpc::CallbackServerContext* context,
+              absl::StatusOr<StreamLimiter::Slot> slot)
+      : DriverStreamRelay(context, "berth.node.v1.NodeService/AttachTask"),
+        service_(service),
+        tasks_(tasks),
+        plugins_(plugins) {
+    Begin(std::move(slot));
+  }
+
+  ~AttachRelay() override {
+    if (holds_slot_) service_->ReleaseAttachSlot(id_);
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Stream>> Open(
+      driver::v1::AttachTaskRequest* setup) override {
+    absl::StatusOr<TaskManager::Target> target =
+        tasks_->RunningTarget(setup->setup().task_id());
+    if (!target.ok()) return target.status();
+    absl::StatusOr<driver::v1::DriverCapabilities> caps =
+        plugins_->Capabilities(target->driver_name);
+    if (!caps.ok()) return caps.status();
+    if (!caps->attach()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task ", target->id, ": driver ", target->driver_name,
+          " does not support attaching to tasks (its capabilities claim no "
+          "attach)"));
+    }
+    id_ = target->id;
+    run_ = target->run;
+    if (!service_->AcquireAttachSlot(id_)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "task ", id_, " has ", NodeServiceImpl::kMaxAttachesPerTask,
+          " callers attached, the most berth allows at once"));
+    }
+    holds_slot_ = true;
+    // The driver knows the task by its full id, not a name or prefix.
+    setup->mutable_setup()->set_task_id(target->id);
+    return target->driver->AttachTask({absl::InfiniteFuture(), canceller()});
+  }
+
+  // The attach slot is released here: the service may be gone by the time
+  // the relay is deleted.
+  void ReleaseHolds() override {
+    if (holds_slot_) service_->ReleaseAttachSlot(id_);
+    holds_slot_ = false;
+  }
+
+  void DriverEnded(const absl::Status& finished, bool sent_exit) override {
     if (!finished.ok() || sent_exit) {
       FinishCall(ToGrpcStatus(finished));
       return;
@@ -597,8 +498,8 @@ class AttachRelay final
     while (true) {
       absl::StatusOr<std::optional<driver::v1::ExitResult>> exit =
           tasks_->AwaitRunExit(id_, run_, absl::Milliseconds(250));
-      if (context_->IsCancelled()) {
-        Cancelled();
+      if (context()->IsCancelled()) {
+        FinishCancelled();
         return;
       }
       if (absl::IsDeadlineExceeded(exit.status())) continue;
@@ -610,7 +511,7 @@ class AttachRelay final
         driver::v1::AttachTaskResponse response;
         *response.mutable_exit() = **exit;
         if (!Send(std::move(response))) {
-          Cancelled();
+          FinishCancelled();
           return;
         }
       }
@@ -622,29 +523,9 @@ class AttachRelay final
   NodeServiceImpl* const service_;
   TaskManager* const tasks_;
   PluginManager* const plugins_;
-  grpc::CallbackServerContext* const context_;
-  plugin::host::CallCanceller canceller_;
-  // Only the call's reads touch it (one at a time).
-  driver::v1::AttachTaskRequest request_;
-  std::unique_ptr<plugin::host::AttachStream> attach_;
   std::string id_;
   uint32_t run_ = 0;
   bool holds_slot_ = false;
-  // Its place among its client's streams, released in OnDone.
-  StreamLimiter::Slot stream_slot_;
-  std::thread upstream_;
-  std::thread downstream_;
-  absl::Mutex mu_;
-  std::deque<driver::v1::AttachTaskRequest> queue_ ABSL_GUARDED_BY(mu_);
-  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_upstream_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
-  driver::v1::AttachTaskResponse response_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace
