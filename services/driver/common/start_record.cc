@@ -40,7 +40,10 @@ absl::Status WriteStartRecord(const std::string& state_dir,
     return absl::ErrnoToStatus(errno, absl::StrCat("making ", dir));
   }
   const std::string path = StartRecordPath(state_dir, handle.config().id());
-  const std::string temp = absl::StrCat(path, kTempSuffix);
+  // ".<id>.tmp": no task id starts with a dot, so no record is ever taken
+  // for a temporary file, nor one for a record (an id may end in ".tmp").
+  const std::string temp = absl::StrCat(StartsDir(state_dir), "/.",
+                                        handle.config().id(), kTempSuffix);
   std::string bytes;
   if (!handle.SerializeToString(&bytes)) {
     return absl::InternalError(absl::StrCat("encoding ", path));
@@ -106,7 +109,10 @@ void RemoveStartRecordLeftovers(const std::string& state_dir) {
   DIR* stream = opendir(dir.c_str());
   if (stream == nullptr) return;
   while (const struct dirent* entry = readdir(stream)) {
-    if (!absl::EndsWith(entry->d_name, kTempSuffix)) continue;
+    if (entry->d_name[0] != '.' ||
+        !absl::EndsWith(entry->d_name, kTempSuffix)) {
+      continue;
+    }
     if (unlinkat(dirfd(stream), entry->d_name, 0) == 0) {
       LOG(INFO) << "removed " << dir << "/" << entry->d_name
                 << ", a start record a killed driver did not finish";

@@ -74,11 +74,20 @@ TEST(StartRecordTest, LeftoversOfAnInterruptedWriteAreRemoved) {
   ::berth::testing::ShortTempDir dir;
   const std::string state = dir.path();
   ASSERT_TRUE(WriteStartRecord(state, Handle("t1")).ok());
-  const std::string temp = StartRecordPath(state, "t2") + ".tmp";
+  const std::string temp = state + "/starts/.t2.tmp";
   std::ofstream(temp) << "half";
+  // A task whose id ends in ".tmp" has a record like any other.
+  ASSERT_TRUE(WriteStartRecord(state, Handle("t3.tmp")).ok());
   RemoveStartRecordLeftovers(state);
   EXPECT_NE(access(temp.c_str(), F_OK), 0);
   EXPECT_TRUE(ReadStartRecord(state, "t1").ok());
+  EXPECT_TRUE(ReadStartRecord(state, "t3.tmp").ok());
+  // Writing t3's record leaves t3.tmp's alone.
+  ASSERT_TRUE(WriteStartRecord(state, Handle("t3")).ok());
+  absl::StatusOr<driver::v1::TaskHandle> other =
+      ReadStartRecord(state, "t3.tmp");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->config().id(), "t3.tmp");
 }
 
 }  // namespace

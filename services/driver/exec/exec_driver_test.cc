@@ -703,8 +703,7 @@ TEST_F(ExecDriverTest, ACutOffStartWithoutARunIsNotFoundAndLeavesNothing) {
       EXPECT_EQ(recorded.init_pid(), 0);
     }
     EXPECT_TRUE(PathExists(given_dir));
-    const std::string half_written =
-        StartRecordPath(state_.path(), "other") + ".tmp";
+    const std::string half_written = state_.path() + "/starts/.other.tmp";
     std::ofstream(half_written) << "half";
 
     driver_ = std::make_unique<ExecDriver>(options_);
