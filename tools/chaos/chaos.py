@@ -393,54 +393,65 @@ class Soak:
         lc.t_start = time.monotonic() - self.t0
         deadline = time.monotonic() + self.args.lifecycle_timeout
         attempt = 0
-        task = None
-        while task is None:
-            if time.monotonic() > deadline:
-                self.mismatch(lc, "no start within %d s: %s" % (
-                    self.args.lifecycle_timeout, lc.notes[-3:]))
-                return
-            name = "chaos-%s-%d" % (self.tag, lc.index) + ("-r%d" % attempt if attempt else "")
-            marker = "%d-%d" % (lc.index, attempt)
-            argv = ["run", "-d", "--name", name, "--driver", lc.driver, "--net", lc.net,
-                    "-v", "%s:/chaos" % self.marks]
-            argv += ["busybox"] if lc.image == "busybox" else ["--"]
-            inject = [k for k, i in self.args.inject.items() if i == lc.index]
-            argv += ["/bin/sh", "-c", lc.script(marker, inject), "chaos-" + self.tag]
-            rc, out, err = self.cli(*argv)
-            if rc == 0:
-                task_id = out.decode().strip()
-                lc.attempts.append((name, task_id, marker))
-                task = name
-                break
-            lc.notes.append("run %s: exit %d: %s" % (name, rc, err.decode(errors="replace").strip()[:300]))
-            # Did the node make the task anyway?
-            while True:
-                t, problem = self.inspect(name)
-                if t is not None or problem == "not found":
-                    break
+        while True:
+            task = None
+            while task is None:
                 if time.monotonic() > deadline:
-                    self.mismatch(lc, "inspect %s never answered: %s" % (name, problem))
+                    self.mismatch(lc, "no start within %d s: %s" % (
+                        self.args.lifecycle_timeout, lc.notes[-3:]))
                     return
-                time.sleep(0.5)
+                name = "chaos-%s-%d" % (self.tag, lc.index) + ("-r%d" % attempt if attempt else "")
+                marker = "%d-%d" % (lc.index, attempt)
+                argv = ["run", "-d", "--name", name, "--driver", lc.driver, "--net", lc.net,
+                        "-v", "%s:/chaos" % self.marks]
+                argv += ["busybox"] if lc.image == "busybox" else ["--"]
+                inject = [k for k, i in self.args.inject.items() if i == lc.index]
+                argv += ["/bin/sh", "-c", lc.script(marker, inject), "chaos-" + self.tag]
+                rc, out, err = self.cli(*argv)
+                if rc == 0:
+                    task_id = out.decode().strip()
+                    lc.attempts.append((name, task_id, marker))
+                    task = name
+                    break
+                lc.notes.append("run %s: exit %d: %s" % (name, rc, err.decode(errors="replace").strip()[:300]))
+                # Did the node make the task anyway?
+                while True:
+                    t, problem = self.inspect(name)
+                    if t is not None or problem == "not found":
+                        break
+                    if time.monotonic() > deadline:
+                        self.mismatch(lc, "inspect %s never answered: %s" % (name, problem))
+                        return
+                    time.sleep(0.5)
+                if t is None:
+                    self.count_refused(err)
+                    time.sleep(0.3)
+                    continue
+                lc.attempts.append((name, t.get("id", ""), marker))
+                if t.get("state") in FINISHED and not t.get("startedAt"):
+                    # Refused and recorded as never started: it must not have run.
+                    self.count_refused(err)
+                    if not self.settle_refused(lc, t, name, marker, deadline):
+                        return
+                    attempt += 1
+                    continue
+                task = name
+            name, task_id, marker = lc.attempts[-1]
+            with self.lock:
+                self.ids[task_id] = lc
+            t = self.wait_end(lc, name, marker, deadline)
             if t is None:
-                self.count_refused(err)
-                time.sleep(0.3)
-                continue
-            lc.attempts.append((name, t.get("id", ""), marker))
+                return
             if t.get("state") in FINISHED and not t.get("startedAt"):
-                # Refused and recorded as never started: it must not have run.
-                self.count_refused(err)
+                # Accepted (berth run -d returned), then its start failed in
+                # the node while a service was down: a refused start as well,
+                # which must not have run.
+                self.count_refused(t.get("error", "").encode())
                 if not self.settle_refused(lc, t, name, marker, deadline):
                     return
                 attempt += 1
                 continue
-            task = name
-        name, task_id, marker = lc.attempts[-1]
-        with self.lock:
-            self.ids[task_id] = lc
-        t = self.wait_end(lc, name, marker, deadline)
-        if t is None:
-            return
+            break
         self.check_end(lc, t, name, marker)
         if self.args.inject.get("keep") == lc.index:
             return
