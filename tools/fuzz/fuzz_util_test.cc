@@ -1,5 +1,6 @@
 #include "tools/fuzz/fuzz_util.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -27,6 +28,15 @@ TEST(RequireTest, AbortsNamingTheTargetAndWhat) {
   Require(true, "never printed");
   EXPECT_DEATH(Require(false, "an accepted size too big"),
                "^fuzz_util_test: an accepted size too big\n");
+}
+
+TEST(RequireTest, NamesTheTargetAlikeInItsCorpusTest) {
+  char* const program = program_invocation_short_name;
+  char corpus_test[] = "demo_fuzzer_corpus_test";
+  program_invocation_short_name = corpus_test;
+  const std::string name(TargetName());
+  program_invocation_short_name = program;
+  EXPECT_EQ(name, "demo_fuzzer");
 }
 
 TEST(QuietLoggingTest, RaisesTheLevelToError) {
