@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@
 #include "glog/logging.h"
 #include "grpcpp/client_context.h"
 #include "services/common/status.h"
+#include "services/common/unix_socket.h"
 #include "services/driver/common/init_spec.h"
 #include "services/driver/common/start_record.h"
 #include "services/driver/common/task_cgroup.h"
@@ -68,6 +70,11 @@ base::UniqueFd OpenIfSame(pid_t pid, uint64_t start_ticks) {
 
 absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     const dv1::TaskHandle& handle) {
+  return Recover(handle, /*reserved=*/false);
+}
+
+absl::StatusOr<dv1::TaskStatus> SandboxDriver::Recover(
+    const dv1::TaskHandle& handle, bool reserved) {
   const std::string& id = handle.config().id();
   if (absl::Status status = driver_common::CheckTaskId(id); !status.ok()) {
     return absl::InvalidArgumentError(
@@ -219,11 +226,14 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverTask(
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = tasks_.emplace(id, task);
     if (!inserted) {
-      if (it->second == nullptr) {
+      if (it->second == nullptr && reserved) {
+        it->second = task;  // the caller's reservation
+      } else if (it->second == nullptr) {
         return absl::AlreadyExistsError(
             absl::StrCat("task ", id, " is being started"));
+      } else {
+        return StatusOf(*it->second);
       }
-      return StatusOf(*it->second);
     }
   }
   if (ended.has_value()) {
@@ -247,6 +257,24 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverFromStartRecord(
       absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
   const std::string dir = state_dir();
   if (dir.empty() || !driver_common::CheckTaskId(task_id).ok()) return unknown;
+  // The id is held meanwhile: a StartTask or DestroyTask of it waits (is
+  // answered UNAVAILABLE) rather than racing the recovery.
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+      if (it->second != nullptr) return StatusOf(*it->second);
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or destroyed; ask again"));
+    }
+    tasks_[task_id] = nullptr;
+  }
+  absl::Cleanup release = [&] {
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id);
+        it != tasks_.end() && it->second == nullptr) {
+      tasks_.erase(it);
+    }
+  };
   absl::StatusOr<dv1::TaskHandle> handle =
       driver_common::ReadStartRecord(dir, task_id);
   if (absl::IsNotFound(handle.status())) return unknown;
@@ -254,21 +282,36 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverFromStartRecord(
   SandboxTaskState state;
   if (!handle.ok() || handle->version() != kStateVersion ||
       !state.ParseFromString(handle->driver_state())) {
-    LOG(WARNING) << prefix << "its start record cannot be used ("
-                 << (handle.ok() ? "not a sandbox driver handle of version " +
-                                       std::to_string(kStateVersion)
-                                 : handle.status().ToString())
-                 << "): taken as never started";
-    return unknown;
+    const std::string why =
+        handle.ok() ? absl::StrCat("not a sandbox driver handle of version ",
+                                   kStateVersion)
+                    : std::string(handle.status().message());
+    // Not "never started": a record it cannot read may be of a run.
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "its start record ",
+        driver_common::StartRecordPath(dir, task_id), " cannot be used (", why,
+        "): whether it ran cannot be told"));
   }
   if (state.process_id().empty()) {
     // Killed while it asked for the process: the agent says whether it
-    // started it.
+    // started it. Only the agent's NOT_FOUND, or an agent that is gone
+    // (its socket absent or refusing), means it did not.
     absl::StatusOr<av1::InspectContainerResponse> container =
-        state.agent_socket().empty()
-            ? absl::NotFoundError("no agent socket")
-            : AgentInspectContainer(state.agent_socket(), task_id,
-                                    kCallTimeout);
+        absl::NotFoundError("no agent socket in the record");
+    if (!state.agent_socket().empty()) {
+      container =
+          AgentInspectContainer(state.agent_socket(), task_id, kCallTimeout);
+      if (!container.ok() && !absl::IsNotFound(container.status())) {
+        absl::StatusOr<SocketPathState> agent =
+            ProbeSocketPath(state.agent_socket());
+        if (!agent.ok() || *agent == SocketPathState::kLive) {
+          return absl::UnavailableError(absl::StrCat(
+              prefix, "its start was cut off and berth-agent at ",
+              state.agent_socket(), " does not say yet whether it started: ",
+              container.status().message(), "; ask again"));
+        }
+      }
+    }
     if (!container.ok() || container->main_process_id().empty()) {
       LOG(INFO) << prefix << "a start cut off before its process started ("
                 << (container.ok() ? "no main process"
@@ -285,12 +328,9 @@ absl::StatusOr<dv1::TaskStatus> SandboxDriver::RecoverFromStartRecord(
       LOG(WARNING) << prefix << kept;
     }
   }
-  absl::StatusOr<dv1::TaskStatus> recovered = RecoverTask(*handle);
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      Recover(*handle, /*reserved=*/true);
   if (!recovered.ok()) {
-    if (absl::IsAlreadyExists(recovered.status())) {
-      return absl::UnavailableError(absl::StrCat(
-          "task ", task_id, " is being started or destroyed; ask again"));
-    }
     LOG(WARNING) << prefix << "its start was cut off and its run cannot be "
                  << "recovered: " << recovered.status();
     return absl::NotFoundError(

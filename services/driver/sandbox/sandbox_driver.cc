@@ -242,6 +242,9 @@ SandboxDriver::SandboxDriver(SandboxDriverOptions options)
       mounts_status_(stats::DetectCgroupLayout(options_.cgroup_root).status()),
       cpu_mhz_(stats::HostCpuMhz("/proc").value_or(0)),
       stats_(mounts_, cpu_mhz_, options_.stats_socket) {
+  if (!options_.state_dir.empty()) {
+    driver_common::RemoveStartRecordLeftovers(options_.state_dir);
+  }
   isolation_defaults_.own_root = true;
   const absl::StatusOr<std::string>& filter =
       driver_common::DefaultSeccompFilterOnce();
@@ -284,7 +287,9 @@ absl::Status SandboxDriver::SetConfig(const google::protobuf::Struct&,
   absl::StatusOr<std::string> dir =
       driver_common::DriverStateDir(node, kDriverName);
   if (!dir.ok()) return dir.status();
-  if (!dir->empty()) {
+  if (!dir->empty() && *dir != state_dir()) {
+    // Before any start uses it (a node calls SetConfig again when it
+    // reattaches, maybe during a start: the same directory is left alone).
     driver_common::RemoveStartRecordLeftovers(*dir);
     absl::MutexLock lock(&mu_);
     state_dir_ = *std::move(dir);
@@ -764,13 +769,22 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
   for (gid_t group : spec->groups) state.add_groups(group);
   for (const std::string& env : spec->env) state.add_env(env);
   state.set_started_at_unix_nanos(absl::ToUnixNanos(started_at));
-  KeepStartRecord(*task);
+  if (absl::Status kept = KeepStartRecord(*task); !kept.ok()) {
+    return absl::Status(
+        kept.code(),
+        absl::StrCat(prefix, "its start record: ", kept.message()));
+  }
   undo.push_back([this, id] {
     if (const std::string dir = state_dir(); !dir.empty()) {
       (void)driver_common::RemoveStartRecord(dir, id);
     }
   });
 
+  using StartCut = SandboxDriverOptions::StartCut;
+  if (options_.start_cut_for_test == StartCut::kBeforeNewContainer) {
+    std::move(rollback).Cancel();
+    return absl::AbortedError(absl::StrCat(prefix, "cut before NewContainer"));
+  }
   {
     grpc::ClientContext context;
     SetDeadline(&context, absl::Seconds(40));
@@ -796,6 +810,17 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     pv1::NewContainerResponse response;
     absl::Status status =
         FromGrpcStatus((*proxy)->NewContainer(&context, request, &response));
+    if (status.ok() &&
+        options_.start_cut_for_test == StartCut::kAfterNewContainer) {
+      std::move(rollback).Cancel();
+      return absl::AbortedError(
+          absl::StrCat(prefix, "cut after NewContainer"));
+    }
+    if (status.ok() &&
+        options_.start_cut_for_test == StartCut::kLoseNewContainerReply) {
+      response.Clear();
+      status = absl::UnavailableError("the reply was lost (test)");
+    }
     const bool bad_input = absl::IsNotFound(status) ||
                            absl::IsInvalidArgument(status) ||
                            absl::IsPermissionDenied(status);
@@ -805,6 +830,12 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
       // process started, and a run that did is this task's.
       absl::StatusOr<av1::InspectContainerResponse> container =
           AgentInspectContainer(task->agent_socket, id, kCallTimeout);
+      for (int attempt = 1; attempt < 3 && !container.ok() &&
+                            !absl::IsNotFound(container.status());
+           ++attempt) {
+        absl::SleepFor(absl::Milliseconds(200));
+        container = AgentInspectContainer(task->agent_socket, id, kCallTimeout);
+      }
       if (container.ok() && !container->main_process_id().empty()) {
         LOG(WARNING) << prefix << "NewContainer at berth-proxy failed ("
                      << status.message() << ") after berth-agent started "
@@ -823,7 +854,11 @@ absl::StatusOr<dv1::StartTaskResponse> SandboxDriver::StartTask(
     task->process_id = response.process_id();
   }
   state.set_process_id(task->process_id);
-  KeepStartRecord(*task);
+  if (absl::Status kept = KeepStartRecord(*task); !kept.ok()) {
+    // The record without the process id still finds the run (the agent
+    // names it).
+    LOG(WARNING) << prefix << "its start record: " << kept;
+  }
 
   std::move(rollback).Cancel();
   {
@@ -856,16 +891,10 @@ dv1::TaskHandle SandboxDriver::HandleOfTask(const Task& task) const {
   return handle;
 }
 
-void SandboxDriver::KeepStartRecord(const Task& task) {
+absl::Status SandboxDriver::KeepStartRecord(const Task& task) {
   const std::string dir = state_dir();
-  if (dir.empty()) return;
-  if (absl::Status kept =
-          driver_common::WriteStartRecord(dir, HandleOfTask(task));
-      !kept.ok()) {
-    LOG(WARNING) << "task " << task.id << ": " << kept
-                 << " (a driver killed before its start returns will not "
-                    "find the run)";
-  }
+  if (dir.empty()) return absl::OkStatus();
+  return driver_common::WriteStartRecord(dir, HandleOfTask(task));
 }
 
 absl::StatusOr<dv1::TaskHandle> SandboxDriver::HandleOf(
@@ -903,6 +932,18 @@ void SandboxDriver::OnShimExited(const std::shared_ptr<Task>& task) {
   dv1::ExitResult result;
   absl::StatusOr<av1::ProcessExit> exit =
       AgentWait(task->agent_socket, task->id, task->process_id, kWaitTimeout);
+  if (absl::IsDeadlineExceeded(exit.status())) {
+    // The shim is gone and the process runs on without its stdio (e.g. a
+    // restarted berth-proxy refused the shim's resume): it ends as the
+    // proxy ends the process of a shim that went away.
+    LOG(WARNING) << "task " << task->id << ": its shim (pid " << task->shim_pid
+                 << ") is gone and process " << task->process_id
+                 << " runs without stdio: killing it";
+    (void)AgentSignal(task->agent_socket, task->id, task->process_id, SIGKILL,
+                      kCallTimeout);
+    exit =
+        AgentWait(task->agent_socket, task->id, task->process_id, kWaitTimeout);
+  }
   if (exit.ok()) {
     result = FromProcessExit(*exit);
   } else {
@@ -1096,8 +1137,16 @@ absl::Status SandboxDriver::RemoveUnknownTask(const std::string& task_id) {
   const std::string prefix = absl::StrCat("task ", task_id, ": ");
   {
     absl::MutexLock lock(&mu_);
-    // Being started: its StartTask undoes what it made if it fails.
-    if (tasks_.count(task_id) > 0) return absl::OkStatus();
+    if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+      if (it->second != nullptr) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("task ", task_id, " is known again"));
+      }
+      // Its StartTask, or InspectTask's recovery of it, is not done: what
+      // it makes would be left behind if this went on now.
+      return absl::UnavailableError(absl::StrCat(
+          "task ", task_id, " is being started or recovered; ask again"));
+    }
     tasks_[task_id] = nullptr;  // no StartTask of it meanwhile
   }
   absl::Cleanup release = [&] {
@@ -1172,7 +1221,10 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
                                         bool force) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
   if (absl::IsNotFound(found.status())) {
-    if (absl::Status removed = RemoveUnknownTask(task_id); !removed.ok()) {
+    absl::Status removed = RemoveUnknownTask(task_id);
+    if (absl::IsAlreadyExists(removed)) {
+      found = Find(task_id);  // recovered meanwhile: destroyed as known
+    } else if (!removed.ok()) {
       return removed;
     }
   }
@@ -1213,7 +1265,8 @@ absl::Status SandboxDriver::DestroyTask(const std::string& task_id,
   if (const std::string dir = state_dir(); !dir.empty()) {
     if (absl::Status removed = driver_common::RemoveStartRecord(dir, task_id);
         !removed.ok()) {
-      LOG(WARNING) << "task " << task_id << ": " << removed;
+      return absl::Status(removed.code(), absl::StrCat("task ", task_id, ": ",
+                                                       removed.message()));
     }
   }
   {

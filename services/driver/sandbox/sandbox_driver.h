@@ -91,6 +91,19 @@ struct SandboxDriverOptions {
   // berth-stats' socket until SetConfig says (NodeContext.stats_socket);
   // empty: TaskStats measures the cgroup in-process.
   std::string stats_socket;
+  // Tests only: StartTask as a kill -9 or a lost reply cuts it off.
+  enum class StartCut {
+    kNone,
+    // Ends (ABORTED, nothing undone) before NewContainer is sent.
+    kBeforeNewContainer,
+    // Ends (ABORTED, nothing undone) after NewContainer, before the start
+    // record has the process id.
+    kAfterNewContainer,
+    // NewContainer's reply is taken as lost (UNAVAILABLE): the start goes on
+    // as it does when berth-proxy or the shim dies with the reply.
+    kLoseNewContainerReply,
+  };
+  StartCut start_cut_for_test = StartCut::kNone;
 };
 
 class SandboxDriver : public plugin::Driver,
@@ -148,14 +161,18 @@ class SandboxDriver : public plugin::Driver,
   void Teardown(Task& task);
   // The handle of `task`'s run, as StartTask returns it.
   driver::v1::TaskHandle HandleOfTask(const Task& task) const;
-  // Keeps `task`'s handle as its start record (start_record.h), logging a
-  // failure: a driver killed before StartTask returns finds the run by it.
-  void KeepStartRecord(const Task& task);
+  // Keeps `task`'s handle as its start record (start_record.h): a driver
+  // killed before StartTask returns finds the run by it.
+  absl::Status KeepStartRecord(const Task& task);
   // InspectTask of a task this driver does not hold: the run a driver killed
   // during its StartTask left, recovered from its start record; NOT_FOUND
   // when there is none or its process never started.
   absl::StatusOr<driver::v1::TaskStatus> RecoverFromStartRecord(
       const std::string& task_id);
+  // RecoverTask's work; `reserved`: the caller holds the id's slot in
+  // tasks_ (nullptr), which the recovered task fills.
+  absl::StatusOr<driver::v1::TaskStatus> Recover(
+      const driver::v1::TaskHandle& handle, bool reserved);
   // DestroyTask of a task this driver has no record of: removes what the
   // driver's naming says is that task's, left by an instance of the driver
   // killed during its StartTask (the node then records the start failed, and

@@ -639,30 +639,22 @@ TEST_F(SandboxDriverProxyTest,
 // record when asked (InspectTask, as berth-node does after a broken
 // StartTask), gives its handle, and the run ends with its real status.
 TEST_F(SandboxDriverProxyTest, TheNextDriverFindsARunWhoseStartWasCutOff) {
-  absl::StatusOr<dv1::StartTaskResponse> started = driver().StartTask(ShellTask(
-      "cutoff",
-      "echo ran >> " + dir_.Join("cutoff-marker") + "; exec sleep 1000"));
-  ASSERT_TRUE(started.ok()) << started.status();
-  const std::string state = Options().state_dir;
-  // Killed while NewContainer's reply was on its way: the record has no
-  // process id yet (the agent has it).
-  absl::StatusOr<dv1::TaskHandle> record =
-      driver_common::ReadStartRecord(state, "cutoff");
-  ASSERT_TRUE(record.ok()) << record.status();
-  EXPECT_EQ(record->driver_state(), started->handle().driver_state());
-  SandboxTaskState cut;
-  ASSERT_TRUE(cut.ParseFromString(record->driver_state()));
-  ASSERT_FALSE(cut.process_id().empty());
-  const std::string process_id = cut.process_id();
-  cut.clear_process_id();
-  record->set_driver_state(cut.SerializeAsString());
-  ASSERT_TRUE(driver_common::WriteStartRecord(state, *record).ok());
+  SandboxDriverOptions cut = Options();
+  cut.start_cut_for_test = SandboxDriverOptions::StartCut::kAfterNewContainer;
+  driver_ = std::make_unique<SandboxDriver>(cut);
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      driver().StartTask(ShellTask("cutoff", "echo ran; exec sleep 1000"));
+  ASSERT_TRUE(absl::IsAborted(started.status())) << started.status();
+  const std::string log = dir_.Join("cutoff/logs/stdout.log");
+  ASSERT_TRUE(WaitFor([&] { return ReadFileOrEmpty(log) == "ran\n"; }))
+      << ReadFileOrEmpty(log);
   driver_.reset();
 
   absl::StatusOr<dv1::TaskStatus> found = driver().InspectTask("cutoff");
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->state(), dv1::TASK_STATE_RUNNING);
-  EXPECT_EQ(found->driver_attributes().at("process_id"), process_id);
+  const std::string process_id = found->driver_attributes().at("process_id");
+  EXPECT_FALSE(process_id.empty());
   absl::StatusOr<dv1::TaskHandle> handle = driver().HandleOf("cutoff");
   ASSERT_TRUE(handle.ok()) << handle.status();
   EXPECT_EQ(handle->config().id(), "cutoff");
@@ -677,28 +669,25 @@ TEST_F(SandboxDriverProxyTest, TheNextDriverFindsARunWhoseStartWasCutOff) {
   EXPECT_EQ(recovered->state(), dv1::TASK_STATE_RUNNING);
   ASSERT_TRUE(driver().StopTask("cutoff", absl::Seconds(5), SIGTERM).ok());
   EXPECT_EQ(Wait("cutoff").signal(), SIGTERM);
+  EXPECT_EQ(ReadFileOrEmpty(log), "ran\n");  // one run
   Destroy("cutoff");
+  const std::string state = Options().state_dir;
   EXPECT_TRUE(absl::IsNotFound(
       driver_common::ReadStartRecord(state, "cutoff").status()));
   EXPECT_TRUE(absl::IsNotFound(driver().InspectTask("cutoff").status()));
 }
 
-// A start cut off before the agent started its process is not a run: the
-// next driver answers NOT_FOUND, and DestroyTask removes its record.
+// A start cut off before NewContainer is not a run: the next driver answers
+// NOT_FOUND, and DestroyTask removes what the start made and its record.
 TEST_F(SandboxDriverProxyTest, AStartCutOffBeforeItsProcessIsNotFound) {
+  SandboxDriverOptions cut = Options();
+  cut.start_cut_for_test = SandboxDriverOptions::StartCut::kBeforeNewContainer;
+  driver_ = std::make_unique<SandboxDriver>(cut);
   absl::StatusOr<dv1::StartTaskResponse> started =
-      driver().StartTask(ShellTask("other", "exec sleep 1000"));
-  ASSERT_TRUE(started.ok()) << started.status();
+      driver().StartTask(ShellTask("never", "echo ran; exec sleep 1000"));
+  ASSERT_TRUE(absl::IsAborted(started.status())) << started.status();
   const std::string state = Options().state_dir;
-  // The record of "never", whose sandbox's agent (the other task's) never
-  // got its NewContainer.
-  dv1::TaskHandle never = started->handle();
-  never.mutable_config()->set_id("never");
-  SandboxTaskState cut;
-  ASSERT_TRUE(cut.ParseFromString(never.driver_state()));
-  cut.clear_process_id();
-  never.set_driver_state(cut.SerializeAsString());
-  ASSERT_TRUE(driver_common::WriteStartRecord(state, never).ok());
+  ASSERT_TRUE(driver_common::ReadStartRecord(state, "never").ok());
   driver_.reset();
 
   absl::StatusOr<dv1::TaskStatus> found = driver().InspectTask("never");
@@ -708,11 +697,32 @@ TEST_F(SandboxDriverProxyTest, AStartCutOffBeforeItsProcessIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(driver().DestroyTask("never", true)));
   EXPECT_TRUE(absl::IsNotFound(
       driver_common::ReadStartRecord(state, "never").status()));
-  // The other task was not touched.
-  absl::StatusOr<dv1::TaskStatus> other = driver().InspectTask("other");
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_EQ(other->state(), dv1::TASK_STATE_RUNNING);
-  Destroy("other");
+  for (const char* hierarchy : {"pids", ""}) {
+    const std::string cgroup = absl::StrCat("/sys/fs/cgroup/", hierarchy, "/",
+                                            cgroup_parent_, "/never");
+    EXPECT_FALSE(PathExists(cgroup)) << cgroup << " is left";
+  }
+  EXPECT_EQ(ReadFileOrEmpty(dir_.Join("never/logs/stdout.log")), "");
+}
+
+// NewContainer's reply lost (berth-proxy or the shim killed with it) after
+// the agent started the process: the start is a start, asked of the agent.
+TEST_F(SandboxDriverProxyTest, ALostNewContainerReplyIsAStartTheAgentConfirms) {
+  SandboxDriverOptions lose = Options();
+  lose.start_cut_for_test =
+      SandboxDriverOptions::StartCut::kLoseNewContainerReply;
+  driver_ = std::make_unique<SandboxDriver>(lose);
+  absl::StatusOr<dv1::StartTaskResponse> started =
+      driver().StartTask(ShellTask("lost", "echo ran; exit 7"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  SandboxTaskState state;
+  ASSERT_TRUE(state.ParseFromString(started->handle().driver_state()));
+  EXPECT_FALSE(state.process_id().empty());
+  EXPECT_EQ(Wait("lost").exit_code(), 7);
+  EXPECT_TRUE(WaitFor([&] {
+    return ReadFileOrEmpty(dir_.Join("lost/logs/stdout.log")) == "ran\n";
+  })) << ReadFileOrEmpty(dir_.Join("lost/logs/stdout.log"));
+  Destroy("lost");
 }
 
 // With TaskConfig.isolation.user_namespace the whole sandbox is in a user
