@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -437,6 +438,133 @@ TEST(BerthProxyTest, ShimResumesAfterTheProxyIsKilled) {
   std::string logged = ReadFileOrEmpty(log);
   EXPECT_THAT(logged, HasSubstr("resumed process"));
   EXPECT_THAT(logged, ::testing::Not(HasSubstr(token)));
+}
+
+// berth-proxy SIGKILLed while the agent has started a process but not yet
+// answered (the fake agent holds its answer): the next berth-proxy on the
+// same directories knows the token (the session was written before the
+// agent was asked), so the shim resumes and gets the output and the exit.
+TEST(BerthProxyTest, ShimResumesAProcessStartedAsTheProxyWasKilled) {
+  ShortTempDir dir;
+  testing::FakeAgent agent;
+  UnixGrpcServer::Options agent_options;
+  agent_options.socket_path = dir.Join("agent.sock");
+  agent_options.services = {&agent};
+  absl::StatusOr<std::unique_ptr<UnixGrpcServer>> agent_server =
+      UnixGrpcServer::Start(agent_options);
+  ASSERT_TRUE(agent_server.ok()) << agent_server.status();
+  const std::vector<std::string> flags = {"--runtime_dir=" + dir.Join("run"),
+                                          "--state_dir=" + dir.Join("state")};
+  const std::string socket = dir.Join("run/proxy.sock");
+  const std::string log = dir.Join("log");
+  auto connect = [&]() -> std::unique_ptr<pb::ProxyService::Stub> {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        DialUnix(socket, absl::Seconds(30));
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    if (!channel.ok()) return nullptr;
+    return pb::ProxyService::NewStub(*channel);
+  };
+  auto deadline = [](grpc::ClientContext* context) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  };
+
+  pid_t pid = Spawn(flags, log);
+  ASSERT_GT(pid, 0);
+  std::string token;
+  {
+    std::unique_ptr<pb::ProxyService::Stub> stub = connect();
+    ASSERT_NE(stub, nullptr);
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::RegisterSandboxRequest request;
+      request.set_sandbox_id("sb");
+      request.set_agent_address(dir.Join("agent.sock"));
+      pb::RegisterSandboxResponse response;
+      ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
+    }
+    {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::AllocateTokenRequest request;
+      request.set_sandbox_id("sb");
+      pb::AllocateTokenResponse response;
+      ASSERT_TRUE(stub->AllocateToken(&context, request, &response).ok());
+      token = response.token();
+    }
+    grpc::ClientContext shim_context;
+    auto shim = stub->Connect(&shim_context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    ASSERT_TRUE(shim->Write(hello));
+    agent.HoldStartAnswers(true);
+    grpc::Status started;
+    std::thread starter([&] {
+      grpc::ClientContext context;
+      deadline(&context);
+      pb::NewContainerRequest request;
+      request.set_token(token);
+      request.set_container_id("c");
+      request.mutable_process()->add_args("emit");
+      request.mutable_process()->add_args("out:hello");
+      request.mutable_process()->add_args("err:oops");
+      request.mutable_process()->add_args("exit:7");
+      pb::NewContainerResponse response;
+      started = stub->NewContainer(&context, request, &response);
+    });
+    const bool agent_started = agent.Await(
+        [](const std::map<std::string, testing::FakeAgent::Process>& p) {
+          return !p.empty();
+        });
+    kill(pid, SIGKILL);
+    WaitExit(pid);
+    agent.HoldStartAnswers(false);
+    starter.join();
+    ASSERT_TRUE(agent_started) << "the agent was never asked to start it";
+    EXPECT_FALSE(started.ok()) << "the start was answered";
+    pb::ConnectResponse down;
+    while (shim->Read(&down)) {
+    }
+    EXPECT_EQ(shim->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+
+  pid = Spawn(flags, log);
+  ASSERT_GT(pid, 0);
+  std::string out;
+  std::string err;
+  bool exit_last = false;
+  int exit_code = -1;
+  grpc::Status resumed;
+  {
+    std::unique_ptr<pb::ProxyService::Stub> stub = connect();
+    ASSERT_NE(stub, nullptr);
+    grpc::ClientContext shim_context;
+    deadline(&shim_context);
+    auto shim = stub->Connect(&shim_context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    hello.mutable_hello()->set_resume(true);
+    ASSERT_TRUE(shim->Write(hello));
+    pb::ConnectResponse down;
+    while (shim->Read(&down)) {
+      exit_last = down.has_exit();
+      if (down.has_exit()) exit_code = down.exit().exit_code();
+      if (down.has_stdout()) out += down.stdout().data();
+      if (down.has_stderr()) err += down.stderr().data();
+    }
+    resumed = shim->Finish();
+  }
+  kill(pid, SIGTERM);
+  int status = WaitExit(pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  (*agent_server)->Shutdown(absl::Seconds(1));
+
+  EXPECT_TRUE(resumed.ok()) << resumed.error_message();
+  EXPECT_EQ(out, "hello");
+  EXPECT_EQ(err, "oops");
+  EXPECT_TRUE(exit_last);
+  EXPECT_EQ(exit_code, 7);
+  EXPECT_EQ(agent.processes().size(), 1u);
 }
 
 }  // namespace

@@ -60,22 +60,41 @@ grpc::Status FakeAgent::Start(const std::string& container_id,
   return grpc::Status::OK;
 }
 
+void FakeAgent::HoldStartAnswers(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_start_answers_ = hold;
+}
+
+void FakeAgent::AwaitStartAnswer(grpc::ServerContext* context) {
+  absl::MutexLock lock(&mu_);
+  // In steps, to notice a caller that went away.
+  while (hold_start_answers_ && !context->IsCancelled()) {
+    auto released = [this]() {
+      mu_.AssertHeld();
+      return !hold_start_answers_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&released), absl::Milliseconds(50));
+  }
+}
+
 grpc::Status FakeAgent::NewContainer(
-    grpc::ServerContext*, const agentpb::NewContainerRequest* request,
+    grpc::ServerContext* context, const agentpb::NewContainerRequest* request,
     agentpb::NewContainerResponse* response) {
   int32_t pid = 0;
   grpc::Status status = Start(request->container_id(), request->process_id(),
                               request->process(), /*exec=*/false, &pid);
+  AwaitStartAnswer(context);
   response->set_pid(pid);
   return status;
 }
 
-grpc::Status FakeAgent::ExecCmd(grpc::ServerContext*,
+grpc::Status FakeAgent::ExecCmd(grpc::ServerContext* context,
                                 const agentpb::ExecCmdRequest* request,
                                 agentpb::ExecCmdResponse* response) {
   int32_t pid = 0;
   grpc::Status status = Start(request->container_id(), request->process_id(),
                               request->process(), /*exec=*/true, &pid);
+  AwaitStartAnswer(context);
   response->set_pid(pid);
   return status;
 }

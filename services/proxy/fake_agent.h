@@ -62,6 +62,11 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
   // The next `n` AckOutput calls fail UNAVAILABLE (recorded first).
   void FailAcks(int n) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // While held, NewContainer and ExecCmd start their process (recorded, as
+  // always) and then wait to answer until released or until the call is
+  // cancelled (its caller died).
+  void HoldStartAnswers(bool hold) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Every process started, by process id.
   std::map<std::string, Process> processes() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits up to `timeout` for `condition` on the processes.
@@ -101,11 +106,14 @@ class FakeAgent final : public berth::agent::v1::AgentService::Service {
                      const std::string& process_id,
                      const berth::agent::v1::ProcessSpec& spec, bool exec,
                      int32_t* pid) ABSL_LOCKS_EXCLUDED(mu_);
+  // The wait of HoldStartAnswers.
+  void AwaitStartAnswer(grpc::ServerContext* context) ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   int32_t next_pid_ ABSL_GUARDED_BY(mu_) = 100;
   std::map<std::string, Process> processes_ ABSL_GUARDED_BY(mu_);
   bool hold_acks_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_start_answers_ ABSL_GUARDED_BY(mu_) = false;
   int fail_acks_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> acks_in_flight_ ABSL_GUARDED_BY(mu_);
 };

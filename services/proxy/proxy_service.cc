@@ -628,6 +628,32 @@ void ProxyServiceImpl::StartProcess(const std::shared_ptr<Session>& session) {
   session->starting = true;
   session->container_id = pending.container_id;
   session->process_id = absl::StrCat(session->prefix, "-", next_process_++);
+  // The record goes first, with the process id the agent is given: a proxy
+  // killed after the agent started the process (before or after its answer)
+  // then still knows the token, so that the shim resumes with the next
+  // proxy. A start the agent refuses removes it (OnProcessStarted); one the
+  // agent never got fails the shim's resume (OnAgentDone: NOT_FOUND).
+  if (store_.has_value()) {
+    absl::Status saved =
+        store_->PutSession({session->token, session->sandbox_id,
+                            session->container_id, session->process_id});
+    if (saved.ok()) {
+      session->persisted = true;
+    } else {
+      LOG(WARNING) << "process " << session->process_id
+                   << " will not survive a restart of the proxy: " << saved;
+    }
+  }
+  if (options_.die_during_start_for_test &&
+      options_.die_during_start_for_test(
+          ProxyOptions::StartStep::kBeforeAgentCall)) {
+    pending.reactor->Finish(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        "test: berth-proxy died before asking the agent to start process " +
+            session->process_id));
+    session->pending.reset();
+    return;
+  }
   std::shared_ptr<Session> s = session;
   std::unique_ptr<PendingStart> owned = std::move(session->pending);
   // std::function needs a copyable callable: share the pending start.
@@ -667,6 +693,16 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
                                         const grpc::Status& status,
                                         int32_t pid) {
   absl::MutexLock lock(&mu_);
+  if (options_.die_during_start_for_test &&
+      options_.die_during_start_for_test(
+          ProxyOptions::StartStep::kAfterAgentAnswer)) {
+    pending->reactor->Finish(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        "test: berth-proxy died before acting on the agent's answer to "
+        "starting process " +
+            session->process_id));
+    return;
+  }
   session->starting = false;
   if (!status.ok()) {
     LOG(WARNING) << "agent of sandbox " << session->sandbox_id
@@ -678,6 +714,7 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
                      session->process_id, ": ", status.error_message()));
     pending->reactor->Finish(failed);
     if (session->shim != nullptr) session->shim->End(failed);
+    // Its record too: the agent has no such process for a shim to resume.
     DropSession(session);
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       // Its agent is gone: so is the sandbox.
@@ -691,8 +728,20 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
   }
   session->started = true;
   std::shared_ptr<AgentStub> stub = StubOf(session->sandbox_id);
-  bool alive =
-      stub != nullptr && sessions_.count(session->token) != 0 && !stopping_;
+  const bool known = stub != nullptr && sessions_.count(session->token) != 0;
+  if (known && stopping_ && session->persisted) {
+    // The proxy is shutting down (its shims were told so) and the process
+    // was started meanwhile: it lives on, and its shim resumes with the
+    // next proxy from the record written before the start.
+    LOG(INFO) << "process " << session->process_id << " (pid " << pid
+              << ") started in container " << session->container_id
+              << " of sandbox " << session->sandbox_id
+              << " while the proxy stops; its shim resumes with the next one";
+    pending->fill(session->process_id, pid);
+    pending->reactor->Finish(grpc::Status::OK);
+    return;
+  }
+  bool alive = known && !stopping_;
   if (!alive) {
     // The shim or the sandbox went away while the agent started it.
     if (stub != nullptr) SignalProcess(session, SIGHUP, nullptr);
@@ -706,17 +755,6 @@ void ProxyServiceImpl::OnProcessStarted(const std::shared_ptr<Session>& session,
   LOG(INFO) << "process " << session->process_id << " (pid " << pid
             << ") started in container " << session->container_id
             << " of sandbox " << session->sandbox_id;
-  if (store_.has_value()) {
-    absl::Status saved =
-        store_->PutSession({session->token, session->sandbox_id,
-                            session->container_id, session->process_id});
-    if (saved.ok()) {
-      session->persisted = true;
-    } else {
-      LOG(WARNING) << "process " << session->process_id
-                   << " will not survive a restart of the proxy: " << saved;
-    }
-  }
   // The data path: the agent's stream of this process, joined to the shim's.
   AttachIo(session, 0, 0);
   pending->fill(session->process_id, pid);
@@ -1213,6 +1251,23 @@ void ProxyServiceImpl::OnAgentDone(AgentIoReactor* io,
       ForgetSandbox(sandbox_id,
                     grpc::Status(grpc::StatusCode::UNAVAILABLE, message));
       DropSession(session);
+      return;
+    }
+    case grpc::StatusCode::NOT_FOUND: {
+      // The agent does not have the process: after a restart of the proxy,
+      // one whose start the agent never got (the proxy died after writing
+      // its record and before the call reached the agent). The shim is told
+      // it is gone, not left waiting; the session and its record go.
+      std::string message = absl::StrCat(
+          "sandbox ", sandbox_id, ": process ", session->process_id,
+          " is gone: its agent does not have it (", status.error_message(),
+          ")");
+      LOG(WARNING) << message;
+      // The record goes before the shim hears of it.
+      DropSession(session);
+      if (session->shim != nullptr) {
+        session->shim->End(grpc::Status(grpc::StatusCode::NOT_FOUND, message));
+      }
       return;
     }
     default: {

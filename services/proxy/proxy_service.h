@@ -52,6 +52,16 @@ struct ProxyOptions {
   // measured by (the deadlines of gRPC calls are real time); not owned, and
   // must outlive the service. Null: the real clock.
   Clock* clock = nullptr;
+
+  // Tests only: plays a kill -9 of the proxy in the middle of a start. Asked
+  // (with the proxy's lock held: it must not call the proxy) just before an
+  // agent is asked to start a process, and when the agent has answered,
+  // before the proxy acts on the answer; true: the proxy does nothing more
+  // for that start, as if it had died there (no call to the agent / its
+  // answer ignored, no record written or removed, no stream opened), and
+  // the caller of NewContainer or ExecCmd gets UNAVAILABLE.
+  enum class StartStep { kBeforeAgentCall, kAfterAgentAnswer };
+  std::function<bool(StartStep)> die_during_start_for_test;
 };
 
 // "unix:PATH" or a bare path -> the gRPC target "unix:PATH"; an empty address

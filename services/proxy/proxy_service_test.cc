@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -261,6 +262,7 @@ class ProxyServiceTest : public ::testing::Test {
     options.default_shim_timeout = absl::Seconds(10);
     options.state_dir = state_dir;
     options.clock = clock_;
+    options.die_during_start_for_test = die_during_start_;
     proxy_ = std::make_unique<ProxyServiceImpl>(options);
     absl::Status restored = proxy_->Restore();
     ASSERT_TRUE(restored.ok()) << restored;
@@ -370,6 +372,47 @@ class ProxyServiceTest : public ::testing::Test {
     return n;
   }
 
+  // Session records in `state_dir`.
+  static int SessionRecords(const std::string& state_dir) {
+    int n = 0;
+    if (DIR* d = opendir((state_dir + "/sessions").c_str())) {
+      while (struct dirent* e = readdir(d)) n += e->d_name[0] != '.';
+      closedir(d);
+    }
+    return n;
+  }
+
+  // A shim's resume (ShimHello.resume, offsets 0) after a restart of the
+  // proxy: what came down, and the stream's status.
+  struct Resumed {
+    std::string out;
+    std::string err;
+    bool exit_last = false;
+    berth::agent::v1::ProcessExit exit;
+    grpc::Status status;
+  };
+  Resumed Resume(const std::string& token) {
+    Resumed resumed;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    auto stream = stub_->Connect(&context);
+    pb::ConnectRequest hello;
+    hello.mutable_hello()->set_token(token);
+    hello.mutable_hello()->set_resume(true);
+    stream->Write(hello);
+    pb::ConnectResponse down;
+    while (stream->Read(&down)) {
+      resumed.exit_last = down.has_exit();
+      if (down.has_exit()) resumed.exit = down.exit();
+      if (down.has_stdout()) resumed.out += down.stdout().data();
+      if (down.has_stderr()) resumed.err += down.stderr().data();
+    }
+    resumed.status = stream->Finish();
+    return resumed;
+  }
+
+  // Given to the next StartProxy (ProxyOptions::die_during_start_for_test).
+  std::function<bool(ProxyOptions::StartStep)> die_during_start_;
   // The proxy's clock; null: the real one.
   Clock* clock_ = nullptr;
   berth::testing::ShortTempDir dir_;
@@ -985,6 +1028,88 @@ TEST_F(ProxyServiceTest, ShimResumesAcrossARestartOfTheProxy) {
     }
   }
   // A token is still single-use: no second resume.
+  FakeShim again(stub_.get(), token);
+  EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// The proxy "dies" (ProxyOptions::die_during_start_for_test) after the agent
+// started a process and before it acted on the agent's answer, the window a
+// kill -9 of berth-proxy found (the session was written only after the
+// answer): the next proxy on the same state directory knows the token, and
+// the shim resumes and gets the process's output and exit.
+TEST_F(ProxyServiceTest, AShimResumesAProcessWhoseStartTheProxyDidNotAnswer) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  die_during_start_ = [](ProxyOptions::StartStep step) {
+    return step == ProxyOptions::StartStep::kAfterAgentAnswer;
+  };
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  std::string token = Token();
+  {
+    FakeShim shim(stub_.get(), token);
+    ASSERT_TRUE(shim.WaitConnected());
+    pb::NewContainerResponse response;
+    grpc::Status status = NewContainer(
+        NewContainerRequest(token, {"emit", "out:hello", "err:oops", "exit:3"}),
+        &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << status.error_message();
+    ASSERT_EQ(StartedWith("emit"), 1) << "the agent did not start it";
+    StopProxy();
+    EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  ASSERT_EQ(SessionRecords(state_dir), 1)
+      << "no record of the process the agent started";
+  die_during_start_ = nullptr;
+  StartProxy(state_dir);
+  Resumed resumed = Resume(token);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status.error_message();
+  EXPECT_EQ(resumed.out, "hello");
+  EXPECT_EQ(resumed.err, "oops");
+  EXPECT_TRUE(resumed.exit_last);
+  EXPECT_EQ(resumed.exit.exit_code(), 3);
+  EXPECT_EQ(StartedWith("emit"), 1);
+}
+
+// The proxy "dies" after writing the session record and before asking the
+// agent: the next proxy restores the session, but the agent has no such
+// process, so the shim's resume ends at once with NOT_FOUND saying the
+// process is gone (not a wait, not PERMISSION_DENIED), and neither the
+// session nor its record is left.
+TEST_F(ProxyServiceTest, AResumeOfAProcessTheAgentNeverGotFailsCleanly) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  die_during_start_ = [](ProxyOptions::StartStep step) {
+    return step == ProxyOptions::StartStep::kBeforeAgentCall;
+  };
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  std::string token = Token();
+  {
+    FakeShim shim(stub_.get(), token);
+    ASSERT_TRUE(shim.WaitConnected());
+    pb::NewContainerResponse response;
+    grpc::Status status = NewContainer(
+        NewContainerRequest(token, {"emit", "out:never", "exit:0"}), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << status.error_message();
+    StopProxy();
+    EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  ASSERT_EQ(StartedWith("emit"), 0);
+  die_during_start_ = nullptr;
+  StartProxy(state_dir);
+  Resumed resumed = Resume(token);
+  EXPECT_EQ(resumed.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << resumed.status.error_message();
+  EXPECT_THAT(resumed.status.error_message(), HasSubstr("is gone"));
+  EXPECT_THAT(resumed.status.error_message(), HasSubstr("sb1"));
+  EXPECT_FALSE(resumed.exit_last);
+  EXPECT_EQ(resumed.out, "");
+  EXPECT_EQ(SessionRecords(state_dir), 0) << "the session's record was left";
+  EXPECT_EQ(StartedWith("emit"), 0) << "the resume started the process";
+  // Nothing left in the proxy either: the token is unknown now.
   FakeShim again(stub_.get(), token);
   EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
