@@ -170,6 +170,7 @@ std::string EncodeInitSpec(const InitSpec& spec) {
   PutFlag(&out, "root.cgroup_namespace", root.cgroup_namespace);
   PutFlag(&out, "stdin_open", spec.stdin_open);
   PutFd(&out, "attach_fd", spec.attach_fd);
+  PutFd(&out, "go_fd", spec.go_fd);
   return out;
 }
 
@@ -257,6 +258,8 @@ bool DecodeInitSpec(const std::string& data, InitSpec* spec,
       if (!need_flag(&spec->stdin_open)) return false;
     } else if (key == "attach_fd") {
       if (!need_fd(&spec->attach_fd)) return false;
+    } else if (key == "go_fd") {
+      if (!need_fd(&spec->go_fd)) return false;
     } else if (key == "privileges") {
       if (!need_flag(&spec->privileges.enabled)) return false;
     } else if (key == "capabilities") {

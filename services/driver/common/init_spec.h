@@ -27,6 +27,8 @@ inline constexpr int kInitSpecFd = 3;    // the encoded InitSpec (read to EOF)
 inline constexpr int kInitReportFd = 4;  // run: "ok" or an error, then closed;
                                          // exec: the exit record
 inline constexpr int kInitTargetFd = 5;  // exec: a pidfd of the task's init
+// run: where StartInit puts the read end of its go socket (InitSpec::go_fd).
+inline constexpr int kInitGoFd = 5;
 // run: descriptors the driver passes (StartInit's `passed_fds`) are 6, 7...
 // in the init; the *_fd fields below name them.
 inline constexpr int kInitFirstPassedFd = 6;
@@ -156,6 +158,11 @@ struct InitSpec {
   // A listening attach socket (a passed descriptor) the init serves with an
   // AttachHub (attach_hub.h); -1 for none.
   int attach_fd = -1;
+  // The driver's go (StartInit sets it to kInitGoFd): the init reads one
+  // byte there before it starts the program, which it never starts if it
+  // reads end of file instead (the driver failed to record its pid, or was
+  // killed before it could). -1: start without waiting.
+  int go_fd = -1;
 };
 
 std::string EncodeInitSpec(const InitSpec& spec);

@@ -50,6 +50,7 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   spec.rlimits = {{7, 1024, 4096}, {4, 0, UINT64_MAX}};
   spec.stdin_open = true;
   spec.attach_fd = 11;
+  spec.go_fd = 5;
 
   InitSpec decoded;
   std::string error;
@@ -69,6 +70,7 @@ TEST(InitSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.rlimits[1].hard, UINT64_MAX);
   EXPECT_TRUE(decoded.stdin_open);
   EXPECT_EQ(decoded.attach_fd, 11);
+  EXPECT_EQ(decoded.go_fd, 5);
   EXPECT_TRUE(decoded.tty);
   EXPECT_TRUE(decoded.join_user_namespace);
   EXPECT_EQ(decoded.hostname, spec.hostname);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,7 +78,7 @@ struct CloneArgs {
   const char* path;
   char* const* argv;
   char* const* envp;
-  int fds[5];  // become 0..4; all >= `low`
+  int fds[6];  // become 0..5 (5: kInitGoFd); all >= `low`
   // Become kInitFirstPassedFd...; all >= `low`.
   int passed[kMaxPassedFds];
   int passed_count = 0;
@@ -151,7 +152,9 @@ int CloneChild(void* raw) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int target = 0; target < 5; ++target) {
+  static_assert(kInitGoFd == 5 && kInitFirstPassedFd == 6,
+                "fds 0..5 are the init's fixed ones, the passed ones follow");
+  for (int target = 0; target < 6; ++target) {
     if (dup2(args->fds[target], target) < 0) _exit(126);
   }
   for (int i = 0; i < args->passed_count; ++i) {
@@ -159,7 +162,6 @@ int CloneChild(void* raw) {
   }
   const unsigned int first_unused =
       static_cast<unsigned int>(kInitFirstPassedFd + args->passed_count);
-  syscall(SYS_close_range, 5, kInitFirstPassedFd - 1, 0);
   if (args->sync_fd < 0) {
     syscall(SYS_close_range, first_unused, ~0U, 0);
     execve(args->path, args->argv, args->envp);
@@ -241,19 +243,20 @@ absl::StatusOr<StartedInit> StartInit(
   }
   const int low =
       std::max(10, kInitFirstPassedFd + static_cast<int>(passed_fds.size()));
+  InitSpec spec = requested_spec;
+  // The init waits for our go on kInitGoFd before it starts the program
+  // (see `spawned` in launcher.h).
+  spec.go_fd = kInitGoFd;
   // In a user namespace, the cgroups and the network namespace are joined
   // here (see launcher.h), not by the init.
-  InitSpec userns_spec;
   if (userns != nullptr) {
     if (userns->uid.empty() || userns->gid.empty()) {
       return absl::InvalidArgumentError(
           "a user namespace needs a uid and a gid mapping");
     }
-    userns_spec = requested_spec;
-    userns_spec.cgroup_procs.clear();
-    userns_spec.netns.clear();
+    spec.cgroup_procs.clear();
+    spec.netns.clear();
   }
-  const InitSpec& spec = userns != nullptr ? userns_spec : requested_spec;
   absl::StatusOr<base::UniqueFd> spec_fd = MemfdWith(EncodeInitSpec(spec));
   if (!spec_fd.ok()) return spec_fd.status();
   int report[2];
@@ -262,12 +265,22 @@ absl::StatusOr<StartedInit> StartInit(
   base::UniqueFd report_write(report[1]);
   base::UniqueFd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!null_fd.valid()) return ErrnoStatus(errno, "opening /dev/null");
+  // The go: a socket pair rather than a pipe, so that the write to an init
+  // already dead cannot raise SIGPIPE here (MSG_NOSIGNAL). Only this
+  // process holds `go_write` (close-on-exec, closed in the child): if it
+  // dies, the init reads end of file.
+  int go[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
+  base::UniqueFd go_read(go[0]);
+  base::UniqueFd go_write(go[1]);
 
   CloneArgs args;
-  const int sources[5] = {null_fd.get(), null_fd.get(), stderr_fd,
-                          spec_fd->get(), report_write.get()};
-  base::UniqueFd high[5];
-  for (int i = 0; i < 5; ++i) {
+  const int sources[6] = {null_fd.get(),  null_fd.get(),      stderr_fd,
+                          spec_fd->get(), report_write.get(), go_read.get()};
+  base::UniqueFd high[6];
+  for (int i = 0; i < 6; ++i) {
     high[i] = DupHigh(sources[i], low);
     if (!high[i].valid()) return ErrnoStatus(errno, "dup");
     args.fds[i] = high[i].get();
@@ -371,14 +384,21 @@ absl::StatusOr<StartedInit> StartInit(
                            "user, pid, mount, ipc and uts namespaces)");
   }
   base::UniqueFd owned_pidfd(pidfd);
+  go_read.reset();
   if (spawned) {
     if (absl::Status told = spawned(pid); !told.ok()) {
+      // No go: the init reads end of file and does not start the program;
+      // it is killed anyway, whatever it was doing.
+      go_write.reset();
       syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
       siginfo_t info;
       waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED);
       return told;
     }
   }
+  // An init already dead makes this fail: its report then says why.
+  send(go_write.get(), "g", 1, MSG_NOSIGNAL);
+  go_write.reset();
   if (userns != nullptr) {
     sync_read.reset();
     exec_fd.reset();

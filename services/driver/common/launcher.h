@@ -73,7 +73,13 @@ struct StartedInit {
 // `spawned`, when given, is called with the init's pid as soon as it exists,
 // before the wait for its report (in a user namespace, before the init goes
 // on at all): a caller that may be killed meanwhile records the pid there.
-// An error from it fails the start (the init is killed and reaped).
+// The init does not start the task's program before `spawned` returned OK:
+// it waits for a byte on its go socket (InitSpec::go_fd, set here to
+// kInitGoFd), which this process writes then. An error from `spawned`
+// fails the start: the go socket is closed unwritten (an init reading end
+// of file exits without starting the program), and the init is killed and
+// reaped. A caller killed before it wrote the go leaves an init that does
+// the same.
 absl::StatusOr<StartedInit> StartInit(
     const std::string& init_path, const InitSpec& spec, int stderr_fd,
     absl::Duration timeout, const UserNamespaceMaps* userns = nullptr,

@@ -677,6 +677,10 @@ absl::StatusOr<dv1::StartTaskResponse> ExecDriver::StartTask(
   // wait for the init's report: from then on its program may run.
   absl::Status unrecorded;
   auto spawned = [&](pid_t pid) -> absl::Status {
+    if (options_.init_spawned_for_test) {
+      unrecorded = options_.init_spawned_for_test(pid);
+      if (!unrecorded.ok()) return unrecorded;
+    }
     absl::StatusOr<base::ProcStat> stat = ReadProcStat(pid);
     if (!stat.ok()) {
       unrecorded = absl::Status(

@@ -30,6 +30,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +82,9 @@ struct ExecDriverOptions {
   // task's program started.
   enum class InterruptStart { kNever, kBeforeInit, kAfterInit };
   InterruptStart interrupt_start_for_test = InterruptStart::kNever;
+  // Tests only: called with the init's pid as soon as it exists, before its
+  // pid is recorded; an error fails the start as a failure to record would.
+  std::function<absl::Status(pid_t)> init_spawned_for_test;
 };
 
 class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {

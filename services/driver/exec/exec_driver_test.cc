@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -722,6 +723,63 @@ TEST_F(ExecDriverTest, ACutOffStartWithoutARunIsNotFoundAndLeavesNothing) {
   // An id that names no record's path is only unknown.
   for (const std::string id : {"..", "../starts", "a/b", ".x", ""}) {
     EXPECT_TRUE(absl::IsNotFound(driver_->InspectTask(id).status())) << id;
+  }
+}
+
+// What a task's init is doing: "program" once it started the task's program
+// (its child), "held" while it waits for the driver's go (blocked reading
+// fd 5, InitSpec::go_fd), else "".
+std::string InitProgress(pid_t init) {
+  const std::string children = ReadFileOrEmpty(
+      absl::StrCat("/proc/", init, "/task/", init, "/children"));
+  if (!absl::StripAsciiWhitespace(children).empty()) return "program";
+  const std::string call =
+      ReadFileOrEmpty(absl::StrCat("/proc/", init, "/syscall"));
+  if (absl::StartsWith(call, absl::StrCat(SYS_read, " 0x5 "))) return "held";
+  return "";
+}
+
+// berth-driver-exec killed -9 after its init was cloned but before the start
+// record held the init's pid (review M2): had the init started the program,
+// the next driver, finding no pid, would answer NOT_FOUND and the node would
+// start the run again. The init waits for the driver's go, given once the pid
+// is recorded; when recording fails (or the driver dies), the init gets end
+// of file instead and no program starts.
+TEST_F(ExecDriverTest, TheInitStartsNoProgramBeforeItsPidIsRecorded) {
+  if (access("/proc/self/syscall", R_OK) != 0) {
+    GTEST_SKIP() << "no /proc/PID/syscall here (a kernel without "
+                    "CONFIG_HAVE_ARCH_TRACEHOOK): cannot see the init wait";
+  }
+  for (const bool record_fails : {false, true}) {
+    SCOPED_TRACE(record_fails ? "the record fails" : "recorded");
+    const std::string id = record_fails ? "unrecorded" : "recorded";
+    std::string seen;
+    ExecDriverOptions options = options_;
+    options.init_spawned_for_test = [&](pid_t init) -> absl::Status {
+      if (!WaitFor([&] {
+            // A program already done leaves its output.
+            seen = Stdout(id).empty() ? InitProgress(init) : "program";
+            return !seen.empty();
+          })) {
+        seen = "neither started the program nor waited";
+      }
+      if (record_fails) return absl::DataLossError("cannot record (test)");
+      return absl::OkStatus();
+    };
+    driver_ = std::make_unique<ExecDriver>(options);
+    absl::StatusOr<dv1::StartTaskResponse> started =
+        Start(Shell(id, "echo ran"));
+    EXPECT_EQ(seen, "held");
+    if (record_fails) {
+      EXPECT_TRUE(absl::IsDataLoss(started.status())) << started.status();
+      EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
+      EXPECT_FALSE(PathExists(TaskDir(id)));
+      continue;
+    }
+    ASSERT_TRUE(started.ok()) << started.status();
+    EXPECT_EQ(Wait(id).exit_code(), 0);
+    EXPECT_EQ(Stdout(id), "ran\n");
+    EXPECT_TRUE(driver_->DestroyTask(id, /*force=*/false).ok());
   }
 }
 

@@ -15,7 +15,8 @@
 //                          reports its wait status.
 //
 // Both read an InitSpec (init_spec.h) from fd 3 and report on fd 4; exec
-// also gets a pidfd of the task's init on fd 5. Linked statically against
+// also gets a pidfd of the task's init on fd 5, run the driver's go there
+// (InitSpec::go_fd). Linked statically against
 // libc and libstdc++ only, so that a task costs a few hundred KiB.
 
 #include <fcntl.h>
@@ -460,6 +461,22 @@ int RunInit(InitSpec& spec) {
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   const int signal_fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) Fail(errno, "making a signalfd");
+
+  // Not before the driver has recorded this init's pid (its go): a driver
+  // killed first must find no program that ran (end of file: none starts).
+  if (spec.go_fd >= 0) {
+    char go = 0;
+    ssize_t n;
+    do {
+      n = read(spec.go_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+      Fail(n == 0 ? ECANCELED : errno, "waiting for the driver's go on fd " +
+                                           std::to_string(spec.go_fd) +
+                                           " (not starting the program)");
+    }
+    close(spec.go_fd);
+  }
 
   // The program's process shares this one's memory until it executes (as
   // vfork and posix_spawn do: no page tables copied, no copy-on-write
