@@ -1114,6 +1114,50 @@ TEST_F(ProxyServiceTest, AResumeOfAProcessTheAgentNeverGotFailsCleanly) {
   EXPECT_EQ(again.WaitDone().error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
+// The agent answers a start while the proxy stops (its shims already told
+// so): the caller gets OK with the process id, the process gets no SIGHUP,
+// and the shim resumes it with the next proxy.
+TEST_F(ProxyServiceTest, AStartAnsweredWhileTheProxyStopsIsLeftForTheNext) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  std::string token = Token();
+  // Its own channel: StopProxy drops stub_.
+  std::unique_ptr<pb::ProxyService::Stub> caller = pb::ProxyService::NewStub(
+      grpc::CreateChannel("unix:" + dir_.Join("proxy.sock"),
+                          grpc::InsecureChannelCredentials()));
+  {
+    FakeShim shim(stub_.get(), token);
+    ASSERT_TRUE(shim.WaitConnected());
+    agent_.HoldStartAnswers(true);
+    AsyncNewContainer start(
+        caller.get(),
+        NewContainerRequest(token, {"emit", "out:later", "exit:4"}));
+    ASSERT_TRUE(agent_.Await([](const auto& p) { return p.size() == 1; }));
+    std::thread stopper([this] { StopProxy(); });
+    // The stop has begun once the shim is told so; then the agent answers.
+    EXPECT_EQ(shim.WaitDone().error_code(), grpc::StatusCode::UNAVAILABLE);
+    agent_.HoldStartAnswers(false);
+    pb::NewContainerResponse response;
+    grpc::Status status = start.Wait(&response);
+    stopper.join();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_FALSE(response.process_id().empty());
+  }
+  // Its broken connection would be shared with the next stub_'s channel.
+  caller.reset();
+  for (const auto& [id, p] : agent_.processes()) {
+    EXPECT_TRUE(p.signals.empty()) << "process " << id << " was signalled";
+  }
+  StartProxy(state_dir);
+  Resumed resumed = Resume(token);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status.error_message();
+  EXPECT_EQ(resumed.out, "later");
+  EXPECT_TRUE(resumed.exit_last);
+  EXPECT_EQ(resumed.exit.exit_code(), 4);
+}
+
 // A restarted proxy keeps the sandbox records whose agent's socket is there
 // and forgets those whose socket is gone or that nobody listens on (a
 // sandbox removed, or whose agent ended, while the proxy was down: its
