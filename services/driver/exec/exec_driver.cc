@@ -883,6 +883,76 @@ absl::Status ExecDriver::StopTask(const std::string& task_id,
   return KillTask(*task, absl::Seconds(10));
 }
 
+absl::Status ExecDriver::DestroyUnknownTask(const std::string& task_id) {
+  absl::Cleanup release = [&] {
+    absl::MutexLock lock(&mu_);
+    tasks_.erase(task_id);
+  };
+  // Its start record (this driver's own file) names its cgroup parent
+  // and task directory; the record goes last.
+  const std::string state = state_dir();
+  std::string cgroup_parent = options_.cgroup_parent;
+  std::string recorded_task_dir;
+  if (!state.empty()) {
+    absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state, task_id);
+    ExecTaskState recorded;
+    if (record.ok() && record->version() == kStateVersion &&
+        recorded.ParseFromString(record->driver_state())) {
+      if (!recorded.cgroup_parent().empty()) {
+        cgroup_parent = recorded.cgroup_parent();
+      }
+      recorded_task_dir = recorded.task_dir();
+    } else if (!record.ok() && !absl::IsNotFound(record.status())) {
+      LOG(WARNING) << "task " << task_id << " (unknown): " << record.status()
+                   << "; removing what its id names";
+    }
+  }
+  absl::StatusOr<TaskCgroup> orphan =
+      TaskCgroup::Open(mounts_, cgroup_parent, task_id);
+  if (orphan.ok() &&
+      absl::c_any_of(orphan->directories(), [](const std::string& dir) {
+        return access(dir.c_str(), F_OK) == 0;
+      })) {
+    absl::Status status = orphan->KillAll(absl::Seconds(5));
+    if (status.ok()) status = orphan->Remove(absl::Seconds(10));
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat("task ", task_id, " (unknown): ", status.message()));
+    }
+    LOG(INFO) << "task " << task_id << ": removed the cgroup " << orphan->path()
+              << " of an interrupted start";
+  }
+  // The task directory is the node's when it gave one (removed, as for
+  // a known task, only when the start record names it); the default one
+  // under the driver's state directory is the driver's.
+  if (!state.empty()) {
+    std::vector<std::string> dirs = {
+        driver_common::DefaultTaskDir(state, task_id)};
+    if (!recorded_task_dir.empty() && recorded_task_dir != dirs[0]) {
+      dirs.push_back(recorded_task_dir);
+    }
+    for (const std::string& dir : dirs) {
+      struct stat dir_stat;
+      if (lstat(dir.c_str(), &dir_stat) != 0) continue;
+      if (absl::Status removed = RemoveTree(dir); !removed.ok()) {
+        return absl::Status(
+            removed.code(),
+            absl::StrCat("task ", task_id, " (unknown): ", removed.message()));
+      }
+      LOG(INFO) << "task " << task_id << ": removed " << dir
+                << " of an interrupted start";
+    }
+    if (absl::Status removed = RemoveStartRecord(state, task_id);
+        !removed.ok()) {
+      return absl::Status(
+          removed.code(),
+          absl::StrCat("task ", task_id, " (unknown): ", removed.message()));
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("task ", task_id, " not found"));
+}
+
 absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
   absl::StatusOr<std::shared_ptr<Task>> found = Find(task_id);
   if (absl::IsNotFound(found.status())) {
@@ -894,77 +964,28 @@ absl::Status ExecDriver::DestroyTask(const std::string& task_id, bool force) {
       return absl::InvalidArgumentError(
           absl::StrCat("DestroyTask: ", valid.message()));
     }
+    std::shared_ptr<Task> adopted;
     {
       absl::MutexLock lock(&mu_);
-      // Being started: its StartTask undoes what it made if it fails.
-      if (tasks_.count(task_id) > 0) return found.status();
-      tasks_[task_id] = nullptr;  // no StartTask of it meanwhile
-    }
-    absl::Cleanup release = [&] {
-      absl::MutexLock lock(&mu_);
-      tasks_.erase(task_id);
-    };
-    // Its start record (this driver's own file) names its cgroup parent
-    // and task directory; the record goes last.
-    const std::string state = state_dir();
-    std::string cgroup_parent = options_.cgroup_parent;
-    std::string recorded_task_dir;
-    if (!state.empty()) {
-      absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state, task_id);
-      ExecTaskState recorded;
-      if (record.ok() && record->version() == kStateVersion &&
-          recorded.ParseFromString(record->driver_state())) {
-        if (!recorded.cgroup_parent().empty()) {
-          cgroup_parent = recorded.cgroup_parent();
+      if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+        // Being started or recovered (InspectTask from its start record):
+        // what it makes is not gone yet, nor can it be said to be.
+        if (it->second == nullptr) {
+          return absl::UnavailableError(
+              absl::StrCat("task ", task_id,
+                           " is being started, recovered or destroyed; ask "
+                           "again"));
         }
-        recorded_task_dir = recorded.task_dir();
-      } else if (!record.ok() && !absl::IsNotFound(record.status())) {
-        LOG(WARNING) << "task " << task_id << " (unknown): " << record.status()
-                     << "; removing what its id names";
+        adopted = it->second;  // recovered since Find: destroyed as known
+      } else {
+        tasks_[task_id] = nullptr;  // no StartTask or recovery meanwhile
       }
     }
-    absl::StatusOr<TaskCgroup> orphan =
-        TaskCgroup::Open(mounts_, cgroup_parent, task_id);
-    if (orphan.ok() &&
-        absl::c_any_of(orphan->directories(), [](const std::string& dir) {
-          return access(dir.c_str(), F_OK) == 0;
-        })) {
-      absl::Status status = orphan->KillAll(absl::Seconds(5));
-      if (status.ok()) status = orphan->Remove(absl::Seconds(10));
-      if (!status.ok()) {
-        return absl::Status(
-            status.code(),
-            absl::StrCat("task ", task_id, " (unknown): ", status.message()));
-      }
-      LOG(INFO) << "task " << task_id << ": removed the cgroup "
-                << orphan->path() << " of an interrupted start";
-    }
-    // The task directory is the node's when it gave one (removed, as for
-    // a known task, only when the start record names it); the default one
-    // under the driver's state directory is the driver's.
-    if (!state.empty()) {
-      std::vector<std::string> dirs = {
-          driver_common::DefaultTaskDir(state, task_id)};
-      if (!recorded_task_dir.empty() && recorded_task_dir != dirs[0]) {
-        dirs.push_back(recorded_task_dir);
-      }
-      for (const std::string& dir : dirs) {
-        struct stat dir_stat;
-        if (lstat(dir.c_str(), &dir_stat) != 0) continue;
-        if (absl::Status removed = RemoveTree(dir); !removed.ok()) {
-          return absl::Status(removed.code(),
-                              absl::StrCat("task ", task_id,
-                                           " (unknown): ", removed.message()));
-        }
-        LOG(INFO) << "task " << task_id << ": removed " << dir
-                  << " of an interrupted start";
-      }
-      if (absl::Status removed = RemoveStartRecord(state, task_id);
-          !removed.ok()) {
-        return absl::Status(
-            removed.code(),
-            absl::StrCat("task ", task_id, " (unknown): ", removed.message()));
-      }
+    if (adopted != nullptr) {
+      found = std::move(adopted);
+    } else if (absl::Status removed = DestroyUnknownTask(task_id);
+               !removed.ok()) {
+      return removed;
     }
   }
   if (!found.ok()) return found.status();
@@ -1069,6 +1090,27 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverFromStartRecord(
   if (!CheckTaskId(task_id).ok()) return unknown;
   const std::string state = state_dir();
   if (state.empty()) return unknown;
+  {
+    // Reserved until the run is recovered (or not): a DestroyTask meanwhile
+    // waits instead of finding nothing to destroy while the run is being
+    // adopted.
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+      if (it->second == nullptr) {
+        return absl::UnavailableError(absl::StrCat(
+            "task ", task_id, " is being started or destroyed; ask again"));
+      }
+      return StatusOf(*it->second);  // recovered meanwhile
+    }
+    tasks_[task_id] = nullptr;
+  }
+  absl::Cleanup release = [&] {
+    absl::MutexLock lock(&mu_);
+    if (auto it = tasks_.find(task_id);
+        it != tasks_.end() && it->second == nullptr) {
+      tasks_.erase(it);
+    }
+  };
   absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state, task_id);
   if (!record.ok()) {
     if (!absl::IsNotFound(record.status())) {
@@ -1087,7 +1129,11 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverFromStartRecord(
                      "started (",
                      driver_common::StartRecordPath(state, task_id), ")"));
   }
-  absl::StatusOr<dv1::TaskStatus> recovered = RecoverTask(*record);
+  if (options_.recovery_reserved_for_test) {
+    options_.recovery_reserved_for_test(task_id);
+  }
+  absl::StatusOr<dv1::TaskStatus> recovered =
+      Recover(*record, /*reserved=*/true);
   if (recovered.ok()) {
     LOG(INFO) << "task " << task_id << ": "
               << (recovered->state() == dv1::TASK_STATE_EXITED ? "exited"
@@ -1136,6 +1182,11 @@ absl::StatusOr<dv1::TaskHandle> ExecDriver::HandleOf(
 
 absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     const dv1::TaskHandle& handle) {
+  return Recover(handle, /*reserved=*/false);
+}
+
+absl::StatusOr<dv1::TaskStatus> ExecDriver::Recover(
+    const dv1::TaskHandle& handle, bool reserved) {
   const std::string& id = handle.config().id();
   if (absl::Status status = CheckTaskId(id); !status.ok()) {
     return absl::InvalidArgumentError(
@@ -1206,7 +1257,10 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverTask(
     task->result = result;
     task->completed_at = absl::FromUnixNanos(record.exited_at_unix_nanos);
   }
-  {
+  if (reserved) {
+    absl::MutexLock lock(&mu_);
+    tasks_[id] = task;
+  } else {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = tasks_.emplace(id, task);
     if (!inserted) {

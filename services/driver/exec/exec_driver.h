@@ -85,6 +85,9 @@ struct ExecDriverOptions {
   // Tests only: called with the init's pid as soon as it exists, before its
   // pid is recorded; an error fails the start as a failure to record would.
   std::function<absl::Status(pid_t)> init_spawned_for_test;
+  // Tests only: called by InspectTask's recovery from a start record while
+  // it holds the id reserved, before it reads the run's state.
+  std::function<void(const std::string&)> recovery_reserved_for_test;
 };
 
 class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
@@ -145,9 +148,18 @@ class ExecDriver : public plugin::Driver, public plugin::ExecStreamingDriver {
   bool WaitExited(const std::shared_ptr<Task>& task, absl::Duration timeout);
   driver::v1::TaskStatus StatusOf(const Task& task) const;
   // InspectTask of an id not in tasks_ (`unknown` is its NOT_FOUND): the
-  // run the task's start record names, recovered.
+  // run the task's start record names, recovered. The id is reserved
+  // (tasks_[id] == nullptr) meanwhile, so that a DestroyTask waits for it.
   absl::StatusOr<driver::v1::TaskStatus> RecoverFromStartRecord(
       const std::string& task_id, const absl::Status& unknown);
+  // DestroyTask of an id tasks_ holds as reserved by the caller (released
+  // here): removes what an interrupted start left (its cgroup, task
+  // directory and start record); NOT_FOUND when that went well.
+  absl::Status DestroyUnknownTask(const std::string& task_id);
+  // RecoverTask's work; `reserved`: the caller holds tasks_[id] == nullptr,
+  // which the recovered task fills.
+  absl::StatusOr<driver::v1::TaskStatus> Recover(
+      const driver::v1::TaskHandle& handle, bool reserved);
   // ExecTask and ExecTaskStreaming: runs options.command in the task.
   absl::StatusOr<plugin::ExitStatus> RunExec(const plugin::ExecOptions& options,
                                              absl::Time deadline);

@@ -783,6 +783,46 @@ TEST_F(ExecDriverTest, TheInitStartsNoProgramBeforeItsPidIsRecorded) {
   }
 }
 
+// DestroyTask while InspectTask recovers a run from its start record (review
+// S1): the id is reserved meanwhile, so DestroyTask answers UNAVAILABLE (the
+// node asks again) instead of removing what the record names and answering
+// NOT_FOUND while the recovery adopts the run, or missing a run adopted
+// just after it looked.
+TEST_F(ExecDriverTest, DestroyDuringARecoveryFromTheStartRecordWaitsForIt) {
+  ExecDriverOptions killed = options_;
+  killed.interrupt_start_for_test =
+      ExecDriverOptions::InterruptStart::kAfterInit;
+  driver_ = std::make_unique<ExecDriver>(killed);
+  const std::string id = "recovering";
+  ASSERT_TRUE(absl::IsAborted(
+      driver_->StartTask(Task(id, {"sleep", "1000"})).status()));
+  started_.push_back(id);
+  absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state_.path(), id);
+  ASSERT_TRUE(record.ok()) << record.status();
+  ExecTaskState recorded;
+  ASSERT_TRUE(recorded.ParseFromString(record->driver_state()));
+  const pid_t init = recorded.init_pid();
+  ASSERT_GT(init, 0);
+
+  absl::Status during = absl::UnknownError("the hook was not called");
+  ExecDriverOptions relaunched = options_;
+  relaunched.recovery_reserved_for_test = [&](const std::string& task_id) {
+    during = driver_->DestroyTask(task_id, /*force=*/true);
+  };
+  driver_ = std::make_unique<ExecDriver>(relaunched);
+  absl::StatusOr<dv1::TaskStatus> running = driver_->InspectTask(id);
+  EXPECT_TRUE(absl::IsUnavailable(during)) << during;
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->state(), dv1::TASK_STATE_RUNNING);
+  EXPECT_EQ(kill(init, 0), 0);
+
+  // Asked again, DestroyTask destroys the recovered run.
+  ASSERT_TRUE(driver_->DestroyTask(id, /*force=*/true).ok());
+  EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
+  EXPECT_FALSE(PathExists(TaskDir(id)));
+  EXPECT_EQ(waitpid(init, nullptr, 0), init);
+}
+
 TEST_F(ExecDriverTest, SignalKillReachesTheProgramAndIsRecorded) {
   ASSERT_TRUE(Start(Task("kill", {"sleep", "1000"})).ok());
   ASSERT_TRUE(driver_->SignalTask("kill", SIGKILL).ok());
