@@ -1147,8 +1147,19 @@ absl::StatusOr<dv1::TaskStatus> ExecDriver::RecoverFromStartRecord(
     return absl::UnavailableError(absl::StrCat(
         "task ", task_id, " is being started or destroyed; ask again"));
   }
-  if (absl::IsFailedPrecondition(failed) || absl::IsInvalidArgument(failed)) {
-    // Its init is gone without an exit record (or was never ours).
+  if (absl::IsInvalidArgument(failed)) {
+    // A record this driver cannot read (another version's, after an
+    // upgrade): its run may be alive, so it is not "never started" (the
+    // node would start the task again), nor can this driver adopt it.
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id,
+                     ": cannot tell whether its run is alive: its start "
+                     "record ",
+                     driver_common::StartRecordPath(state, task_id),
+                     " is not one this driver reads (", failed.message(), ")"));
+  }
+  if (absl::IsFailedPrecondition(failed)) {
+    // Its init is gone without an exit record.
     return absl::NotFoundError(
         absl::StrCat("task ", task_id,
                      " not found: its start record names a run that "

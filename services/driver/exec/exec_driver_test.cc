@@ -54,6 +54,7 @@ using ::berth::driver_common::MakeAttachSetup;
 using ::berth::driver_common::ReadStartRecord;
 using ::berth::driver_common::StartRecordPath;
 using ::berth::driver_common::TaskCgroup;
+using ::berth::driver_common::WriteStartRecord;
 using ::berth::testing::FileMode;
 using ::berth::testing::PathExists;
 using ::berth::testing::ReadFileOrEmpty;
@@ -820,6 +821,42 @@ TEST_F(ExecDriverTest, DestroyDuringARecoveryFromTheStartRecordWaitsForIt) {
   ASSERT_TRUE(driver_->DestroyTask(id, /*force=*/true).ok());
   EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
   EXPECT_FALSE(PathExists(TaskDir(id)));
+  EXPECT_EQ(waitpid(init, nullptr, 0), init);
+}
+
+// A start record this driver cannot read (another version's, after an
+// upgrade; review N1) names a run that may be alive: InspectTask says it
+// cannot tell (FAILED_PRECONDITION naming the record), not NOT_FOUND, which
+// the node takes for "never started" and starts the task again.
+TEST_F(ExecDriverTest, AStartRecordOfAnotherVersionIsNotTakenForNoRun) {
+  ExecDriverOptions killed = options_;
+  killed.interrupt_start_for_test =
+      ExecDriverOptions::InterruptStart::kAfterInit;
+  driver_ = std::make_unique<ExecDriver>(killed);
+  const std::string id = "other-version";
+  ASSERT_TRUE(absl::IsAborted(
+      driver_->StartTask(Task(id, {"sleep", "1000"})).status()));
+  started_.push_back(id);
+  absl::StatusOr<dv1::TaskHandle> record = ReadStartRecord(state_.path(), id);
+  ASSERT_TRUE(record.ok()) << record.status();
+  ExecTaskState recorded;
+  ASSERT_TRUE(recorded.ParseFromString(record->driver_state()));
+  const pid_t init = recorded.init_pid();
+  ASSERT_GT(init, 0);
+  record->set_version(record->version() + 1);
+  ASSERT_TRUE(WriteStartRecord(state_.path(), *record).ok());
+
+  driver_ = std::make_unique<ExecDriver>(options_);
+  absl::StatusOr<dv1::TaskStatus> status = driver_->InspectTask(id);
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kFailedPrecondition)
+      << status.status();
+  EXPECT_THAT(status.status().message(),
+              HasSubstr(StartRecordPath(state_.path(), id)));
+  EXPECT_THAT(status.status().message(), HasSubstr("cannot tell"));
+  EXPECT_EQ(kill(init, 0), 0);
+  // DestroyTask still removes what its id names.
+  EXPECT_TRUE(absl::IsNotFound(driver_->DestroyTask(id, /*force=*/true)));
+  EXPECT_FALSE(PathExists(StartRecordPath(state_.path(), id)));
   EXPECT_EQ(waitpid(init, nullptr, 0), init);
 }
 
