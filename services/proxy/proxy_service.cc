@@ -53,6 +53,17 @@ struct AgentCall {
 
 }  // namespace
 
+std::optional<std::string> AgentGone(const std::string& target) {
+  if (!absl::StartsWith(target, "unix:")) return std::nullopt;
+  const std::string socket = target.substr(5);
+  absl::StatusOr<SocketPathState> agent = ProbeSocketPath(socket);
+  if (!agent.ok() || *agent == SocketPathState::kLive) return std::nullopt;
+  return absl::StrCat("its agent's socket ", socket,
+                      *agent == SocketPathState::kAbsent
+                          ? " is gone"
+                          : " has no agent listening on it");
+}
+
 absl::StatusOr<std::string> AgentTarget(const std::string& agent_address) {
   std::string path = agent_address;
   if (absl::StartsWith(path, "unix:")) path = path.substr(5);
@@ -201,18 +212,10 @@ absl::Status ProxyServiceImpl::Restore() {
     // or that nobody listens on (its agent ended; the directory is not
     // removed yet) cannot come back: an agent never serves again on the
     // socket of one that ended. Its record goes, and its processes' below.
-    if (absl::StartsWith(record.target, "unix:")) {
-      const std::string socket = record.target.substr(5);
-      absl::StatusOr<SocketPathState> agent = ProbeSocketPath(socket);
-      if (agent.ok() && *agent != SocketPathState::kLive) {
-        store_->RemoveSandbox(record.sandbox_id);
-        LOG(INFO) << "forgot sandbox " << record.sandbox_id
-                  << ": its agent's socket " << socket
-                  << (*agent == SocketPathState::kAbsent
-                          ? " is gone"
-                          : " has no agent listening on it");
-        continue;
-      }
+    if (std::optional<std::string> dead = AgentGone(record.target)) {
+      store_->RemoveSandbox(record.sandbox_id);
+      LOG(INFO) << "forgot sandbox " << record.sandbox_id << ": " << *dead;
+      continue;
     }
     Sandbox& sandbox = sandboxes_[record.sandbox_id];
     sandbox.id = record.sandbox_id;
@@ -271,12 +274,29 @@ absl::Status ProxyServiceImpl::Restore() {
 }
 
 void ProxyServiceImpl::Stop() {
+  std::map<std::string, std::string> targets;
   {
     absl::MutexLock lock(&mu_);
     StopLocked();
+    for (const auto& [id, sandbox] : sandboxes_) targets[id] = sandbox.target;
   }
   // Without mu_: the callbacks still to come take it.
   calls_.AwaitNone();
+  // A sandbox whose agent has gone since it was restored (its
+  // UnregisterSandbox found the proxy down, and the agent still served when
+  // the proxy came back) is forgotten now, record and all, rather than left
+  // for the next start. Probed without mu_ (a connect each).
+  std::map<std::string, std::string> dead;
+  for (const auto& [id, target] : targets) {
+    if (std::optional<std::string> why = AgentGone(target)) dead[id] = *why;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, why] : dead) {
+    auto it = sandboxes_.find(id);
+    if (it == sandboxes_.end() || it->second.target != targets[id]) continue;
+    ForgetSandbox(id, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   absl::StrCat("sandbox ", id, ": ", why)));
+  }
 }
 
 void ProxyServiceImpl::StopLocked() {

@@ -68,6 +68,12 @@ struct ProxyOptions {
 // is INVALID_ARGUMENT naming agent_address.
 absl::StatusOr<std::string> AgentTarget(const std::string& agent_address);
 
+// Why the agent at `target` ("unix:PATH") can never serve again (its socket
+// is gone, or nobody listens on it: an agent never serves again on the
+// socket of one that ended); nullopt when it may (it listens, or the probe
+// failed otherwise).
+std::optional<std::string> AgentGone(const std::string& target);
+
 class ProxyServiceImpl final
     : public berth::proxy::v1::ProxyService::CallbackService {
  public:
@@ -84,7 +90,8 @@ class ProxyServiceImpl final
   // Before the server shuts down: fails the calls waiting for a shim, ends
   // every shim's stream with UNAVAILABLE (the processes keep running: this
   // is not a shim going away) and cancels the agents' streams, then waits
-  // until those and every call to an agent are gone.
+  // until those and every call to an agent are gone. Last, forgets the
+  // sandboxes whose agent is gone (AgentGone), their records too.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* RegisterSandbox(

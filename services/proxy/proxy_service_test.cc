@@ -1215,6 +1215,47 @@ TEST_F(ProxyServiceTest, RestoreForgetsSandboxesWhoseAgentSocketIsGone) {
                              "gone was kept";
 }
 
+// A sandbox whose agent went while the proxy ran, and whose
+// UnregisterSandbox never came (it found the proxy down, and the agent still
+// served when the proxy came back): the proxy's stop forgets it, record and
+// all, and keeps the sandbox whose agent answers.
+TEST_F(ProxyServiceTest, StopForgetsSandboxesWhoseAgentIsGone) {
+  StopProxy();
+  const std::string state_dir = dir_.Join("state");
+  StartProxy(state_dir);
+  RegisterFakeAgent();
+  const std::string gone = dir_.Join("gone.sock");
+  {
+    testing::FakeAgent second_agent;
+    UnixGrpcServer::Options options;
+    options.socket_path = gone;
+    options.services = {&second_agent};
+    absl::StatusOr<std::unique_ptr<UnixGrpcServer>> server =
+        UnixGrpcServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    grpc::Status registered = Register("sb2", "unix:" + gone);
+    ASSERT_TRUE(registered.ok()) << registered.error_message();
+    (*server)->Shutdown(absl::Seconds(1));
+  }
+  unlink(gone.c_str());
+  auto records = [&] {
+    int n = 0;
+    if (DIR* d = opendir((state_dir + "/sandboxes").c_str())) {
+      while (struct dirent* e = readdir(d)) n += e->d_name[0] != '.';
+      closedir(d);
+    }
+    return n;
+  };
+  ASSERT_EQ(records(), 2);
+  StopProxy();
+  EXPECT_EQ(records(), 1) << "the record of a sandbox whose agent is gone was "
+                             "kept, or the live one's removed";
+  StartProxy(state_dir);
+  std::string token;
+  EXPECT_TRUE(Allocate("sb1", &token).ok());
+  EXPECT_EQ(Allocate("sb2", &token).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 }  // namespace
 }  // namespace proxy
 }  // namespace berth
