@@ -423,7 +423,7 @@ absl::StatusOr<StartedInit> StartInit(
   for (base::UniqueFd& fd : high) fd.reset();
   passed_high.clear();
 
-  auto reap = [pid, pidfd] {
+  auto reap = [pidfd] {
     siginfo_t info;
     std::memset(&info, 0, sizeof(info));
     waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED);
