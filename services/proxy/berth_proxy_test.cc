@@ -62,6 +62,31 @@ int WaitExit(pid_t pid) {
   return status;
 }
 
+// Registers sandbox "sb" (its agent at `agent_address`) and allocates a
+// token of it into `token`, each call within 30 s.
+void RegisterAndAllocate(pb::ProxyService::Stub* stub,
+                         const std::string& agent_address, std::string* token) {
+  const auto deadline = [](grpc::ClientContext* context) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  };
+  {
+    grpc::ClientContext context;
+    deadline(&context);
+    pb::RegisterSandboxRequest request;
+    request.set_sandbox_id("sb");
+    request.set_agent_address(agent_address);
+    pb::RegisterSandboxResponse response;
+    ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
+  }
+  grpc::ClientContext context;
+  deadline(&context);
+  pb::AllocateTokenRequest request;
+  request.set_sandbox_id("sb");
+  pb::AllocateTokenResponse response;
+  ASSERT_TRUE(stub->AllocateToken(&context, request, &response).ok());
+  *token = response.token();
+}
+
 TEST(BerthProxyTest, Version) {
   ShortTempDir dir;
   pid_t pid = Spawn({"--version"}, dir.Join("log"));
@@ -356,24 +381,8 @@ TEST(BerthProxyTest, ShimResumesAfterTheProxyIsKilled) {
   {
     std::unique_ptr<pb::ProxyService::Stub> stub = connect();
     ASSERT_NE(stub, nullptr);
-    {
-      grpc::ClientContext context;
-      deadline(&context);
-      pb::RegisterSandboxRequest request;
-      request.set_sandbox_id("sb");
-      request.set_agent_address(dir.Join("agent.sock"));
-      pb::RegisterSandboxResponse response;
-      ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
-    }
-    {
-      grpc::ClientContext context;
-      deadline(&context);
-      pb::AllocateTokenRequest request;
-      request.set_sandbox_id("sb");
-      pb::AllocateTokenResponse response;
-      ASSERT_TRUE(stub->AllocateToken(&context, request, &response).ok());
-      token = response.token();
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        RegisterAndAllocate(stub.get(), dir.Join("agent.sock"), &token));
     grpc::ClientContext shim_context;
     auto shim = stub->Connect(&shim_context);
     pb::ConnectRequest hello;
@@ -474,24 +483,8 @@ TEST(BerthProxyTest, ShimResumesAProcessStartedAsTheProxyWasKilled) {
   {
     std::unique_ptr<pb::ProxyService::Stub> stub = connect();
     ASSERT_NE(stub, nullptr);
-    {
-      grpc::ClientContext context;
-      deadline(&context);
-      pb::RegisterSandboxRequest request;
-      request.set_sandbox_id("sb");
-      request.set_agent_address(dir.Join("agent.sock"));
-      pb::RegisterSandboxResponse response;
-      ASSERT_TRUE(stub->RegisterSandbox(&context, request, &response).ok());
-    }
-    {
-      grpc::ClientContext context;
-      deadline(&context);
-      pb::AllocateTokenRequest request;
-      request.set_sandbox_id("sb");
-      pb::AllocateTokenResponse response;
-      ASSERT_TRUE(stub->AllocateToken(&context, request, &response).ok());
-      token = response.token();
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        RegisterAndAllocate(stub.get(), dir.Join("agent.sock"), &token));
     grpc::ClientContext shim_context;
     auto shim = stub->Connect(&shim_context);
     pb::ConnectRequest hello;
